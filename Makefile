@@ -1,0 +1,165 @@
+# strata — the one entry point.  `make`, `make test`, `make demo`,
+# `make bench`, `make lint`, `make deps`, `make vmlinux`.  V=1 shows commands.
+.DELETE_ON_ERROR:
+.SUFFIXES:
+
+ARCH       ?= x86
+BUILD      := build
+OBJ        := $(BUILD)/obj
+ASAN_OBJ   := $(BUILD)/asan
+GEN        := $(BUILD)/gen
+BPFOUT     := $(BUILD)/bpf
+CC         ?= cc
+CLANG      ?= clang
+BPFTOOL    ?= bpftool
+PROTOC_C   ?= protoc-c
+
+ifeq ($(V),1)
+Q :=
+msg :=
+else
+Q := @
+msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
+endif
+
+PKGS       := libbpf libdw libelf zlib libzstd
+CFLAGS     ?= -O2 -g
+CFLAGS     += -std=gnu11 -Wall -Wextra -Werror -Wno-unused-parameter \
+	      -Wno-missing-field-initializers -fno-omit-frame-pointer \
+	      -D_GNU_SOURCE -I. -I$(GEN) -I$(BPFOUT) \
+	      $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+DEPFLAGS    = -MMD -MP
+LDLIBS     := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lbpf -ldw -lelf -lz -lzstd) \
+	      -lprotobuf-c -lstdc++ -lpthread
+SAN_FLAGS  := -fsanitize=address,undefined -fno-sanitize-recover=undefined
+
+BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Ivmlinux/$(ARCH) \
+	      -I. -Wall -Werror -Wno-unused-function
+
+# --- sources -----------------------------------------------------------------
+BPF_SRCS   := $(wildcard bpf/*.bpf.c)
+BPF_OBJS   := $(patsubst bpf/%.bpf.c,$(BPFOUT)/%.bpf.o,$(BPF_SRCS))
+SKELS      := $(patsubst bpf/%.bpf.c,$(BPFOUT)/%.skel.h,$(BPF_SRCS))
+PROTOS     := $(wildcard proto/*.proto)
+PROTO_C    := $(patsubst proto/%.proto,$(GEN)/%.pb-c.c,$(PROTOS))
+PROTO_H    := $(PROTO_C:.c=.h)
+MAINS      := agent/strata_main.c agent/agent_main.c
+LIB_SRCS   := $(filter-out $(MAINS),$(wildcard agent/*.c symbolize/*.c unwind/*.c uploader/*.c))
+LIB_OBJS   := $(patsubst %.c,$(OBJ)/%.o,$(LIB_SRCS)) $(patsubst $(GEN)/%.c,$(OBJ)/gen/%.o,$(PROTO_C))
+ASAN_OBJS  := $(patsubst $(OBJ)/%,$(ASAN_OBJ)/%,$(LIB_OBJS))
+UNIT_SRCS  := $(wildcard tests/unit/test_*.c)
+UNIT_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
+FIXTURE_SRCS := $(wildcard tests/fixtures/*.c)
+FIXTURES   := $(patsubst tests/fixtures/%.c,$(BUILD)/fixtures/%,$(FIXTURE_SRCS))
+
+BINS       := $(BUILD)/strata $(BUILD)/strata-agent
+
+.PHONY: all test unit demo bench lint deps vmlinux clean fixtures format
+all: $(BINS)
+
+# --- BPF ---------------------------------------------------------------------
+# Every program's instruction count is printed so verifier-complexity growth
+# shows up in review.
+$(BPFOUT)/%.bpf.o: bpf/%.bpf.c | $(BPFOUT)
+	$(call msg,BPF,$@)
+	$(Q)$(CLANG) $(BPF_CFLAGS) $(DEPFLAGS) -MF $(@:.o=.d) -MT $@ -c $< -o $@.tmp
+	$(Q)$(BPFTOOL) gen object $@ $@.tmp && rm -f $@.tmp
+	$(Q)llvm-objdump -h $@ | while read -r idx name size rest; do \
+		case "$$name" in perf_event*|tp*|tracepoint*|raw_tp*|uprobe*|uretprobe*|kprobe*|fentry*|iter*) \
+		printf '  %-8s %s: %d insns\n' INSNS "$$name" $$(( 0x$$size / 8 ));; esac; done
+
+$(BPFOUT)/%.skel.h: $(BPFOUT)/%.bpf.o
+	$(call msg,SKEL,$@)
+	$(Q)$(BPFTOOL) gen skeleton $< > $@
+
+# --- protobuf ----------------------------------------------------------------
+$(GEN)/%.pb-c.c $(GEN)/%.pb-c.h: proto/%.proto | $(GEN)
+	$(call msg,PROTOC,$<)
+	$(Q)$(PROTOC_C) --proto_path=proto --c_out=$(GEN) $<
+
+# --- C -----------------------------------------------------------------------
+# Every object depends on the generated headers (skeletons, protobuf) so they
+# exist before the first compile; -MMD -MP then tracks real header use.
+$(OBJ)/gen/%.o: $(GEN)/%.c | $(PROTO_H)
+	@mkdir -p $(@D)
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) -Wno-error $(DEPFLAGS) -c $< -o $@
+
+$(OBJ)/%.o: %.c | $(SKELS) $(PROTO_H)
+	@mkdir -p $(@D)
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) $(DEPFLAGS) -c $< -o $@
+
+$(ASAN_OBJ)/gen/%.o: $(GEN)/%.c | $(PROTO_H)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) -Wno-error $(SAN_FLAGS) $(DEPFLAGS) -c $< -o $@
+
+$(ASAN_OBJ)/%.o: %.c | $(SKELS) $(PROTO_H)
+	@mkdir -p $(@D)
+	$(call msg,CC-SAN,$@)
+	$(Q)$(CC) $(CFLAGS) $(SAN_FLAGS) $(DEPFLAGS) -c $< -o $@
+
+$(BUILD)/libstrata.a: $(LIB_OBJS)
+	$(call msg,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/libstrata-san.a: $(ASAN_OBJS)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/strata: $(OBJ)/agent/strata_main.o $(BUILD)/libstrata.a
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
+
+$(BUILD)/strata-agent: $(OBJ)/agent/agent_main.o $(BUILD)/libstrata.a
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
+
+# Unit tests run under ASan/UBSan.
+$(BUILD)/tests/%: $(ASAN_OBJ)/tests/unit/%.o $(BUILD)/libstrata-san.a
+	@mkdir -p $(@D)
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(CFLAGS) $(SAN_FLAGS) $^ $(LDLIBS) -lcmocka -o $@
+
+# Fixtures: workloads with known call chains.  Flags per fixture come from a
+# "// build:" line in its source, so each file says how it must be built.
+$(BUILD)/fixtures/%: tests/fixtures/%.c
+	@mkdir -p $(@D)
+	$(call msg,FIXTURE,$@)
+	$(Q)$(CC) $$(sed -n 's|^// build: ||p' $<) -o $@ $< $$(sed -n 's|^// link: ||p' $<)
+
+fixtures: $(FIXTURES)
+
+$(BPFOUT) $(GEN):
+	@mkdir -p $@
+
+# --- entry points ------------------------------------------------------------
+deps:
+	@scripts/deps.sh
+
+vmlinux:
+	$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > vmlinux/$(ARCH)/vmlinux.h
+
+unit: $(UNIT_BINS)
+
+test: deps
+	@$(MAKE) --no-print-directory all unit fixtures
+	@tests/run.sh
+
+demo: deps
+	@$(MAKE) --no-print-directory all fixtures
+	@scripts/demo.sh
+
+bench: deps
+	@$(MAKE) --no-print-directory all fixtures
+	@bench/overhead.sh
+
+lint:
+	@clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h' | grep -v '^vmlinux/')
+
+format:
+	@clang-format -i $$(git ls-files '*.c' '*.h' | grep -v '^vmlinux/')
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,194 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * strata-agent: the node daemon.  Samples continuously and, every period,
+ * turns what it drained into one profile.  This build writes profiles to a
+ * directory (--output); shipping to strata-server is the uploader's job.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/cli.h"
+#include "agent/log.h"
+#include "agent/session.h"
+
+struct agent_opts {
+	struct session_opts session;
+	const char *output_dir;
+	const char *format; /* file extension */
+	uint32_t period_s;
+};
+
+static void usage(FILE *f)
+{
+	fputs("usage: strata-agent --output DIR [options]\n"
+	      "  -o, --output DIR      write one profile per period into DIR\n"
+	      "  -P, --period SEC      profile period (default 10)\n"
+	      "  -F, --freq HZ         samples per second per CPU (default 49)\n"
+	      "  -f, --format EXT      pb.gz (default), folded, json or svg\n"
+	      "  -p, --pid PID[,PID]   only these processes (and children)\n"
+	      "  -G, --cgroup DIR      only tasks in this cgroup v2 directory\n"
+	      "  -s, --server URL      ship to strata-server (not in this build)\n"
+	      "  -v, --verbose         print counters every period\n",
+	      f);
+}
+
+static int write_period(const struct agent_opts *o, struct profile *p)
+{
+	char path[PATH_MAX], host[HOST_NAME_MAX + 1] = "node", stamp[32];
+	time_t t = (time_t)(p->start_ns / 1000000000ULL);
+	struct tm tm;
+
+	gethostname(host, sizeof(host) - 1);
+	gmtime_r(&t, &tm);
+	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
+	if (snprintf(path, sizeof(path), "%s/strata-%s-%s.%s", o->output_dir, host,
+		     stamp, o->format) >= (int)sizeof(path))
+		return -ENAMETOOLONG;
+	return profile__write_file(p, path, host);
+}
+
+static int run(const struct agent_opts *o)
+{
+	struct session *s = session__new(&o->session);
+	struct timespec now;
+	int err, stop = 0;
+
+	if (!s)
+		return -errno;
+	err = session__start(s);
+	if (err)
+		goto out;
+	pr_info("agent: sampling at %u Hz, a profile every %u s into %s",
+		o->session.sampler.freq_hz, o->period_s, o->output_dir);
+	while (!stop) {
+		uint64_t deadline, t;
+
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		deadline = (uint64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000 +
+			   (uint64_t)o->period_s * 1000;
+		do {
+			int signo = 0, w = session__wait(s, 1000, &signo);
+
+			if (w < 0) {
+				err = w;
+				goto out;
+			}
+			if (w == SESSION_SIGNAL && (signo == SIGINT || signo == SIGTERM))
+				stop = 1;
+			clock_gettime(CLOCK_MONOTONIC, &now);
+			t = (uint64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+		} while (!stop && t < deadline);
+
+		struct profile *p = session__take_profile(s);
+		if (!p) {
+			err = -ENOMEM;
+			goto out;
+		}
+		err = write_period(o, p);
+		if (err)
+			pr_warn("agent: cannot write profile: %s", strerror(-err));
+		if (log_enabled(LOG_INFO))
+			session__report(s, p);
+		profile__free(p);
+		err = 0;
+	}
+out:
+	session__free(s);
+	return err;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "output", required_argument, NULL, 'o' },
+		{ "period", required_argument, NULL, 'P' },
+		{ "freq", required_argument, NULL, 'F' },
+		{ "format", required_argument, NULL, 'f' },
+		{ "pid", required_argument, NULL, 'p' },
+		{ "cgroup", required_argument, NULL, 'G' },
+		{ "server", required_argument, NULL, 's' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{},
+	};
+	uint32_t pids[CLI_MAX_PIDS];
+	struct agent_opts o = {
+		.format = "pb.gz",
+		.period_s = 10,
+		.session = { .sz = sizeof(o.session), .pids = pids,
+			     .sampler = { .sz = sizeof(o.session.sampler), .freq_hz = 49 } },
+	};
+	struct sampler_opts *so = &o.session.sampler;
+	struct stat st;
+	int c, verbose = 0, err;
+
+	while ((c = getopt_long(argc, argv, "o:P:F:f:p:G:s:vh", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'o':
+			o.output_dir = optarg;
+			break;
+		case 'P':
+			if (cli_parse_u32(optarg, 86400, &o.period_s))
+				goto bad;
+			break;
+		case 'F':
+			if (cli_parse_u32(optarg, 100000, &so->freq_hz))
+				goto bad;
+			break;
+		case 'f':
+			if (strcmp(optarg, "pb.gz") && strcmp(optarg, "folded") &&
+			    strcmp(optarg, "json") && strcmp(optarg, "svg"))
+				goto bad;
+			o.format = optarg;
+			break;
+		case 'p':
+			if (cli_parse_pids(optarg, pids, &o.session.npids, CLI_MAX_PIDS))
+				goto bad;
+			so->filter = STRATA_FILTER_TGIDS;
+			break;
+		case 'G':
+			so->cgroup = optarg;
+			so->filter = STRATA_FILTER_CGROUP;
+			break;
+		case 's':
+			fprintf(stderr, "strata-agent: --server is not in this build yet; use --output DIR\n");
+			return 2;
+		case 'v':
+			verbose++;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (!o.output_dir || optind != argc) {
+		usage(stderr);
+		return 2;
+	}
+	if (stat(o.output_dir, &st) || !S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "strata-agent: %s is not a directory\n", o.output_dir);
+		return 2;
+	}
+	log_set_level(verbose >= 2 ? LOG_DEBUG : verbose ? LOG_INFO : LOG_WARN);
+	log_route_libbpf();
+	err = run(&o);
+	if (err) {
+		fprintf(stderr, "strata-agent: %s\n", strerror(-err));
+		return 1;
+	}
+	return 0;
+bad:
+	fprintf(stderr, "strata-agent: bad value for -%c: %s\n", c, optarg);
+	return 2;
+}

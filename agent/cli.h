@@ -1,0 +1,16 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Option parsing shared by `strata record` and strata-agent. */
+#ifndef STRATA_CLI_H
+#define STRATA_CLI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CLI_MAX_PIDS 256
+
+/* Parses a comma-separated pid list into pids (appending at *n).  0/-EINVAL. */
+int cli_parse_pids(const char *arg, uint32_t *pids, size_t *n, size_t max);
+/* Parses a positive integer no larger than max.  0/-EINVAL. */
+int cli_parse_u32(const char *arg, uint32_t max, uint32_t *out);
+
+#endif /* STRATA_CLI_H */

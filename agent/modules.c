@@ -1,0 +1,194 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "agent/modules.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "agent/log.h"
+
+#define MODULE_BUCKETS 1024
+
+struct module_registry {
+	struct module *buckets[MODULE_BUCKETS];
+	size_t max;
+	struct module_stats st;
+};
+
+static size_t bucket_of(dev_t dev, uint64_t ino)
+{
+	uint64_t h = (ino ^ ((uint64_t)dev << 32)) * 0x9e3779b97f4a7c15ULL;
+
+	return (h >> 40) % MODULE_BUCKETS;
+}
+
+struct module_registry *modules__new(size_t max)
+{
+	struct module_registry *r = calloc(1, sizeof(*r));
+
+	if (r)
+		r->max = max ? max : 4096;
+	return r;
+}
+
+void modules__free(struct module_registry *r)
+{
+	if (!r)
+		return;
+	for (size_t b = 0; b < MODULE_BUCKETS; b++) {
+		struct module *m = r->buckets[b], *next;
+
+		for (; m; m = next) {
+			next = m->next;
+			if (m->fd >= 0)
+				close(m->fd);
+			free(m->path);
+			free(m);
+		}
+	}
+	free(r);
+}
+
+struct module *modules__find(struct module_registry *r, dev_t dev, uint64_t ino)
+{
+	for (struct module *m = r->buckets[bucket_of(dev, ino)]; m; m = m->next)
+		if (m->dev == dev && m->ino == ino)
+			return m;
+	return NULL;
+}
+
+/* Registers an already opened file (fd ownership moves to the registry). */
+static struct module *module_add(struct module_registry *r, dev_t dev,
+				 uint64_t ino, const char *path, int fd)
+{
+	struct module *m;
+	size_t b = bucket_of(dev, ino);
+
+	if (r->st.modules >= r->max) {
+		r->st.dropped++;
+		goto err_out;
+	}
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		goto err_out;
+	m->path = strdup(path);
+	if (!m->path) {
+		free(m);
+		goto err_out;
+	}
+	m->dev = dev;
+	m->ino = ino;
+	m->fd = fd;
+	if (fd >= 0) {
+		snprintf(m->open_path, sizeof(m->open_path), "/proc/self/fd/%d", fd);
+		int n = build_id_read(NULL, fd, m->build_id, sizeof(m->build_id));
+		m->build_id_len = n > 0 ? n : 0;
+	} else {
+		r->st.open_failed++;
+	}
+	m->next = r->buckets[b];
+	r->buckets[b] = m;
+	r->st.modules++;
+	return m;
+
+err_out:
+	if (fd >= 0)
+		close(fd);
+	return NULL;
+}
+
+struct module *modules__from_map(struct module_registry *r, int pid,
+				 const struct proc_map *pm)
+{
+	dev_t dev = makedev(pm->dev_major, pm->dev_minor);
+	struct module *m = modules__find(r, dev, pm->inode);
+	char p[PATH_MAX + 64];
+	int fd;
+
+	if (m)
+		return m;
+	/* map_files works for deleted and containerized files; the root-
+	 * relative path is the fallback where map_files is not permitted. */
+	snprintf(p, sizeof(p), "/proc/%d/map_files/%llx-%llx", pid,
+		 (unsigned long long)pm->start, (unsigned long long)pm->end);
+	fd = open(p, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		snprintf(p, sizeof(p), "/proc/%d/root%s", pid, pm->path);
+		fd = open(p, O_RDONLY | O_CLOEXEC);
+	}
+	if (fd < 0)
+		pr_debug("modules: %s (pid %d): %s", pm->path, pid, strerror(errno));
+	return module_add(r, dev, pm->inode, pm->path, fd);
+}
+
+/* Opens dir/name and registers it when it is the file (dev, ino). */
+static struct module *try_dir(struct module_registry *r, const char *dir,
+			      dev_t dev, uint64_t ino, const char *name)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	int fd;
+
+	if (snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path))
+		return NULL;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	if (fstat(fd, &st) || st.st_dev != dev || st.st_ino != ino) {
+		close(fd);
+		return NULL;
+	}
+	return module_add(r, dev, ino, path, fd);
+}
+
+struct module *modules__locate(struct module_registry *r, dev_t dev,
+			       uint64_t ino, const char *name)
+{
+	static const char *const std_dirs[] = {
+		"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu",
+		"/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu",
+		"/lib64", "/usr/lib64", "/lib", "/usr/lib", "/usr/local/lib",
+		"/bin", "/usr/bin", "/sbin", "/usr/sbin", "/usr/local/bin",
+	};
+	struct module *m = modules__find(r, dev, ino);
+
+	if (m)
+		return m;
+	if (!*name || strchr(name, '/'))
+		goto not_found;
+	for (size_t i = 0; i < sizeof(std_dirs) / sizeof(std_dirs[0]); i++)
+		if ((m = try_dir(r, std_dirs[i], dev, ino, name)))
+			goto found;
+	/* Directories of files already known: a workload's own libraries
+	 * usually sit beside its executable or each other. */
+	for (size_t b = 0; b < MODULE_BUCKETS; b++) {
+		for (struct module *k = r->buckets[b]; k; k = k->next) {
+			char dir[PATH_MAX], *slash;
+
+			snprintf(dir, sizeof(dir), "%s", k->path);
+			slash = strrchr(dir, '/');
+			if (!slash || slash == dir)
+				continue;
+			*slash = '\0';
+			if ((m = try_dir(r, dir, dev, ino, name)))
+				goto found;
+		}
+	}
+not_found:
+	r->st.not_located++;
+	return NULL;
+found:
+	r->st.located++;
+	return m;
+}
+
+void modules__stats(const struct module_registry *r, struct module_stats *st)
+{
+	*st = r->st;
+}

@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Parsing of /proc/PID/maps. */
+#ifndef STRATA_PROC_MAPS_H
+#define STRATA_PROC_MAPS_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#define PROC_MAP_PATH_MAX 4096
+
+enum proc_map_prot {
+	PROC_MAP_R = 1, PROC_MAP_W = 2, PROC_MAP_X = 4, PROC_MAP_SHARED = 8,
+};
+
+struct proc_map {
+	uint64_t start, end; /* [start, end) */
+	uint64_t pgoff;      /* file offset of start */
+	uint64_t inode;
+	uint32_t dev_major, dev_minor;
+	uint32_t prot;       /* enum proc_map_prot */
+	char path[PROC_MAP_PATH_MAX]; /* "" for anonymous; "[vdso]" etc. */
+	int deleted;         /* path ended in " (deleted)" (suffix removed) */
+};
+
+/* Parses one line (with or without trailing newline): 0 or -EINVAL. */
+int proc_maps__parse_line(const char *line, struct proc_map *out);
+
+/*
+ * Reads every mapping of pid (root-relative: /proc/PID/maps).  With
+ * only_exec, keeps executable mappings only.  *out is malloc'd.
+ * Returns 0 or -errno (-ESRCH when the process is gone).
+ */
+int proc_maps__read(int pid, int only_exec, struct proc_map **out, size_t *n);
+
+#endif /* STRATA_PROC_MAPS_H */

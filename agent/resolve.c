@@ -1,0 +1,128 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "agent/resolve.h"
+
+#include <errno.h>
+#include <string.h>
+
+#define MAX_FRAMES (2 * STRATA_MAX_STACK_DEPTH * 4) /* with inline expansion */
+
+struct frame_buf {
+	uint32_t idx[MAX_FRAMES];
+	uint32_t n;
+};
+
+static int push(struct profile *p, struct frame_buf *b,
+		const struct profile_frame *f)
+{
+	int64_t idx;
+
+	if (b->n >= MAX_FRAMES)
+		return 0; /* deepest inline expansions are cut, never the root */
+	idx = profile__intern_frame(p, f);
+	if (idx < 0)
+		return (int)idx;
+	b->idx[b->n++] = (uint32_t)idx;
+	return 0;
+}
+
+/* A user frame and its inline chain, outermost function first. */
+static int push_user(struct resolver *r, struct frame_buf *b, uint32_t tgid,
+		     uint64_t mm_id, uint64_t ip, int is_leaf)
+{
+	const struct proc_mapping *m;
+	struct sym_frame sf[SYM_MAX_INLINE];
+	struct profile_frame f = { .flags = PROFILE_FRAME_UNRESOLVED };
+	int n = 0;
+
+	if (proc_tracker__lookup(r->procs, tgid, mm_id, ip, &m)) {
+		r->frames_unknown++;
+		f.module = "[unknown]";
+		f.addr = ip;
+		return push(r->out, b, &f);
+	}
+	f.module = m->name;
+	f.addr = ip - m->start + m->pgoff;
+	if (m->mod && m->mod->fd >= 0) {
+		/* A return address points after the call: symbolize the call
+		 * itself so inlining and line numbers are the caller's. */
+		uint64_t q = is_leaf || f.addr == 0 ? f.addr : f.addr - 1;
+
+		n = symbolizer__resolve(r->sym, m->mod->open_path, m->mod->build_id,
+					m->mod->build_id_len, q, sf, SYM_MAX_INLINE);
+	}
+	if (n <= 0)
+		return push(r->out, b, &f);
+	for (int i = n - 1; i >= 0; i--) {
+		struct profile_frame g = {
+			.func = sf[i].func,
+			.file = sf[i].file,
+			.line = sf[i].line,
+			.module = m->name,
+			.addr = f.addr,
+			.flags = sf[i].inlined ? PROFILE_FRAME_INLINED : 0,
+		};
+		int err = push(r->out, b, &g);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+static int push_kernel(struct resolver *r, struct frame_buf *b, uint64_t ip)
+{
+	const char *mod = NULL, *name = NULL;
+	struct profile_frame f = {
+		.module = "[kernel]",
+		.addr = ip,
+		.flags = PROFILE_FRAME_KERNEL,
+	};
+
+	if (r->ksyms)
+		name = ksyms__resolve(r->ksyms, ip, &mod, NULL);
+	if (name) {
+		f.func = name;
+		if (mod)
+			f.module = mod;
+	} else {
+		f.flags |= PROFILE_FRAME_UNRESOLVED;
+	}
+	return push(r->out, b, &f);
+}
+
+static int push_lost(struct resolver *r, struct frame_buf *b, uint32_t flags)
+{
+	struct profile_frame f = {
+		.func = "[stack lost]",
+		.module = "[lost]",
+		.flags = flags,
+	};
+
+	return push(r->out, b, &f);
+}
+
+int resolver__add(void *ctx, const struct sampler_sample *s)
+{
+	struct resolver *r = ctx;
+	const struct strata_stack_key *k = s->key;
+	struct frame_buf b;
+	int err = 0;
+
+	b.n = 0;
+	/* Root first: the outermost user frame is the last ip. */
+	if (s->user) {
+		for (int i = (int)s->user->len - 1; i >= 0 && !err; i--)
+			err = push_user(r, &b, k->tgid, k->mm_id, s->user->ips[i], i == 0);
+	} else if (k->user_stack == STRATA_STACK_LOST) {
+		err = push_lost(r, &b, 0);
+	}
+	if (s->kern) {
+		for (int i = (int)s->kern->len - 1; i >= 0 && !err; i--)
+			err = push_kernel(r, &b, s->kern->ips[i]);
+	} else if (k->kern_stack == STRATA_STACK_LOST) {
+		err = push_lost(r, &b, PROFILE_FRAME_KERNEL);
+	}
+	if (err)
+		return err;
+	return profile__add_sample(r->out, k->tgid, k->tid, s->comm, b.idx, b.n,
+				   s->count);
+}

@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Turns drained raw samples (ips) into symbolized profile samples: user ips
+ * through the process tracker and the symbolizer, kernel ips through
+ * kallsyms.  Frames that cannot be resolved keep module+offset.
+ */
+#ifndef STRATA_RESOLVE_H
+#define STRATA_RESOLVE_H
+
+#include "agent/profile.h"
+#include "agent/proc_tracker.h"
+#include "agent/sampler.h"
+#include "symbolize/symbolize.h"
+
+struct resolver {
+	struct proc_tracker *procs;
+	struct symbolizer *sym;
+	struct ksyms *ksyms;     /* NULL: kernel frames stay addresses */
+	struct profile *out;
+	uint64_t frames_unknown; /* user ip in no known mapping */
+};
+
+/* sampler_sample_fn: adds one drained sample to r->out. */
+int resolver__add(void *r, const struct sampler_sample *s);
+
+#endif /* STRATA_RESOLVE_H */

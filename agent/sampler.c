@@ -1,0 +1,404 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "agent/sampler.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/perf_event.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/log.h"
+#include "profile.skel.h"
+
+#define DRAIN_WAIT_STEP_NS 50000ULL   /* poll inflight every 50 us ... */
+#define DRAIN_WAIT_MAX_NS 200000000ULL /* ... for at most 200 ms */
+
+struct sampler {
+	struct profile_bpf *skel;
+	struct bpf_link **links; /* one per CPU */
+	int *pmu_fds;
+	int ncpus;               /* possible CPUs: index space of links/pmu_fds */
+	int ncpus_online;
+	struct ring_buffer *rb;
+	sampler_event_fn on_event;
+	void *event_ctx;
+	int cgroup_fd;
+	uint32_t freq_hz;
+	uint64_t drains, drain_wait_timeouts, stacks_missing;
+};
+
+static const char *const counter_names[STRATA_CNT_MAX] = {
+	[STRATA_CNT_SAMPLES] = "samples",
+	[STRATA_CNT_FILTERED] = "filtered",
+	[STRATA_CNT_IDLE] = "idle",
+	[STRATA_CNT_RECORDED] = "recorded",
+	[STRATA_CNT_COUNTS_FULL] = "counts_map_full",
+	[STRATA_CNT_STACKS_FULL] = "stacks_map_full",
+	[STRATA_CNT_USER_STACK_ERR] = "user_stack_error",
+	[STRATA_CNT_KERN_STACK_ERR] = "kernel_stack_error",
+	[STRATA_CNT_EVENTS_LOST] = "events_lost",
+	[STRATA_CNT_VMAS_TRUNCATED] = "exit_vmas_truncated",
+};
+
+const char *sampler__counter_name(enum strata_counter c)
+{
+	return c < STRATA_CNT_MAX ? counter_names[c] : "unknown";
+}
+
+static int ring_event(void *ctx, void *data, size_t len)
+{
+	struct sampler *s = ctx;
+
+	if (len < sizeof(struct strata_proc_event))
+		return 0; /* not ours: ignore rather than abort the poll */
+	return s->on_event ? s->on_event(s->event_ctx, data) : 0;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
+struct sampler *sampler__new(const struct sampler_opts *opts,
+			     sampler_event_fn on_event, void *event_ctx)
+{
+	struct sampler *s;
+	int err;
+
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	s->cgroup_fd = -1;
+	s->on_event = on_event;
+	s->event_ctx = event_ctx;
+	s->freq_hz = opts->freq_hz ? opts->freq_hz : 49;
+
+	s->ncpus = libbpf_num_possible_cpus();
+	if (s->ncpus <= 0) {
+		err = s->ncpus ? s->ncpus : -EINVAL;
+		pr_err("sampler: cannot count possible CPUs: %s", strerror(-err));
+		goto err_out;
+	}
+	s->links = calloc(s->ncpus, sizeof(*s->links));
+	s->pmu_fds = malloc(s->ncpus * sizeof(*s->pmu_fds));
+	if (!s->links || !s->pmu_fds) {
+		err = -ENOMEM;
+		goto err_out;
+	}
+	for (int i = 0; i < s->ncpus; i++)
+		s->pmu_fds[i] = -1;
+
+	s->skel = profile_bpf__open();
+	if (!s->skel) {
+		err = -errno;
+		pr_err("sampler: cannot open BPF object: %s", strerror(-err));
+		goto err_out;
+	}
+	s->skel->rodata->filter_mode = opts->filter;
+	s->skel->rodata->want_user = !opts->no_user;
+	s->skel->rodata->want_kernel = !opts->no_kernel;
+	s->skel->rodata->debug = opts->debug_bpf;
+	if (opts->max_counts) {
+		bpf_map__set_max_entries(s->skel->maps.counts0, opts->max_counts);
+		bpf_map__set_max_entries(s->skel->maps.counts1, opts->max_counts);
+	}
+	if (opts->max_stacks) {
+		bpf_map__set_max_entries(s->skel->maps.stacks0, opts->max_stacks);
+		bpf_map__set_max_entries(s->skel->maps.stacks1, opts->max_stacks);
+	}
+
+	err = profile_bpf__load(s->skel);
+	if (err) {
+		pr_err("sampler: cannot load BPF programs: %s (run with -v for the verifier log)",
+		       strerror(-err));
+		goto err_out;
+	}
+
+	if (opts->filter == STRATA_FILTER_CGROUP) {
+		uint32_t zero = 0;
+
+		s->cgroup_fd = open(opts->cgroup, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (s->cgroup_fd < 0) {
+			err = -errno;
+			pr_err("sampler: cgroup %s: %s", opts->cgroup, strerror(errno));
+			goto err_out;
+		}
+		if (bpf_map_update_elem(bpf_map__fd(s->skel->maps.cgroup_map), &zero,
+					&s->cgroup_fd, BPF_ANY)) {
+			err = -errno;
+			pr_err("sampler: cgroup %s is not a cgroup v2 directory: %s",
+			       opts->cgroup, strerror(errno));
+			goto err_out;
+		}
+	}
+
+	s->rb = ring_buffer__new(bpf_map__fd(s->skel->maps.events), ring_event, s, NULL);
+	if (!s->rb) {
+		err = -errno;
+		pr_err("sampler: cannot create ring buffer: %s", strerror(-err));
+		goto err_out;
+	}
+	return s;
+
+err_out:
+	sampler__free(s);
+	errno = -err;
+	return NULL;
+}
+
+void sampler__free(struct sampler *s)
+{
+	if (!s)
+		return;
+	if (s->links)
+		for (int i = 0; i < s->ncpus; i++)
+			bpf_link__destroy(s->links[i]);
+	if (s->pmu_fds)
+		for (int i = 0; i < s->ncpus; i++)
+			if (s->pmu_fds[i] >= 0)
+				close(s->pmu_fds[i]);
+	ring_buffer__free(s->rb);
+	profile_bpf__destroy(s->skel);
+	if (s->cgroup_fd >= 0)
+		close(s->cgroup_fd);
+	free(s->links);
+	free(s->pmu_fds);
+	free(s);
+}
+
+int sampler__add_target(struct sampler *s, uint32_t tgid)
+{
+	uint8_t one = 1;
+
+	if (bpf_map_update_elem(bpf_map__fd(s->skel->maps.targets), &tgid, &one, BPF_ANY))
+		return -errno;
+	return 0;
+}
+
+static int open_cpu_clock(int cpu, uint32_t freq_hz)
+{
+	struct perf_event_attr attr = {
+		.size = sizeof(attr),
+		.type = PERF_TYPE_SOFTWARE,
+		.config = PERF_COUNT_SW_CPU_CLOCK,
+		/* cpu-clock counts nanoseconds: a fixed period gives exactly
+		 * freq_hz samples per busy second, so counts scale to time. */
+		.sample_period = 1000000000ULL / freq_hz,
+	};
+	int fd = syscall(__NR_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+
+	return fd < 0 ? -errno : fd;
+}
+
+/*
+ * Marks online CPUs from a sysfs list ("0-3,5,7-8") into online[0..n).
+ * Returns 0 or -errno.
+ */
+static int read_online_cpus(bool *online, int n)
+{
+	char buf[4096], *p = buf, *end;
+	FILE *f = fopen("/sys/devices/system/cpu/online", "re");
+	int err = 0;
+
+	if (!f)
+		return -errno;
+	if (!fgets(buf, sizeof(buf), f))
+		err = -EIO;
+	fclose(f);
+	while (!err && *p && *p != '\n') {
+		long lo = strtol(p, &end, 10), hi = lo;
+
+		if (end == p)
+			return -EINVAL;
+		if (*end == '-') {
+			p = end + 1;
+			hi = strtol(p, &end, 10);
+			if (end == p || hi < lo)
+				return -EINVAL;
+		}
+		for (long c = lo; c <= hi && c < n; c++)
+			online[c] = true;
+		p = *end == ',' ? end + 1 : end;
+	}
+	return err;
+}
+
+int sampler__start(struct sampler *s)
+{
+	bool online[s->ncpus];
+	int err;
+
+	memset(online, 0, sizeof(online));
+	err = read_online_cpus(online, s->ncpus);
+	if (err) {
+		pr_err("sampler: cannot read online CPUs: %s", strerror(-err));
+		return err;
+	}
+	for (int cpu = 0; cpu < s->ncpus; cpu++) {
+		if (!online[cpu])
+			continue;
+		int fd = open_cpu_clock(cpu, s->freq_hz);
+		if (fd < 0) {
+			err = fd;
+			pr_err("sampler: perf_event_open(cpu-clock, cpu %d): %s", cpu,
+			       strerror(-err));
+			return err;
+		}
+		s->pmu_fds[cpu] = fd;
+		s->links[cpu] = bpf_program__attach_perf_event(s->skel->progs.profile_sample, fd);
+		if (!s->links[cpu]) {
+			err = -errno;
+			pr_err("sampler: attach to cpu %d: %s", cpu, strerror(-err));
+			return err;
+		}
+		s->ncpus_online++;
+	}
+	err = profile_bpf__attach(s->skel); /* the process tracepoints */
+	if (err)
+		pr_err("sampler: attach tracepoints: %s", strerror(-err));
+	return err;
+}
+
+int sampler__event_fd(const struct sampler *s)
+{
+	return ring_buffer__epoll_fd(s->rb);
+}
+
+int sampler__consume_events(struct sampler *s)
+{
+	return ring_buffer__consume(s->rb);
+}
+
+/* True when no CPU still runs a program against generation g. */
+static int generation_quiet(struct sampler *s, uint32_t g)
+{
+	struct strata_inflight vals[s->ncpus];
+	uint32_t zero = 0;
+
+	if (bpf_map_lookup_elem(bpf_map__fd(s->skel->maps.inflight), &zero, vals))
+		return -errno;
+	for (int i = 0; i < s->ncpus; i++)
+		if (vals[i].n[g])
+			return 0;
+	return 1;
+}
+
+/* Looks a stack up in the drained generation's stack map. */
+static const struct strata_stack *stack_lookup(struct sampler *s, int fd,
+					       uint64_t id, struct strata_stack *buf)
+{
+	if (id == STRATA_STACK_NONE || id == STRATA_STACK_LOST)
+		return NULL;
+	if (bpf_map_lookup_elem(fd, &id, buf)) {
+		s->stacks_missing++;
+		return NULL;
+	}
+	if (buf->len > STRATA_MAX_STACK_DEPTH)
+		buf->len = STRATA_MAX_STACK_DEPTH;
+	return buf;
+}
+
+/* Deletes every key of a hash map (no program writes it any more). */
+static int map_clear(int fd, size_t key_sz)
+{
+	char key[key_sz], next[key_sz];
+	int err;
+
+	/* Always delete the first key: iteration after a delete restarts. */
+	while (!(err = bpf_map_get_next_key(fd, NULL, next))) {
+		memcpy(key, next, key_sz);
+		if (bpf_map_delete_elem(fd, key) && errno != ENOENT)
+			return -errno;
+	}
+	return errno == ENOENT ? 0 : -errno;
+}
+
+int sampler__drain(struct sampler *s, sampler_sample_fn fn, void *ctx)
+{
+	uint32_t old = __atomic_load_n(&s->skel->bss->gen, __ATOMIC_SEQ_CST) & 1;
+	struct bpf_map *cmap = old ? s->skel->maps.counts1 : s->skel->maps.counts0;
+	struct bpf_map *smap = old ? s->skel->maps.stacks1 : s->skel->maps.stacks0;
+	int cfd = bpf_map__fd(cmap), sfd = bpf_map__fd(smap);
+	struct strata_stack_key key, next;
+	struct strata_stack *ubuf, *kbuf;
+	struct strata_stack_count val;
+	uint64_t deadline;
+	int err = 0, n = 0, q;
+	char comm[STRATA_COMM_LEN + 1];
+
+	/* Sequentially consistent store: ordered before the inflight reads
+	 * below (pairs with the atomic increment in generation_enter()). */
+	__atomic_store_n(&s->skel->bss->gen, old ^ 1, __ATOMIC_SEQ_CST);
+	deadline = now_ns() + DRAIN_WAIT_MAX_NS;
+	while ((q = generation_quiet(s, old)) == 0) {
+		if (now_ns() > deadline) {
+			/* Cannot happen unless a program hangs; draining anyway
+			 * risks at most that program's one update. */
+			s->drain_wait_timeouts++;
+			break;
+		}
+		nanosleep(&(struct timespec){ .tv_nsec = DRAIN_WAIT_STEP_NS }, NULL);
+	}
+	if (q < 0)
+		return q;
+
+	ubuf = malloc(sizeof(*ubuf));
+	kbuf = malloc(sizeof(*kbuf));
+	if (!ubuf || !kbuf) {
+		err = -ENOMEM;
+		goto out;
+	}
+	void *prev = NULL;
+	while (!bpf_map_get_next_key(cfd, prev, &next)) {
+		key = next;
+		prev = &key;
+		if (bpf_map_lookup_elem(cfd, &key, &val))
+			continue;
+		memcpy(comm, val.comm, STRATA_COMM_LEN);
+		comm[STRATA_COMM_LEN] = '\0';
+		struct sampler_sample smp = {
+			.key = &key,
+			.count = val.count,
+			.comm = comm,
+			.user = stack_lookup(s, sfd, key.user_stack, ubuf),
+			.kern = stack_lookup(s, sfd, key.kern_stack, kbuf),
+		};
+		err = fn(ctx, &smp);
+		if (err)
+			goto out;
+		n++;
+	}
+	err = map_clear(cfd, sizeof(key));
+	if (!err)
+		err = map_clear(sfd, sizeof(uint64_t));
+	s->drains++;
+out:
+	free(ubuf);
+	free(kbuf);
+	return err ? err : n;
+}
+
+void sampler__stats(const struct sampler *s, struct sampler_stats *st)
+{
+	uint64_t vals[s->ncpus];
+
+	memset(st, 0, sizeof(*st));
+	for (uint32_t c = 0; c < STRATA_CNT_MAX; c++) {
+		if (bpf_map_lookup_elem(bpf_map__fd(s->skel->maps.counters), &c, vals))
+			continue;
+		for (int i = 0; i < s->ncpus; i++)
+			st->counters[c] += vals[i];
+	}
+	st->drains = s->drains;
+	st->drain_wait_timeouts = s->drain_wait_timeouts;
+	st->stacks_missing = s->stacks_missing;
+}

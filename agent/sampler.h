@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The CPU sampler: loads bpf/profile.bpf.c, opens a cpu-clock perf event on
+ * every online CPU, and drains the double-buffered aggregation maps.
+ */
+#ifndef STRATA_SAMPLER_H
+#define STRATA_SAMPLER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <linux/types.h>
+
+#include "bpf/strata.h"
+
+struct sampler_opts {
+	size_t sz;            /* sizeof(struct sampler_opts) */
+	uint32_t freq_hz;     /* samples per second per CPU */
+	uint32_t filter;      /* enum strata_filter */
+	const char *cgroup;   /* STRATA_FILTER_CGROUP: cgroup v2 directory */
+	bool no_user, no_kernel;
+	uint32_t max_counts;  /* distinct stack keys per generation; 0 = 16384 */
+	uint32_t max_stacks;  /* distinct stacks per generation; 0 = 8192 */
+	bool debug_bpf;       /* bpf_printk tracing */
+};
+
+/* One aggregated sample handed out by sampler__drain(). */
+struct sampler_sample {
+	const struct strata_stack_key *key;
+	uint64_t count;
+	const char *comm;
+	const struct strata_stack *user; /* NULL: none or lost (see key) */
+	const struct strata_stack *kern;
+};
+
+typedef int (*sampler_sample_fn)(void *ctx, const struct sampler_sample *s);
+typedef int (*sampler_event_fn)(void *ctx, const struct strata_proc_event *e);
+
+struct sampler_stats {
+	uint64_t counters[STRATA_CNT_MAX]; /* summed over CPUs, since start */
+	uint64_t drains;
+	uint64_t drain_wait_timeouts;      /* inflight never reached zero */
+	uint64_t stacks_missing;           /* key named a stack not in the map */
+};
+
+struct sampler;
+
+/* Returns NULL with errno set on failure (message logged). */
+struct sampler *sampler__new(const struct sampler_opts *opts,
+			     sampler_event_fn on_event, void *event_ctx);
+void sampler__free(struct sampler *s);
+
+/* Adds a process to the targets (STRATA_FILTER_TGIDS). 0 or -errno. */
+int sampler__add_target(struct sampler *s, uint32_t tgid);
+
+/* Starts sampling (attaches perf events + tracepoints).  0 or -errno. */
+int sampler__start(struct sampler *s);
+
+/* fd that becomes readable when process events are pending. */
+int sampler__event_fd(const struct sampler *s);
+/* Consumes pending process events (non-blocking).  Returns count or -errno. */
+int sampler__consume_events(struct sampler *s);
+
+/*
+ * Flips the generation, waits until no program still writes the old one,
+ * then hands out and clears every aggregated sample of the old generation.
+ * Samples taken meanwhile go to the new generation: none lost, none counted
+ * twice.  Returns the number of samples handed out or -errno.
+ */
+int sampler__drain(struct sampler *s, sampler_sample_fn fn, void *ctx);
+
+void sampler__stats(const struct sampler *s, struct sampler_stats *st);
+const char *sampler__counter_name(enum strata_counter c);
+
+#endif /* STRATA_SAMPLER_H */

@@ -1,0 +1,244 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "agent/session.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/log.h"
+
+static uint64_t realtime_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
+static int on_event(void *ctx, const struct strata_proc_event *e)
+{
+	struct session *s = ctx;
+
+	if (proc_tracker__on_event(s->procs, e))
+		s->events_failed++;
+	return 0;
+}
+
+/* Symbolization keeps one fd per executable file: make room for them. */
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+struct session *session__new(const struct session_opts *opts)
+{
+	struct symbolizer_opts sopts = { .sz = sizeof(sopts) };
+	struct epoll_event ev = { .events = EPOLLIN };
+	struct session *s;
+	sigset_t mask;
+	int err;
+
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	s->epfd = s->sigfd = -1;
+	s->freq_hz = opts->sampler.freq_hz;
+	raise_nofile();
+
+	s->mods = modules__new(0);
+	s->procs = s->mods ? proc_tracker__new(s->mods, 0) : NULL;
+	s->sym = symbolizer__new(&sopts);
+	s->res.out = profile__new(s->freq_hz);
+	if (!s->procs || !s->sym || !s->res.out) {
+		err = -ENOMEM;
+		goto err_out;
+	}
+	s->ksyms = ksyms__load(NULL);
+	if (!s->ksyms)
+		pr_warn("session: /proc/kallsyms unreadable: kernel frames stay addresses");
+	s->res.procs = s->procs;
+	s->res.sym = s->sym;
+	s->res.ksyms = s->ksyms;
+	s->res.out->start_ns = realtime_ns();
+
+	s->sampler = sampler__new(&opts->sampler, on_event, s);
+	if (!s->sampler) {
+		err = -errno;
+		goto err_out;
+	}
+	for (size_t i = 0; i < opts->npids; i++) {
+		err = sampler__add_target(s->sampler, opts->pids[i]);
+		if (err)
+			goto err_out;
+	}
+
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGCHLD);
+	if (sigprocmask(SIG_BLOCK, &mask, NULL)) {
+		err = -errno;
+		goto err_out;
+	}
+	s->sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	s->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (s->sigfd < 0 || s->epfd < 0) {
+		err = -errno;
+		goto err_out;
+	}
+	ev.data.fd = s->sigfd;
+	if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->sigfd, &ev)) {
+		err = -errno;
+		goto err_out;
+	}
+	ev.data.fd = sampler__event_fd(s->sampler);
+	if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, ev.data.fd, &ev)) {
+		err = -errno;
+		goto err_out;
+	}
+	return s;
+
+err_out:
+	session__free(s);
+	errno = -err;
+	return NULL;
+}
+
+void session__free(struct session *s)
+{
+	if (!s)
+		return;
+	sampler__free(s->sampler);
+	profile__free(s->res.out);
+	ksyms__free(s->ksyms);
+	symbolizer__free(s->sym);
+	proc_tracker__free(s->procs);
+	modules__free(s->mods);
+	if (s->epfd >= 0)
+		close(s->epfd);
+	if (s->sigfd >= 0)
+		close(s->sigfd);
+	free(s);
+}
+
+int session__add_target(struct session *s, uint32_t tgid)
+{
+	return sampler__add_target(s->sampler, tgid);
+}
+
+int session__start(struct session *s)
+{
+	return sampler__start(s->sampler);
+}
+
+int session__wait(struct session *s, int timeout_ms, int *signo)
+{
+	struct epoll_event evs[2];
+	int n = epoll_wait(s->epfd, evs, 2, timeout_ms);
+
+	if (n < 0)
+		return errno == EINTR ? SESSION_TIMEOUT : -errno;
+	sampler__consume_events(s->sampler);
+	for (int i = 0; i < n; i++) {
+		struct signalfd_siginfo si;
+
+		if (evs[i].data.fd != s->sigfd)
+			continue;
+		if (read(s->sigfd, &si, sizeof(si)) == sizeof(si)) {
+			*signo = (int)si.ssi_signo;
+			return SESSION_SIGNAL;
+		}
+	}
+	return SESSION_TIMEOUT;
+}
+
+int session__drain(struct session *s)
+{
+	int n;
+
+	/* Exit events first: the instances they finish are still needed by
+	 * the samples drained now, and are freed right after. */
+	sampler__consume_events(s->sampler);
+	n = sampler__drain(s->sampler, resolver__add, &s->res);
+	proc_tracker__end_drain(s->procs);
+	if (n < 0)
+		pr_warn("session: drain: %s", strerror(-n));
+	return n < 0 ? n : 0;
+}
+
+struct profile *session__take_profile(struct session *s)
+{
+	struct profile *p = s->res.out, *next;
+	struct sampler_stats st;
+	const uint64_t *c = st.counters, *b = s->base.counters;
+
+	session__drain(s);
+	next = profile__new(s->freq_hz);
+	if (!next)
+		return NULL;
+	sampler__stats(s->sampler, &st);
+	p->end_ns = realtime_ns();
+	p->drops.map_full = c[STRATA_CNT_COUNTS_FULL] - b[STRATA_CNT_COUNTS_FULL];
+	p->drops.stack_lost = c[STRATA_CNT_STACKS_FULL] - b[STRATA_CNT_STACKS_FULL] +
+			      c[STRATA_CNT_USER_STACK_ERR] - b[STRATA_CNT_USER_STACK_ERR] +
+			      c[STRATA_CNT_KERN_STACK_ERR] - b[STRATA_CNT_KERN_STACK_ERR];
+	p->drops.proc_unknown = s->res.frames_unknown;
+	p->drops.other = c[STRATA_CNT_EVENTS_LOST] - b[STRATA_CNT_EVENTS_LOST];
+	s->base = st;
+	s->res.frames_unknown = 0;
+	next->start_ns = p->end_ns;
+	s->res.out = next;
+	return p;
+}
+
+void session__report(struct session *s, const struct profile *p)
+{
+	struct sampler_stats st;
+	struct proc_tracker_stats pt;
+	struct module_stats ms;
+	struct symbolizer_stats ss;
+
+	sampler__stats(s->sampler, &st);
+	proc_tracker__stats(s->procs, &pt);
+	modules__stats(s->mods, &ms);
+	symbolizer__stats(s->sym, &ss);
+	fprintf(stderr, "strata: %llu samples in profile; drops: map_full=%llu stack_lost=%llu unknown_frames=%llu events_lost=%llu\n",
+		(unsigned long long)profile__total(p),
+		(unsigned long long)p->drops.map_full,
+		(unsigned long long)p->drops.stack_lost,
+		(unsigned long long)p->drops.proc_unknown,
+		(unsigned long long)p->drops.other);
+	if (!log_enabled(LOG_INFO))
+		return;
+	for (int i = 0; i < STRATA_CNT_MAX; i++)
+		fprintf(stderr, "  bpf.%s=%llu\n", sampler__counter_name(i),
+			(unsigned long long)st.counters[i]);
+	fprintf(stderr, "  drains=%llu drain_wait_timeouts=%llu stacks_missing=%llu\n",
+		(unsigned long long)st.drains, (unsigned long long)st.drain_wait_timeouts,
+		(unsigned long long)st.stacks_missing);
+	fprintf(stderr, "  procs: instances=%llu evicted=%llu refused=%llu maps_read=%llu failed=%llu refreshes=%llu exit_vmas=%llu unlocated=%llu events_failed=%llu\n",
+		(unsigned long long)pt.instances, (unsigned long long)pt.evicted,
+		(unsigned long long)pt.refused, (unsigned long long)pt.maps_read,
+		(unsigned long long)pt.maps_read_failed, (unsigned long long)pt.refreshes,
+		(unsigned long long)pt.exit_vmas, (unsigned long long)pt.exit_vmas_unlocated,
+		(unsigned long long)s->events_failed);
+	fprintf(stderr, "  modules=%llu dropped=%llu open_failed=%llu located=%llu not_located=%llu\n",
+		(unsigned long long)ms.modules, (unsigned long long)ms.dropped,
+		(unsigned long long)ms.open_failed, (unsigned long long)ms.located,
+		(unsigned long long)ms.not_located);
+	fprintf(stderr, "  symbolizer: lookups=%llu cache_hits=%llu unresolved=%llu open_failed=%llu\n",
+		(unsigned long long)ss.lookups, (unsigned long long)ss.cache_hits,
+		(unsigned long long)ss.unresolved, (unsigned long long)ss.module_open_failed);
+}

@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * A profiling session: sampler + process tracking + symbolization feeding a
+ * profile.  `strata record` runs one for a command or a set of targets;
+ * strata-agent runs one and takes a profile every period.  Signals (INT,
+ * TERM, CHLD) arrive through a signalfd, so there is no global state.
+ */
+#ifndef STRATA_SESSION_H
+#define STRATA_SESSION_H
+
+#include <stdint.h>
+
+#include "agent/modules.h"
+#include "agent/proc_tracker.h"
+#include "agent/profile.h"
+#include "agent/resolve.h"
+#include "agent/sampler.h"
+#include "symbolize/symbolize.h"
+
+struct session_opts {
+	size_t sz;
+	struct sampler_opts sampler;
+	const uint32_t *pids; /* initial targets (STRATA_FILTER_TGIDS) */
+	size_t npids;
+};
+
+struct session {
+	struct sampler *sampler;
+	struct module_registry *mods;
+	struct proc_tracker *procs;
+	struct symbolizer *sym;
+	struct ksyms *ksyms;
+	struct resolver res;
+	int epfd, sigfd;
+	uint32_t freq_hz;
+	uint64_t events_failed;
+	struct sampler_stats base; /* counters at the last profile take */
+};
+
+enum session_wake { SESSION_TIMEOUT = 0, SESSION_SIGNAL = 1 };
+
+/* Blocks INT/TERM/CHLD for the calling thread (children restore the mask). */
+struct session *session__new(const struct session_opts *opts);
+void session__free(struct session *s);
+
+int session__add_target(struct session *s, uint32_t tgid);
+int session__start(struct session *s);
+
+/*
+ * Waits up to timeout_ms for process events or a signal, handling events.
+ * Returns SESSION_SIGNAL with *signo set, SESSION_TIMEOUT, or -errno.
+ */
+int session__wait(struct session *s, int timeout_ms, int *signo);
+
+/* Moves everything sampled so far into the current profile. */
+int session__drain(struct session *s);
+
+/* Hands over the current profile (drained first) and starts a new one. */
+struct profile *session__take_profile(struct session *s);
+
+/* Prints counters (drops, process tracking, symbolization) to stderr. */
+void session__report(struct session *s, const struct profile *p);
+
+#endif /* STRATA_SESSION_H */

@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: Apache-2.0
+/* strata: the command-line tool.  `strata record` profiles locally. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/cli.h"
+#include "agent/log.h"
+#include "agent/record.h"
+
+#define STRATA_VERSION "0.1.0"
+
+static void usage(FILE *f)
+{
+	fputs("usage: strata record [options] [-- CMD [ARGS...]]\n"
+	      "       strata version\n\n"
+	      "record: sample CPU stacks (user + kernel) and write a symbolized profile.\n"
+	      "  -F, --freq HZ         samples per second per CPU (default 49)\n"
+	      "  -o, --output FILE     .svg (flamegraph) .folded .pb.gz (pprof) .json\n"
+	      "                        (default strata.svg)\n"
+	      "  -p, --pid PID[,PID]   profile these processes (and their children)\n"
+	      "  -G, --cgroup DIR      profile tasks in this cgroup v2 directory\n"
+	      "  -d, --duration SEC    stop after SEC seconds (default: until CMD exits\n"
+	      "                        or Ctrl-C)\n"
+	      "      --no-kernel       user stacks only\n"
+	      "      --no-user         kernel stacks only\n"
+	      "      --max-stacks N    distinct stacks kept in kernel per drain\n"
+	      "  -v, --verbose         counters and libbpf messages (-vv: debug)\n"
+	      "With -- CMD, runs CMD, profiles it and its children until it exits,\n"
+	      "and returns its exit code.  Without CMD, --pid or --cgroup: whole host.\n",
+	      f);
+}
+
+static int cmd_record(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "freq", required_argument, NULL, 'F' },
+		{ "output", required_argument, NULL, 'o' },
+		{ "pid", required_argument, NULL, 'p' },
+		{ "cgroup", required_argument, NULL, 'G' },
+		{ "duration", required_argument, NULL, 'd' },
+		{ "no-kernel", no_argument, NULL, 'K' },
+		{ "no-user", no_argument, NULL, 'U' },
+		{ "max-stacks", required_argument, NULL, 'S' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{},
+	};
+	uint32_t pids[CLI_MAX_PIDS];
+	struct record_opts o = {
+		.sz = sizeof(o),
+		.output = "strata.svg",
+		.session = { .sz = sizeof(o.session),
+			     .sampler = { .sz = sizeof(o.session.sampler), .freq_hz = 49 } },
+	};
+	struct sampler_opts *so = &o.session.sampler;
+	int c, verbose = 0, rc;
+	char *end;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "+F:o:p:G:d:vh", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'F':
+			if (cli_parse_u32(optarg, 100000, &so->freq_hz))
+				goto bad;
+			break;
+		case 'o':
+			o.output = optarg;
+			break;
+		case 'p':
+			if (cli_parse_pids(optarg, pids, &o.session.npids, CLI_MAX_PIDS))
+				goto bad;
+			so->filter = STRATA_FILTER_TGIDS;
+			break;
+		case 'G':
+			so->cgroup = optarg;
+			so->filter = STRATA_FILTER_CGROUP;
+			break;
+		case 'd':
+			o.duration_s = strtod(optarg, &end);
+			if (*end || o.duration_s <= 0)
+				goto bad;
+			break;
+		case 'K':
+			so->no_kernel = true;
+			break;
+		case 'U':
+			so->no_user = true;
+			break;
+		case 'S':
+			if (cli_parse_u32(optarg, 1u << 22, &so->max_stacks))
+				goto bad;
+			break;
+		case 'v':
+			verbose++;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		if (so->filter != STRATA_FILTER_NONE) {
+			fprintf(stderr, "strata: give a command or --pid/--cgroup, not both\n");
+			return 2;
+		}
+		o.argv = &argv[optind];
+		so->filter = STRATA_FILTER_TGIDS;
+	}
+	o.session.pids = pids;
+	log_set_level(verbose >= 2 ? LOG_DEBUG : verbose ? LOG_INFO : LOG_WARN);
+	log_route_libbpf();
+
+	rc = record_run(&o);
+	if (rc < 0) {
+		fprintf(stderr, "strata: record failed: %s%s\n", strerror(-rc),
+			rc == -EPERM ? " (needs root or CAP_BPF+CAP_PERFMON+CAP_SYS_PTRACE)" : "");
+		return 1;
+	}
+	return rc;
+bad:
+	fprintf(stderr, "strata: bad value for -%c: %s\n", c, optarg);
+	return 2;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (!strcmp(argv[1], "record"))
+		return cmd_record(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) {
+		printf("strata %s\n", STRATA_VERSION);
+		return 0;
+	}
+	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+		usage(stdout);
+		return 0;
+	}
+	fprintf(stderr, "strata: unknown command '%s'\n", argv[1]);
+	usage(stderr);
+	return 2;
+}

@@ -1,0 +1,438 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * CPU sampling: a perf_event (cpu-clock) program on every CPU records the
+ * running thread's user and kernel stacks and aggregates counts in kernel
+ * maps, double buffered so user space can drain one generation while this
+ * program writes the other.  Process tracepoints tell user space when to read
+ * a process's mappings and, at exit, hand it the final executable mappings so
+ * a short-lived process can still be symbolized.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "bpf/strata.h"
+
+#define EEXIST 17 /* errno.h is not available to BPF programs */
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+/* Settings written by user space between open and load. */
+const volatile __u32 filter_mode = STRATA_FILTER_NONE;
+const volatile bool want_user = true;
+const volatile bool want_kernel = true;
+const volatile bool debug = false;
+
+/* Generation BPF writes to; flipped by user space through the mmap'd .bss. */
+__u32 gen;
+
+#define dbg(fmt, ...)                                                          \
+	do {                                                                   \
+		if (debug)                                                     \
+			bpf_printk(fmt, ##__VA_ARGS__);                        \
+	} while (0)
+
+struct counts_map {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct strata_stack_key);
+	__type(value, struct strata_stack_count);
+} counts0 SEC(".maps"), counts1 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, STRATA_GENERATIONS);
+	__type(key, __u32);
+	__array(values, struct counts_map);
+} counts SEC(".maps") = {
+	.values = { &counts0, &counts1 },
+};
+
+/* Stacks are per generation too: a drained generation's stacks can be freed
+ * without invalidating ids the other generation still refers to. */
+struct stacks_map {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u64);
+	__type(value, struct strata_stack);
+} stacks0 SEC(".maps"), stacks1 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, STRATA_GENERATIONS);
+	__type(key, __u32);
+	__array(values, struct stacks_map);
+} stacks SEC(".maps") = {
+	.values = { &stacks0, &stacks1 },
+};
+
+/* Per-CPU scratch: a stack_trace is too big for the 512-byte BPF stack. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2); /* 0: user, 1: kernel */
+	__type(key, __u32);
+	__type(value, struct strata_stack);
+} scratch SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct strata_inflight);
+} inflight SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, STRATA_CNT_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+/* Target processes (STRATA_FILTER_TGIDS); forks of a target are added. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u32);
+	__type(value, __u8);
+} targets SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_CGROUP_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} cgroup_map SEC(".maps");
+
+/* Address spaces user space has been told about (bounded: an evicted entry
+ * only causes one more PROC_EV_NEW). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, __u32);
+} seen SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 512 * 1024);
+} events SEC(".maps");
+
+static __always_inline void count(enum strata_counter c)
+{
+	__u32 key = c;
+	__u64 *v = bpf_map_lookup_elem(&counters, &key);
+
+	if (v)
+		*v += 1; /* per-CPU, and perf_event programs do not nest */
+}
+
+static __always_inline bool is_target(__u32 tgid)
+{
+	if (filter_mode == STRATA_FILTER_TGIDS)
+		return bpf_map_lookup_elem(&targets, &tgid) != NULL;
+	if (filter_mode == STRATA_FILTER_CGROUP)
+		return bpf_current_task_under_cgroup(&cgroup_map, 0) == 1;
+	return true;
+}
+
+/* The address-space identity of a task: its mm pointer, used only as an
+ * opaque id.  Kernel threads have none (0). */
+static __always_inline __u64 mm_id_of(struct task_struct *task)
+{
+	return (__u64)BPF_CORE_READ(task, mm);
+}
+
+/*
+ * Enter generation g: announce ourselves in inflight[g] before re-reading
+ * gen.  The atomic add is a full barrier (lock-prefixed on x86, and BPF
+ * atomics are fully ordered on every JIT), so either user space's flip
+ * happened before our re-read (we see it and move over), or our increment is
+ * visible to user space's inflight check after its flip (it waits for us).
+ * Either way no update lands in a generation that is being drained.
+ */
+static __always_inline __u32 generation_enter(struct strata_inflight *inf)
+{
+	__u32 g = *(volatile __u32 *)&gen & 1;
+
+	__sync_fetch_and_add(&inf->n[g], 1);
+	__u32 now = *(volatile __u32 *)&gen & 1;
+	if (now != g) {
+		__sync_fetch_and_add(&inf->n[g], -1);
+		g = now;
+		__sync_fetch_and_add(&inf->n[g], 1);
+	}
+	return g;
+}
+
+static __always_inline void generation_leave(struct strata_inflight *inf, __u32 g)
+{
+	__sync_fetch_and_add(&inf->n[g & 1], -1);
+}
+
+static __always_inline __u64 hash_stack(const struct strata_stack *t)
+{
+	__u64 h = 0x9e3779b97f4a7c15ULL ^ t->len;
+
+	for (int i = 0; i < STRATA_MAX_STACK_DEPTH; i++) {
+		if (i >= t->len)
+			break;
+		h ^= t->ips[i];
+		h *= 0xff51afd7ed558ccdULL;
+		h ^= h >> 33;
+	}
+	/* 0 and 1 are reserved ids (STRATA_STACK_NONE / _LOST). */
+	return h <= STRATA_STACK_LOST ? h + 2 : h;
+}
+
+/*
+ * Reads one stack into per-CPU scratch and stores it in this generation's
+ * stack map.  Returns its id, STRATA_STACK_NONE when there are no frames, or
+ * STRATA_STACK_LOST (counted) when it could not be read or stored.
+ */
+static __always_inline __u64 store_stack(void *ctx, void *stack_map,
+					 __u32 slot, __u64 flags,
+					 enum strata_counter err_counter)
+{
+	struct strata_stack *t = bpf_map_lookup_elem(&scratch, &slot);
+	long n;
+
+	if (!t)
+		return STRATA_STACK_LOST;
+	n = bpf_get_stack(ctx, t->ips, sizeof(t->ips), flags);
+	if (n < 0) {
+		count(err_counter);
+		return STRATA_STACK_LOST;
+	}
+	t->len = n / sizeof(__u64);
+	t->flags = 0;
+	if (t->len == 0)
+		return STRATA_STACK_NONE;
+
+	__u64 id = hash_stack(t);
+	if (bpf_map_lookup_elem(stack_map, &id))
+		return id;
+	long err = bpf_map_update_elem(stack_map, &id, t, BPF_NOEXIST);
+	if (err && err != -EEXIST) {
+		count(STRATA_CNT_STACKS_FULL);
+		return STRATA_STACK_LOST;
+	}
+	return id;
+}
+
+static __always_inline void emit_new(__u32 tgid, __u64 mm_id)
+{
+	struct strata_proc_event *e;
+	__u32 one = 1;
+
+	if (!mm_id || bpf_map_lookup_elem(&seen, &mm_id))
+		return;
+	bpf_map_update_elem(&seen, &mm_id, &one, BPF_ANY);
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count(STRATA_CNT_EVENTS_LOST);
+		bpf_map_delete_elem(&seen, &mm_id); /* retry on a later sample */
+		return;
+	}
+	__builtin_memset(e, 0, sizeof(*e));
+	e->type = PROC_EV_NEW;
+	e->tgid = tgid;
+	e->mm_id = mm_id;
+	e->ts_ns = bpf_ktime_get_ns();
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	bpf_ringbuf_submit(e, 0);
+}
+
+static __always_inline void add_count(void *count_map, struct strata_stack_key *key)
+{
+	struct strata_stack_count *c = bpf_map_lookup_elem(count_map, key);
+
+	if (!c) {
+		struct strata_stack_count init = { .count = 1 };
+
+		bpf_get_current_comm(init.comm, sizeof(init.comm));
+		long err = bpf_map_update_elem(count_map, key, &init, BPF_NOEXIST);
+		if (!err) {
+			count(STRATA_CNT_RECORDED);
+			return;
+		}
+		/* Another CPU inserted the same key first: add to it. */
+		c = bpf_map_lookup_elem(count_map, key);
+		if (!c) {
+			count(STRATA_CNT_COUNTS_FULL);
+			return;
+		}
+	}
+	__sync_fetch_and_add(&c->count, 1);
+	count(STRATA_CNT_RECORDED);
+}
+
+SEC("perf_event")
+int profile_sample(struct bpf_perf_event_data *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id, zero = 0;
+	struct task_struct *task;
+	struct strata_inflight *inf;
+	void *count_map, *stack_map;
+	struct strata_stack_key key = {};
+	__u32 g;
+
+	count(STRATA_CNT_SAMPLES);
+	if (tid == 0) {
+		count(STRATA_CNT_IDLE);
+		return 0;
+	}
+	if (!is_target(tgid)) {
+		count(STRATA_CNT_FILTERED);
+		return 0;
+	}
+	inf = bpf_map_lookup_elem(&inflight, &zero);
+	if (!inf)
+		return 0;
+
+	task = (struct task_struct *)bpf_get_current_task();
+	key.tgid = tgid;
+	key.tid = tid;
+	key.mm_id = mm_id_of(task);
+
+	g = generation_enter(inf);
+	count_map = bpf_map_lookup_elem(&counts, &g);
+	stack_map = bpf_map_lookup_elem(&stacks, &g);
+	if (!count_map || !stack_map)
+		goto out;
+
+	key.user_stack = STRATA_STACK_NONE;
+	if (want_user && key.mm_id)
+		key.user_stack = store_stack(ctx, stack_map, 0, BPF_F_USER_STACK,
+					     STRATA_CNT_USER_STACK_ERR);
+	key.kern_stack = STRATA_STACK_NONE;
+	if (want_kernel)
+		key.kern_stack = store_stack(ctx, stack_map, 1, 0,
+					     STRATA_CNT_KERN_STACK_ERR);
+	add_count(count_map, &key);
+out:
+	generation_leave(inf, g);
+	emit_new(tgid, key.mm_id);
+	return 0;
+}
+
+static __always_inline struct strata_proc_event *event_reserve(__u32 type, __u32 tgid,
+							 __u64 mm_id)
+{
+	struct strata_proc_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+
+	if (!e) {
+		count(STRATA_CNT_EVENTS_LOST);
+		return NULL;
+	}
+	__builtin_memset(e, 0, sizeof(*e));
+	e->type = type;
+	e->tgid = tgid;
+	e->mm_id = mm_id;
+	e->ts_ns = bpf_ktime_get_ns();
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	return e;
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
+{
+	__u32 ptgid = parent->tgid, ctgid = child->tgid;
+	__u8 one = 1;
+	struct strata_proc_event *e;
+
+	/* Threads share the tgid: only new processes matter. */
+	if (filter_mode != STRATA_FILTER_TGIDS || ptgid == ctgid ||
+	    !bpf_map_lookup_elem(&targets, &ptgid))
+		return 0;
+	bpf_map_update_elem(&targets, &ctgid, &one, BPF_ANY);
+	e = event_reserve(PROC_EV_FORK, ctgid, 0);
+	if (!e)
+		return 0;
+	e->ppid = ptgid;
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid,
+	     struct linux_binprm *bprm)
+{
+	__u32 tgid = p->tgid;
+	struct strata_proc_event *e;
+
+	if (!is_target(tgid))
+		return 0;
+	e = event_reserve(PROC_EV_EXEC, tgid, mm_id_of(p));
+	if (e)
+		bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+extern int bpf_iter_task_vma_new(struct bpf_iter_task_vma *it,
+				 struct task_struct *task, __u64 addr) __ksym;
+extern struct vm_area_struct *
+bpf_iter_task_vma_next(struct bpf_iter_task_vma *it) __ksym;
+extern void bpf_iter_task_vma_destroy(struct bpf_iter_task_vma *it) __ksym;
+
+#define VM_EXEC_FLAG 0x4 /* VM_EXEC, include/linux/mm.h */
+#define EXIT_MAX_VMAS 1024
+
+/*
+ * The last thread of a sampled process exits.  Its mm is still attached here
+ * (the tracepoint fires before exit_mm()), so the executable file mappings
+ * are sent now: a process that lived too briefly for user space to read
+ * /proc/PID/maps is still symbolized.
+ */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(on_exit, struct task_struct *p)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct bpf_iter_task_vma it;
+	struct vm_area_struct *vma;
+	struct strata_proc_event *e;
+	__u64 mm_id;
+	__u32 tgid, n = 0;
+
+	if (BPF_CORE_READ(task, signal, live.counter) != 0)
+		return 0; /* other threads remain */
+	tgid = task->tgid;
+	mm_id = mm_id_of(task);
+	if (!mm_id || !bpf_map_lookup_elem(&seen, &mm_id))
+		return 0; /* never sampled: nothing to symbolize */
+	bpf_map_delete_elem(&seen, &mm_id);
+
+	bpf_iter_task_vma_new(&it, task, 0);
+	while ((vma = bpf_iter_task_vma_next(&it))) {
+		struct file *file;
+
+		if (++n > EXIT_MAX_VMAS) {
+			count(STRATA_CNT_VMAS_TRUNCATED);
+			break;
+		}
+		file = vma->vm_file;
+		if (!file || !(vma->vm_flags & VM_EXEC_FLAG))
+			continue;
+		e = event_reserve(PROC_EV_VMA, tgid, mm_id);
+		if (!e)
+			break;
+		e->start = vma->vm_start;
+		e->end = vma->vm_end;
+		e->pgoff = vma->vm_pgoff << 12; /* PAGE_SHIFT on x86 and arm64/4k */
+		e->ino = BPF_CORE_READ(file, f_inode, i_ino);
+		e->dev = BPF_CORE_READ(file, f_inode, i_sb, s_dev);
+		bpf_probe_read_kernel_str(e->name, sizeof(e->name),
+					  BPF_CORE_READ(file, f_path.dentry, d_name.name));
+		bpf_ringbuf_submit(e, 0);
+	}
+	bpf_iter_task_vma_destroy(&it);
+
+	/* EXIT after the VMAs: user space finalizes the process on it. */
+	e = event_reserve(PROC_EV_EXIT, tgid, mm_id);
+	if (e)
+		bpf_ringbuf_submit(e, 0);
+	if (filter_mode == STRATA_FILTER_TGIDS)
+		bpf_map_delete_elem(&targets, &tgid); /* PID reuse */
+	dbg("exit tgid=%d vmas=%d", tgid, n);
+	return 0;
+}
