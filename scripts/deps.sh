@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs the Debian packages strata needs to build, test and benchmark.
+# Idempotent, and quiet when everything is already there.
+set -euo pipefail
+pkgs=(make gcc clang llvm pkg-config libbpf-dev bpftool libelf-dev libdw-dev
+      libdebuginfod-dev libunwind-dev zlib1g-dev libzstd-dev
+      libcurl4-openssl-dev protobuf-c-compiler libprotobuf-c-dev
+      libmicrohttpd-dev libsqlite3-dev libcmocka-dev libclang-rt-14-dev
+      libxml2-utils python3 golang-go linux-perf bpftrace)
+missing=()
+for p in "${pkgs[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+echo "deps: installing ${missing[*]}"
+SUDO=; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

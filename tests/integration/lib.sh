@@ -1,0 +1,40 @@
+# Shared by the integration tests: sourced, not run.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+STRATA=$ROOT/build/strata
+AGENT=$ROOT/build/strata-agent
+FIX=$ROOT/build/fixtures
+T=$(mktemp -d /tmp/strata-test.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+
+skip() { echo "skipped: $*"; exit 77; }
+fail() { echo "FAIL: $*"; exit 1; }
+
+# Real BPF needs root (or CAP_BPF+CAP_PERFMON+CAP_SYS_PTRACE) and bpffs.
+require_bpf() {
+	[ "$(id -u)" -eq 0 ] || skip "needs root for BPF"
+	mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf 2>/dev/null || true
+	mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
+	[ -e /sys/kernel/btf/vmlinux ] || skip "kernel has no BTF"
+}
+
+# Sum of counts of folded lines (for comm $2, or all when empty) in file $1
+# matching the extended regex $3 (applied to the stack part).
+folded_sum() {
+	awk -v comm="$2" -v re="$3" '{
+		n = $NF; sub(/ [0-9]+$/, "")
+		split($0, f, ";")
+		if (comm != "" && f[1] != comm) next
+		if (re == "" || $0 ~ re) s += n
+	} END { print s + 0 }' "$1"
+}
+
+# Asserts 100*num/den >= pct.
+assert_ratio() {
+	local num=$1 den=$2 pct=$3 what=$4
+	[ "$den" -gt 0 ] || fail "$what: no samples at all"
+	if [ $((100 * num)) -lt $((pct * den)) ]; then
+		fail "$what: $num of $den samples ($((100 * num / den))%), want >= $pct%"
+	fi
+	echo "ok: $what: $num of $den samples ($((100 * num / den))%)"
+}

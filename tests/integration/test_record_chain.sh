@@ -1,0 +1,26 @@
+# strata record -- CMD: the full main->a->b->c chain in >= 90% of the
+# workload's samples, and the command's exit code returned.
+source "$(dirname "$0")/lib.sh"
+require_bpf
+set +e
+"$STRATA" record -F 199 -o "$T/out.folded" -- "$FIX/chain" 3 7 2> "$T/err"
+rc=$?
+set -e
+cat "$T/err"
+[ "$rc" -eq 7 ] || fail "exit code $rc, want the command's 7"
+head -5 "$T/out.folded"
+total=$(folded_sum "$T/out.folded" chain "")
+full=$(folded_sum "$T/out.folded" chain ';main;a;b;c(;|$)')
+assert_ratio "$full" "$total" 90 "main;a;b;c chain"
+# 3 s at 199 Hz on one CPU ~ 597 samples: most of them must be there.
+[ "$total" -ge 400 ] || fail "only $total samples for 3 s at 199 Hz"
+# c is the hottest frame: it must resolve to its source file and line.
+"$STRATA" record -F 99 -o "$T/out.json" -- "$FIX/chain" 1
+python3 - "$T/out.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+cs = [f for f in d["frames"] if f.get("func") == "c"]
+assert cs, "no frame named c"
+assert any((f.get("file") or "").endswith("chain.c") and f.get("line", 0) > 0 for f in cs), cs
+print("ok: c resolved to", cs[0].get("file"), cs[0].get("line"))
+PY

@@ -1,0 +1,164 @@
+// SPDX-License-Identifier: Apache-2.0
+/* Process tracker: /proc reads, exit-time VMA records, PID reuse, bounds. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "agent/proc_tracker.h"
+
+__attribute__((noinline)) int tracked_function(int x)
+{
+	return x * 3 + 1;
+}
+
+static struct strata_proc_event ev(uint32_t type, uint32_t tgid, uint64_t mm)
+{
+	struct strata_proc_event e = { .type = type, .tgid = tgid, .mm_id = mm };
+	return e;
+}
+
+static void self_lookup_reads_proc(void **state)
+{
+	struct module_registry *mods = modules__new(0);
+	struct proc_tracker *t = proc_tracker__new(mods, 0);
+	struct strata_proc_event e = ev(PROC_EV_NEW, getpid(), 0x1000);
+	const struct proc_mapping *m;
+	uint64_t ip = (uint64_t)(uintptr_t)&tracked_function;
+	char exe[4096];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+	assert_true(n > 0);
+	exe[n] = '\0';
+	assert_int_equal(proc_tracker__on_event(t, &e), 0);
+	assert_int_equal(proc_tracker__lookup(t, getpid(), 0x1000, ip, &m), 0);
+	assert_string_equal(m->name, exe);
+	assert_non_null(m->mod);
+	assert_true(m->mod->fd >= 0);
+	assert_true(m->mod->build_id_len > 0);
+	assert_true(ip >= m->start && ip < m->end);
+	/* An address in no mapping: -ENOENT, not a wrong mapping. */
+	assert_int_equal(proc_tracker__lookup(t, getpid(), 0x1000, 16, &m), -ENOENT);
+	proc_tracker__free(t);
+	modules__free(mods);
+}
+
+/* Samples of a process that exited before /proc could be read are resolved
+ * from the BPF exit records: (dev, ino, basename) is located on disk. */
+static void exit_vmas_locate_files(void **state)
+{
+	struct module_registry *mods = modules__new(0);
+	struct proc_tracker *t = proc_tracker__new(mods, 0);
+	const char *libc = "/lib/x86_64-linux-gnu/libc.so.6";
+	const struct proc_mapping *m;
+	struct proc_tracker_stats st;
+	struct stat sb;
+	uint32_t dead = 0x3ffffff0; /* no such pid */
+
+	if (stat(libc, &sb))
+		skip();
+	struct strata_proc_event v = ev(PROC_EV_VMA, dead, 0x2000);
+	v.start = 0x7f0000000000;
+	v.end = 0x7f0000100000;
+	v.pgoff = 0x28000;
+	v.ino = sb.st_ino;
+	v.dev = (major(sb.st_dev) << 20) | minor(sb.st_dev);
+	snprintf(v.name, sizeof(v.name), "libc.so.6");
+	assert_int_equal(proc_tracker__on_event(t, &v), 0);
+
+	struct strata_proc_event bogus = v;
+	bogus.start = 0x7f1000000000;
+	bogus.end = 0x7f1000001000;
+	bogus.ino = sb.st_ino + 12345; /* same name, other inode: must not match */
+	assert_int_equal(proc_tracker__on_event(t, &bogus), 0);
+
+	struct strata_proc_event x = ev(PROC_EV_EXIT, dead, 0x2000);
+	assert_int_equal(proc_tracker__on_event(t, &x), 0);
+
+	assert_int_equal(proc_tracker__lookup(t, dead, 0x2000, 0x7f0000000123, &m), 0);
+	assert_non_null(m->mod);
+	assert_int_equal(m->pgoff, 0x28000);
+	assert_true(m->mod->ino == sb.st_ino);
+	assert_int_equal(proc_tracker__lookup(t, dead, 0x2000, 0x7f1000000010, &m), 0);
+	assert_null(m->mod); /* kept as a named mapping, never a wrong file */
+	proc_tracker__stats(t, &st);
+	assert_int_equal(st.exit_vmas, 2);
+	assert_int_equal(st.exit_vmas_unlocated, 1);
+
+	/* After the drain that follows its exit, the instance is gone. */
+	proc_tracker__end_drain(t);
+	assert_int_equal(proc_tracker__lookup(t, dead, 0x2000, 0x7f0000000123, &m), -ESRCH);
+	proc_tracker__free(t);
+	modules__free(mods);
+}
+
+/* Same tgid, new address space (exec or PID reuse): separate instances. */
+static void pid_reuse_keeps_instances_apart(void **state)
+{
+	struct module_registry *mods = modules__new(0);
+	struct proc_tracker *t = proc_tracker__new(mods, 0);
+	uint32_t dead = 0x3ffffff1;
+	const struct proc_mapping *m;
+
+	struct strata_proc_event a = ev(PROC_EV_VMA, dead, 0xa000);
+	a.start = 0x400000;
+	a.end = 0x401000;
+	snprintf(a.name, sizeof(a.name), "old-program");
+	struct strata_proc_event b = a;
+	b.mm_id = 0xb000;
+	snprintf(b.name, sizeof(b.name), "new-program");
+	assert_int_equal(proc_tracker__on_event(t, &a), 0);
+	assert_int_equal(proc_tracker__on_event(t, &b), 0);
+	assert_int_equal(proc_tracker__lookup(t, dead, 0xa000, 0x400010, &m), 0);
+	assert_string_equal(m->name, "old-program");
+	assert_int_equal(proc_tracker__lookup(t, dead, 0xb000, 0x400010, &m), 0);
+	assert_string_equal(m->name, "new-program");
+	proc_tracker__free(t);
+	modules__free(mods);
+}
+
+/* Full table: exited instances are evicted first, then new ones refused. */
+static void bounded(void **state)
+{
+	struct module_registry *mods = modules__new(0);
+	struct proc_tracker *t = proc_tracker__new(mods, 2);
+	struct proc_tracker_stats st;
+
+	for (uint32_t i = 0; i < 2; i++) {
+		struct strata_proc_event v = ev(PROC_EV_VMA, 0x3fff0000 + i, 1);
+		v.start = 0x1000;
+		v.end = 0x2000;
+		assert_int_equal(proc_tracker__on_event(t, &v), 0);
+	}
+	struct strata_proc_event x = ev(PROC_EV_EXIT, 0x3fff0000, 1);
+	assert_int_equal(proc_tracker__on_event(t, &x), 0);
+	struct strata_proc_event v = ev(PROC_EV_VMA, 0x3fff0005, 1);
+	v.start = 0x1000;
+	v.end = 0x2000;
+	assert_int_equal(proc_tracker__on_event(t, &v), 0); /* evicts the exited */
+	v.tgid = 0x3fff0006;
+	assert_int_equal(proc_tracker__on_event(t, &v), -ENOSPC);
+	proc_tracker__stats(t, &st);
+	assert_int_equal(st.evicted, 1);
+	assert_int_equal(st.refused, 1);
+	proc_tracker__free(t);
+	modules__free(mods);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(self_lookup_reads_proc),
+		cmocka_unit_test(exit_vmas_locate_files),
+		cmocka_unit_test(pid_reuse_keeps_instances_apart),
+		cmocka_unit_test(bounded),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
