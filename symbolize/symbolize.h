@@ -31,12 +31,25 @@ struct symbolizer_opts {
 };
 
 struct symbolizer_stats {
-	uint64_t lookups, cache_hits, unresolved;
+	uint64_t lookups, cache_hits;
+	uint64_t unresolved;       /* lookups that returned 0 or -errno */
 	uint64_t module_open_failed, module_evicted, cache_evicted;
+	uint64_t modules_open;     /* now, failed opens remembered included */
+	uint64_t cache_entries;    /* now */
+	uint64_t strings_bytes;    /* interned names/files/keys (never freed) */
+	uint64_t debuginfod_queries, debuginfod_found, debuginfod_failed;
+	uint64_t debuginfod_skipped; /* backing off, no URLs or no library */
 };
 
+/*
+ * Not thread-safe: one symbolizer per thread, or serialize calls.
+ * A failed open is remembered: it costs one open (one module_open_failed)
+ * per 10 s, and is retried at once when the same key (build-id) comes
+ * with another path.
+ */
 struct symbolizer;
 
+/* NULL with errno set on failure; opts may be NULL (defaults). */
 struct symbolizer *symbolizer__new(const struct symbolizer_opts *opts);
 void symbolizer__free(struct symbolizer *s);
 
@@ -47,9 +60,14 @@ void symbolizer__free(struct symbolizer *s);
  * addresses, the offset of the call instruction (ret addr - 1).
  *
  * Fills out[0..n): out[0] is the innermost (inlined) function at the
- * address, out[n-1] the real function containing it.  Returns n (0 when
- * unresolved) or -errno when the file cannot be opened / is not ELF.
- * Strings stay valid until symbolizer__free().
+ * address, out[n-1] the real function containing it; with more frames
+ * than max, the innermost max-1 and the real function are kept.  Returns
+ * n (0 when unresolved) or -errno when the file cannot be opened
+ * (-ENOENT...), is not ELF (-ENOEXEC), or its build-id differs from
+ * build_id (-ESTALE).  Strings stay valid until symbolizer__free().
+ * Without a build_id, the key is the path plus the file's identity
+ * (dev, inode, size, mtime: one stat() per call), so a replaced file or
+ * a reused "/proc/self/fd/N" is never answered from a stale cache.
  */
 int symbolizer__resolve(struct symbolizer *s, const char *path,
 			const uint8_t *build_id, size_t build_id_len,
@@ -59,15 +77,26 @@ void symbolizer__stats(const struct symbolizer *s, struct symbolizer_stats *st);
 
 /* Kernel symbols from /proc/kallsyms (or a file in the same format). */
 struct ksyms;
+/* NULL with errno set on failure. */
 struct ksyms *ksyms__load(const char *path /* NULL: /proc/kallsyms */);
 void ksyms__free(struct ksyms *k);
 /*
  * Name of the function containing addr ("name" or "name [module]" is split:
  * module set to NULL for vmlinux); NULL when addr is outside every known
- * function (e.g. beyond the last symbol of a section).
+ * function (e.g. beyond the last symbol of a section).  kallsyms has no
+ * sizes: a function ends at the next symbol of any kind or end marker
+ * (_etext...), and a region's last one covers at most 4 KiB (the full
+ * rule is in kallsyms.c).
  */
 const char *ksyms__resolve(const struct ksyms *k, uint64_t addr,
 			   const char **module, uint64_t *sym_start);
+/*
+ * 1 when the file showed only zero addresses (kptr_restrict hides them
+ * from this reader): every ksyms__resolve() then returns NULL.
+ */
+int ksyms__restricted(const struct ksyms *k);
+/* Functions indexed (0 when restricted). */
+size_t ksyms__count(const struct ksyms *k);
 
 /* Demangles C++ (Itanium) names; returns a malloc'd string or NULL. */
 char *sym_demangle(const char *mangled);

@@ -1,0 +1,146 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * .gnu_debuglink search.  libdwfl's dwfl_standard_find_debuginfo does the
+ * same but also queries debuginfod on its own whenever DEBUGINFOD_URLS is
+ * set, which would defeat symbolizer_opts.use_debuginfod; hence this
+ * small re-implementation of the path search alone.
+ */
+#include "symbolize/debuglink.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "symbolize/buildid.h"
+
+/* The debuglink CRC is zlib's CRC-32 over the whole file. */
+static int file_crc32(int fd, uint32_t *out)
+{
+	unsigned char buf[64 * 1024];
+	uLong crc = crc32(0L, Z_NULL, 0);
+	off_t off = 0;
+
+	for (;;) {
+		ssize_t r = pread(fd, buf, sizeof(buf), off);
+
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (r == 0)
+			break;
+		crc = crc32(crc, buf, (uInt)r);
+		off += r;
+	}
+	*out = (uint32_t)crc;
+	return 0;
+}
+
+static int try_candidate(const char *cand, const struct stat *self,
+			 uint32_t crc, const uint8_t *bid, size_t bid_len)
+{
+	uint8_t id[BUILD_ID_MAX];
+	struct stat st;
+	int fd, n;
+
+	fd = open(cand, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) ||
+	    (self && st.st_dev == self->st_dev && st.st_ino == self->st_ino))
+		goto reject;
+	if (bid_len) {
+		n = build_id_read(NULL, fd, id, sizeof(id));
+		if (n <= 0 || (size_t)n != (bid_len < BUILD_ID_MAX ? bid_len
+								    : BUILD_ID_MAX) ||
+		    memcmp(id, bid, (size_t)n))
+			goto reject;
+		return fd;
+	}
+	uint32_t got;
+
+	if (crc == 0 || file_crc32(fd, &got) || got != crc)
+		goto reject;
+	return fd;
+reject:
+	close(fd);
+	return -ENOENT;
+}
+
+static int search_dir(const char *dir, const char *link,
+		      const struct stat *self, uint32_t crc, const uint8_t *bid,
+		      size_t bid_len, char **path)
+{
+	static const char *const fmts[] = {
+		"%s/%s", "%s/.debug/%s", "/usr/lib/debug%s/%s",
+	};
+	char cand[PATH_MAX];
+
+	for (size_t i = 0; i < sizeof(fmts) / sizeof(fmts[0]); i++) {
+		/* The global debug tree mirrors absolute paths only. */
+		if (i == 2 && dir[0] != '/')
+			continue;
+		int n = snprintf(cand, sizeof(cand), fmts[i], dir, link);
+
+		if (n < 0 || (size_t)n >= sizeof(cand))
+			continue;
+		int fd = try_candidate(cand, self, crc, bid, bid_len);
+
+		if (fd < 0)
+			continue;
+		*path = strdup(cand);
+		if (!*path) {
+			close(fd);
+			return -ENOMEM;
+		}
+		return fd;
+	}
+	return -ENOENT;
+}
+
+int debuglink_find(const char *file_name, const char *debuglink, uint32_t crc,
+		   const uint8_t *bid, size_t bid_len, char **path)
+{
+	char *dir = NULL, *real = NULL, *slash;
+	struct stat self, *selfp = NULL;
+	int fd = -ENOENT;
+
+	if (!file_name || !debuglink || !*debuglink || !path)
+		return -EINVAL;
+	*path = NULL;
+	if (strchr(debuglink, '/'))
+		return -ENOENT; /* a plain file name, by definition */
+	if (!stat(file_name, &self))
+		selfp = &self;
+	dir = strdup(file_name);
+	if (!dir)
+		return -ENOMEM;
+	slash = strrchr(dir, '/');
+	if (slash)
+		*slash = '\0';
+	fd = search_dir(slash ? dir : ".", debuglink, selfp, crc, bid, bid_len,
+			path);
+	if (fd != -ENOENT)
+		goto out;
+	/* Debug files follow the real location of a symlinked binary. */
+	real = realpath(file_name, NULL);
+	if (real && strcmp(real, file_name)) {
+		slash = strrchr(real, '/');
+		if (slash) {
+			*slash = '\0';
+			fd = search_dir(real, debuglink, selfp, crc, bid,
+					bid_len, path);
+		}
+	}
+out:
+	free(real);
+	free(dir);
+	return fd;
+}

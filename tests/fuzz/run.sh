@@ -1,0 +1,52 @@
+#!/bin/sh
+# Builds the libFuzzer targets into build/fuzz/ and runs each for SECONDS
+# (default 20).  Exits non-zero when a target crashes; the reproducer is
+# left in build/fuzz/crash-<target>-*.
+#   tests/fuzz/run.sh [SECONDS]
+set -eu
+
+secs=${1:-20}
+root=$(cd "$(dirname "$0")/../.." && pwd)
+out=$root/build/fuzz
+clang=${CLANG:-clang}
+cflags="-std=gnu11 -g -O1 -Wall -Wextra -Werror -Wno-unused-parameter \
+	-D_GNU_SOURCE -I$root -fno-omit-frame-pointer \
+	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined"
+
+mkdir -p "$out/corpus/buildid" "$out/corpus/proc_maps"
+cd "$root"
+
+echo "  FUZZ-CC  $out/fuzz_buildid"
+$clang $cflags tests/fuzz/fuzz_buildid.c symbolize/buildid.c \
+	-lelf -ldw -lz -o "$out/fuzz_buildid"
+echo "  FUZZ-CC  $out/fuzz_proc_maps"
+$clang $cflags tests/fuzz/fuzz_proc_maps.c agent/proc_maps.c \
+	-o "$out/fuzz_proc_maps"
+
+# Seeds: small real ELF files (one of them tiny, with a build-id), and
+# real maps lines.  Re-seeding an existing corpus is harmless.
+printf 'void _start(void) { for (;;) ; }\n' > "$out/tiny.c"
+$clang -nostdlib -static -Wl,--build-id -o "$out/corpus/buildid/tiny" \
+	"$out/tiny.c" 2>/dev/null || true
+for f in /bin/true /usr/lib/x86_64-linux-gnu/crt1.o; do
+	[ -r "$f" ] && cp "$f" "$out/corpus/buildid/seed-$(basename "$f")"
+done
+cp /proc/self/maps "$out/corpus/proc_maps/seed-self-maps"
+printf '7f0000000000-7f0000001000 r-xp 00001000 fd:01 42  /a b/c.so (deleted)\n' \
+	> "$out/corpus/proc_maps/seed-deleted"
+
+fail=0
+for t in buildid proc_maps; do
+	echo "  FUZZ     $t for ${secs}s"
+	if ! "$out/fuzz_$t" -max_total_time="$secs" -timeout=10 \
+		-max_len=65536 -rss_limit_mb=2048 -print_final_stats=1 \
+		-artifact_prefix="$out/crash-$t-" "$out/corpus/$t" \
+		> "$out/$t.log" 2>&1; then
+		echo "  FAILED   $t: see $out/$t.log" >&2
+		tail -n 40 "$out/$t.log" >&2
+		fail=1
+	else
+		grep -E 'stat::number_of_executed_units|cov:' "$out/$t.log" | tail -n 2
+	fi
+done
+exit $fail
