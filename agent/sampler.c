@@ -177,7 +177,7 @@ void sampler__free(struct sampler *s)
 
 int sampler__add_target(struct sampler *s, uint32_t tgid)
 {
-	uint8_t one = 1;
+	uint32_t one = 1;
 
 	if (bpf_map_update_elem(bpf_map__fd(s->skel->maps.targets), &tgid, &one, BPF_ANY))
 		return -errno;

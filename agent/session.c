@@ -57,6 +57,17 @@ struct session *session__new(const struct session_opts *opts)
 	s->freq_hz = opts->sampler.freq_hz;
 	raise_nofile();
 
+	/* Blocked before anything slow, so a TERM during start-up is read from
+	 * the signalfd and ends the session cleanly instead of killing it. */
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGCHLD);
+	if (sigprocmask(SIG_BLOCK, &mask, NULL)) {
+		err = -errno;
+		goto err_out;
+	}
+
 	s->mods = modules__new(0);
 	s->procs = s->mods ? proc_tracker__new(s->mods, 0) : NULL;
 	s->sym = symbolizer__new(&sopts);
@@ -68,6 +79,8 @@ struct session *session__new(const struct session_opts *opts)
 	s->ksyms = ksyms__load(NULL);
 	if (!s->ksyms)
 		pr_warn("session: /proc/kallsyms unreadable: kernel frames stay addresses");
+	else if (ksyms__restricted(s->ksyms))
+		pr_warn("session: /proc/kallsyms hides addresses (kptr_restrict): kernel frames stay addresses");
 	s->res.procs = s->procs;
 	s->res.sym = s->sym;
 	s->res.ksyms = s->ksyms;
@@ -84,14 +97,6 @@ struct session *session__new(const struct session_opts *opts)
 			goto err_out;
 	}
 
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGINT);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, SIGCHLD);
-	if (sigprocmask(SIG_BLOCK, &mask, NULL)) {
-		err = -errno;
-		goto err_out;
-	}
 	s->sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	s->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (s->sigfd < 0 || s->epfd < 0) {

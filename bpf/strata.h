@@ -53,7 +53,7 @@ enum strata_counter {
 	STRATA_CNT_USER_STACK_ERR,   /* bpf_get_stack failed for user frames */
 	STRATA_CNT_KERN_STACK_ERR,   /* bpf_get_stack failed for kernel frames */
 	STRATA_CNT_EVENTS_LOST,      /* process-event ring buffer full */
-	STRATA_CNT_VMAS_TRUNCATED,   /* exit-time VMA walk hit its bound */
+	STRATA_CNT_VMAS_TRUNCATED,   /* exit-time VMA walk stopped: ring full */
 	STRATA_CNT_MAX,
 };
 

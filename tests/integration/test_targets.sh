@@ -12,10 +12,16 @@ sys=$(folded_sum "$T/pid.folded" syscalls "")
 echo "ok: --pid $chain target samples, 0 others"
 wait
 
-mountpoint -q /sys/fs/cgroup && [ -e /sys/fs/cgroup/cgroup.procs ] || skip "no cgroup v2"
-cg=/sys/fs/cgroup/strata-test-$$
+# cgroup v2 may be at /sys/fs/cgroup, /sys/fs/cgroup/unified (hybrid), or
+# not mounted at all: then mount one for the test.
+cg2=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/mounts)
+if [ -z "$cg2" ]; then
+	mkdir -p "$T/cgroup2" && mount -t cgroup2 none "$T/cgroup2" || skip "cannot mount cgroup v2"
+	cg2=$T/cgroup2
+fi
+cg=$cg2/strata-test-$$
 mkdir "$cg"
-trap 'rmdir "$cg" 2>/dev/null; rm -rf "$T"' EXIT
+trap 'rmdir "$cg" 2>/dev/null || true; umount "$T/cgroup2" 2>/dev/null || true; rm -rf "$T"' EXIT
 "$FIX/chain" 4 & target=$!
 echo "$target" > "$cg/cgroup.procs"
 "$FIX/syscalls" 4 & other=$!
