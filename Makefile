@@ -54,7 +54,7 @@ FIXTURES   := $(patsubst tests/fixtures/%.c,$(BUILD)/fixtures/%,$(FIXTURE_SRCS))
 
 BINS       := $(BUILD)/strata $(BUILD)/strata-agent
 
-.PHONY: all test unit demo bench lint deps vmlinux clean fixtures format
+.PHONY: all test unit demo bench lint deps vmlinux clean fixtures format fuzz
 all: $(BINS)
 
 # --- BPF ---------------------------------------------------------------------
@@ -152,6 +152,10 @@ demo: deps
 bench: deps
 	@$(MAKE) --no-print-directory all fixtures
 	@bench/overhead.sh
+
+# libFuzzer targets for the parsers of outside input (FUZZ_SECONDS each).
+fuzz: deps $(SKELS) $(PROTO_H)
+	@tests/fuzz/run.sh $(or $(FUZZ_SECONDS),30)
 
 lint:
 	@clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h' | grep -v '^vmlinux/')

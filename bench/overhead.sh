@@ -3,12 +3,14 @@
 # (one thread per CPU), measured side by side in one run: no profiler vs
 # strata-agent vs `perf record -g` vs a bpftrace profile:hz one-liner, at
 # 49 Hz and 999 Hz.  Modes alternate run by run so drift hits all alike.
-# Prints a markdown table (throughput ratio vs off, median of RUNS) and the
-# agent's RSS and CPU seconds per minute.
-#   bench/overhead.sh [RUNS (default 5)] [WORK (M iterations/thread, default 6000)]
+# Prints a markdown table (throughput ratio vs off, median of RUNS), the
+# exact in-kernel cost per sample of strata's BPF program (kernel.bpf_stats)
+# and the agent's own CPU use and RSS measured over the timed windows only
+# (/proc/PID/schedstat, so start-up is not counted).
+#   bench/overhead.sh [RUNS (default 7)] [WORK (M iterations/thread, default 6000)]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-RUNS=${1:-5}
+RUNS=${1:-7}
 WORK=${2:-6000}
 T=$(mktemp -d /tmp/strata-bench.XXXXXX)
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$T"' EXIT
@@ -23,6 +25,8 @@ have perf && modes+=(perf49 perf999)
 have bpftrace && modes+=(bpftrace49 bpftrace999)
 
 agent_stats=()
+bpf_stats=()
+sysctl -qw kernel.bpf_stats_enabled=1 2>/dev/null || true
 # Starts the profiler of a mode in the background; sets PROF_PID.
 start_profiler() {
 	PROF_PID=
@@ -34,15 +38,17 @@ start_profiler() {
 	esac
 	sleep 2 # attached and settled before the clock starts
 }
+# CPU ns the profiler process has used so far (0 when there is none).
+cpu_ns() { [ -n "$PROF_PID" ] && awk '{print $1}' "/proc/$PROF_PID/schedstat" || echo 0; }
 stop_profiler() {
 	[ -n "$PROF_PID" ] || return 0
 	if [[ $1 == strata* ]]; then
-		# utime+stime (fields 14, 15) in clock ticks, and RSS, while running.
-		local stat rss
-		stat=$(awk '{print $14 + $15}' "/proc/$PROF_PID/stat")
+		local rss prog
 		rss=$(awk '/VmRSS/ {print $2}' "/proc/$PROF_PID/status")
-		local age=$(( $(date +%s) - START_TS ))
-		agent_stats+=("$1 $stat $rss $age")
+		agent_stats+=("$1 $((CPU1 - CPU0)) $rss $WALL")
+		# run_time_ns and run_cnt of the sampling program, this run only.
+		prog=$(bpftool prog show name profile_sample 2>/dev/null | head -1)
+		bpf_stats+=("$1 $(sed -n 's/.*run_time_ns \([0-9]*\) run_cnt \([0-9]*\).*/\1 \2/p' <<<"$prog")")
 	fi
 	kill -INT "$PROF_PID" 2>/dev/null || true
 	wait "$PROF_PID" 2>/dev/null || true
@@ -51,17 +57,20 @@ stop_profiler() {
 
 for r in $(seq 1 "$RUNS"); do
 	for m in "${modes[@]}"; do
-		START_TS=$(date +%s)
 		start_profiler "$m"
+		CPU0=$(cpu_ns)
 		secs=$("$T/workload" "$WORK")
+		CPU1=$(cpu_ns)
+		WALL=$secs
 		stop_profiler "$m"
 		echo "$m $secs" >> "$T/results"
 		echo "run $r/$RUNS $m: ${secs}s" >&2
 	done
 done
 
-hz=$(getconf CLK_TCK)
-python3 - "$T/results" "$hz" "${agent_stats[@]}" <<'PY'
+sysctl -qw kernel.bpf_stats_enabled=0 2>/dev/null || true
+printf '%s\n' "${bpf_stats[@]}" > "$T/bpf_stats"
+python3 - "$T/results" "$T/bpf_stats" "${agent_stats[@]}" <<'PY'
 import statistics, sys
 res = {}
 for line in open(sys.argv[1]):
@@ -76,16 +85,22 @@ for m, v in res.items():
     rate = m[len(name):] or "-"
     ratio = off / med
     print(f"| {name} | {rate} Hz | {med:.3f} (n={len(v)}, min {min(v):.3f}, max {max(v):.3f}) | {ratio:.4f} | {100*(1-ratio):+.2f}% |")
-hz = float(sys.argv[2])
+bpf = {}
+for line in open(sys.argv[2]):
+    f = line.split()
+    if len(f) == 3 and int(f[2]) > 0:
+        bpf.setdefault(f[0], []).append((int(f[1]), int(f[2])))
 agent = {}
 for rec in sys.argv[3:]:
-    m, ticks, rss, age = rec.split()
-    agent.setdefault(m, []).append((float(ticks) / hz, int(rss), max(int(age), 1)))
+    m, ns, rss, wall = rec.split()
+    agent.setdefault(m, []).append((int(ns) / 1e9, int(rss), float(wall)))
 print()
-print("| agent | CPU s per minute (whole host) | RSS (MiB) |")
-print("|---|---|---|")
+print("| agent | BPF ns per sample (bpf_stats) | samples | agent CPU s per minute (timed windows) | agent RSS (MiB) |")
+print("|---|---|---|---|---|")
 for m, v in agent.items():
-    cpu_per_min = statistics.median(c / a * 60 for c, _, a in v)
+    cpu_per_min = statistics.median(c / w * 60 for c, _, w in v)
     rss = statistics.median(r for _, r, _ in v) / 1024
-    print(f"| {m} | {cpu_per_min:.3f} | {rss:.1f} |")
+    b = bpf.get(m, [])
+    per = sum(t for t, _ in b) / max(sum(n for _, n in b), 1)
+    print(f"| {m} | {per:.0f} | {sum(n for _, n in b)} | {cpu_per_min:.4f} | {rss:.1f} |")
 PY
