@@ -13,7 +13,7 @@
 
 #include "agent/log.h"
 
-#define DRAIN_INTERVAL_MS 1000 /* keeps the kernel maps far from full */
+#define DRAIN_INTERVAL_MS 1000 /* default: keeps the kernel maps far from full */
 
 static uint64_t mono_ms(void)
 {
@@ -75,6 +75,7 @@ int record_run(const struct record_opts *opts)
 	pid_t child = 0;
 	int go_fd = -1, status = 0, err, rc = 0;
 	uint64_t start, next_drain;
+	uint32_t drain_ms = opts->drain_ms ? opts->drain_ms : DRAIN_INTERVAL_MS;
 
 	s = session__new(&opts->session);
 	if (!s)
@@ -102,9 +103,9 @@ int record_run(const struct record_opts *opts)
 	}
 
 	start = mono_ms();
-	next_drain = start + DRAIN_INTERVAL_MS;
+	next_drain = start + drain_ms;
 	for (;;) {
-		int signo = 0, w = session__wait(s, 100, &signo);
+		int signo = 0, w = session__wait(s, drain_ms < 100 ? (int)drain_ms : 100, &signo);
 
 		if (w < 0) {
 			err = w;
@@ -124,7 +125,7 @@ int record_run(const struct record_opts *opts)
 			break;
 		if (mono_ms() >= next_drain) {
 			session__drain(s);
-			next_drain = mono_ms() + DRAIN_INTERVAL_MS;
+			next_drain = mono_ms() + drain_ms;
 		}
 	}
 

@@ -10,6 +10,7 @@ struct record_opts {
 	struct session_opts session;
 	const char *output;   /* file; its extension picks the format */
 	double duration_s;    /* 0: until the command exits / SIGINT */
+	uint32_t drain_ms;    /* drain interval; 0 = 1000 */
 	char *const *argv;    /* command to run, or NULL */
 };
 

@@ -307,19 +307,38 @@ static const struct strata_stack *stack_lookup(struct sampler *s, int fd,
 	return buf;
 }
 
-/* Deletes every key of a hash map (no program writes it any more). */
-static int map_clear(int fd, size_t key_sz)
+/*
+ * Deletes keys[0..n) of a hash map no program writes any more: one batch
+ * call, or one call per key where batch deletion is not supported.
+ */
+static int map_delete_keys(int fd, const void *keys, size_t key_sz, uint32_t n)
 {
-	char key[key_sz], next[key_sz];
-	int err;
+	uint32_t count = n;
 
-	/* Always delete the first key: iteration after a delete restarts. */
-	while (!(err = bpf_map_get_next_key(fd, NULL, next))) {
-		memcpy(key, next, key_sz);
-		if (bpf_map_delete_elem(fd, key) && errno != ENOENT)
+	if (!n || !bpf_map_delete_batch(fd, keys, &count, NULL))
+		return 0;
+	for (uint32_t i = 0; i < n; i++)
+		if (bpf_map_delete_elem(fd, (const char *)keys + i * key_sz) &&
+		    errno != ENOENT)
 			return -errno;
-	}
-	return errno == ENOENT ? 0 : -errno;
+	return 0;
+}
+
+/* Collects every key of a hash map into *keys (malloc'd); returns count. */
+static int64_t map_keys(int fd, size_t key_sz, uint32_t max, void **keys)
+{
+	char *buf = malloc((size_t)max * key_sz);
+	int64_t n = 0;
+
+	*keys = buf;
+	if (!buf)
+		return -ENOMEM;
+	if (bpf_map_get_next_key(fd, NULL, buf))
+		return errno == ENOENT ? 0 : -errno;
+	for (n = 1; n < max; n++)
+		if (bpf_map_get_next_key(fd, buf + (n - 1) * key_sz, buf + n * key_sz))
+			break;
+	return n;
 }
 
 int sampler__drain(struct sampler *s, sampler_sample_fn fn, void *ctx)
@@ -328,9 +347,11 @@ int sampler__drain(struct sampler *s, sampler_sample_fn fn, void *ctx)
 	struct bpf_map *cmap = old ? s->skel->maps.counts1 : s->skel->maps.counts0;
 	struct bpf_map *smap = old ? s->skel->maps.stacks1 : s->skel->maps.stacks0;
 	int cfd = bpf_map__fd(cmap), sfd = bpf_map__fd(smap);
-	struct strata_stack_key key, next;
+	struct strata_stack_key *keys = NULL;
 	struct strata_stack *ubuf, *kbuf;
 	struct strata_stack_count val;
+	void *stack_keys = NULL;
+	int64_t nkeys = 0, nstacks = 0;
 	uint64_t deadline;
 	int err = 0, n = 0, q;
 	char comm[STRATA_COMM_LEN + 1];
@@ -357,31 +378,40 @@ int sampler__drain(struct sampler *s, sampler_sample_fn fn, void *ctx)
 		err = -ENOMEM;
 		goto out;
 	}
-	void *prev = NULL;
-	while (!bpf_map_get_next_key(cfd, prev, &next)) {
-		key = next;
-		prev = &key;
-		if (bpf_map_lookup_elem(cfd, &key, &val))
+	/* Keys first, then values: the generation is quiet, so the key set is
+	 * final, and collecting it avoids restarting iteration per delete. */
+	nkeys = map_keys(cfd, sizeof(*keys), bpf_map__max_entries(cmap), (void **)&keys);
+	if (nkeys < 0) {
+		err = (int)nkeys;
+		goto out;
+	}
+	for (int64_t i = 0; i < nkeys; i++) {
+		if (bpf_map_lookup_elem(cfd, &keys[i], &val))
 			continue;
 		memcpy(comm, val.comm, STRATA_COMM_LEN);
 		comm[STRATA_COMM_LEN] = '\0';
 		struct sampler_sample smp = {
-			.key = &key,
+			.key = &keys[i],
 			.count = val.count,
 			.comm = comm,
-			.user = stack_lookup(s, sfd, key.user_stack, ubuf),
-			.kern = stack_lookup(s, sfd, key.kern_stack, kbuf),
+			.user = stack_lookup(s, sfd, keys[i].user_stack, ubuf),
+			.kern = stack_lookup(s, sfd, keys[i].kern_stack, kbuf),
 		};
 		err = fn(ctx, &smp);
 		if (err)
 			goto out;
 		n++;
 	}
-	err = map_clear(cfd, sizeof(key));
+	nstacks = map_keys(sfd, sizeof(uint64_t), bpf_map__max_entries(smap), &stack_keys);
+	err = nstacks < 0 ? (int)nstacks : 0;
 	if (!err)
-		err = map_clear(sfd, sizeof(uint64_t));
+		err = map_delete_keys(cfd, keys, sizeof(*keys), (uint32_t)nkeys);
+	if (!err)
+		err = map_delete_keys(sfd, stack_keys, sizeof(uint64_t), (uint32_t)nstacks);
 	s->drains++;
 out:
+	free(keys);
+	free(stack_keys);
 	free(ubuf);
 	free(kbuf);
 	return err ? err : n;

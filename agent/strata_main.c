@@ -27,6 +27,7 @@ static void usage(FILE *f)
 	      "      --no-kernel       user stacks only\n"
 	      "      --no-user         kernel stacks only\n"
 	      "      --max-stacks N    distinct stacks kept in kernel per drain\n"
+	      "      --drain-interval MS  how often kernel maps are drained (1000)\n"
 	      "  -v, --verbose         counters and libbpf messages (-vv: debug)\n"
 	      "With -- CMD, runs CMD, profiles it and its children until it exits,\n"
 	      "and returns its exit code.  Without CMD, --pid or --cgroup: whole host.\n",
@@ -44,6 +45,7 @@ static int cmd_record(int argc, char **argv)
 		{ "no-kernel", no_argument, NULL, 'K' },
 		{ "no-user", no_argument, NULL, 'U' },
 		{ "max-stacks", required_argument, NULL, 'S' },
+		{ "drain-interval", required_argument, NULL, 'I' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
@@ -91,6 +93,10 @@ static int cmd_record(int argc, char **argv)
 			break;
 		case 'S':
 			if (cli_parse_u32(optarg, 1u << 22, &so->max_stacks))
+				goto bad;
+			break;
+		case 'I':
+			if (cli_parse_u32(optarg, 3600000, &o.drain_ms))
 				goto bad;
 			break;
 		case 'v':

@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 RUNS=${1:-7}
 WORK=${2:-6000}
 T=$(mktemp -d /tmp/strata-bench.XXXXXX)
-trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$T"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$T"' EXIT
 [ "$(id -u)" -eq 0 ] || { echo "bench: needs root"; exit 1; }
 mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf 2>/dev/null || true
 mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
@@ -47,7 +47,7 @@ stop_profiler() {
 		rss=$(awk '/VmRSS/ {print $2}' "/proc/$PROF_PID/status")
 		agent_stats+=("$1 $((CPU1 - CPU0)) $rss $WALL")
 		# run_time_ns and run_cnt of the sampling program, this run only.
-		prog=$(bpftool prog show name profile_sample 2>/dev/null | head -1)
+		prog=$(bpftool prog show name profile_sample 2>/dev/null | awk "NR == 1")
 		bpf_stats+=("$1 $(sed -n 's/.*run_time_ns \([0-9]*\) run_cnt \([0-9]*\).*/\1 \2/p' <<<"$prog")")
 	fi
 	kill -INT "$PROF_PID" 2>/dev/null || true
