@@ -50,7 +50,9 @@ ASAN_OBJS  := $(patsubst $(OBJ)/%,$(ASAN_OBJ)/%,$(LIB_OBJS))
 UNIT_SRCS  := $(wildcard tests/unit/test_*.c)
 UNIT_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 FIXTURE_SRCS := $(wildcard tests/fixtures/*.c)
-FIXTURES   := $(patsubst tests/fixtures/%.c,$(BUILD)/fixtures/%,$(FIXTURE_SRCS))
+FIXTURES   := $(patsubst tests/fixtures/%.c,$(BUILD)/fixtures/%,$(FIXTURE_SRCS)) \
+	      $(patsubst tests/fixtures/%.cc,$(BUILD)/fixtures/%,$(wildcard tests/fixtures/*.cc))
+CXX        ?= c++
 
 BINS       := $(BUILD)/strata $(BUILD)/strata-agent
 
@@ -126,6 +128,11 @@ $(BUILD)/fixtures/%: tests/fixtures/%.c
 	@mkdir -p $(@D)
 	$(call msg,FIXTURE,$@)
 	$(Q)$(CC) $$(sed -n 's|^// build: ||p' $<) -o $@ $< $$(sed -n 's|^// link: ||p' $<)
+
+$(BUILD)/fixtures/%: tests/fixtures/%.cc
+	@mkdir -p $(@D)
+	$(call msg,FIXTURE,$@)
+	$(Q)$(CXX) $$(sed -n 's|^// build: ||p' $<) -o $@ $< $$(sed -n 's|^// link: ||p' $<)
 
 fixtures: $(FIXTURES)
 
