@@ -26,7 +26,8 @@ static void usage(FILE *f)
 	      "                        or Ctrl-C)\n"
 	      "      --no-kernel       user stacks only\n"
 	      "      --no-user         kernel stacks only\n"
-	      "      --max-stacks N    distinct stacks kept in kernel per drain\n"
+	      "      --max-stacks N    distinct stacks kept in kernel per drain (8192)\n"
+	      "      --max-counts N    distinct (thread, stacks) counts per drain (16384)\n"
 	      "      --drain-interval MS  how often kernel maps are drained (1000)\n"
 	      "  -v, --verbose         counters and libbpf messages (-vv: debug)\n"
 	      "With -- CMD, runs CMD, profiles it and its children until it exits,\n"
@@ -46,6 +47,7 @@ static int cmd_record(int argc, char **argv)
 		{ "no-user", no_argument, NULL, 'U' },
 		{ "max-stacks", required_argument, NULL, 'S' },
 		{ "drain-interval", required_argument, NULL, 'I' },
+		{ "max-counts", required_argument, NULL, 'C' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
@@ -93,6 +95,10 @@ static int cmd_record(int argc, char **argv)
 			break;
 		case 'S':
 			if (cli_parse_u32(optarg, 1u << 22, &so->max_stacks))
+				goto bad;
+			break;
+		case 'C':
+			if (cli_parse_u32(optarg, 1u << 22, &so->max_counts))
 				goto bad;
 			break;
 		case 'I':
