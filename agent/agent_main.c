@@ -123,14 +123,19 @@ int main(int argc, char **argv)
 	struct agent_opts o = {
 		.format = "pb.gz",
 		.period_s = 10,
-		.session = { .sz = sizeof(o.session), .pids = pids,
+		.session = { .sz = sizeof(o.session),
 			     .sampler = { .sz = sizeof(o.session.sampler), .freq_hz = 49 } },
 	};
-	struct sampler_opts *so = &o.session.sampler;
 	struct stat st;
 	int c, verbose = 0, err;
 
 	while ((c = getopt_long(argc, argv, "o:P:F:f:p:G:s:vh", longopts, NULL)) != -1) {
+		int handled = cli_common_opt(c, optarg, &o.session, pids);
+
+		if (handled < 0)
+			goto bad;
+		if (handled)
+			continue;
 		switch (c) {
 		case 'o':
 			o.output_dir = optarg;
@@ -139,24 +144,11 @@ int main(int argc, char **argv)
 			if (cli_parse_u32(optarg, 86400, &o.period_s))
 				goto bad;
 			break;
-		case 'F':
-			if (cli_parse_u32(optarg, 100000, &so->freq_hz))
-				goto bad;
-			break;
 		case 'f':
 			if (strcmp(optarg, "pb.gz") && strcmp(optarg, "folded") &&
 			    strcmp(optarg, "json") && strcmp(optarg, "svg"))
 				goto bad;
 			o.format = optarg;
-			break;
-		case 'p':
-			if (cli_parse_pids(optarg, pids, &o.session.npids, CLI_MAX_PIDS))
-				goto bad;
-			so->filter = STRATA_FILTER_TGIDS;
-			break;
-		case 'G':
-			so->cgroup = optarg;
-			so->filter = STRATA_FILTER_CGROUP;
 			break;
 		case 's':
 			fprintf(stderr, "strata-agent: --server is not in this build yet; use --output DIR\n");

@@ -19,6 +19,8 @@
 #include <unistd.h>
 
 #include "agent/profile.h"
+#include "symbolize/hash.h"
+#include "symbolize/strpool.h"
 
 #define ARENA_MIN_BLOCK (64u * 1024)
 #define ARENA_MAX_BLOCK (4u * 1024 * 1024)
@@ -34,9 +36,7 @@ struct arena_block {
 struct profile_impl {
 	struct arena_block *blocks; /* newest first */
 	size_t next_block;          /* size of the next block to allocate */
-	struct profile_htab strs;   /* id -> strv[id] */
-	const char **strv;
-	uint32_t nstrs, strs_cap;
+	struct strpool *strs;       /* every string the profile holds */
 	struct profile_htab frames;  /* id = frame index */
 	struct profile_htab samples; /* id = sample index */
 	uint32_t frames_cap, samples_cap;
@@ -46,21 +46,7 @@ struct profile_impl {
 
 uint64_t profile__hash(const void *data, size_t n, uint64_t seed)
 {
-	/* FNV-1a, finished with a murmur3 mix so the low bits (the table
-	 * index) depend on every input byte */
-	const unsigned char *b = data;
-	uint64_t h = 0xcbf29ce484222325ULL ^ seed;
-
-	for (size_t i = 0; i < n; i++) {
-		h ^= b[i];
-		h *= 0x100000001b3ULL;
-	}
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdULL;
-	h ^= h >> 33;
-	h *= 0xc4ceb9fe1a85ec53ULL;
-	h ^= h >> 33;
-	return h;
+	return hash_bytes(data, n, seed);
 }
 
 /* --- hash table -------------------------------------------------------- */
@@ -168,55 +154,19 @@ static void *arena_alloc(struct profile_impl *impl, size_t sz)
 
 /* --- strings ----------------------------------------------------------- */
 
-static int str_eq(uint32_t id, const void *key, const void *ctx)
-{
-	const struct profile_impl *impl = ctx;
-
-	return strcmp(impl->strv[id], key) == 0;
-}
-
 /* The interned copy of s (NULL stays NULL), or NULL with *err set. */
 static const char *intern_str(struct profile_impl *impl, const char *s,
 			      int *err)
 {
-	size_t len;
-	uint64_t h;
-	int64_t id;
-	char *copy;
+	const char *copy;
 
 	*err = 0;
 	if (!s)
 		return NULL;
-	len = strlen(s);
-	h = profile__hash(s, len, 0);
-	id = profile_htab__find(&impl->strs, h, str_eq, s, impl);
-	if (id >= 0)
-		return impl->strv[id];
-
-	if (impl->nstrs == impl->strs_cap) {
-		uint32_t ncap = impl->strs_cap ? impl->strs_cap * 2 : 256;
-		const char **nv;
-
-		if (impl->strs_cap >= (1u << 30))
-			goto enomem;
-		nv = realloc(impl->strv, (size_t)ncap * sizeof(*nv));
-		if (!nv)
-			goto enomem;
-		impl->strv = nv;
-		impl->strs_cap = ncap;
-	}
-	copy = arena_alloc(impl, len + 1);
+	copy = strpool__intern(impl->strs, s);
 	if (!copy)
-		goto enomem;
-	memcpy(copy, s, len + 1);
-	*err = profile_htab__insert(&impl->strs, h, impl->nstrs);
-	if (*err)
-		return NULL; /* the arena copy is reclaimed with the profile */
-	impl->strv[impl->nstrs++] = copy;
+		*err = -ENOMEM;
 	return copy;
-enomem:
-	*err = -ENOMEM;
-	return NULL;
 }
 
 /* --- profile ----------------------------------------------------------- */
@@ -229,6 +179,12 @@ struct profile *profile__new(uint32_t freq_hz)
 		return NULL;
 	p->impl = calloc(1, sizeof(*p->impl));
 	if (!p->impl) {
+		free(p);
+		return NULL;
+	}
+	p->impl->strs = strpool__new();
+	if (!p->impl->strs) {
+		free(p->impl);
 		free(p);
 		return NULL;
 	}
@@ -248,10 +204,9 @@ void profile__free(struct profile *p)
 			next = b->next;
 			free(b);
 		}
-		profile_htab__fini(&p->impl->strs);
+		strpool__free(p->impl->strs);
 		profile_htab__fini(&p->impl->frames);
 		profile_htab__fini(&p->impl->samples);
-		free(p->impl->strv);
 		free(p->impl);
 	}
 	free(p->frames);

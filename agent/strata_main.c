@@ -65,22 +65,15 @@ static int cmd_record(int argc, char **argv)
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "+F:o:p:G:d:vh", longopts, NULL)) != -1) {
+		int handled = cli_common_opt(c, optarg, &o.session, pids);
+
+		if (handled < 0)
+			goto bad;
+		if (handled)
+			continue;
 		switch (c) {
-		case 'F':
-			if (cli_parse_u32(optarg, 100000, &so->freq_hz))
-				goto bad;
-			break;
 		case 'o':
 			o.output = optarg;
-			break;
-		case 'p':
-			if (cli_parse_pids(optarg, pids, &o.session.npids, CLI_MAX_PIDS))
-				goto bad;
-			so->filter = STRATA_FILTER_TGIDS;
-			break;
-		case 'G':
-			so->cgroup = optarg;
-			so->filter = STRATA_FILTER_CGROUP;
 			break;
 		case 'd':
 			o.duration_s = strtod(optarg, &end);
@@ -124,7 +117,6 @@ static int cmd_record(int argc, char **argv)
 		o.argv = &argv[optind];
 		so->filter = STRATA_FILTER_TGIDS;
 	}
-	o.session.pids = pids;
 	log_set_level(verbose >= 2 ? LOG_DEBUG : verbose ? LOG_INFO : LOG_WARN);
 	log_route_libbpf();
 

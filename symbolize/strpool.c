@@ -7,6 +7,8 @@
  */
 #include "symbolize/strpool.h"
 
+#include "symbolize/hash.h"
+
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,17 +33,6 @@ struct strpool {
 	size_t cap, n; /* cap: power of two */
 	size_t bytes;
 };
-
-static uint64_t fnv1a(const char *s, size_t len)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-
-	for (size_t i = 0; i < len; i++) {
-		h ^= (unsigned char)s[i];
-		h *= 0x100000001b3ull;
-	}
-	return h;
-}
 
 struct strpool *strpool__new(void)
 {
@@ -140,7 +131,7 @@ const char *strpool__intern_len(struct strpool *p, const char *s, size_t len)
 
 	if (!p || !s)
 		return NULL;
-	h = fnv1a(s, len);
+	h = hash_bytes(s, len, 0);
 	for (i = h & (p->cap - 1); p->slots[i].s; i = (i + 1) & (p->cap - 1)) {
 		const struct slot *sl = &p->slots[i];
 

@@ -25,6 +25,7 @@
 #include "symbolize/buildid.h"
 #include "symbolize/debuginfod.h"
 #include "symbolize/elf_module.h"
+#include "symbolize/hash.h"
 #include "symbolize/strpool.h"
 
 #define DEFAULT_MAX_MODULES 64
@@ -85,17 +86,6 @@ static uint64_t mix64(uint64_t x)
 	x *= 0x94d049bb133111ebull;
 	x ^= x >> 31;
 	return x;
-}
-
-static uint64_t str_hash(const char *s)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-
-	for (; *s; s++) {
-		h ^= (unsigned char)*s;
-		h *= 0x100000001b3ull;
-	}
-	return h;
 }
 
 static size_t pow2_floor(size_t v)
@@ -296,7 +286,7 @@ static int mod_get(struct symbolizer *s, const char *key, const char *path,
 		   const uint8_t *bid, size_t bid_len, struct elf_module **out)
 {
 	struct mod_entry **pp = mod_slot(s, key), *e = *pp;
-	uint64_t path_hash = str_hash(path), now;
+	uint64_t path_hash = hash_bytes(path, strlen(path), 0), now;
 	int err;
 
 	if (e) {
