@@ -33,7 +33,7 @@ LDLIBS     := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lbpf -ldw -
 	      -lprotobuf-c -lstdc++ -lpthread
 SAN_FLAGS  := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 
-BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Ivmlinux/$(ARCH) \
+BPF_CFLAGS := -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) -Ivmlinux/$(ARCH) \
 	      -I. -Wall -Werror -Wno-unused-function
 
 # --- sources -----------------------------------------------------------------

@@ -7,17 +7,21 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include "agent/log.h"
 
 #define PROC_BUCKETS 4096
+#define LIVENESS_EVERY 10 /* drains between checks that instances still live */
 
 struct proc_instance {
 	uint32_t tgid;
 	uint64_t mm_id;
+	uint64_t start_ticks;      /* /proc/PID/stat starttime; 0 = not known yet */
 	struct proc_mapping *maps; /* sorted by start, non-overlapping */
 	size_t nmaps, cap;
-	bool exited;
+	bool exited;               /* gone, or exec'd into another mm */
+	bool superseded;           /* exec'd: /proc now shows another program */
 	uint64_t refreshed_epoch;  /* drain epoch of the last /proc read */
 	struct proc_instance *next;
 };
@@ -27,6 +31,7 @@ struct proc_tracker {
 	struct module_registry *mods;
 	size_t max, count;
 	uint64_t epoch; /* drains so far */
+	long clk_tck;
 	struct proc_tracker_stats st;
 };
 
@@ -44,6 +49,9 @@ struct proc_tracker *proc_tracker__new(struct module_registry *mods, size_t max)
 	t->mods = mods;
 	t->max = max ? max : 8192;
 	t->epoch = 1; /* 0 means "never refreshed" */
+	t->clk_tck = sysconf(_SC_CLK_TCK);
+	if (t->clk_tck <= 0)
+		t->clk_tck = 100;
 	return t;
 }
 
@@ -85,37 +93,24 @@ static struct proc_instance *find(struct proc_tracker *t, uint32_t tgid,
 	return NULL;
 }
 
-/* Unlinks and frees instances matching the predicate; returns how many. */
-static size_t sweep(struct proc_tracker *t, bool only_one,
-		    bool (*pred)(const struct proc_instance *, const void *),
-		    const void *arg)
+/* Unlinks and frees the exited instances. */
+static void sweep_exited(struct proc_tracker *t)
 {
-	size_t n = 0;
-
 	for (size_t b = 0; b < PROC_BUCKETS; b++) {
 		struct proc_instance **pp = &t->buckets[b];
 
 		while (*pp) {
 			struct proc_instance *p = *pp;
 
-			if (!pred(p, arg)) {
+			if (!p->exited) {
 				pp = &p->next;
 				continue;
 			}
 			*pp = p->next;
 			instance_free(p);
 			t->count--;
-			n++;
-			if (only_one)
-				return n;
 		}
 	}
-	return n;
-}
-
-static bool is_exited(const struct proc_instance *p, const void *arg)
-{
-	return p->exited;
 }
 
 static struct proc_instance *get_or_add(struct proc_tracker *t, uint32_t tgid,
@@ -126,12 +121,12 @@ static struct proc_instance *get_or_add(struct proc_tracker *t, uint32_t tgid,
 
 	if (p)
 		return p;
+	/* Exited instances are freed only after the drain that follows their
+	 * exit (their samples may not be drained yet), so a full table refuses
+	 * new instances rather than evicting. */
 	if (t->count >= t->max) {
-		if (!sweep(t, true, is_exited, NULL)) {
-			t->st.refused++;
-			return NULL;
-		}
-		t->st.evicted++;
+		t->st.refused++;
+		return NULL;
 	}
 	p = calloc(1, sizeof(*p));
 	if (!p)
@@ -190,7 +185,50 @@ static int mapping_insert(struct proc_instance *p, uint64_t start, uint64_t end,
 	return 0;
 }
 
-/* (Re)reads the executable mappings of p from /proc. */
+/*
+ * Start time of pid in clock ticks since boot (/proc/PID/stat field 22), or
+ * 0 when the process is gone.  The comm field may hold spaces and ')': the
+ * fields after it are found from the last ')'.
+ */
+static uint64_t proc_start_ticks(uint32_t pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long start = 0;
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/%u/stat", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	p = strrchr(buf, ')');
+	/* After ") ": state is field 3, starttime field 22. */
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u "
+			 "%*d %*d %*d %*d %*d %*d %llu", &start) != 1)
+		return 0;
+	return start;
+}
+
+/* True when /proc/PID is still the process instance p. */
+static bool same_process(struct proc_tracker *t, struct proc_instance *p)
+{
+	uint64_t now = proc_start_ticks(p->tgid);
+
+	if (!now || p->superseded)
+		return false;
+	if (!p->start_ticks)
+		p->start_ticks = now; /* first sight: nothing to compare yet */
+	return now == p->start_ticks;
+}
+
+/*
+ * (Re)reads the executable mappings of p from /proc, only while /proc/PID
+ * is still that process (same start time, not exec'd since): maps of a
+ * later program must never be applied to this one's samples.
+ */
 static int read_maps(struct proc_tracker *t, struct proc_instance *p)
 {
 	struct proc_map *pm = NULL;
@@ -198,7 +236,16 @@ static int read_maps(struct proc_tracker *t, struct proc_instance *p)
 	int err;
 
 	p->refreshed_epoch = t->epoch;
+	if (!same_process(t, p)) {
+		t->st.maps_read_failed++;
+		return -ESRCH;
+	}
 	err = proc_maps__read(p->tgid, 1, &pm, &n);
+	/* The PID could have been reused during the read: check again. */
+	if (!err && !same_process(t, p)) {
+		free(pm);
+		err = -ESRCH;
+	}
 	if (err) {
 		t->st.maps_read_failed++;
 		return err;
@@ -239,29 +286,54 @@ static int on_exit_vma(struct proc_tracker *t, const struct strata_proc_event *e
 			      mod ? mod->path : name);
 }
 
+/* Marks every instance of tgid other than keep_mm exited (keep_mm 0: all). */
+static void retire_tgid(struct proc_tracker *t, uint32_t tgid, uint64_t keep_mm,
+			bool superseded)
+{
+	for (struct proc_instance *p = t->buckets[bucket_of(tgid)]; p; p = p->next) {
+		if (p->tgid != tgid || (keep_mm && p->mm_id == keep_mm))
+			continue;
+		p->exited = true;
+		p->superseded |= superseded;
+	}
+}
+
+static uint64_t ns_to_ticks(const struct proc_tracker *t, uint64_t ns)
+{
+	/* The kernel's nsec_to_clock_t: exact integer division. */
+	return ns / (1000000000ULL / (uint64_t)t->clk_tck);
+}
+
 int proc_tracker__on_event(struct proc_tracker *t,
 			   const struct strata_proc_event *e)
 {
 	struct proc_instance *p;
 
 	switch (e->type) {
-	case PROC_EV_NEW:
 	case PROC_EV_EXEC:
+		/* The old image's samples resolve with the maps already read;
+		 * /proc shows only the new image from now on. */
+		retire_tgid(t, e->tgid, e->mm_id, true);
+		/* fall through */
+	case PROC_EV_NEW:
 		p = get_or_add(t, e->tgid, e->mm_id);
 		if (!p)
 			return -ENOSPC;
+		if (!p->start_ticks)
+			p->start_ticks = ns_to_ticks(t, e->start_ns);
 		/* At exec only the executable and ld.so are mapped: read now
-		 * anyway (the process may die soon), and let the first sample's
-		 * NEW event or a miss read the libraries.  A failed read is
-		 * counted; the exit-time VMA records may still cover it. */
+		 * anyway (the process may die soon); a miss re-reads later.
+		 * A failed read is counted; exit-time VMA records may cover. */
 		read_maps(t, p);
 		return 0;
 	case PROC_EV_VMA:
 		return on_exit_vma(t, e);
 	case PROC_EV_EXIT:
-		p = find(t, e->tgid, e->mm_id);
-		if (p)
-			p->exited = true;
+		/* A sampled process gets an instance even if none exists yet,
+		 * for the VMA records that follow. */
+		if (e->flags & PROC_EV_F_SAMPLED && !get_or_add(t, e->tgid, e->mm_id))
+			return -ENOSPC;
+		retire_tgid(t, e->tgid, 0, false);
 		return 0;
 	default:
 		return 0;
@@ -297,17 +369,30 @@ int proc_tracker__lookup(struct proc_tracker *t, uint32_t tgid, uint64_t mm_id,
 	return 0;
 }
 
-const char *proc_tracker__exe(struct proc_tracker *t, uint32_t tgid,
-			      uint64_t mm_id)
+/*
+ * An exit event can be lost (ring full) or never sent (an instance made from
+ * /proc without events): marks instances whose process is gone exited, to
+ * be freed after the next drain.
+ */
+static void find_dead(struct proc_tracker *t)
 {
-	struct proc_instance *p = find(t, tgid, mm_id);
-
-	return p && p->nmaps ? p->maps[0].name : NULL;
+	for (size_t b = 0; b < PROC_BUCKETS; b++) {
+		for (struct proc_instance *p = t->buckets[b]; p; p = p->next) {
+			if (!p->exited && !same_process(t, p)) {
+				p->exited = true;
+				t->st.found_dead++;
+			}
+		}
+	}
 }
 
 void proc_tracker__end_drain(struct proc_tracker *t)
 {
-	sweep(t, false, is_exited, NULL);
+	/* Every instance that exited before this drain has had its samples
+	 * drained: free it. */
+	sweep_exited(t);
+	if (t->epoch % LIVENESS_EVERY == 0)
+		find_dead(t);
 	t->epoch++;
 }
 

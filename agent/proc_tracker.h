@@ -6,8 +6,10 @@
  * (read on the first sample of an address space, and again when a sampled
  * address is not covered, e.g. after dlopen) and, for processes that exit
  * before that could happen, from the exit-time VMA records the BPF side
- * sends.  Bounded: at max instances, exited ones are evicted first, then new
- * ones are refused and counted.
+ * sends.  Every /proc read is checked against the process's start time, so
+ * after PID reuse or exec another program's maps are never applied.
+ * Bounded: at max instances new ones are refused and counted; exited ones
+ * are freed after the drain that follows their exit.
  */
 #ifndef STRATA_PROC_TRACKER_H
 #define STRATA_PROC_TRACKER_H
@@ -26,8 +28,8 @@ struct proc_mapping {
 };
 
 struct proc_tracker_stats {
-	uint64_t instances, evicted, refused, maps_read, maps_read_failed,
-		 refreshes, exit_vmas, exit_vmas_unlocated;
+	uint64_t instances, refused, maps_read, maps_read_failed, refreshes,
+		 exit_vmas, exit_vmas_unlocated, found_dead;
 };
 
 struct proc_tracker;
@@ -47,11 +49,8 @@ int proc_tracker__on_event(struct proc_tracker *t,
 int proc_tracker__lookup(struct proc_tracker *t, uint32_t tgid, uint64_t mm_id,
 			 uint64_t ip, const struct proc_mapping **out);
 
-/* Executable name of an instance, or NULL. */
-const char *proc_tracker__exe(struct proc_tracker *t, uint32_t tgid,
-			      uint64_t mm_id);
-
-/* Ends a drain: instances that exited before it are freed. */
+/* Ends a drain: instances that exited before it are freed; every few drains
+ * instances whose process is gone without an exit event are found. */
 void proc_tracker__end_drain(struct proc_tracker *t);
 
 void proc_tracker__stats(const struct proc_tracker *t,

@@ -44,6 +44,7 @@ static const char *const counter_names[STRATA_CNT_MAX] = {
 	[STRATA_CNT_KERN_STACK_ERR] = "kernel_stack_error",
 	[STRATA_CNT_EVENTS_LOST] = "events_lost",
 	[STRATA_CNT_VMAS_TRUNCATED] = "exit_vmas_truncated",
+	[STRATA_CNT_TARGETS_FULL] = "targets_full",
 };
 
 const char *sampler__counter_name(enum strata_counter c)
@@ -107,6 +108,7 @@ struct sampler *sampler__new(const struct sampler_opts *opts,
 	s->skel->rodata->want_user = !opts->no_user;
 	s->skel->rodata->want_kernel = !opts->no_kernel;
 	s->skel->rodata->debug = opts->debug_bpf;
+	s->skel->rodata->page_shift = (uint32_t)__builtin_ctzl((unsigned long)getpagesize());
 	if (opts->max_counts) {
 		bpf_map__set_max_entries(s->skel->maps.counts0, opts->max_counts);
 		bpf_map__set_max_entries(s->skel->maps.counts1, opts->max_counts);

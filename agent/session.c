@@ -233,8 +233,8 @@ void session__report(struct session *s, const struct profile *p)
 	fprintf(stderr, "  drains=%llu drain_wait_timeouts=%llu stacks_missing=%llu\n",
 		(unsigned long long)st.drains, (unsigned long long)st.drain_wait_timeouts,
 		(unsigned long long)st.stacks_missing);
-	fprintf(stderr, "  procs: instances=%llu evicted=%llu refused=%llu maps_read=%llu failed=%llu refreshes=%llu exit_vmas=%llu unlocated=%llu events_failed=%llu\n",
-		(unsigned long long)pt.instances, (unsigned long long)pt.evicted,
+	fprintf(stderr, "  procs: instances=%llu found_dead=%llu refused=%llu maps_read=%llu failed=%llu refreshes=%llu exit_vmas=%llu unlocated=%llu events_failed=%llu\n",
+		(unsigned long long)pt.instances, (unsigned long long)pt.found_dead,
 		(unsigned long long)pt.refused, (unsigned long long)pt.maps_read,
 		(unsigned long long)pt.maps_read_failed, (unsigned long long)pt.refreshes,
 		(unsigned long long)pt.exit_vmas, (unsigned long long)pt.exit_vmas_unlocated,

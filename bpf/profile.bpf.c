@@ -22,6 +22,7 @@ const volatile __u32 filter_mode = STRATA_FILTER_NONE;
 const volatile bool want_user = true;
 const volatile bool want_kernel = true;
 const volatile bool debug = false;
+const volatile __u32 page_shift = 12; /* set from getpagesize() */
 
 /* Generation BPF writes to; flipped by user space through the mmap'd .bss. */
 __u32 gen;
@@ -146,29 +147,43 @@ static __always_inline __u64 mm_id_of(struct task_struct *task)
 
 /*
  * Enter generation g: announce ourselves in inflight[g] before re-reading
- * gen.  The atomic add is a full barrier (lock-prefixed on x86, and BPF
- * atomics are fully ordered on every JIT), so either user space's flip
- * happened before our re-read (we see it and move over), or our increment is
- * visible to user space's inflight check after its flip (it waits for us).
- * Either way no update lands in a generation that is being drained.
+ * gen.  The fetch form of the atomic add is a full barrier on every JIT
+ * (lock xadd on x86, LDADDAL / LL-SC with barriers on arm64; the non-fetch
+ * form is not ordered on arm64), so either user space's flip happened before
+ * our re-read (we see it and move over), or our increment is visible to user
+ * space's inflight check after its flip (it waits for us).  Either way no
+ * update lands in a generation that is being drained.  After moving over we
+ * do not re-check: the next flip comes a drain interval (>= milliseconds)
+ * later, and perf_event programs run with interrupts off.
  */
+/* An atomic add whose result is consumed, so clang emits the fetch form
+ * (BPF_ATOMIC | BPF_FETCH), which every JIT makes fully ordered. */
+static __always_inline void add_ordered(__u64 *p, __s64 v)
+{
+	volatile __u64 old = __sync_fetch_and_add(p, v);
+
+	(void)old;
+}
+
 static __always_inline __u32 generation_enter(struct strata_inflight *inf)
 {
 	__u32 g = *(volatile __u32 *)&gen & 1;
 
-	__sync_fetch_and_add(&inf->n[g], 1);
+	add_ordered(&inf->n[g], 1);
 	__u32 now = *(volatile __u32 *)&gen & 1;
 	if (now != g) {
-		__sync_fetch_and_add(&inf->n[g], -1);
+		add_ordered(&inf->n[g], -1);
 		g = now;
-		__sync_fetch_and_add(&inf->n[g], 1);
+		add_ordered(&inf->n[g], 1);
 	}
 	return g;
 }
 
+/* Ordered too: our map updates are visible before user space can see the
+ * generation quiet. */
 static __always_inline void generation_leave(struct strata_inflight *inf, __u32 g)
 {
-	__sync_fetch_and_add(&inf->n[g & 1], -1);
+	add_ordered(&inf->n[g & 1], -1);
 }
 
 static __always_inline __u64 hash_stack(const struct strata_stack *t)
@@ -221,7 +236,34 @@ static __always_inline __u64 store_stack(void *ctx, void *stack_map,
 	return id;
 }
 
-static __always_inline void emit_new(__u32 tgid, __u64 mm_id)
+/* Start time of the process (its group leader), in ns since boot. */
+static __always_inline __u64 start_of(struct task_struct *task)
+{
+	return BPF_CORE_READ(task, group_leader, start_boottime);
+}
+
+static __always_inline struct strata_proc_event *
+event_reserve(__u32 type, struct task_struct *task, __u32 tgid, __u64 mm_id)
+{
+	struct strata_proc_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+
+	if (!e) {
+		count(STRATA_CNT_EVENTS_LOST);
+		return NULL;
+	}
+	__builtin_memset(e, 0, sizeof(*e));
+	e->type = type;
+	e->tgid = tgid;
+	e->mm_id = mm_id;
+	e->ts_ns = bpf_ktime_get_ns();
+	e->start_ns = start_of(task);
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	return e;
+}
+
+/* First sample of an address space: user space reads its maps now. */
+static __always_inline void emit_new(struct task_struct *task, __u32 tgid,
+				     __u64 mm_id)
 {
 	struct strata_proc_event *e;
 	__u32 one = 1;
@@ -229,18 +271,11 @@ static __always_inline void emit_new(__u32 tgid, __u64 mm_id)
 	if (!mm_id || bpf_map_lookup_elem(&seen, &mm_id))
 		return;
 	bpf_map_update_elem(&seen, &mm_id, &one, BPF_ANY);
-	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	e = event_reserve(PROC_EV_NEW, task, tgid, mm_id);
 	if (!e) {
-		count(STRATA_CNT_EVENTS_LOST);
 		bpf_map_delete_elem(&seen, &mm_id); /* retry on a later sample */
 		return;
 	}
-	__builtin_memset(e, 0, sizeof(*e));
-	e->type = PROC_EV_NEW;
-	e->tgid = tgid;
-	e->mm_id = mm_id;
-	e->ts_ns = bpf_ktime_get_ns();
-	bpf_get_current_comm(e->comm, sizeof(e->comm));
 	bpf_ringbuf_submit(e, 0);
 }
 
@@ -314,48 +349,30 @@ int profile_sample(struct bpf_perf_event_data *ctx)
 	add_count(count_map, &key);
 out:
 	generation_leave(inf, g);
-	emit_new(tgid, key.mm_id);
+	emit_new(task, tgid, key.mm_id);
 	return 0;
-}
-
-static __always_inline struct strata_proc_event *event_reserve(__u32 type, __u32 tgid,
-							 __u64 mm_id)
-{
-	struct strata_proc_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-
-	if (!e) {
-		count(STRATA_CNT_EVENTS_LOST);
-		return NULL;
-	}
-	__builtin_memset(e, 0, sizeof(*e));
-	e->type = type;
-	e->tgid = tgid;
-	e->mm_id = mm_id;
-	e->ts_ns = bpf_ktime_get_ns();
-	bpf_get_current_comm(e->comm, sizeof(e->comm));
-	return e;
 }
 
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 {
-	__u32 ptgid = parent->tgid, ctgid = child->tgid;
-	__u32 one = 1;
-	struct strata_proc_event *e;
+	__u32 ptgid = parent->tgid, ctgid = child->tgid, one = 1;
 
 	/* Threads share the tgid: only new processes matter. */
 	if (filter_mode != STRATA_FILTER_TGIDS || ptgid == ctgid ||
 	    !bpf_map_lookup_elem(&targets, &ptgid))
 		return 0;
-	bpf_map_update_elem(&targets, &ctgid, &one, BPF_ANY);
-	e = event_reserve(PROC_EV_FORK, ctgid, 0);
-	if (!e)
-		return 0;
-	e->ppid = ptgid;
-	bpf_ringbuf_submit(e, 0);
+	if (bpf_map_update_elem(&targets, &ctgid, &one, BPF_ANY))
+		count(STRATA_CNT_TARGETS_FULL);
 	return 0;
 }
 
+/*
+ * Exec in a targeted mode: user space reads the new image's maps early (the
+ * process may be short-lived) and retires the old address space.  Not sent
+ * host-wide, where every exec on the node would cost a /proc read; there
+ * the first sample's PROC_EV_NEW is enough.
+ */
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid,
 	     struct linux_binprm *bprm)
@@ -363,9 +380,9 @@ int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid,
 	__u32 tgid = p->tgid;
 	struct strata_proc_event *e;
 
-	if (!is_target(tgid))
+	if (filter_mode == STRATA_FILTER_NONE || !is_target(tgid))
 		return 0;
-	e = event_reserve(PROC_EV_EXEC, tgid, mm_id_of(p));
+	e = event_reserve(PROC_EV_EXEC, p, tgid, mm_id_of(p));
 	if (e)
 		bpf_ringbuf_submit(e, 0);
 	return 0;
@@ -380,10 +397,12 @@ extern void bpf_iter_task_vma_destroy(struct bpf_iter_task_vma *it) __ksym;
 #define VM_EXEC_FLAG 0x4 /* VM_EXEC, include/linux/mm.h */
 
 /*
- * The last thread of a sampled process exits.  Its mm is still attached here
- * (the tracepoint fires before exit_mm()), so the executable file mappings
- * are sent now: a process that lived too briefly for user space to read
- * /proc/PID/maps is still symbolized.
+ * The last thread of a process exits.  EXIT goes first, for every sampled
+ * address space and every target, so user space can always retire the
+ * instance (and the tgid leaves the targets: PID reuse).  For a sampled
+ * one, the executable file mappings follow: its mm is still attached here
+ * (the tracepoint fires before exit_mm()), so a process that lived too
+ * briefly for user space to read /proc/PID/maps is still symbolized.
  */
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(on_exit, struct task_struct *p)
@@ -392,6 +411,7 @@ int BPF_PROG(on_exit, struct task_struct *p)
 	struct bpf_iter_task_vma it;
 	struct vm_area_struct *vma;
 	struct strata_proc_event *e;
+	bool sampled, target;
 	__u64 mm_id;
 	__u32 tgid;
 
@@ -399,8 +419,18 @@ int BPF_PROG(on_exit, struct task_struct *p)
 		return 0; /* other threads remain */
 	tgid = task->tgid;
 	mm_id = mm_id_of(task);
-	if (!mm_id || !bpf_map_lookup_elem(&seen, &mm_id))
-		return 0; /* never sampled: nothing to symbolize */
+	sampled = mm_id && bpf_map_lookup_elem(&seen, &mm_id);
+	target = filter_mode == STRATA_FILTER_TGIDS &&
+		 bpf_map_delete_elem(&targets, &tgid) == 0;
+	if (!sampled && !target)
+		return 0;
+	e = event_reserve(PROC_EV_EXIT, task, tgid, mm_id);
+	if (e) {
+		e->flags = sampled ? PROC_EV_F_SAMPLED : 0;
+		bpf_ringbuf_submit(e, 0);
+	}
+	if (!sampled)
+		return 0;
 	bpf_map_delete_elem(&seen, &mm_id);
 
 	/*
@@ -415,14 +445,14 @@ int BPF_PROG(on_exit, struct task_struct *p)
 
 		if (!file || !(vma->vm_flags & VM_EXEC_FLAG))
 			continue;
-		e = event_reserve(PROC_EV_VMA, tgid, mm_id);
+		e = event_reserve(PROC_EV_VMA, task, tgid, mm_id);
 		if (!e) {
 			count(STRATA_CNT_VMAS_TRUNCATED);
 			break;
 		}
 		e->start = vma->vm_start;
 		e->end = vma->vm_end;
-		e->pgoff = vma->vm_pgoff << 12; /* PAGE_SHIFT on x86 and arm64/4k */
+		e->pgoff = vma->vm_pgoff << page_shift;
 		e->ino = BPF_CORE_READ(file, f_inode, i_ino);
 		e->dev = BPF_CORE_READ(file, f_inode, i_sb, s_dev);
 		bpf_probe_read_kernel_str(e->name, sizeof(e->name),
@@ -430,13 +460,6 @@ int BPF_PROG(on_exit, struct task_struct *p)
 		bpf_ringbuf_submit(e, 0);
 	}
 	bpf_iter_task_vma_destroy(&it);
-
-	/* EXIT after the VMAs: user space finalizes the process on it. */
-	e = event_reserve(PROC_EV_EXIT, tgid, mm_id);
-	if (e)
-		bpf_ringbuf_submit(e, 0);
-	if (filter_mode == STRATA_FILTER_TGIDS)
-		bpf_map_delete_elem(&targets, &tgid); /* PID reuse */
 	dbg("exit tgid=%d", tgid);
 	return 0;
 }

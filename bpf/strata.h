@@ -54,24 +54,29 @@ enum strata_counter {
 	STRATA_CNT_KERN_STACK_ERR,   /* bpf_get_stack failed for kernel frames */
 	STRATA_CNT_EVENTS_LOST,      /* process-event ring buffer full */
 	STRATA_CNT_VMAS_TRUNCATED,   /* exit-time VMA walk stopped: ring full */
+	STRATA_CNT_TARGETS_FULL,     /* a target's fork could not be added */
 	STRATA_CNT_MAX,
 };
 
 enum proc_event_type {
 	PROC_EV_NEW = 1,  /* first sample of an address space: read its maps */
-	PROC_EV_EXEC = 2, /* exec: new address space */
-	PROC_EV_EXIT = 3, /* last thread exited; VMA records follow */
+	PROC_EV_EXEC = 2, /* exec: new address space (targeted modes only) */
+	PROC_EV_EXIT = 3, /* last thread exited; if sampled, VMA records follow */
 	PROC_EV_VMA = 4,  /* one executable file mapping at exit */
-	PROC_EV_FORK = 5, /* a target forked: child is now a target too */
 };
+
+#define PROC_EV_F_SAMPLED 1 /* EXIT: the address space had samples */
 
 struct strata_proc_event {
 	__u32 type;  /* enum proc_event_type */
 	__u32 tgid;
-	__u32 ppid;  /* FORK: parent tgid */
+	__u32 flags; /* PROC_EV_F_* */
 	__u32 pad;
 	__u64 mm_id;
 	__u64 ts_ns; /* bpf_ktime_get_ns */
+	__u64 start_ns; /* group leader's start_boottime: with tgid, identifies
+			 * the process across PID reuse (/proc/PID/stat field
+			 * 22 is the same instant in clock ticks) */
 	char comm[STRATA_COMM_LEN];
 	/* PROC_EV_VMA only */
 	__u64 start, end, pgoff, ino;
@@ -92,7 +97,7 @@ _Static_assert(sizeof(struct strata_stack_count) == 24, "stack_count layout");
 _Static_assert(sizeof(struct strata_stack) == 8 + 8 * STRATA_MAX_STACK_DEPTH,
 	       "stack_trace layout");
 _Static_assert(sizeof(struct strata_inflight) == 16, "inflight layout");
-_Static_assert(sizeof(struct strata_proc_event) == 48 + 40 + STRATA_NAME_LEN,
+_Static_assert(sizeof(struct strata_proc_event) == 56 + 40 + STRATA_NAME_LEN,
 	       "proc_event layout");
 
 #endif /* STRATA_BPF_STRATA_H */

@@ -125,30 +125,97 @@ static void pid_reuse_keeps_instances_apart(void **state)
 	modules__free(mods);
 }
 
-/* Full table: exited instances are evicted first, then new ones refused. */
+/* Full table: new instances are refused (counted); exited ones are freed
+ * only after the drain that follows their exit, then room is back. */
 static void bounded(void **state)
 {
 	struct module_registry *mods = modules__new(0);
 	struct proc_tracker *t = proc_tracker__new(mods, 2);
 	struct proc_tracker_stats st;
+	struct strata_proc_event v = ev(PROC_EV_VMA, 0, 1);
 
+	v.start = 0x1000;
+	v.end = 0x2000;
 	for (uint32_t i = 0; i < 2; i++) {
-		struct strata_proc_event v = ev(PROC_EV_VMA, 0x3fff0000 + i, 1);
-		v.start = 0x1000;
-		v.end = 0x2000;
+		v.tgid = 0x3fff0000 + i;
 		assert_int_equal(proc_tracker__on_event(t, &v), 0);
 	}
 	struct strata_proc_event x = ev(PROC_EV_EXIT, 0x3fff0000, 1);
 	assert_int_equal(proc_tracker__on_event(t, &x), 0);
-	struct strata_proc_event v = ev(PROC_EV_VMA, 0x3fff0005, 1);
+	v.tgid = 0x3fff0005;
+	assert_int_equal(proc_tracker__on_event(t, &v), -ENOSPC); /* not evicted early */
+	proc_tracker__end_drain(t);
+	assert_int_equal(proc_tracker__on_event(t, &v), 0);
+	proc_tracker__stats(t, &st);
+	assert_int_equal(st.refused, 1);
+	proc_tracker__free(t);
+	modules__free(mods);
+}
+
+/* After exec, /proc shows the new image: the old address space keeps the
+ * maps it had and is never refreshed from /proc again. */
+static void exec_supersedes(void **state)
+{
+	struct module_registry *mods = modules__new(0);
+	struct proc_tracker *t = proc_tracker__new(mods, 0);
+	struct strata_proc_event a = ev(PROC_EV_NEW, getpid(), 0xa000);
+	struct strata_proc_event b = ev(PROC_EV_EXEC, getpid(), 0xb000);
+	uint64_t ip = (uint64_t)(uintptr_t)&tracked_function;
+	const struct proc_mapping *m;
+	struct proc_tracker_stats st0, st1;
+
+	assert_int_equal(proc_tracker__on_event(t, &a), 0);
+	assert_int_equal(proc_tracker__on_event(t, &b), 0);
+	assert_int_equal(proc_tracker__lookup(t, getpid(), 0xa000, ip, &m), 0);
+	proc_tracker__stats(t, &st0);
+	/* A miss in the old image must not re-read /proc (the new image). */
+	assert_int_equal(proc_tracker__lookup(t, getpid(), 0xa000, 16, &m), -ENOENT);
+	proc_tracker__stats(t, &st1);
+	assert_int_equal(st1.maps_read, st0.maps_read);
+	assert_int_equal(proc_tracker__lookup(t, getpid(), 0xb000, ip, &m), 0);
+	proc_tracker__free(t);
+	modules__free(mods);
+}
+
+/* PID reuse: an instance whose start time is not /proc's never gets /proc's
+ * mappings. */
+static void start_time_mismatch_rejects_proc(void **state)
+{
+	struct module_registry *mods = modules__new(0);
+	struct proc_tracker *t = proc_tracker__new(mods, 0);
+	struct strata_proc_event a = ev(PROC_EV_NEW, getpid(), 0xc000);
+	uint64_t ip = (uint64_t)(uintptr_t)&tracked_function;
+	const struct proc_mapping *m;
+	struct proc_tracker_stats st;
+
+	a.start_ns = 1000000000ULL; /* started 1 s after boot: not us */
+	assert_int_equal(proc_tracker__on_event(t, &a), 0);
+	assert_int_not_equal(proc_tracker__lookup(t, getpid(), 0xc000, ip, &m), 0);
+	proc_tracker__stats(t, &st);
+	assert_int_equal(st.maps_read, 0);
+	assert_true(st.maps_read_failed >= 1);
+	proc_tracker__free(t);
+	modules__free(mods);
+}
+
+/* An instance whose process is gone without an exit event is found by the
+ * liveness check and freed after a later drain. */
+static void dead_without_exit_event(void **state)
+{
+	struct module_registry *mods = modules__new(0);
+	struct proc_tracker *t = proc_tracker__new(mods, 1);
+	struct strata_proc_event v = ev(PROC_EV_VMA, 0x3ffffff2, 7);
+	struct proc_tracker_stats st;
+
 	v.start = 0x1000;
 	v.end = 0x2000;
-	assert_int_equal(proc_tracker__on_event(t, &v), 0); /* evicts the exited */
-	v.tgid = 0x3fff0006;
-	assert_int_equal(proc_tracker__on_event(t, &v), -ENOSPC);
+	assert_int_equal(proc_tracker__on_event(t, &v), 0);
+	for (int i = 0; i < 12; i++)
+		proc_tracker__end_drain(t);
 	proc_tracker__stats(t, &st);
-	assert_int_equal(st.evicted, 1);
-	assert_int_equal(st.refused, 1);
+	assert_int_equal(st.found_dead, 1);
+	v.tgid = 0x3ffffff3; /* room again in a table of 1 */
+	assert_int_equal(proc_tracker__on_event(t, &v), 0);
 	proc_tracker__free(t);
 	modules__free(mods);
 }
@@ -160,6 +227,9 @@ int main(void)
 		cmocka_unit_test(exit_vmas_locate_files),
 		cmocka_unit_test(pid_reuse_keeps_instances_apart),
 		cmocka_unit_test(bounded),
+		cmocka_unit_test(exec_supersedes),
+		cmocka_unit_test(start_time_mismatch_rejects_proc),
+		cmocka_unit_test(dead_without_exit_event),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
