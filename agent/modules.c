@@ -14,10 +14,21 @@
 #include "agent/log.h"
 
 #define MODULE_BUCKETS 1024
+#define NOT_FOUND_RING 256  /* (dev, ino) pairs recently not located */
+#define LOCATE_MAX_DIRS 64  /* distinct module directories tried per search */
+
+struct file_id {
+	dev_t dev;
+	uint64_t ino;
+};
 
 struct module_registry {
 	struct module *buckets[MODULE_BUCKETS];
 	size_t max;
+	/* Files searched for in vain, so that each exit of a process using
+	 * them does not repeat the search (a ring: old entries age out). */
+	struct file_id not_found[NOT_FOUND_RING];
+	size_t not_found_next;
 	struct module_stats st;
 };
 
@@ -46,8 +57,7 @@ void modules__free(struct module_registry *r)
 
 		for (; m; m = next) {
 			next = m->next;
-			if (m->fd >= 0)
-				close(m->fd);
+			close(m->fd);
 			free(m->path);
 			free(m);
 		}
@@ -63,7 +73,7 @@ struct module *modules__find(struct module_registry *r, dev_t dev, uint64_t ino)
 	return NULL;
 }
 
-/* Registers an already opened file (fd ownership moves to the registry). */
+/* Registers an opened file (fd ownership moves to the registry). */
 static struct module *module_add(struct module_registry *r, dev_t dev,
 				 uint64_t ino, const char *path, int fd)
 {
@@ -85,22 +95,36 @@ static struct module *module_add(struct module_registry *r, dev_t dev,
 	m->dev = dev;
 	m->ino = ino;
 	m->fd = fd;
-	if (fd >= 0) {
-		snprintf(m->open_path, sizeof(m->open_path), "/proc/self/fd/%d", fd);
-		int n = build_id_read(NULL, fd, m->build_id, sizeof(m->build_id));
-		m->build_id_len = n > 0 ? n : 0;
-	} else {
-		r->st.open_failed++;
-	}
+	snprintf(m->open_path, sizeof(m->open_path), "/proc/self/fd/%d", fd);
+	int n = build_id_read(NULL, fd, m->build_id, sizeof(m->build_id));
+	m->build_id_len = n > 0 ? n : 0;
 	m->next = r->buckets[b];
 	r->buckets[b] = m;
 	r->st.modules++;
 	return m;
 
 err_out:
-	if (fd >= 0)
-		close(fd);
+	close(fd);
 	return NULL;
+}
+
+/*
+ * Opens path only if it is the file (dev, ino): a path can name another
+ * file by now (package upgrade, container layer), and a wrong file would
+ * give wrong names for good.  Returns an fd or -1.
+ */
+static int open_verified(const char *path, dev_t dev, uint64_t ino)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) || st.st_dev != dev || st.st_ino != ino) {
+		close(fd);
+		return -1;
+	}
+	return fd;
 }
 
 struct module *modules__from_map(struct module_registry *r, int pid,
@@ -114,16 +138,24 @@ struct module *modules__from_map(struct module_registry *r, int pid,
 	if (m)
 		return m;
 	/* map_files works for deleted and containerized files; the root-
-	 * relative path is the fallback where map_files is not permitted. */
+	 * relative path is the fallback where map_files is not permitted.
+	 * (On overlayfs the two can report different inodes: verified
+	 * against what maps says either way.) */
 	snprintf(p, sizeof(p), "/proc/%d/map_files/%llx-%llx", pid,
 		 (unsigned long long)pm->start, (unsigned long long)pm->end);
-	fd = open(p, O_RDONLY | O_CLOEXEC);
+	fd = open_verified(p, dev, pm->inode);
 	if (fd < 0) {
 		snprintf(p, sizeof(p), "/proc/%d/root%s", pid, pm->path);
-		fd = open(p, O_RDONLY | O_CLOEXEC);
+		fd = open_verified(p, dev, pm->inode);
 	}
-	if (fd < 0)
-		pr_debug("modules: %s (pid %d): %s", pm->path, pid, strerror(errno));
+	if (fd < 0) {
+		/* Not registered: a later mapping of the file tries again
+		 * (the process may just have exited under us). */
+		r->st.open_failed++;
+		pr_debug("modules: %s (pid %d): cannot open it as %u:%u/%llu", pm->path,
+			 pid, major(dev), minor(dev), (unsigned long long)pm->inode);
+		return NULL;
+	}
 	return module_add(r, dev, pm->inode, pm->path, fd);
 }
 
@@ -132,19 +164,12 @@ static struct module *try_dir(struct module_registry *r, const char *dir,
 			      dev_t dev, uint64_t ino, const char *name)
 {
 	char path[PATH_MAX];
-	struct stat st;
 	int fd;
 
 	if (snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path))
 		return NULL;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return NULL;
-	if (fstat(fd, &st) || st.st_dev != dev || st.st_ino != ino) {
-		close(fd);
-		return NULL;
-	}
-	return module_add(r, dev, ino, path, fd);
+	fd = open_verified(path, dev, ino);
+	return fd < 0 ? NULL : module_add(r, dev, ino, path, fd);
 }
 
 struct module *modules__locate(struct module_registry *r, dev_t dev,
@@ -157,29 +182,46 @@ struct module *modules__locate(struct module_registry *r, dev_t dev,
 		"/bin", "/usr/bin", "/sbin", "/usr/sbin", "/usr/local/bin",
 	};
 	struct module *m = modules__find(r, dev, ino);
+	const char *tried[LOCATE_MAX_DIRS];
+	size_t ntried = 0;
 
 	if (m)
 		return m;
+	for (size_t i = 0; i < NOT_FOUND_RING; i++)
+		if (r->not_found[i].dev == dev && r->not_found[i].ino == ino)
+			goto not_found;
 	if (!*name || strchr(name, '/'))
-		goto not_found;
+		goto remember;
 	for (size_t i = 0; i < sizeof(std_dirs) / sizeof(std_dirs[0]); i++)
 		if ((m = try_dir(r, std_dirs[i], dev, ino, name)))
 			goto found;
 	/* Directories of files already known: a workload's own libraries
-	 * usually sit beside its executable or each other. */
-	for (size_t b = 0; b < MODULE_BUCKETS; b++) {
-		for (struct module *k = r->buckets[b]; k; k = k->next) {
-			char dir[PATH_MAX], *slash;
+	 * usually sit beside its executable or each other.  Each distinct
+	 * directory is tried once, at most LOCATE_MAX_DIRS of them. */
+	for (size_t b = 0; b < MODULE_BUCKETS && ntried < LOCATE_MAX_DIRS; b++) {
+		for (struct module *k = r->buckets[b]; k && ntried < LOCATE_MAX_DIRS; k = k->next) {
+			const char *slash = strrchr(k->path, '/');
+			char dir[PATH_MAX];
+			size_t len, i;
 
-			snprintf(dir, sizeof(dir), "%s", k->path);
-			slash = strrchr(dir, '/');
-			if (!slash || slash == dir)
+			if (!slash || slash == k->path)
 				continue;
-			*slash = '\0';
+			len = (size_t)(slash - k->path);
+			for (i = 0; i < ntried; i++)
+				if (strrchr(tried[i], '/') == tried[i] + len &&
+				    !strncmp(tried[i], k->path, len))
+					break; /* same directory */
+			if (i < ntried || len >= sizeof(dir))
+				continue;
+			tried[ntried++] = k->path;
+			memcpy(dir, k->path, len);
+			dir[len] = '\0';
 			if ((m = try_dir(r, dir, dev, ino, name)))
 				goto found;
 		}
 	}
+remember:
+	r->not_found[r->not_found_next++ % NOT_FOUND_RING] = (struct file_id){ dev, ino };
 not_found:
 	r->st.not_located++;
 	return NULL;

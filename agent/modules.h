@@ -22,7 +22,7 @@ struct module {
 	uint64_t ino;
 	char *path;            /* as the process saw it (display, pprof) */
 	char open_path[32];    /* "/proc/self/fd/N": what the symbolizer opens */
-	int fd;                /* -1 when the file could not be opened */
+	int fd;                /* open file (a module exists only once opened) */
 	uint8_t build_id[BUILD_ID_MAX];
 	int build_id_len;      /* 0: none */
 	struct module *next;   /* hash chain */
@@ -37,7 +37,8 @@ struct module_registry;
 struct module_registry *modules__new(size_t max);
 void modules__free(struct module_registry *r);
 
-/* The module behind a file mapping of pid; NULL when dropped/unopenable. */
+/* The module behind a file mapping of pid; NULL when the registry is full
+ * or the file cannot be opened now (counted; a later call retries). */
 struct module *modules__from_map(struct module_registry *r, int pid,
 				 const struct proc_map *m);
 struct module *modules__find(struct module_registry *r, dev_t dev, uint64_t ino);

@@ -42,7 +42,7 @@ static int push_user(struct resolver *r, struct frame_buf *b, uint32_t tgid,
 	}
 	f.module = m->name;
 	f.addr = ip - m->start + m->pgoff;
-	if (m->mod && m->mod->fd >= 0) {
+	if (m->mod) {
 		/* A return address points after the call: symbolize the call
 		 * itself so inlining and line numbers are the caller's. */
 		uint64_t q = is_leaf || f.addr == 0 ? f.addr : f.addr - 1;
