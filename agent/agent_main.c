@@ -75,13 +75,14 @@ static int run(const struct agent_opts *o)
 		deadline = (uint64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000 +
 			   (uint64_t)o->period_s * 1000;
 		do {
-			int signo = 0, w = session__wait(s, 1000, &signo);
+			struct session_signal sig = { 0 };
+			int w = session__wait(s, 1000, &sig);
 
 			if (w < 0) {
 				err = w;
 				goto out;
 			}
-			if (w == SESSION_SIGNAL && (signo == SIGINT || signo == SIGTERM))
+			if (w == SESSION_SIGNAL && (sig.signo == SIGINT || sig.signo == SIGTERM))
 				stop = 1;
 			clock_gettime(CLOCK_MONOTONIC, &now);
 			t = (uint64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;

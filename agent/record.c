@@ -7,13 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "agent/log.h"
-
-#define DRAIN_INTERVAL_MS 1000 /* default: keeps the kernel maps far from full */
 
 static uint64_t mono_ms(void)
 {
@@ -26,8 +25,9 @@ static uint64_t mono_ms(void)
 /*
  * Forks the command held at a pipe until the parent has made it a target
  * and attached the probes, so its exec and first instructions are seen.
+ * The child gets the signal mask and open-file limit strata started with.
  */
-static pid_t spawn_held(char *const *argv, int *go_fd)
+static pid_t spawn_held(char *const *argv, const struct rlimit *nofile, int *go_fd)
 {
 	int fds[2];
 	pid_t pid;
@@ -48,6 +48,7 @@ static pid_t spawn_held(char *const *argv, int *go_fd)
 		close(fds[1]);
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
+		setrlimit(RLIMIT_NOFILE, nofile);
 		if (read(fds[0], &c, 1) != 1)
 			_exit(127); /* parent failed to start profiling */
 		execvp(argv[0], argv);
@@ -68,22 +69,56 @@ static int exit_code(int status)
 	return 1;
 }
 
+/*
+ * INT/TERM sent to strata by another process (kill, a job manager) go on to
+ * the command; one from the terminal (sender 0) reached it already.
+ */
+static void forward(pid_t child, int signo, pid_t from)
+{
+	if (child > 0 && from != 0 && (signo == SIGINT || signo == SIGTERM))
+		kill(child, signo);
+}
+
+/* Waits for the command after profiling has stopped (signals still blocked
+ * and forwarded).  Returns its exit code. */
+static int wait_child(pid_t child)
+{
+	sigset_t mask;
+	int status;
+
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGCHLD);
+	for (;;) {
+		siginfo_t si;
+		pid_t r = waitpid(child, &status, WNOHANG);
+
+		if (r == child)
+			return exit_code(status);
+		if (r < 0)
+			return 1;
+		if (sigtimedwait(&mask, &si, &(struct timespec){ .tv_nsec = 100000000 }) > 0)
+			forward(child, si.si_signo, si.si_pid);
+	}
+}
+
 int record_run(const struct record_opts *opts)
 {
 	struct session *s;
 	struct profile *p = NULL;
 	pid_t child = 0;
 	int go_fd = -1, status = 0, err, rc = 0;
-	uint64_t start, next_drain;
-	uint32_t drain_ms = opts->drain_ms ? opts->drain_ms : DRAIN_INTERVAL_MS;
+	uint64_t start;
 
 	s = session__new(&opts->session);
 	if (!s)
 		return -errno;
 	if (opts->argv) {
-		child = spawn_held(opts->argv, &go_fd);
+		child = spawn_held(opts->argv, &s->nofile_orig, &go_fd);
 		if (child < 0) {
 			err = child;
+			child = 0;
 			goto out;
 		}
 		err = session__add_target(s, child);
@@ -103,9 +138,9 @@ int record_run(const struct record_opts *opts)
 	}
 
 	start = mono_ms();
-	next_drain = start + drain_ms;
 	for (;;) {
-		int signo = 0, w = session__wait(s, drain_ms < 100 ? (int)drain_ms : 100, &signo);
+		struct session_signal sig = { 0 };
+		int w = session__wait(s, 100, &sig);
 
 		if (w < 0) {
 			err = w;
@@ -116,17 +151,16 @@ int record_run(const struct record_opts *opts)
 			child = 0;
 			break;
 		}
-		/* INT/TERM end a host/pid recording; with a command we wait
-		 * for it (it got the same terminal signal). */
-		if (w == SESSION_SIGNAL && signo != SIGCHLD && !opts->argv)
-			break;
+		if (w == SESSION_SIGNAL) {
+			/* Host/pid recordings end on INT/TERM; with a command
+			 * we pass the signal on and wait for it to exit. */
+			if (!opts->argv && sig.signo != SIGCHLD)
+				break;
+			forward(child, sig.signo, sig.from);
+		}
 		if (opts->duration_s > 0 &&
 		    mono_ms() - start >= (uint64_t)(opts->duration_s * 1000))
 			break;
-		if (mono_ms() >= next_drain) {
-			session__drain(s);
-			next_drain = mono_ms() + drain_ms;
-		}
 	}
 
 	p = session__take_profile(s);
@@ -144,11 +178,15 @@ int record_run(const struct record_opts *opts)
 out:
 	if (go_fd >= 0)
 		close(go_fd); /* the held child exits 127 */
-	if (child > 0) {
-		/* Profiling failed: leave the command as it would have run. */
-		waitpid(child, &status, 0);
-	}
 	profile__free(p);
 	session__free(s);
+	/* -d ended profiling before the command, or profiling failed: the
+	 * command runs on as it would have, and its exit code is ours. */
+	if (child > 0) {
+		int crc = wait_child(child);
+
+		if (!err)
+			rc = crc;
+	}
 	return err ? err : rc;
 }

@@ -9,8 +9,9 @@ struct record_opts {
 	size_t sz;
 	struct session_opts session;
 	const char *output;   /* file; its extension picks the format */
-	double duration_s;    /* 0: until the command exits / SIGINT */
-	uint32_t drain_ms;    /* drain interval; 0 = 1000 */
+	double duration_s;    /* 0: until the command exits / SIGINT; with a
+			       * command, profiling stops then and strata
+			       * waits for the command's exit code */
 	char *const *argv;    /* command to run, or NULL */
 };
 

@@ -11,13 +11,16 @@ struct frame_buf {
 	uint32_t n;
 };
 
-static int push(struct profile *p, struct frame_buf *b,
+static int push(struct resolver *r, struct frame_buf *b,
 		const struct profile_frame *f)
 {
 	int64_t idx;
 
-	if (b->n >= MAX_FRAMES)
-		return 0; /* deepest inline expansions are cut, never the root */
+	if (b->n >= MAX_FRAMES) {
+		r->frames_truncated++; /* leafmost frames of a pathological stack */
+		return 0;
+	}
+	struct profile *p = r->out;
 	idx = profile__intern_frame(p, f);
 	if (idx < 0)
 		return (int)idx;
@@ -25,9 +28,13 @@ static int push(struct profile *p, struct frame_buf *b,
 	return 0;
 }
 
-/* A user frame and its inline chain, outermost function first. */
+/*
+ * A user frame and its inline chain, outermost function first.  is_ret: ip
+ * is a return address (every frame but a leaf sampled in user mode; a leaf
+ * sampled in the kernel is the address after the syscall instruction).
+ */
 static int push_user(struct resolver *r, struct frame_buf *b, uint32_t tgid,
-		     uint64_t mm_id, uint64_t ip, int is_leaf)
+		     uint64_t mm_id, uint64_t ip, int is_ret)
 {
 	const struct proc_mapping *m;
 	struct sym_frame sf[SYM_MAX_INLINE];
@@ -38,20 +45,20 @@ static int push_user(struct resolver *r, struct frame_buf *b, uint32_t tgid,
 		r->frames_unknown++;
 		f.module = "[unknown]";
 		f.addr = ip;
-		return push(r->out, b, &f);
+		return push(r, b, &f);
 	}
 	f.module = m->name;
 	f.addr = ip - m->start + m->pgoff;
 	if (m->mod) {
 		/* A return address points after the call: symbolize the call
 		 * itself so inlining and line numbers are the caller's. */
-		uint64_t q = is_leaf || f.addr == 0 ? f.addr : f.addr - 1;
+		uint64_t q = is_ret && f.addr > 0 ? f.addr - 1 : f.addr;
 
 		n = symbolizer__resolve(r->sym, m->mod->open_path, m->mod->build_id,
 					m->mod->build_id_len, q, sf, SYM_MAX_INLINE);
 	}
 	if (n <= 0)
-		return push(r->out, b, &f);
+		return push(r, b, &f);
 	for (int i = n - 1; i >= 0; i--) {
 		struct profile_frame g = {
 			.func = sf[i].func,
@@ -61,14 +68,15 @@ static int push_user(struct resolver *r, struct frame_buf *b, uint32_t tgid,
 			.addr = f.addr,
 			.flags = sf[i].inlined ? PROFILE_FRAME_INLINED : 0,
 		};
-		int err = push(r->out, b, &g);
+		int err = push(r, b, &g);
 		if (err)
 			return err;
 	}
 	return 0;
 }
 
-static int push_kernel(struct resolver *r, struct frame_buf *b, uint64_t ip)
+static int push_kernel(struct resolver *r, struct frame_buf *b, uint64_t ip,
+		       int is_ret)
 {
 	const char *mod = NULL, *name = NULL;
 	struct profile_frame f = {
@@ -78,7 +86,9 @@ static int push_kernel(struct resolver *r, struct frame_buf *b, uint64_t ip)
 	};
 
 	if (r->ksyms)
-		name = ksyms__resolve(r->ksyms, ip, &mod, NULL);
+		/* A call that ends its function returns into the next one:
+		 * name return addresses by the call instruction. */
+		name = ksyms__resolve(r->ksyms, is_ret ? ip - 1 : ip, &mod, NULL);
 	if (name) {
 		f.func = name;
 		if (mod)
@@ -86,7 +96,7 @@ static int push_kernel(struct resolver *r, struct frame_buf *b, uint64_t ip)
 	} else {
 		f.flags |= PROFILE_FRAME_UNRESOLVED;
 	}
-	return push(r->out, b, &f);
+	return push(r, b, &f);
 }
 
 static int push_lost(struct resolver *r, struct frame_buf *b, uint32_t flags)
@@ -97,7 +107,7 @@ static int push_lost(struct resolver *r, struct frame_buf *b, uint32_t flags)
 		.flags = flags,
 	};
 
-	return push(r->out, b, &f);
+	return push(r, b, &f);
 }
 
 int resolver__add(void *ctx, const struct sampler_sample *s)
@@ -111,13 +121,14 @@ int resolver__add(void *ctx, const struct sampler_sample *s)
 	/* Root first: the outermost user frame is the last ip. */
 	if (s->user) {
 		for (int i = (int)s->user->len - 1; i >= 0 && !err; i--)
-			err = push_user(r, &b, k->tgid, k->mm_id, s->user->ips[i], i == 0);
+			err = push_user(r, &b, k->tgid, k->mm_id, s->user->ips[i],
+					i > 0 || s->kern != NULL);
 	} else if (k->user_stack == STRATA_STACK_LOST) {
 		err = push_lost(r, &b, 0);
 	}
 	if (s->kern) {
 		for (int i = (int)s->kern->len - 1; i >= 0 && !err; i--)
-			err = push_kernel(r, &b, s->kern->ips[i]);
+			err = push_kernel(r, &b, s->kern->ips[i], i > 0);
 	} else if (k->kern_stack == STRATA_STACK_LOST) {
 		err = push_lost(r, &b, PROFILE_FRAME_KERNEL);
 	}

@@ -18,6 +18,7 @@ struct resolver {
 	struct ksyms *ksyms;     /* NULL: kernel frames stay addresses */
 	struct profile *out;
 	uint64_t frames_unknown; /* user ip in no known mapping */
+	uint64_t frames_truncated; /* beyond the frame buffer (leafmost) */
 };
 
 /* sampler_sample_fn: adds one drained sample to r->out. */

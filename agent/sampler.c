@@ -30,7 +30,8 @@ struct sampler {
 	void *event_ctx;
 	int cgroup_fd;
 	uint32_t freq_hz;
-	uint64_t drains, drain_wait_timeouts, stacks_missing;
+	uint64_t drains, drain_wait_timeouts, stacks_missing, samples_dropped;
+	uint64_t events_malformed;
 };
 
 static const char *const counter_names[STRATA_CNT_MAX] = {
@@ -56,8 +57,10 @@ static int ring_event(void *ctx, void *data, size_t len)
 {
 	struct sampler *s = ctx;
 
-	if (len < sizeof(struct strata_proc_event))
-		return 0; /* not ours: ignore rather than abort the poll */
+	if (len < sizeof(struct strata_proc_event)) {
+		s->events_malformed++; /* ignored rather than abort the poll */
+		return 0;
+	}
 	return s->on_event ? s->on_event(s->event_ctx, data) : 0;
 }
 
@@ -361,6 +364,7 @@ int sampler__drain(struct sampler *s, sampler_sample_fn fn, void *ctx)
 	/* Sequentially consistent store: ordered before the inflight reads
 	 * below (pairs with the atomic increment in generation_enter()). */
 	__atomic_store_n(&s->skel->bss->gen, old ^ 1, __ATOMIC_SEQ_CST);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST); /* a full fence on arm64 too */
 	deadline = now_ns() + DRAIN_WAIT_MAX_NS;
 	while ((q = generation_quiet(s, old)) == 0) {
 		if (now_ns() > deadline) {
@@ -399,17 +403,23 @@ int sampler__drain(struct sampler *s, sampler_sample_fn fn, void *ctx)
 			.user = stack_lookup(s, sfd, keys[i].user_stack, ubuf),
 			.kern = stack_lookup(s, sfd, keys[i].kern_stack, kbuf),
 		};
-		err = fn(ctx, &smp);
-		if (err)
-			goto out;
-		n++;
+		/* A sample the consumer cannot take (no memory) is dropped
+		 * and counted; the generation is cleared regardless, so no
+		 * sample is ever handed out twice. */
+		if (fn(ctx, &smp))
+			s->samples_dropped += val.count;
+		else
+			n++;
 	}
+	err = map_delete_keys(cfd, keys, sizeof(*keys), (uint32_t)nkeys);
 	nstacks = map_keys(sfd, sizeof(uint64_t), bpf_map__max_entries(smap), &stack_keys);
-	err = nstacks < 0 ? (int)nstacks : 0;
-	if (!err)
-		err = map_delete_keys(cfd, keys, sizeof(*keys), (uint32_t)nkeys);
-	if (!err)
-		err = map_delete_keys(sfd, stack_keys, sizeof(uint64_t), (uint32_t)nstacks);
+	if (nstacks < 0 && !err)
+		err = (int)nstacks;
+	if (nstacks > 0) {
+		int e = map_delete_keys(sfd, stack_keys, sizeof(uint64_t), (uint32_t)nstacks);
+		if (!err)
+			err = e;
+	}
 	s->drains++;
 out:
 	free(keys);
@@ -433,4 +443,6 @@ void sampler__stats(const struct sampler *s, struct sampler_stats *st)
 	st->drains = s->drains;
 	st->drain_wait_timeouts = s->drain_wait_timeouts;
 	st->stacks_missing = s->stacks_missing;
+	st->samples_dropped = s->samples_dropped;
+	st->events_malformed = s->events_malformed;
 }

@@ -42,6 +42,8 @@ struct sampler_stats {
 	uint64_t drains;
 	uint64_t drain_wait_timeouts;      /* inflight never reached zero */
 	uint64_t stacks_missing;           /* key named a stack not in the map */
+	uint64_t samples_dropped;          /* consumer failed (no memory) */
+	uint64_t events_malformed;         /* short ring-buffer records */
 };
 
 struct sampler;

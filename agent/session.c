@@ -14,6 +14,14 @@
 
 #include "agent/log.h"
 
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 static uint64_t realtime_ns(void)
 {
 	struct timespec ts;
@@ -31,12 +39,16 @@ static int on_event(void *ctx, const struct strata_proc_event *e)
 	return 0;
 }
 
-/* Symbolization keeps one fd per executable file: make room for them. */
-static void raise_nofile(void)
+/* Symbolization keeps one fd per executable file: make room for them, and
+ * remember the original limit for the commands we start. */
+static void raise_nofile(struct rlimit *orig)
 {
 	struct rlimit rl;
 
-	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
+	if (getrlimit(RLIMIT_NOFILE, orig))
+		return;
+	rl = *orig;
+	if (rl.rlim_cur < rl.rlim_max) {
 		rl.rlim_cur = rl.rlim_max;
 		setrlimit(RLIMIT_NOFILE, &rl);
 	}
@@ -55,7 +67,9 @@ struct session *session__new(const struct session_opts *opts)
 		return NULL;
 	s->epfd = s->sigfd = -1;
 	s->freq_hz = opts->sampler.freq_hz;
-	raise_nofile();
+	s->drain_ms = opts->drain_ms ? opts->drain_ms : 1000;
+	s->next_drain_ms = mono_ms() + s->drain_ms;
+	raise_nofile(&s->nofile_orig);
 
 	/* Blocked before anything slow, so a TERM during start-up is read from
 	 * the signalfd and ends the session cleanly instead of killing it. */
@@ -148,13 +162,19 @@ int session__start(struct session *s)
 	return sampler__start(s->sampler);
 }
 
-int session__wait(struct session *s, int timeout_ms, int *signo)
+int session__wait(struct session *s, int timeout_ms, struct session_signal *sig)
 {
 	struct epoll_event evs[2];
-	int n = epoll_wait(s->epfd, evs, 2, timeout_ms);
+	uint64_t now = mono_ms();
+	int n, ret = SESSION_TIMEOUT;
 
-	if (n < 0)
-		return errno == EINTR ? SESSION_TIMEOUT : -errno;
+	if (s->next_drain_ms > now && s->next_drain_ms - now < (uint64_t)timeout_ms)
+		timeout_ms = (int)(s->next_drain_ms - now);
+	else if (s->next_drain_ms <= now)
+		timeout_ms = 0;
+	n = epoll_wait(s->epfd, evs, 2, timeout_ms);
+	if (n < 0 && errno != EINTR)
+		return -errno;
 	sampler__consume_events(s->sampler);
 	for (int i = 0; i < n; i++) {
 		struct signalfd_siginfo si;
@@ -162,11 +182,16 @@ int session__wait(struct session *s, int timeout_ms, int *signo)
 		if (evs[i].data.fd != s->sigfd)
 			continue;
 		if (read(s->sigfd, &si, sizeof(si)) == sizeof(si)) {
-			*signo = (int)si.ssi_signo;
-			return SESSION_SIGNAL;
+			sig->signo = (int)si.ssi_signo;
+			sig->from = (pid_t)si.ssi_pid;
+			ret = SESSION_SIGNAL;
 		}
 	}
-	return SESSION_TIMEOUT;
+	if (mono_ms() >= s->next_drain_ms) {
+		session__drain(s);
+		s->next_drain_ms = mono_ms() + s->drain_ms;
+	}
+	return ret;
 }
 
 int session__drain(struct session *s)
@@ -195,12 +220,18 @@ struct profile *session__take_profile(struct session *s)
 		return NULL;
 	sampler__stats(s->sampler, &st);
 	p->end_ns = realtime_ns();
-	p->drops.map_full = c[STRATA_CNT_COUNTS_FULL] - b[STRATA_CNT_COUNTS_FULL];
+	p->drops.map_full = c[STRATA_CNT_COUNTS_FULL] - b[STRATA_CNT_COUNTS_FULL] +
+			    st.samples_dropped - s->base.samples_dropped;
 	p->drops.stack_lost = c[STRATA_CNT_STACKS_FULL] - b[STRATA_CNT_STACKS_FULL] +
 			      c[STRATA_CNT_USER_STACK_ERR] - b[STRATA_CNT_USER_STACK_ERR] +
-			      c[STRATA_CNT_KERN_STACK_ERR] - b[STRATA_CNT_KERN_STACK_ERR];
+			      c[STRATA_CNT_KERN_STACK_ERR] - b[STRATA_CNT_KERN_STACK_ERR] +
+			      st.stacks_missing - s->base.stacks_missing;
 	p->drops.proc_unknown = s->res.frames_unknown;
-	p->drops.other = c[STRATA_CNT_EVENTS_LOST] - b[STRATA_CNT_EVENTS_LOST];
+	/* Lost process events, truncated exit walks and children that could
+	 * not become targets: attribution, not sample, losses. */
+	p->drops.other = c[STRATA_CNT_EVENTS_LOST] - b[STRATA_CNT_EVENTS_LOST] +
+			 c[STRATA_CNT_VMAS_TRUNCATED] - b[STRATA_CNT_VMAS_TRUNCATED] +
+			 c[STRATA_CNT_TARGETS_FULL] - b[STRATA_CNT_TARGETS_FULL];
 	s->base = st;
 	s->res.frames_unknown = 0;
 	next->start_ns = p->end_ns;
@@ -219,7 +250,7 @@ void session__report(struct session *s, const struct profile *p)
 	proc_tracker__stats(s->procs, &pt);
 	modules__stats(s->mods, &ms);
 	symbolizer__stats(s->sym, &ss);
-	fprintf(stderr, "strata: %llu samples in profile; drops: map_full=%llu stack_lost=%llu unknown_frames=%llu events_lost=%llu\n",
+	fprintf(stderr, "strata: %llu samples in profile; drops: map_full=%llu stack_lost=%llu unknown_frames=%llu other=%llu\n",
 		(unsigned long long)profile__total(p),
 		(unsigned long long)p->drops.map_full,
 		(unsigned long long)p->drops.stack_lost,
@@ -230,9 +261,10 @@ void session__report(struct session *s, const struct profile *p)
 	for (int i = 0; i < STRATA_CNT_MAX; i++)
 		fprintf(stderr, "  bpf.%s=%llu\n", sampler__counter_name(i),
 			(unsigned long long)st.counters[i]);
-	fprintf(stderr, "  drains=%llu drain_wait_timeouts=%llu stacks_missing=%llu\n",
+	fprintf(stderr, "  drains=%llu drain_wait_timeouts=%llu stacks_missing=%llu samples_dropped=%llu events_malformed=%llu\n",
 		(unsigned long long)st.drains, (unsigned long long)st.drain_wait_timeouts,
-		(unsigned long long)st.stacks_missing);
+		(unsigned long long)st.stacks_missing, (unsigned long long)st.samples_dropped,
+		(unsigned long long)st.events_malformed);
 	fprintf(stderr, "  procs: instances=%llu found_dead=%llu refused=%llu maps_read=%llu failed=%llu refreshes=%llu exit_vmas=%llu unlocated=%llu events_failed=%llu\n",
 		(unsigned long long)pt.instances, (unsigned long long)pt.found_dead,
 		(unsigned long long)pt.refused, (unsigned long long)pt.maps_read,
@@ -243,6 +275,7 @@ void session__report(struct session *s, const struct profile *p)
 		(unsigned long long)ms.modules, (unsigned long long)ms.dropped,
 		(unsigned long long)ms.open_failed, (unsigned long long)ms.located,
 		(unsigned long long)ms.not_located);
+	fprintf(stderr, "  frames_truncated=%llu\n", (unsigned long long)s->res.frames_truncated);
 	fprintf(stderr, "  symbolizer: lookups=%llu cache_hits=%llu unresolved=%llu open_failed=%llu\n",
 		(unsigned long long)ss.lookups, (unsigned long long)ss.cache_hits,
 		(unsigned long long)ss.unresolved, (unsigned long long)ss.module_open_failed);

@@ -9,6 +9,8 @@
 #define STRATA_SESSION_H
 
 #include <stdint.h>
+#include <sys/resource.h>
+#include <sys/types.h>
 
 #include "agent/modules.h"
 #include "agent/proc_tracker.h"
@@ -22,6 +24,14 @@ struct session_opts {
 	struct sampler_opts sampler;
 	const uint32_t *pids; /* initial targets (STRATA_FILTER_TGIDS) */
 	size_t npids;
+	uint32_t drain_ms;    /* kernel maps drained this often; 0 = 1000 */
+};
+
+/* A signal that ended a wait: who sent it matters (0: the kernel, e.g. the
+ * terminal's Ctrl-C, which the whole foreground group already got). */
+struct session_signal {
+	int signo;
+	pid_t from;
 };
 
 struct session {
@@ -33,6 +43,9 @@ struct session {
 	struct resolver res;
 	int epfd, sigfd;
 	uint32_t freq_hz;
+	uint32_t drain_ms;
+	uint64_t next_drain_ms;    /* CLOCK_MONOTONIC */
+	struct rlimit nofile_orig; /* for children: they run as without us */
 	uint64_t events_failed;
 	struct sampler_stats base; /* counters at the last profile take */
 };
@@ -47,10 +60,11 @@ int session__add_target(struct session *s, uint32_t tgid);
 int session__start(struct session *s);
 
 /*
- * Waits up to timeout_ms for process events or a signal, handling events.
- * Returns SESSION_SIGNAL with *signo set, SESSION_TIMEOUT, or -errno.
+ * Waits up to timeout_ms for process events or a signal, handling events
+ * and draining the kernel maps whenever a drain interval has passed.
+ * Returns SESSION_SIGNAL with *sig set, SESSION_TIMEOUT, or -errno.
  */
-int session__wait(struct session *s, int timeout_ms, int *signo);
+int session__wait(struct session *s, int timeout_ms, struct session_signal *sig);
 
 /* Moves everything sampled so far into the current profile. */
 int session__drain(struct session *s);

@@ -95,7 +95,7 @@ static int cmd_record(int argc, char **argv)
 				goto bad;
 			break;
 		case 'I':
-			if (cli_parse_u32(optarg, 3600000, &o.drain_ms))
+			if (cli_parse_u32(optarg, 3600000, &o.session.drain_ms))
 				goto bad;
 			break;
 		case 'v':

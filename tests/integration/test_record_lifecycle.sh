@@ -1,0 +1,32 @@
+# strata record -- CMD: -d shorter than the command writes the profile on
+# time and still returns the command's exit code; TERM sent to strata by
+# another process reaches the command, whose status strata returns.
+source "$(dirname "$0")/lib.sh"
+require_bpf
+set +e
+start=$(date +%s%N)
+"$STRATA" record -F 99 -d 1 -o "$T/d.folded" -- "$FIX/chain" 3 5 2> "$T/err" &
+rec=$!
+sleep 2
+[ -s "$T/d.folded" ] || { cat "$T/err"; fail "profile not written 1 s after -d 1"; }
+wait "$rec"
+rc=$?
+set -e
+secs=$(( ($(date +%s%N) - start) / 1000000000 ))
+[ "$rc" -eq 5 ] || fail "returned $rc, want the command's 5"
+[ "$secs" -ge 3 ] || fail "returned after ${secs}s, before the command ended"
+samples=$(folded_sum "$T/d.folded" chain "")
+[ "$samples" -ge 60 ] && [ "$samples" -le 140 ] || fail "$samples samples for 1 s at 99 Hz"
+echo "ok: -d 1: $samples samples written at 1 s, exit code 5 after ${secs}s"
+
+set +e
+"$STRATA" record -F 99 -o "$T/term.folded" -- "$FIX/chain" 30 2> "$T/err" &
+rec=$!
+sleep 1
+kill -TERM "$rec"
+wait "$rec"
+rc=$?
+set -e
+[ "$rc" -eq 143 ] || { cat "$T/err"; fail "returned $rc after TERM, want 143 (command killed by TERM)"; }
+[ -s "$T/term.folded" ] || fail "no profile after TERM"
+echo "ok: TERM forwarded, command's 143 returned, profile written"
