@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "agent/cli.h"
+#include "agent/clock.h"
 #include "agent/log.h"
 #include "agent/session.h"
 
@@ -58,7 +59,6 @@ static int write_period(const struct agent_opts *o, struct profile *p)
 static int run(const struct agent_opts *o)
 {
 	struct session *s = session__new(&o->session);
-	struct timespec now;
 	int err, stop = 0;
 
 	if (!s)
@@ -69,11 +69,8 @@ static int run(const struct agent_opts *o)
 	pr_info("agent: sampling at %u Hz, a profile every %u s into %s",
 		o->session.sampler.freq_hz, o->period_s, o->output_dir);
 	while (!stop) {
-		uint64_t deadline, t;
+		uint64_t deadline = mono_ms() + (uint64_t)o->period_s * 1000;
 
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		deadline = (uint64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000 +
-			   (uint64_t)o->period_s * 1000;
 		do {
 			struct session_signal sig = { 0 };
 			int w = session__wait(s, 1000, &sig);
@@ -84,9 +81,7 @@ static int run(const struct agent_opts *o)
 			}
 			if (w == SESSION_SIGNAL && (sig.signo == SIGINT || sig.signo == SIGTERM))
 				stop = 1;
-			clock_gettime(CLOCK_MONOTONIC, &now);
-			t = (uint64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
-		} while (!stop && t < deadline);
+		} while (!stop && mono_ms() < deadline);
 
 		struct profile *p = session__take_profile(s);
 		if (!p) {

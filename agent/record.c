@@ -12,15 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/clock.h"
 #include "agent/log.h"
-
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /*
  * Forks the command held at a pipe until the parent has made it a target

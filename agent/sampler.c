@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/clock.h"
 #include "agent/log.h"
 #include "profile.skel.h"
 
@@ -62,14 +63,6 @@ static int ring_event(void *ctx, void *data, size_t len)
 		return 0;
 	}
 	return s->on_event ? s->on_event(s->event_ctx, data) : 0;
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
 }
 
 struct sampler *sampler__new(const struct sampler_opts *opts,
@@ -365,9 +358,9 @@ int sampler__drain(struct sampler *s, sampler_sample_fn fn, void *ctx)
 	 * below (pairs with the atomic increment in generation_enter()). */
 	__atomic_store_n(&s->skel->bss->gen, old ^ 1, __ATOMIC_SEQ_CST);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST); /* a full fence on arm64 too */
-	deadline = now_ns() + DRAIN_WAIT_MAX_NS;
+	deadline = mono_ns() + DRAIN_WAIT_MAX_NS;
 	while ((q = generation_quiet(s, old)) == 0) {
-		if (now_ns() > deadline) {
+		if (mono_ns() > deadline) {
 			/* Cannot happen unless a program hangs; draining anyway
 			 * risks at most that program's one update. */
 			s->drain_wait_timeouts++;

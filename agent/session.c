@@ -12,23 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/clock.h"
 #include "agent/log.h"
-
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static uint64_t realtime_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
-}
 
 static int on_event(void *ctx, const struct strata_proc_event *e)
 {
