@@ -4,9 +4,10 @@
 # strata-agent vs `perf record -g` vs a bpftrace profile:hz one-liner, at
 # 49 Hz and 999 Hz.  Modes alternate run by run so drift hits all alike.
 # Prints a markdown table (throughput ratio vs off, median of RUNS), the
-# exact in-kernel cost per sample of strata's BPF program (kernel.bpf_stats)
-# and the agent's own CPU use and RSS measured over the timed windows only
-# (/proc/PID/schedstat, so start-up is not counted).
+# exact in-kernel cost per sample of strata's BPF program (kernel.bpf_stats),
+# the agent's own CPU use and RSS over the timed windows (/proc/PID/schedstat,
+# start-up not counted; first-time symbolization is), and the agent's
+# steady-state CPU and RSS over STEADY_S seconds (default 60) per rate.
 #   bench/overhead.sh [RUNS (default 7)] [WORK (M iterations/thread, default 6000)]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -69,8 +70,28 @@ for r in $(seq 1 "$RUNS"); do
 done
 
 sysctl -qw kernel.bpf_stats_enabled=0 2>/dev/null || true
+
+# Steady state: the agent's own CPU and memory over STEADY_S seconds after a
+# 10 s warm-up (first symbolization of the workload's files done), with the
+# workload running all along, as on a training node.
+STEADY_S=${STEADY_S:-60}
+steady=()
+for hz in 49 999; do
+	build/strata-agent --output "$T" --period 10 --freq "$hz" & a=$!
+	( while kill -0 "$a" 2>/dev/null; do "$T/workload" 1000 >/dev/null; done ) & w=$!
+	sleep 10
+	c0=$(awk '{print $1}' "/proc/$a/schedstat")
+	sleep "$STEADY_S"
+	c1=$(awk '{print $1}' "/proc/$a/schedstat")
+	rss=$(awk '/VmRSS/ {print $2}' "/proc/$a/status")
+	kill -INT "$a"; wait "$a" 2>/dev/null || true
+	wait "$w" 2>/dev/null || true
+	steady+=("$hz $((c1 - c0)) $rss")
+	echo "steady $hz Hz: $(( (c1 - c0) / 1000000 )) ms CPU in ${STEADY_S}s, RSS ${rss} kB" >&2
+done
+printf '%s\n' "${steady[@]}" > "$T/steady"
 printf '%s\n' "${bpf_stats[@]}" > "$T/bpf_stats"
-python3 - "$T/results" "$T/bpf_stats" "${agent_stats[@]}" <<'PY'
+python3 - "$T/results" "$T/bpf_stats" "$T/steady" "$STEADY_S" "${agent_stats[@]}" <<'PY'
 import statistics, sys
 res = {}
 for line in open(sys.argv[1]):
@@ -91,7 +112,7 @@ for line in open(sys.argv[2]):
     if len(f) == 3 and int(f[2]) > 0:
         bpf.setdefault(f[0], []).append((int(f[1]), int(f[2])))
 agent = {}
-for rec in sys.argv[3:]:
+for rec in sys.argv[5:]:
     m, ns, rss, wall = rec.split()
     agent.setdefault(m, []).append((int(ns) / 1e9, int(rss), float(wall)))
 print()
@@ -103,4 +124,12 @@ for m, v in agent.items():
     b = bpf.get(m, [])
     per = sum(t for t, _ in b) / max(sum(n for _, n in b), 1)
     print(f"| {m} | {per:.0f} | {sum(n for _, n in b)} | {cpu_per_min:.4f} | {rss:.1f} |")
+steady_s = float(sys.argv[4])
+print()
+print(f"| agent, steady state ({steady_s:.0f} s after a 10 s warm-up, workload running) | CPU s per minute | share of one CPU | RSS (MiB) |")
+print("|---|---|---|---|")
+for line in open(sys.argv[3]):
+    hz, ns, rss = line.split()
+    per_min = int(ns) / 1e9 / steady_s * 60
+    print(f"| {hz} Hz | {per_min:.3f} | {per_min / 60 * 100:.3f}% | {int(rss) / 1024:.1f} |")
 PY
