@@ -39,8 +39,7 @@ int cli_parse_pids(const char *arg, uint32_t *pids, size_t *n, size_t max)
 	return *n ? 0 : -EINVAL;
 }
 
-int cli_common_opt(int c, const char *arg, struct session_opts *opts,
-		   uint32_t *pids)
+int cli_common_opt(int c, const char *arg, struct session_opts *opts, uint32_t *pids)
 {
 	struct sampler_opts *so = &opts->sampler;
 

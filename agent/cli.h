@@ -15,8 +15,7 @@ struct session_opts;
  * -G CGROUP_DIR.  pids (CLI_MAX_PIDS long) backs opts->pids.  Returns 1 when
  * c was one of them, 0 when it was not, -EINVAL for a bad value.
  */
-int cli_common_opt(int c, const char *arg, struct session_opts *opts,
-		   uint32_t *pids);
+int cli_common_opt(int c, const char *arg, struct session_opts *opts, uint32_t *pids);
 
 /* Parses a comma-separated pid list into pids (appending at *n).  0/-EINVAL. */
 int cli_parse_pids(const char *arg, uint32_t *pids, size_t *n, size_t max);

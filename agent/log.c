@@ -24,7 +24,7 @@ int log_enabled(enum log_level lvl)
 
 void log_msg(enum log_level lvl, const char *fmt, ...)
 {
-	static const char *const prefix[] = { "error", "warn", "info", "debug" };
+	static const char *const prefix[] = {"error", "warn", "info", "debug"};
 	va_list ap;
 
 	if (!log_enabled(lvl))
@@ -36,10 +36,9 @@ void log_msg(enum log_level lvl, const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
-static int libbpf_print(enum libbpf_print_level level, const char *fmt,
-			va_list ap)
+static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
-	enum log_level lvl = level == LIBBPF_WARN ? LOG_WARN
+	enum log_level lvl = level == LIBBPF_WARN   ? LOG_WARN
 			     : level == LIBBPF_INFO ? LOG_INFO
 						    : LOG_DEBUG;
 

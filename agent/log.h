@@ -8,8 +8,7 @@ enum log_level { LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG };
 /* Set once at start-up, before any thread exists. */
 void log_set_level(enum log_level lvl);
 int log_enabled(enum log_level lvl);
-void log_msg(enum log_level lvl, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+void log_msg(enum log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define pr_err(...) log_msg(LOG_ERROR, __VA_ARGS__)
 #define pr_warn(...) log_msg(LOG_WARN, __VA_ARGS__)

@@ -14,8 +14,8 @@
 #include "agent/log.h"
 
 #define MODULE_BUCKETS 1024
-#define NOT_FOUND_RING 256  /* (dev, ino) pairs recently not located */
-#define LOCATE_MAX_DIRS 64  /* distinct module directories tried per search */
+#define NOT_FOUND_RING 256 /* (dev, ino) pairs recently not located */
+#define LOCATE_MAX_DIRS 64 /* distinct module directories tried per search */
 
 struct file_id {
 	dev_t dev;
@@ -74,8 +74,8 @@ struct module *modules__find(struct module_registry *r, dev_t dev, uint64_t ino)
 }
 
 /* Registers an opened file (fd ownership moves to the registry). */
-static struct module *module_add(struct module_registry *r, dev_t dev,
-				 uint64_t ino, const char *path, int fd)
+static struct module *module_add(struct module_registry *r, dev_t dev, uint64_t ino,
+				 const char *path, int fd)
 {
 	struct module *m;
 	size_t b = bucket_of(dev, ino);
@@ -127,8 +127,7 @@ static int open_verified(const char *path, dev_t dev, uint64_t ino)
 	return fd;
 }
 
-struct module *modules__from_map(struct module_registry *r, int pid,
-				 const struct proc_map *pm)
+struct module *modules__from_map(struct module_registry *r, int pid, const struct proc_map *pm)
 {
 	dev_t dev = makedev(pm->dev_major, pm->dev_minor);
 	struct module *m = modules__find(r, dev, pm->inode);
@@ -141,8 +140,8 @@ struct module *modules__from_map(struct module_registry *r, int pid,
 	 * relative path is the fallback where map_files is not permitted.
 	 * (On overlayfs the two can report different inodes: verified
 	 * against what maps says either way.) */
-	snprintf(p, sizeof(p), "/proc/%d/map_files/%llx-%llx", pid,
-		 (unsigned long long)pm->start, (unsigned long long)pm->end);
+	snprintf(p, sizeof(p), "/proc/%d/map_files/%llx-%llx", pid, (unsigned long long)pm->start,
+		 (unsigned long long)pm->end);
 	fd = open_verified(p, dev, pm->inode);
 	if (fd < 0) {
 		snprintf(p, sizeof(p), "/proc/%d/root%s", pid, pm->path);
@@ -152,16 +151,16 @@ struct module *modules__from_map(struct module_registry *r, int pid,
 		/* Not registered: a later mapping of the file tries again
 		 * (the process may just have exited under us). */
 		r->st.open_failed++;
-		pr_debug("modules: %s (pid %d): cannot open it as %u:%u/%llu", pm->path,
-			 pid, major(dev), minor(dev), (unsigned long long)pm->inode);
+		pr_debug("modules: %s (pid %d): cannot open it as %u:%u/%llu", pm->path, pid,
+			 major(dev), minor(dev), (unsigned long long)pm->inode);
 		return NULL;
 	}
 	return module_add(r, dev, pm->inode, pm->path, fd);
 }
 
 /* Opens dir/name and registers it when it is the file (dev, ino). */
-static struct module *try_dir(struct module_registry *r, const char *dir,
-			      dev_t dev, uint64_t ino, const char *name)
+static struct module *try_dir(struct module_registry *r, const char *dir, dev_t dev, uint64_t ino,
+			      const char *name)
 {
 	char path[PATH_MAX];
 	int fd;
@@ -172,14 +171,23 @@ static struct module *try_dir(struct module_registry *r, const char *dir,
 	return fd < 0 ? NULL : module_add(r, dev, ino, path, fd);
 }
 
-struct module *modules__locate(struct module_registry *r, dev_t dev,
-			       uint64_t ino, const char *name)
+struct module *modules__locate(struct module_registry *r, dev_t dev, uint64_t ino, const char *name)
 {
 	static const char *const std_dirs[] = {
-		"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu",
-		"/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu",
-		"/lib64", "/usr/lib64", "/lib", "/usr/lib", "/usr/local/lib",
-		"/bin", "/usr/bin", "/sbin", "/usr/sbin", "/usr/local/bin",
+	    "/lib/x86_64-linux-gnu",
+	    "/usr/lib/x86_64-linux-gnu",
+	    "/lib/aarch64-linux-gnu",
+	    "/usr/lib/aarch64-linux-gnu",
+	    "/lib64",
+	    "/usr/lib64",
+	    "/lib",
+	    "/usr/lib",
+	    "/usr/local/lib",
+	    "/bin",
+	    "/usr/bin",
+	    "/sbin",
+	    "/usr/sbin",
+	    "/usr/local/bin",
 	};
 	struct module *m = modules__find(r, dev, ino);
 	const char *tried[LOCATE_MAX_DIRS];
@@ -221,7 +229,7 @@ struct module *modules__locate(struct module_registry *r, dev_t dev,
 		}
 	}
 remember:
-	r->not_found[r->not_found_next++ % NOT_FOUND_RING] = (struct file_id){ dev, ino };
+	r->not_found[r->not_found_next++ % NOT_FOUND_RING] = (struct file_id){dev, ino};
 not_found:
 	r->st.not_located++;
 	return NULL;

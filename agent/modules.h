@@ -20,12 +20,12 @@
 struct module {
 	dev_t dev;
 	uint64_t ino;
-	char *path;            /* as the process saw it (display, pprof) */
-	char open_path[32];    /* "/proc/self/fd/N": what the symbolizer opens */
-	int fd;                /* open file (a module exists only once opened) */
+	char *path;	    /* as the process saw it (display, pprof) */
+	char open_path[32]; /* "/proc/self/fd/N": what the symbolizer opens */
+	int fd;		    /* open file (a module exists only once opened) */
 	uint8_t build_id[BUILD_ID_MAX];
-	int build_id_len;      /* 0: none */
-	struct module *next;   /* hash chain */
+	int build_id_len;    /* 0: none */
+	struct module *next; /* hash chain */
 };
 
 struct module_stats {
@@ -39,16 +39,15 @@ void modules__free(struct module_registry *r);
 
 /* The module behind a file mapping of pid; NULL when the registry is full
  * or the file cannot be opened now (counted; a later call retries). */
-struct module *modules__from_map(struct module_registry *r, int pid,
-				 const struct proc_map *m);
+struct module *modules__from_map(struct module_registry *r, int pid, const struct proc_map *m);
 struct module *modules__find(struct module_registry *r, dev_t dev, uint64_t ino);
 /*
  * Finds a file known only by (dev, ino, basename) — from an exit-time VMA
  * record — by looking for name in the directories of known modules and the
  * standard library directories, accepting only a file with that dev/ino.
  */
-struct module *modules__locate(struct module_registry *r, dev_t dev,
-			       uint64_t ino, const char *name);
+struct module *modules__locate(struct module_registry *r, dev_t dev, uint64_t ino,
+			       const char *name);
 void modules__stats(const struct module_registry *r, struct module_stats *st);
 
 #endif /* STRATA_MODULES_H */

@@ -18,7 +18,7 @@
 #include "agent/profile.h"
 
 struct folded_line {
-	size_t off;       /* into the text buffer, while it may still move */
+	size_t off;	  /* into the text buffer, while it may still move */
 	const char *text; /* set once the buffer is complete */
 	uint64_t count;
 };
@@ -92,7 +92,7 @@ static int line_cmp(const void *a, const void *b)
 
 int profile__write_folded(const struct profile *p, FILE *out)
 {
-	struct folded_buf buf = { 0 };
+	struct folded_buf buf = {0};
 	struct folded_line *lines = NULL;
 	const char **names = NULL;
 	uint32_t nlines = 0;
@@ -119,8 +119,7 @@ int profile__write_folded(const struct profile *p, FILE *out)
 			err = buf_reserve(&buf, 1);
 			if (!err) {
 				buf.text[buf.len++] = ';';
-				err = buf_put_name(&buf, names[s->frames[j]],
-						   frame_suffix(f));
+				err = buf_put_name(&buf, names[s->frames[j]], frame_suffix(f));
 			}
 		}
 		if (!err)
@@ -140,8 +139,7 @@ int profile__write_folded(const struct profile *p, FILE *out)
 		uint32_t j;
 
 		for (j = i; j < nlines && !strcmp(lines[i].text, lines[j].text); j++)
-			sum = lines[j].count > UINT64_MAX - sum ? UINT64_MAX
-								: sum + lines[j].count;
+			sum = lines[j].count > UINT64_MAX - sum ? UINT64_MAX : sum + lines[j].count;
 		if (fprintf(out, "%s %" PRIu64 "\n", lines[i].text, sum) < 0) {
 			err = -EIO;
 			goto err_out;

@@ -71,16 +71,13 @@ int profile__write_json(const struct profile *p, FILE *out)
 		return -ENOMEM;
 
 	fprintf(out,
-		"{\n\"version\": %d,\n\"freq_hz\": %" PRIu32
-		",\n\"start_ns\": %" PRIu64 ",\n\"end_ns\": %" PRIu64
-		",\n\"total\": %" PRIu64 ",\n",
-		JSON_VERSION, p->freq_hz, p->start_ns, p->end_ns,
-		profile__total(p));
+		"{\n\"version\": %d,\n\"freq_hz\": %" PRIu32 ",\n\"start_ns\": %" PRIu64
+		",\n\"end_ns\": %" PRIu64 ",\n\"total\": %" PRIu64 ",\n",
+		JSON_VERSION, p->freq_hz, p->start_ns, p->end_ns, profile__total(p));
 	fprintf(out,
 		"\"drops\": {\"map_full\": %" PRIu64 ", \"stack_lost\": %" PRIu64
 		", \"proc_unknown\": %" PRIu64 ", \"other\": %" PRIu64 "},\n",
-		p->drops.map_full, p->drops.stack_lost, p->drops.proc_unknown,
-		p->drops.other);
+		p->drops.map_full, p->drops.stack_lost, p->drops.proc_unknown, p->drops.other);
 
 	fputs("\"frames\": [", out);
 	for (uint32_t i = 0; i < p->nframes; i++) {
@@ -110,8 +107,8 @@ int profile__write_json(const struct profile *p, FILE *out)
 	for (uint32_t i = 0; i < p->nsamples; i++) {
 		const struct profile_sample *s = &p->samples[i];
 
-		fprintf(out, "%s{\"pid\": %" PRIu32 ", \"tid\": %" PRIu32
-			", \"comm\": ", i ? ",\n" : "\n", s->pid, s->tid);
+		fprintf(out, "%s{\"pid\": %" PRIu32 ", \"tid\": %" PRIu32 ", \"comm\": ",
+			i ? ",\n" : "\n", s->pid, s->tid);
 		json_str(out, s->comm);
 		fprintf(out, ", \"count\": %" PRIu64 ", \"frames\": [", s->count);
 		for (uint32_t j = 0; j < s->nframes; j++)

@@ -83,7 +83,7 @@ static int expect(const char **p, char c)
 
 static int parse_prot(const char **p, uint32_t *prot)
 {
-	static const char want[3] = { 'r', 'w', 'x' };
+	static const char want[3] = {'r', 'w', 'x'};
 	const char *s = *p;
 	uint32_t v = 0;
 
@@ -114,12 +114,10 @@ int proc_maps__parse_line(const char *line, struct proc_map *out)
 	out->path[0] = '\0';
 	out->deleted = 0;
 
-	if (parse_hex(&p, &out->start) || expect(&p, '-') ||
-	    parse_hex(&p, &out->end) || expect(&p, ' ') ||
-	    parse_prot(&p, &out->prot) || expect(&p, ' ') ||
-	    parse_hex(&p, &out->pgoff) || expect(&p, ' ') ||
-	    parse_hex(&p, &maj) || expect(&p, ':') || parse_hex(&p, &min) ||
-	    expect(&p, ' ') || parse_dec(&p, &out->inode))
+	if (parse_hex(&p, &out->start) || expect(&p, '-') || parse_hex(&p, &out->end) ||
+	    expect(&p, ' ') || parse_prot(&p, &out->prot) || expect(&p, ' ') ||
+	    parse_hex(&p, &out->pgoff) || expect(&p, ' ') || parse_hex(&p, &maj) ||
+	    expect(&p, ':') || parse_hex(&p, &min) || expect(&p, ' ') || parse_dec(&p, &out->inode))
 		return -EINVAL;
 	if (out->start >= out->end || maj > UINT32_MAX || min > UINT32_MAX)
 		return -EINVAL;

@@ -9,17 +9,20 @@
 #define PROC_MAP_PATH_MAX 4096
 
 enum proc_map_prot {
-	PROC_MAP_R = 1, PROC_MAP_W = 2, PROC_MAP_X = 4, PROC_MAP_SHARED = 8,
+	PROC_MAP_R = 1,
+	PROC_MAP_W = 2,
+	PROC_MAP_X = 4,
+	PROC_MAP_SHARED = 8,
 };
 
 struct proc_map {
 	uint64_t start, end; /* [start, end) */
-	uint64_t pgoff;      /* file offset of start */
+	uint64_t pgoff;	     /* file offset of start */
 	uint64_t inode;
 	uint32_t dev_major, dev_minor;
-	uint32_t prot;       /* enum proc_map_prot */
+	uint32_t prot;		      /* enum proc_map_prot */
 	char path[PROC_MAP_PATH_MAX]; /* "" for anonymous; "[vdso]" etc. */
-	int deleted;         /* path ended in " (deleted)" (suffix removed) */
+	int deleted;		      /* path ended in " (deleted)" (suffix removed) */
 };
 
 /* Parses one line (with or without trailing newline): 0 or -EINVAL. */

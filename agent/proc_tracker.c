@@ -17,12 +17,12 @@
 struct proc_instance {
 	uint32_t tgid;
 	uint64_t mm_id;
-	uint64_t start_ticks;      /* /proc/PID/stat starttime; 0 = not known yet */
+	uint64_t start_ticks;	   /* /proc/PID/stat starttime; 0 = not known yet */
 	struct proc_mapping *maps; /* sorted by start, non-overlapping */
 	size_t nmaps, cap;
-	bool exited;               /* gone, or exec'd into another mm */
-	bool superseded;           /* exec'd: /proc now shows another program */
-	uint64_t refreshed_epoch;  /* drain epoch of the last /proc read */
+	bool exited;		  /* gone, or exec'd into another mm */
+	bool superseded;	  /* exec'd: /proc now shows another program */
+	uint64_t refreshed_epoch; /* drain epoch of the last /proc read */
 	struct proc_instance *next;
 };
 
@@ -84,8 +84,7 @@ void proc_tracker__free(struct proc_tracker *t)
 	free(t);
 }
 
-static struct proc_instance *find(struct proc_tracker *t, uint32_t tgid,
-				  uint64_t mm_id)
+static struct proc_instance *find(struct proc_tracker *t, uint32_t tgid, uint64_t mm_id)
 {
 	for (struct proc_instance *p = t->buckets[bucket_of(tgid)]; p; p = p->next)
 		if (p->tgid == tgid && p->mm_id == mm_id)
@@ -113,8 +112,7 @@ static void sweep_exited(struct proc_tracker *t)
 	}
 }
 
-static struct proc_instance *get_or_add(struct proc_tracker *t, uint32_t tgid,
-					uint64_t mm_id)
+static struct proc_instance *get_or_add(struct proc_tracker *t, uint32_t tgid, uint64_t mm_id)
 {
 	struct proc_instance *p = find(t, tgid, mm_id);
 	size_t b = bucket_of(tgid);
@@ -158,8 +156,8 @@ static struct proc_mapping *mapping_find(struct proc_instance *p, uint64_t ip)
 }
 
 /* Inserts a mapping keeping maps sorted; an overlapping one is left alone. */
-static int mapping_insert(struct proc_instance *p, uint64_t start, uint64_t end,
-			  uint64_t pgoff, struct module *mod, const char *name)
+static int mapping_insert(struct proc_instance *p, uint64_t start, uint64_t end, uint64_t pgoff,
+			  struct module *mod, const char *name)
 {
 	size_t i = 0;
 
@@ -180,7 +178,7 @@ static int mapping_insert(struct proc_instance *p, uint64_t start, uint64_t end,
 	if (!dup)
 		return -ENOMEM;
 	memmove(&p->maps[i + 1], &p->maps[i], (p->nmaps - i) * sizeof(*p->maps));
-	p->maps[i] = (struct proc_mapping){ start, end, pgoff, mod, dup };
+	p->maps[i] = (struct proc_mapping){start, end, pgoff, mod, dup};
 	p->nmaps++;
 	return 0;
 }
@@ -206,8 +204,10 @@ static uint64_t proc_start_ticks(uint32_t pid)
 	buf[n] = '\0';
 	p = strrchr(buf, ')');
 	/* After ") ": state is field 3, starttime field 22. */
-	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u "
-			 "%*d %*d %*d %*d %*d %*d %llu", &start) != 1)
+	if (!p || sscanf(p + 2,
+			 "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u "
+			 "%*d %*d %*d %*d %*d %*d %llu",
+			 &start) != 1)
 		return 0;
 	return start;
 }
@@ -282,13 +282,11 @@ static int on_exit_vma(struct proc_tracker *t, const struct strata_proc_event *e
 	mod = modules__locate(t->mods, dev, e->ino, name);
 	if (!mod)
 		t->st.exit_vmas_unlocated++;
-	return mapping_insert(p, e->start, e->end, e->pgoff, mod,
-			      mod ? mod->path : name);
+	return mapping_insert(p, e->start, e->end, e->pgoff, mod, mod ? mod->path : name);
 }
 
 /* Marks every instance of tgid other than keep_mm exited (keep_mm 0: all). */
-static void retire_tgid(struct proc_tracker *t, uint32_t tgid, uint64_t keep_mm,
-			bool superseded)
+static void retire_tgid(struct proc_tracker *t, uint32_t tgid, uint64_t keep_mm, bool superseded)
 {
 	for (struct proc_instance *p = t->buckets[bucket_of(tgid)]; p; p = p->next) {
 		if (p->tgid != tgid || (keep_mm && p->mm_id == keep_mm))
@@ -304,8 +302,7 @@ static uint64_t ns_to_ticks(const struct proc_tracker *t, uint64_t ns)
 	return ns / (1000000000ULL / (uint64_t)t->clk_tck);
 }
 
-int proc_tracker__on_event(struct proc_tracker *t,
-			   const struct strata_proc_event *e)
+int proc_tracker__on_event(struct proc_tracker *t, const struct strata_proc_event *e)
 {
 	struct proc_instance *p;
 
@@ -340,8 +337,8 @@ int proc_tracker__on_event(struct proc_tracker *t,
 	}
 }
 
-int proc_tracker__lookup(struct proc_tracker *t, uint32_t tgid, uint64_t mm_id,
-			 uint64_t ip, const struct proc_mapping **out)
+int proc_tracker__lookup(struct proc_tracker *t, uint32_t tgid, uint64_t mm_id, uint64_t ip,
+			 const struct proc_mapping **out)
 {
 	struct proc_instance *p = find(t, tgid, mm_id);
 	struct proc_mapping *m;
@@ -396,8 +393,7 @@ void proc_tracker__end_drain(struct proc_tracker *t)
 	t->epoch++;
 }
 
-void proc_tracker__stats(const struct proc_tracker *t,
-			 struct proc_tracker_stats *st)
+void proc_tracker__stats(const struct proc_tracker *t, struct proc_tracker_stats *st)
 {
 	*st = t->st;
 }

@@ -28,8 +28,8 @@ struct proc_mapping {
 };
 
 struct proc_tracker_stats {
-	uint64_t instances, refused, maps_read, maps_read_failed, refreshes,
-		 exit_vmas, exit_vmas_unlocated, found_dead;
+	uint64_t instances, refused, maps_read, maps_read_failed, refreshes, exit_vmas,
+	    exit_vmas_unlocated, found_dead;
 };
 
 struct proc_tracker;
@@ -38,22 +38,20 @@ struct proc_tracker *proc_tracker__new(struct module_registry *mods, size_t max)
 void proc_tracker__free(struct proc_tracker *t);
 
 /* Applies one event from the BPF side.  0 or -errno. */
-int proc_tracker__on_event(struct proc_tracker *t,
-			   const struct strata_proc_event *e);
+int proc_tracker__on_event(struct proc_tracker *t, const struct strata_proc_event *e);
 
 /*
  * The mapping holding ip in process (tgid, mm_id), reading or refreshing
  * /proc when needed.  Returns 0, -ENOENT (no mapping holds ip) or -ESRCH
  * (process unknown and gone).
  */
-int proc_tracker__lookup(struct proc_tracker *t, uint32_t tgid, uint64_t mm_id,
-			 uint64_t ip, const struct proc_mapping **out);
+int proc_tracker__lookup(struct proc_tracker *t, uint32_t tgid, uint64_t mm_id, uint64_t ip,
+			 const struct proc_mapping **out);
 
 /* Ends a drain: instances that exited before it are freed; every few drains
  * instances whose process is gone without an exit event are found. */
 void proc_tracker__end_drain(struct proc_tracker *t);
 
-void proc_tracker__stats(const struct proc_tracker *t,
-			 struct proc_tracker_stats *st);
+void proc_tracker__stats(const struct proc_tracker *t, struct proc_tracker_stats *st);
 
 #endif /* STRATA_PROC_TRACKER_H */

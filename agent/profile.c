@@ -34,9 +34,9 @@ struct arena_block {
 };
 
 struct profile_impl {
-	struct arena_block *blocks; /* newest first */
-	size_t next_block;          /* size of the next block to allocate */
-	struct strpool *strs;       /* every string the profile holds */
+	struct arena_block *blocks;  /* newest first */
+	size_t next_block;	     /* size of the next block to allocate */
+	struct strpool *strs;	     /* every string the profile holds */
 	struct profile_htab frames;  /* id = frame index */
 	struct profile_htab samples; /* id = sample index */
 	uint32_t frames_cap, samples_cap;
@@ -51,9 +51,8 @@ uint64_t profile__hash(const void *data, size_t n, uint64_t seed)
 
 /* --- hash table -------------------------------------------------------- */
 
-int64_t profile_htab__find(const struct profile_htab *h, uint64_t hash,
-			   profile_htab_eq_fn eq, const void *key,
-			   const void *ctx)
+int64_t profile_htab__find(const struct profile_htab *h, uint64_t hash, profile_htab_eq_fn eq,
+			   const void *key, const void *ctx)
 {
 	if (!h->cap)
 		return -ENOENT;
@@ -67,8 +66,7 @@ int64_t profile_htab__find(const struct profile_htab *h, uint64_t hash,
 	}
 }
 
-static void htab_put(uint64_t *hashes, uint32_t *ids, uint32_t cap,
-		     uint64_t hash, uint32_t id1)
+static void htab_put(uint64_t *hashes, uint32_t *ids, uint32_t cap, uint64_t hash, uint32_t id1)
 {
 	uint32_t i = hash & (cap - 1);
 
@@ -155,8 +153,7 @@ static void *arena_alloc(struct profile_impl *impl, size_t sz)
 /* --- strings ----------------------------------------------------------- */
 
 /* The interned copy of s (NULL stays NULL), or NULL with *err set. */
-static const char *intern_str(struct profile_impl *impl, const char *s,
-			      int *err)
+static const char *intern_str(struct profile_impl *impl, const char *s, int *err)
 {
 	const char *copy;
 
@@ -218,8 +215,8 @@ static uint64_t frame_hash(const struct profile_frame *f)
 {
 	/* strings are interned: their addresses identify them */
 	uint64_t k[6] = {
-		(uintptr_t)f->func, (uintptr_t)f->file,	  f->line,
-		(uintptr_t)f->module, f->addr, f->flags,
+	    (uintptr_t)f->func, (uintptr_t)f->file, f->line, (uintptr_t)f->module, f->addr,
+	    f->flags,
 	};
 
 	return profile__hash(k, sizeof(k), 0);
@@ -231,8 +228,7 @@ static int frame_eq(uint32_t id, const void *key, const void *ctx)
 	const struct profile_frame *a = key, *b = &p->frames[id];
 
 	return a->func == b->func && a->file == b->file && a->line == b->line &&
-	       a->module == b->module && a->addr == b->addr &&
-	       a->flags == b->flags;
+	       a->module == b->module && a->addr == b->addr && a->flags == b->flags;
 }
 
 int64_t profile__intern_frame(struct profile *p, const struct profile_frame *f)
@@ -290,8 +286,7 @@ struct sample_key {
 
 static uint64_t sample_hash(const struct sample_key *k)
 {
-	uint64_t head[3] = { ((uint64_t)k->pid << 32) | k->tid,
-			     (uintptr_t)k->comm, k->n };
+	uint64_t head[3] = {((uint64_t)k->pid << 32) | k->tid, (uintptr_t)k->comm, k->n};
 	uint64_t h = profile__hash(head, sizeof(head), 0);
 
 	return profile__hash(k->frames, (size_t)k->n * sizeof(*k->frames), h);
@@ -303,15 +298,12 @@ static int sample_eq(uint32_t id, const void *key, const void *ctx)
 	const struct sample_key *k = key;
 	const struct profile_sample *s = &p->samples[id];
 
-	return s->pid == k->pid && s->tid == k->tid && s->comm == k->comm &&
-	       s->nframes == k->n &&
-	       (!k->n || !memcmp(s->frames, k->frames,
-				 (size_t)k->n * sizeof(*k->frames)));
+	return s->pid == k->pid && s->tid == k->tid && s->comm == k->comm && s->nframes == k->n &&
+	       (!k->n || !memcmp(s->frames, k->frames, (size_t)k->n * sizeof(*k->frames)));
 }
 
-int profile__add_sample(struct profile *p, uint32_t pid, uint32_t tid,
-			const char *comm, const uint32_t *frames, uint32_t n,
-			uint64_t count)
+int profile__add_sample(struct profile *p, uint32_t pid, uint32_t tid, const char *comm,
+			const uint32_t *frames, uint32_t n, uint64_t count)
 {
 	struct profile_impl *impl;
 	struct profile_sample *s;
@@ -405,16 +397,14 @@ static const char *module_base(const char *module)
 	return slash && slash[1] ? slash + 1 : module;
 }
 
-const char *profile__frame_name(const struct profile_frame *f, char *buf,
-				size_t sz)
+const char *profile__frame_name(const struct profile_frame *f, char *buf, size_t sz)
 {
 	if (!buf || !sz)
 		return buf;
 	if (!profile_frame__unresolved(f))
 		snprintf(buf, sz, "%s", f->func);
 	else
-		snprintf(buf, sz, "%s+0x%" PRIx64, module_base(f->module),
-			 f->addr);
+		snprintf(buf, sz, "%s+0x%" PRIx64, module_base(f->module), f->addr);
 	return buf;
 }
 
@@ -497,8 +487,7 @@ bad:
 
 /* --- writing a file ---------------------------------------------------- */
 
-typedef int (*encoder_fn)(const struct profile *p, FILE *out,
-			  const char *title);
+typedef int (*encoder_fn)(const struct profile *p, FILE *out, const char *title);
 
 static int enc_folded(const struct profile *p, FILE *out, const char *title)
 {
@@ -559,8 +548,7 @@ static int open_temp(const char *path, char *tmp, size_t sz)
 	return -EEXIST;
 }
 
-int profile__write_file(const struct profile *p, const char *path,
-			const char *title)
+int profile__write_file(const struct profile *p, const char *path, const char *title)
 {
 	encoder_fn enc;
 	char *tmp = NULL;

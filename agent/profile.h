@@ -18,28 +18,28 @@
 #define PROFILE_MAX_FRAMES 4096
 
 enum profile_frame_flags {
-	PROFILE_FRAME_KERNEL = 1u << 0,     /* kernel text */
+	PROFILE_FRAME_KERNEL = 1u << 0,	    /* kernel text */
 	PROFILE_FRAME_INLINED = 1u << 1,    /* inlined into the frame below it */
 	PROFILE_FRAME_UNRESOLVED = 1u << 2, /* no symbol: shown as module+0xaddr */
-	PROFILE_FRAME_PYTHON = 1u << 3,     /* interpreter-level frame */
+	PROFILE_FRAME_PYTHON = 1u << 3,	    /* interpreter-level frame */
 };
 
 struct profile_frame {
 	const char *func;   /* demangled function name; NULL when unresolved */
 	const char *file;   /* source file, NULL when unknown */
-	uint32_t line;      /* 0 when unknown */
+	uint32_t line;	    /* 0 when unknown */
 	const char *module; /* path of the ELF ("[kernel]" / kernel module name) */
-	uint64_t addr;      /* file offset in module (user), address (kernel) */
-	uint32_t flags;     /* enum profile_frame_flags */
+	uint64_t addr;	    /* file offset in module (user), address (kernel) */
+	uint32_t flags;	    /* enum profile_frame_flags */
 };
 
 struct profile_sample {
-	uint32_t pid;     /* tgid */
+	uint32_t pid; /* tgid */
 	uint32_t tid;
 	const char *comm; /* thread name */
 	uint32_t nframes;
 	uint32_t *frames; /* indices into profile.frames, ROOT FIRST, leaf last */
-	uint64_t count;   /* number of samples with exactly this stack */
+	uint64_t count;	  /* number of samples with exactly this stack */
 };
 
 /* What the sampler lost or could not attribute, carried into every output. */
@@ -51,9 +51,9 @@ struct profile_drops {
 };
 
 struct profile {
-	uint32_t freq_hz;        /* sampling frequency; period = 1e9 / freq ns */
-	uint64_t start_ns;       /* CLOCK_REALTIME, start of the window */
-	uint64_t end_ns;         /* CLOCK_REALTIME, end of the window */
+	uint32_t freq_hz;  /* sampling frequency; period = 1e9 / freq ns */
+	uint64_t start_ns; /* CLOCK_REALTIME, start of the window */
+	uint64_t end_ns;   /* CLOCK_REALTIME, end of the window */
 	struct profile_drops drops;
 
 	struct profile_frame *frames; /* interned, strings owned by the profile */
@@ -77,9 +77,8 @@ int64_t profile__intern_frame(struct profile *p, const struct profile_frame *f);
  * n > PROFILE_MAX_FRAMES, -EINVAL for a frame index the profile lacks,
  * -EOVERFLOW when a merged count would wrap, or -ENOMEM.
  */
-int profile__add_sample(struct profile *p, uint32_t pid, uint32_t tid,
-			const char *comm, const uint32_t *frames, uint32_t n,
-			uint64_t count);
+int profile__add_sample(struct profile *p, uint32_t pid, uint32_t tid, const char *comm,
+			const uint32_t *frames, uint32_t n, uint64_t count);
 
 /* Total of all sample counts. */
 uint64_t profile__total(const struct profile *p);
@@ -89,8 +88,7 @@ uint64_t profile__total(const struct profile *p);
  * "basename(module)+0xaddr".  Writes into buf (always NUL-terminated) and
  * returns buf.
  */
-const char *profile__frame_name(const struct profile_frame *f, char *buf,
-				size_t sz);
+const char *profile__frame_name(const struct profile_frame *f, char *buf, size_t sz);
 
 /* Encoders: 0 or -errno.  Each writes the whole profile to out. */
 int profile__write_folded(const struct profile *p, FILE *out);
@@ -100,13 +98,12 @@ int profile__write_json(const struct profile *p, FILE *out);
 
 /* SVG layout knobs; zero fields take the defaults. */
 struct profile_svg_opts {
-	size_t sz;           /* sizeof(struct profile_svg_opts) */
-	uint32_t width;      /* image width in px; 0 = 1200 */
+	size_t sz;	     /* sizeof(struct profile_svg_opts) */
+	uint32_t width;	     /* image width in px; 0 = 1200 */
 	double min_width_px; /* narrower frames are left out; 0 = 0.1 */
 };
 
-int profile__write_svg_opts(const struct profile *p, FILE *out,
-			    const char *title,
+int profile__write_svg_opts(const struct profile *p, FILE *out, const char *title,
 			    const struct profile_svg_opts *opts);
 
 /*
@@ -114,8 +111,7 @@ int profile__write_svg_opts(const struct profile *p, FILE *out,
  * anything else -EINVAL) and writes through a temporary file in the same
  * directory that is renamed over path, so a reader never sees half a file.
  */
-int profile__write_file(const struct profile *p, const char *path,
-			const char *title);
+int profile__write_file(const struct profile *p, const char *path, const char *title);
 
 /*
  * --- Support shared by the encoders (not a general-purpose API) ---------
@@ -137,13 +133,11 @@ struct profile_htab {
 };
 
 /* Returns 1 when the caller's key equals the key stored under id. */
-typedef int (*profile_htab_eq_fn)(uint32_t id, const void *key,
-				  const void *ctx);
+typedef int (*profile_htab_eq_fn)(uint32_t id, const void *key, const void *ctx);
 
 /* The id stored for key, or -ENOENT. */
-int64_t profile_htab__find(const struct profile_htab *h, uint64_t hash,
-			   profile_htab_eq_fn eq, const void *key,
-			   const void *ctx);
+int64_t profile_htab__find(const struct profile_htab *h, uint64_t hash, profile_htab_eq_fn eq,
+			   const void *key, const void *ctx);
 /* Adds (hash, id) after a failed find; 0 or -ENOMEM. */
 int profile_htab__insert(struct profile_htab *h, uint64_t hash, uint32_t id);
 /* Frees the table's memory; h may be NULL. */
@@ -159,8 +153,7 @@ const char **profile__display_names(const struct profile *p);
 /* True when the frame has no function name to show. */
 static inline int profile_frame__unresolved(const struct profile_frame *f)
 {
-	return !f->func || !f->func[0] ||
-	       (f->flags & PROFILE_FRAME_UNRESOLVED);
+	return !f->func || !f->func[0] || (f->flags & PROFILE_FRAME_UNRESOLVED);
 }
 
 /*

@@ -11,8 +11,7 @@ struct frame_buf {
 	uint32_t n;
 };
 
-static int push(struct resolver *r, struct frame_buf *b,
-		const struct profile_frame *f)
+static int push(struct resolver *r, struct frame_buf *b, const struct profile_frame *f)
 {
 	int64_t idx;
 
@@ -33,12 +32,12 @@ static int push(struct resolver *r, struct frame_buf *b,
  * is a return address (every frame but a leaf sampled in user mode; a leaf
  * sampled in the kernel is the address after the syscall instruction).
  */
-static int push_user(struct resolver *r, struct frame_buf *b, uint32_t tgid,
-		     uint64_t mm_id, uint64_t ip, int is_ret)
+static int push_user(struct resolver *r, struct frame_buf *b, uint32_t tgid, uint64_t mm_id,
+		     uint64_t ip, int is_ret)
 {
 	const struct proc_mapping *m;
 	struct sym_frame sf[SYM_MAX_INLINE];
-	struct profile_frame f = { .flags = PROFILE_FRAME_UNRESOLVED };
+	struct profile_frame f = {.flags = PROFILE_FRAME_UNRESOLVED};
 	int n = 0;
 
 	if (proc_tracker__lookup(r->procs, tgid, mm_id, ip, &m)) {
@@ -61,12 +60,12 @@ static int push_user(struct resolver *r, struct frame_buf *b, uint32_t tgid,
 		return push(r, b, &f);
 	for (int i = n - 1; i >= 0; i--) {
 		struct profile_frame g = {
-			.func = sf[i].func,
-			.file = sf[i].file,
-			.line = sf[i].line,
-			.module = m->name,
-			.addr = f.addr,
-			.flags = sf[i].inlined ? PROFILE_FRAME_INLINED : 0,
+		    .func = sf[i].func,
+		    .file = sf[i].file,
+		    .line = sf[i].line,
+		    .module = m->name,
+		    .addr = f.addr,
+		    .flags = sf[i].inlined ? PROFILE_FRAME_INLINED : 0,
 		};
 		int err = push(r, b, &g);
 		if (err)
@@ -75,14 +74,13 @@ static int push_user(struct resolver *r, struct frame_buf *b, uint32_t tgid,
 	return 0;
 }
 
-static int push_kernel(struct resolver *r, struct frame_buf *b, uint64_t ip,
-		       int is_ret)
+static int push_kernel(struct resolver *r, struct frame_buf *b, uint64_t ip, int is_ret)
 {
 	const char *mod = NULL, *name = NULL;
 	struct profile_frame f = {
-		.module = "[kernel]",
-		.addr = ip,
-		.flags = PROFILE_FRAME_KERNEL,
+	    .module = "[kernel]",
+	    .addr = ip,
+	    .flags = PROFILE_FRAME_KERNEL,
 	};
 
 	if (r->ksyms)
@@ -102,9 +100,9 @@ static int push_kernel(struct resolver *r, struct frame_buf *b, uint64_t ip,
 static int push_lost(struct resolver *r, struct frame_buf *b, uint32_t flags)
 {
 	struct profile_frame f = {
-		.func = "[stack lost]",
-		.module = "[lost]",
-		.flags = flags,
+	    .func = "[stack lost]",
+	    .module = "[lost]",
+	    .flags = flags,
 	};
 
 	return push(r, b, &f);
@@ -134,6 +132,5 @@ int resolver__add(void *ctx, const struct sampler_sample *s)
 	}
 	if (err)
 		return err;
-	return profile__add_sample(r->out, k->tgid, k->tid, s->comm, b.idx, b.n,
-				   s->count);
+	return profile__add_sample(r->out, k->tgid, k->tid, s->comm, b.idx, b.n, s->count);
 }

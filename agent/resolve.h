@@ -15,9 +15,9 @@
 struct resolver {
 	struct proc_tracker *procs;
 	struct symbolizer *sym;
-	struct ksyms *ksyms;     /* NULL: kernel frames stay addresses */
+	struct ksyms *ksyms; /* NULL: kernel frames stay addresses */
 	struct profile *out;
-	uint64_t frames_unknown; /* user ip in no known mapping */
+	uint64_t frames_unknown;   /* user ip in no known mapping */
 	uint64_t frames_truncated; /* beyond the frame buffer (leafmost) */
 };
 

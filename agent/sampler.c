@@ -17,14 +17,14 @@
 #include "agent/log.h"
 #include "profile.skel.h"
 
-#define DRAIN_WAIT_STEP_NS 50000ULL   /* poll inflight every 50 us ... */
+#define DRAIN_WAIT_STEP_NS 50000ULL    /* poll inflight every 50 us ... */
 #define DRAIN_WAIT_MAX_NS 200000000ULL /* ... for at most 200 ms */
 
 struct sampler {
 	struct profile_bpf *skel;
 	struct bpf_link **links; /* one per CPU */
 	int *pmu_fds;
-	int ncpus;               /* possible CPUs: index space of links/pmu_fds */
+	int ncpus; /* possible CPUs: index space of links/pmu_fds */
 	int ncpus_online;
 	struct ring_buffer *rb;
 	sampler_event_fn on_event;
@@ -36,17 +36,17 @@ struct sampler {
 };
 
 static const char *const counter_names[STRATA_CNT_MAX] = {
-	[STRATA_CNT_SAMPLES] = "samples",
-	[STRATA_CNT_FILTERED] = "filtered",
-	[STRATA_CNT_IDLE] = "idle",
-	[STRATA_CNT_RECORDED] = "recorded",
-	[STRATA_CNT_COUNTS_FULL] = "counts_map_full",
-	[STRATA_CNT_STACKS_FULL] = "stacks_map_full",
-	[STRATA_CNT_USER_STACK_ERR] = "user_stack_error",
-	[STRATA_CNT_KERN_STACK_ERR] = "kernel_stack_error",
-	[STRATA_CNT_EVENTS_LOST] = "events_lost",
-	[STRATA_CNT_VMAS_TRUNCATED] = "exit_vmas_truncated",
-	[STRATA_CNT_TARGETS_FULL] = "targets_full",
+    [STRATA_CNT_SAMPLES] = "samples",
+    [STRATA_CNT_FILTERED] = "filtered",
+    [STRATA_CNT_IDLE] = "idle",
+    [STRATA_CNT_RECORDED] = "recorded",
+    [STRATA_CNT_COUNTS_FULL] = "counts_map_full",
+    [STRATA_CNT_STACKS_FULL] = "stacks_map_full",
+    [STRATA_CNT_USER_STACK_ERR] = "user_stack_error",
+    [STRATA_CNT_KERN_STACK_ERR] = "kernel_stack_error",
+    [STRATA_CNT_EVENTS_LOST] = "events_lost",
+    [STRATA_CNT_VMAS_TRUNCATED] = "exit_vmas_truncated",
+    [STRATA_CNT_TARGETS_FULL] = "targets_full",
 };
 
 const char *sampler__counter_name(enum strata_counter c)
@@ -65,8 +65,8 @@ static int ring_event(void *ctx, void *data, size_t len)
 	return s->on_event ? s->on_event(s->event_ctx, data) : 0;
 }
 
-struct sampler *sampler__new(const struct sampler_opts *opts,
-			     sampler_event_fn on_event, void *event_ctx)
+struct sampler *sampler__new(const struct sampler_opts *opts, sampler_event_fn on_event,
+			     void *event_ctx)
 {
 	struct sampler *s;
 	int err;
@@ -130,11 +130,11 @@ struct sampler *sampler__new(const struct sampler_opts *opts,
 			pr_err("sampler: cgroup %s: %s", opts->cgroup, strerror(errno));
 			goto err_out;
 		}
-		if (bpf_map_update_elem(bpf_map__fd(s->skel->maps.cgroup_map), &zero,
-					&s->cgroup_fd, BPF_ANY)) {
+		if (bpf_map_update_elem(bpf_map__fd(s->skel->maps.cgroup_map), &zero, &s->cgroup_fd,
+					BPF_ANY)) {
 			err = -errno;
-			pr_err("sampler: cgroup %s is not a cgroup v2 directory: %s",
-			       opts->cgroup, strerror(errno));
+			pr_err("sampler: cgroup %s is not a cgroup v2 directory: %s", opts->cgroup,
+			       strerror(errno));
 			goto err_out;
 		}
 	}
@@ -185,12 +185,12 @@ int sampler__add_target(struct sampler *s, uint32_t tgid)
 static int open_cpu_clock(int cpu, uint32_t freq_hz)
 {
 	struct perf_event_attr attr = {
-		.size = sizeof(attr),
-		.type = PERF_TYPE_SOFTWARE,
-		.config = PERF_COUNT_SW_CPU_CLOCK,
-		/* cpu-clock counts nanoseconds: a fixed period gives exactly
-		 * freq_hz samples per busy second, so counts scale to time. */
-		.sample_period = 1000000000ULL / freq_hz,
+	    .size = sizeof(attr),
+	    .type = PERF_TYPE_SOFTWARE,
+	    .config = PERF_COUNT_SW_CPU_CLOCK,
+	    /* cpu-clock counts nanoseconds: a fixed period gives exactly
+	     * freq_hz samples per busy second, so counts scale to time. */
+	    .sample_period = 1000000000ULL / freq_hz,
 	};
 	int fd = syscall(__NR_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
 
@@ -291,8 +291,8 @@ static int generation_quiet(struct sampler *s, uint32_t g)
 }
 
 /* Looks a stack up in the drained generation's stack map. */
-static const struct strata_stack *stack_lookup(struct sampler *s, int fd,
-					       uint64_t id, struct strata_stack *buf)
+static const struct strata_stack *stack_lookup(struct sampler *s, int fd, uint64_t id,
+					       struct strata_stack *buf)
 {
 	if (id == STRATA_STACK_NONE || id == STRATA_STACK_LOST)
 		return NULL;
@@ -316,8 +316,7 @@ static int map_delete_keys(int fd, const void *keys, size_t key_sz, uint32_t n)
 	if (!n || !bpf_map_delete_batch(fd, keys, &count, NULL))
 		return 0;
 	for (uint32_t i = 0; i < n; i++)
-		if (bpf_map_delete_elem(fd, (const char *)keys + i * key_sz) &&
-		    errno != ENOENT)
+		if (bpf_map_delete_elem(fd, (const char *)keys + i * key_sz) && errno != ENOENT)
 			return -errno;
 	return 0;
 }
@@ -366,7 +365,7 @@ int sampler__drain(struct sampler *s, sampler_sample_fn fn, void *ctx)
 			s->drain_wait_timeouts++;
 			break;
 		}
-		nanosleep(&(struct timespec){ .tv_nsec = DRAIN_WAIT_STEP_NS }, NULL);
+		nanosleep(&(struct timespec){.tv_nsec = DRAIN_WAIT_STEP_NS}, NULL);
 	}
 	if (q < 0)
 		return q;
@@ -390,11 +389,11 @@ int sampler__drain(struct sampler *s, sampler_sample_fn fn, void *ctx)
 		memcpy(comm, val.comm, STRATA_COMM_LEN);
 		comm[STRATA_COMM_LEN] = '\0';
 		struct sampler_sample smp = {
-			.key = &keys[i],
-			.count = val.count,
-			.comm = comm,
-			.user = stack_lookup(s, sfd, keys[i].user_stack, ubuf),
-			.kern = stack_lookup(s, sfd, keys[i].kern_stack, kbuf),
+		    .key = &keys[i],
+		    .count = val.count,
+		    .comm = comm,
+		    .user = stack_lookup(s, sfd, keys[i].user_stack, ubuf),
+		    .kern = stack_lookup(s, sfd, keys[i].kern_stack, kbuf),
 		};
 		/* A sample the consumer cannot take (no memory) is dropped
 		 * and counted; the generation is cleared regardless, so no

@@ -15,14 +15,14 @@
 #include "bpf/strata.h"
 
 struct sampler_opts {
-	size_t sz;            /* sizeof(struct sampler_opts) */
-	uint32_t freq_hz;     /* samples per second per CPU */
-	uint32_t filter;      /* enum strata_filter */
-	const char *cgroup;   /* STRATA_FILTER_CGROUP: cgroup v2 directory */
+	size_t sz;	    /* sizeof(struct sampler_opts) */
+	uint32_t freq_hz;   /* samples per second per CPU */
+	uint32_t filter;    /* enum strata_filter */
+	const char *cgroup; /* STRATA_FILTER_CGROUP: cgroup v2 directory */
 	bool no_user, no_kernel;
-	uint32_t max_counts;  /* distinct stack keys per generation; 0 = 16384 */
-	uint32_t max_stacks;  /* distinct stacks per generation; 0 = 8192 */
-	bool debug_bpf;       /* bpf_printk tracing */
+	uint32_t max_counts; /* distinct stack keys per generation; 0 = 16384 */
+	uint32_t max_stacks; /* distinct stacks per generation; 0 = 8192 */
+	bool debug_bpf;	     /* bpf_printk tracing */
 };
 
 /* One aggregated sample handed out by sampler__drain(). */
@@ -40,17 +40,17 @@ typedef int (*sampler_event_fn)(void *ctx, const struct strata_proc_event *e);
 struct sampler_stats {
 	uint64_t counters[STRATA_CNT_MAX]; /* summed over CPUs, since start */
 	uint64_t drains;
-	uint64_t drain_wait_timeouts;      /* inflight never reached zero */
-	uint64_t stacks_missing;           /* key named a stack not in the map */
-	uint64_t samples_dropped;          /* consumer failed (no memory) */
-	uint64_t events_malformed;         /* short ring-buffer records */
+	uint64_t drain_wait_timeouts; /* inflight never reached zero */
+	uint64_t stacks_missing;      /* key named a stack not in the map */
+	uint64_t samples_dropped;     /* consumer failed (no memory) */
+	uint64_t events_malformed;    /* short ring-buffer records */
 };
 
 struct sampler;
 
 /* Returns NULL with errno set on failure (message logged). */
-struct sampler *sampler__new(const struct sampler_opts *opts,
-			     sampler_event_fn on_event, void *event_ctx);
+struct sampler *sampler__new(const struct sampler_opts *opts, sampler_event_fn on_event,
+			     void *event_ctx);
 void sampler__free(struct sampler *s);
 
 /* Adds a process to the targets (STRATA_FILTER_TGIDS). 0 or -errno. */

@@ -41,8 +41,8 @@ static void raise_nofile(struct rlimit *orig)
 
 struct session *session__new(const struct session_opts *opts)
 {
-	struct symbolizer_opts sopts = { .sz = sizeof(sopts) };
-	struct epoll_event ev = { .events = EPOLLIN };
+	struct symbolizer_opts sopts = {.sz = sizeof(sopts)};
+	struct epoll_event ev = {.events = EPOLLIN};
 	struct session *s;
 	sigset_t mask;
 	int err;
@@ -79,7 +79,8 @@ struct session *session__new(const struct session_opts *opts)
 	if (!s->ksyms)
 		pr_warn("session: /proc/kallsyms unreadable: kernel frames stay addresses");
 	else if (ksyms__restricted(s->ksyms))
-		pr_warn("session: /proc/kallsyms hides addresses (kptr_restrict): kernel frames stay addresses");
+		pr_warn("session: /proc/kallsyms hides addresses (kptr_restrict): kernel frames "
+			"stay addresses");
 	s->res.procs = s->procs;
 	s->res.sym = s->sym;
 	s->res.ksyms = s->ksyms;
@@ -235,33 +236,39 @@ void session__report(struct session *s, const struct profile *p)
 	proc_tracker__stats(s->procs, &pt);
 	modules__stats(s->mods, &ms);
 	symbolizer__stats(s->sym, &ss);
-	fprintf(stderr, "strata: %llu samples in profile; drops: map_full=%llu stack_lost=%llu unknown_frames=%llu other=%llu\n",
-		(unsigned long long)profile__total(p),
-		(unsigned long long)p->drops.map_full,
-		(unsigned long long)p->drops.stack_lost,
-		(unsigned long long)p->drops.proc_unknown,
+	fprintf(stderr,
+		"strata: %llu samples in profile; drops: map_full=%llu stack_lost=%llu "
+		"unknown_frames=%llu other=%llu\n",
+		(unsigned long long)profile__total(p), (unsigned long long)p->drops.map_full,
+		(unsigned long long)p->drops.stack_lost, (unsigned long long)p->drops.proc_unknown,
 		(unsigned long long)p->drops.other);
 	if (!log_enabled(LOG_INFO))
 		return;
 	for (int i = 0; i < STRATA_CNT_MAX; i++)
 		fprintf(stderr, "  bpf.%s=%llu\n", sampler__counter_name(i),
 			(unsigned long long)st.counters[i]);
-	fprintf(stderr, "  drains=%llu drain_wait_timeouts=%llu stacks_missing=%llu samples_dropped=%llu events_malformed=%llu\n",
+	fprintf(stderr,
+		"  drains=%llu drain_wait_timeouts=%llu stacks_missing=%llu samples_dropped=%llu "
+		"events_malformed=%llu\n",
 		(unsigned long long)st.drains, (unsigned long long)st.drain_wait_timeouts,
 		(unsigned long long)st.stacks_missing, (unsigned long long)st.samples_dropped,
 		(unsigned long long)st.events_malformed);
-	fprintf(stderr, "  procs: instances=%llu found_dead=%llu refused=%llu maps_read=%llu failed=%llu refreshes=%llu exit_vmas=%llu unlocated=%llu events_failed=%llu\n",
+	fprintf(stderr,
+		"  procs: instances=%llu found_dead=%llu refused=%llu maps_read=%llu failed=%llu "
+		"refreshes=%llu exit_vmas=%llu unlocated=%llu events_failed=%llu\n",
 		(unsigned long long)pt.instances, (unsigned long long)pt.found_dead,
 		(unsigned long long)pt.refused, (unsigned long long)pt.maps_read,
 		(unsigned long long)pt.maps_read_failed, (unsigned long long)pt.refreshes,
 		(unsigned long long)pt.exit_vmas, (unsigned long long)pt.exit_vmas_unlocated,
 		(unsigned long long)s->events_failed);
-	fprintf(stderr, "  modules=%llu dropped=%llu open_failed=%llu located=%llu not_located=%llu\n",
+	fprintf(stderr,
+		"  modules=%llu dropped=%llu open_failed=%llu located=%llu not_located=%llu\n",
 		(unsigned long long)ms.modules, (unsigned long long)ms.dropped,
 		(unsigned long long)ms.open_failed, (unsigned long long)ms.located,
 		(unsigned long long)ms.not_located);
 	fprintf(stderr, "  frames_truncated=%llu\n", (unsigned long long)s->res.frames_truncated);
-	fprintf(stderr, "  symbolizer: lookups=%llu cache_hits=%llu unresolved=%llu open_failed=%llu\n",
+	fprintf(stderr,
+		"  symbolizer: lookups=%llu cache_hits=%llu unresolved=%llu open_failed=%llu\n",
 		(unsigned long long)ss.lookups, (unsigned long long)ss.cache_hits,
 		(unsigned long long)ss.unresolved, (unsigned long long)ss.module_open_failed);
 }

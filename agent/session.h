@@ -24,7 +24,7 @@ struct session_opts {
 	struct sampler_opts sampler;
 	const uint32_t *pids; /* initial targets (STRATA_FILTER_TGIDS) */
 	size_t npids;
-	uint32_t drain_ms;    /* kernel maps drained this often; 0 = 1000 */
+	uint32_t drain_ms; /* kernel maps drained this often; 0 = 1000 */
 };
 
 /* A signal that ended a wait: who sent it matters (0: the kernel, e.g. the
@@ -44,7 +44,7 @@ struct session {
 	int epfd, sigfd;
 	uint32_t freq_hz;
 	uint32_t drain_ms;
-	uint64_t next_drain_ms;    /* CLOCK_MONOTONIC */
+	uint64_t next_drain_ms;	   /* CLOCK_MONOTONIC */
 	struct rlimit nofile_orig; /* for children: they run as without us */
 	uint64_t events_failed;
 	struct sampler_stats base; /* counters at the last profile take */

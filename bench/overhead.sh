@@ -32,12 +32,17 @@ sysctl -qw kernel.bpf_stats_enabled=1 2>/dev/null || true
 start_profiler() {
 	PROF_PID=
 	case $1 in
-	off) return ;;
+	off) "$T/workload" 2000 >/dev/null; sleep 2.2; return ;;
 	strata*) build/strata-agent --output "$T" --period 10 --freq "${1#strata}" & PROF_PID=$! ;;
 	perf*) perf record -a -g -F "${1#perf}" -o "$T/perf.data" -q >/dev/null 2>&1 & PROF_PID=$! ;;
 	bpftrace*) bpftrace -e "profile:hz:${1#bpftrace} { @[kstack, ustack, pid] = count(); }" >/dev/null 2>&1 & PROF_PID=$! ;;
 	esac
-	sleep 2 # attached and settled before the clock starts
+	sleep 1 # attached
+	# An always-on profiler is warm: one untimed run lets it read and
+	# symbolize the workload's files (first drain) before the clock starts.
+	# Every mode, off included, gets the same warm-up.
+	"$T/workload" 2000 >/dev/null
+	sleep 1.2
 }
 # CPU ns the profiler process has used so far (0 when there is none).
 cpu_ns() { [ -n "$PROF_PID" ] && awk '{print $1}' "/proc/$PROF_PID/schedstat" || echo 0; }

@@ -27,10 +27,10 @@ const volatile __u32 page_shift = 12; /* set from getpagesize() */
 /* Generation BPF writes to; flipped by user space through the mmap'd .bss. */
 __u32 gen;
 
-#define dbg(fmt, ...)                                                          \
-	do {                                                                   \
-		if (debug)                                                     \
-			bpf_printk(fmt, ##__VA_ARGS__);                        \
+#define dbg(fmt, ...)                                   \
+	do {                                            \
+		if (debug)                              \
+			bpf_printk(fmt, ##__VA_ARGS__); \
 	} while (0)
 
 struct counts_map {
@@ -46,7 +46,7 @@ struct {
 	__type(key, __u32);
 	__array(values, struct counts_map);
 } counts SEC(".maps") = {
-	.values = { &counts0, &counts1 },
+    .values = {&counts0, &counts1},
 };
 
 /* Stacks are per generation too: a drained generation's stacks can be freed
@@ -64,7 +64,7 @@ struct {
 	__type(key, __u32);
 	__array(values, struct stacks_map);
 } stacks SEC(".maps") = {
-	.values = { &stacks0, &stacks1 },
+    .values = {&stacks0, &stacks1},
 };
 
 /* Per-CPU scratch: a stack_trace is too big for the 512-byte BPF stack. */
@@ -206,8 +206,7 @@ static __always_inline __u64 hash_stack(const struct strata_stack *t)
  * stack map.  Returns its id, STRATA_STACK_NONE when there are no frames, or
  * STRATA_STACK_LOST (counted) when it could not be read or stored.
  */
-static __always_inline __u64 store_stack(void *ctx, void *stack_map,
-					 __u32 slot, __u64 flags,
+static __always_inline __u64 store_stack(void *ctx, void *stack_map, __u32 slot, __u64 flags,
 					 enum strata_counter err_counter)
 {
 	struct strata_stack *t = bpf_map_lookup_elem(&scratch, &slot);
@@ -242,8 +241,8 @@ static __always_inline __u64 start_of(struct task_struct *task)
 	return BPF_CORE_READ(task, group_leader, start_boottime);
 }
 
-static __always_inline struct strata_proc_event *
-event_reserve(__u32 type, struct task_struct *task, __u32 tgid, __u64 mm_id)
+static __always_inline struct strata_proc_event *event_reserve(__u32 type, struct task_struct *task,
+							       __u32 tgid, __u64 mm_id)
 {
 	struct strata_proc_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 
@@ -262,8 +261,7 @@ event_reserve(__u32 type, struct task_struct *task, __u32 tgid, __u64 mm_id)
 }
 
 /* First sample of an address space: user space reads its maps now. */
-static __always_inline void emit_new(struct task_struct *task, __u32 tgid,
-				     __u64 mm_id)
+static __always_inline void emit_new(struct task_struct *task, __u32 tgid, __u64 mm_id)
 {
 	struct strata_proc_event *e;
 	__u32 one = 1;
@@ -284,7 +282,7 @@ static __always_inline void add_count(void *count_map, struct strata_stack_key *
 	struct strata_stack_count *c = bpf_map_lookup_elem(count_map, key);
 
 	if (!c) {
-		struct strata_stack_count init = { .count = 1 };
+		struct strata_stack_count init = {.count = 1};
 
 		bpf_get_current_comm(init.comm, sizeof(init.comm));
 		long err = bpf_map_update_elem(count_map, key, &init, BPF_NOEXIST);
@@ -340,12 +338,11 @@ int profile_sample(struct bpf_perf_event_data *ctx)
 
 	key.user_stack = STRATA_STACK_NONE;
 	if (want_user && key.mm_id)
-		key.user_stack = store_stack(ctx, stack_map, 0, BPF_F_USER_STACK,
-					     STRATA_CNT_USER_STACK_ERR);
+		key.user_stack =
+		    store_stack(ctx, stack_map, 0, BPF_F_USER_STACK, STRATA_CNT_USER_STACK_ERR);
 	key.kern_stack = STRATA_STACK_NONE;
 	if (want_kernel)
-		key.kern_stack = store_stack(ctx, stack_map, 1, 0,
-					     STRATA_CNT_KERN_STACK_ERR);
+		key.kern_stack = store_stack(ctx, stack_map, 1, 0, STRATA_CNT_KERN_STACK_ERR);
 	add_count(count_map, &key);
 out:
 	generation_leave(inf, g);
@@ -374,8 +371,7 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
  * the first sample's PROC_EV_NEW is enough.
  */
 SEC("tp_btf/sched_process_exec")
-int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid,
-	     struct linux_binprm *bprm)
+int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
 	__u32 tgid = p->tgid;
 	struct strata_proc_event *e;
@@ -388,10 +384,9 @@ int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid,
 	return 0;
 }
 
-extern int bpf_iter_task_vma_new(struct bpf_iter_task_vma *it,
-				 struct task_struct *task, __u64 addr) __ksym;
-extern struct vm_area_struct *
-bpf_iter_task_vma_next(struct bpf_iter_task_vma *it) __ksym;
+extern int bpf_iter_task_vma_new(struct bpf_iter_task_vma *it, struct task_struct *task,
+				 __u64 addr) __ksym;
+extern struct vm_area_struct *bpf_iter_task_vma_next(struct bpf_iter_task_vma *it) __ksym;
 extern void bpf_iter_task_vma_destroy(struct bpf_iter_task_vma *it) __ksym;
 
 #define VM_EXEC_FLAG 0x4 /* VM_EXEC, include/linux/mm.h */
@@ -420,8 +415,7 @@ int BPF_PROG(on_exit, struct task_struct *p)
 	tgid = task->tgid;
 	mm_id = mm_id_of(task);
 	sampled = mm_id && bpf_map_lookup_elem(&seen, &mm_id);
-	target = filter_mode == STRATA_FILTER_TGIDS &&
-		 bpf_map_delete_elem(&targets, &tgid) == 0;
+	target = filter_mode == STRATA_FILTER_TGIDS && bpf_map_delete_elem(&targets, &tgid) == 0;
 	if (!sampled && !target)
 		return 0;
 	e = event_reserve(PROC_EV_EXIT, task, tgid, mm_id);

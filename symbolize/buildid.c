@@ -35,8 +35,7 @@ static int scan_notes(Elf_Data *data, uint8_t *out, size_t max)
 		if (next == 0 || next <= off)
 			break;
 		off = next;
-		if (nh.n_type != NT_GNU_BUILD_ID || nh.n_namesz != 4 ||
-		    nh.n_descsz == 0)
+		if (nh.n_type != NT_GNU_BUILD_ID || nh.n_namesz != 4 || nh.n_descsz == 0)
 			continue;
 		if (memcmp((const char *)data->d_buf + name_off, "GNU", 4))
 			continue;
@@ -63,10 +62,8 @@ static int from_phdrs(Elf *elf, uint8_t *out, size_t max)
 		if (ph.p_filesz == 0 || ph.p_filesz > NOTE_BLOB_MAX)
 			continue;
 		/* elf_getdata_rawchunk checks the range against the file. */
-		Elf_Data *d = elf_getdata_rawchunk(elf, (int64_t)ph.p_offset,
-						   ph.p_filesz,
-						   ph.p_align == 8 ? ELF_T_NHDR8
-								   : ELF_T_NHDR);
+		Elf_Data *d = elf_getdata_rawchunk(elf, (int64_t)ph.p_offset, ph.p_filesz,
+						   ph.p_align == 8 ? ELF_T_NHDR8 : ELF_T_NHDR);
 		int n = d ? scan_notes(d, out, max) : 0;
 
 		if (n > 0)
@@ -85,8 +82,7 @@ static int from_sections(Elf *elf, uint8_t *out, size_t max)
 
 		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE)
 			continue;
-		if (sh.sh_size == 0 || sh.sh_size > NOTE_BLOB_MAX ||
-		    (sh.sh_flags & SHF_COMPRESSED))
+		if (sh.sh_size == 0 || sh.sh_size > NOTE_BLOB_MAX || (sh.sh_flags & SHF_COMPRESSED))
 			continue;
 		Elf_Data *d = elf_getdata(scn, NULL);
 		int n = d && d->d_buf ? scan_notes(d, out, max) : 0;

@@ -18,7 +18,7 @@
 #include <time.h>
 
 #define NSEC 1000000000ull
-#define CONNECT_BUDGET_NS (5 * NSEC)  /* no answer from any server yet */
+#define CONNECT_BUDGET_NS (5 * NSEC) /* no answer from any server yet */
 #define TRANSFER_BUDGET_NS (300 * NSEC)
 #define BACKOFF_NS (60 * NSEC)
 #define DEBUGINFOD_SO "libdebuginfod.so.1"
@@ -30,8 +30,7 @@ typedef int (*dbgd_progressfn_t)(debuginfod_client *c, long a, long b);
 struct dbgd_api {
 	debuginfod_client *(*begin)(void);
 	void (*end)(debuginfod_client *c);
-	int (*find_debuginfo)(debuginfod_client *c, const unsigned char *id,
-			      int len, char **path);
+	int (*find_debuginfo)(debuginfod_client *c, const unsigned char *id, int len, char **path);
 	void (*set_progressfn)(debuginfod_client *c, dbgd_progressfn_t fn);
 	void (*set_user_data)(debuginfod_client *c, void *data);
 	void *(*get_user_data)(debuginfod_client *c);
@@ -83,8 +82,7 @@ static int progress(debuginfod_client *c, long a, long total)
 	 * "answering" from "silent".  Non-zero aborts the request.
 	 */
 	(void)a;
-	return (total <= 0 && spent > CONNECT_BUDGET_NS) ||
-	       spent > TRANSFER_BUDGET_NS;
+	return (total <= 0 && spent > CONNECT_BUDGET_NS) || spent > TRANSFER_BUDGET_NS;
 }
 
 static int load(struct debuginfod *d)
@@ -104,12 +102,9 @@ static int load(struct debuginfod *d)
 	/* POSIX's blessed way of turning dlsym's void * into a function. */
 	*(void **)&d->api.begin = dlsym(d->so, "debuginfod_begin");
 	*(void **)&d->api.end = dlsym(d->so, "debuginfod_end");
-	*(void **)&d->api.find_debuginfo =
-		dlsym(d->so, "debuginfod_find_debuginfo");
-	*(void **)&d->api.set_progressfn =
-		dlsym(d->so, "debuginfod_set_progressfn");
-	*(void **)&d->api.set_user_data =
-		dlsym(d->so, "debuginfod_set_user_data");
+	*(void **)&d->api.find_debuginfo = dlsym(d->so, "debuginfod_find_debuginfo");
+	*(void **)&d->api.set_progressfn = dlsym(d->so, "debuginfod_set_progressfn");
+	*(void **)&d->api.set_user_data = dlsym(d->so, "debuginfod_set_user_data");
 	if (!d->api.begin || !d->api.end || !d->api.find_debuginfo)
 		goto err_out;
 	d->client = d->api.begin();
@@ -147,8 +142,7 @@ void debuginfod__free(struct debuginfod *d)
 	free(d);
 }
 
-int debuginfod__find_debuginfo(struct debuginfod *d, const uint8_t *id,
-			       size_t len, char **path)
+int debuginfod__find_debuginfo(struct debuginfod *d, const uint8_t *id, size_t len, char **path)
 {
 	const char *urls = getenv("DEBUGINFOD_URLS");
 	uint64_t now;
@@ -191,7 +185,7 @@ void debuginfod__stats(const struct debuginfod *d, struct debuginfod_stats *st)
 	if (!st)
 		return;
 	if (!d) {
-		*st = (struct debuginfod_stats){ 0 };
+		*st = (struct debuginfod_stats){0};
 		return;
 	}
 	*st = d->st;

@@ -14,10 +14,10 @@
 struct debuginfod;
 
 struct debuginfod_stats {
-	uint64_t queries;  /* requests sent */
-	uint64_t found;    /* debug files obtained */
-	uint64_t failed;   /* not found, network error or timeout */
-	uint64_t skipped;  /* not sent: backing off, no URLs, no library */
+	uint64_t queries; /* requests sent */
+	uint64_t found;	  /* debug files obtained */
+	uint64_t failed;  /* not found, network error or timeout */
+	uint64_t skipped; /* not sent: backing off, no URLs, no library */
 };
 
 struct debuginfod *debuginfod__new(void);
@@ -27,8 +27,7 @@ void debuginfod__free(struct debuginfod *d);
  * Returns an open fd and the file's malloc'd path in *path, or -errno:
  * -ENOSYS when no server/library is available, -EAGAIN while backing off.
  */
-int debuginfod__find_debuginfo(struct debuginfod *d, const uint8_t *id,
-			       size_t len, char **path);
+int debuginfod__find_debuginfo(struct debuginfod *d, const uint8_t *id, size_t len, char **path);
 void debuginfod__stats(const struct debuginfod *d, struct debuginfod_stats *st);
 
 #endif /* STRATA_DEBUGINFOD_H */

@@ -43,8 +43,8 @@ static int file_crc32(int fd, uint32_t *out)
 	return 0;
 }
 
-static int try_candidate(const char *cand, const struct stat *self,
-			 uint32_t crc, const uint8_t *bid, size_t bid_len)
+static int try_candidate(const char *cand, const struct stat *self, uint32_t crc,
+			 const uint8_t *bid, size_t bid_len)
 {
 	uint8_t id[BUILD_ID_MAX];
 	struct stat st;
@@ -58,8 +58,7 @@ static int try_candidate(const char *cand, const struct stat *self,
 		goto reject;
 	if (bid_len) {
 		n = build_id_read(NULL, fd, id, sizeof(id));
-		if (n <= 0 || (size_t)n != (bid_len < BUILD_ID_MAX ? bid_len
-								    : BUILD_ID_MAX) ||
+		if (n <= 0 || (size_t)n != (bid_len < BUILD_ID_MAX ? bid_len : BUILD_ID_MAX) ||
 		    memcmp(id, bid, (size_t)n))
 			goto reject;
 		return fd;
@@ -74,12 +73,13 @@ reject:
 	return -ENOENT;
 }
 
-static int search_dir(const char *dir, const char *link,
-		      const struct stat *self, uint32_t crc, const uint8_t *bid,
-		      size_t bid_len, char **path)
+static int search_dir(const char *dir, const char *link, const struct stat *self, uint32_t crc,
+		      const uint8_t *bid, size_t bid_len, char **path)
 {
 	static const char *const fmts[] = {
-		"%s/%s", "%s/.debug/%s", "/usr/lib/debug%s/%s",
+	    "%s/%s",
+	    "%s/.debug/%s",
+	    "/usr/lib/debug%s/%s",
 	};
 	char cand[PATH_MAX];
 
@@ -105,8 +105,8 @@ static int search_dir(const char *dir, const char *link,
 	return -ENOENT;
 }
 
-int debuglink_find(const char *file_name, const char *debuglink, uint32_t crc,
-		   const uint8_t *bid, size_t bid_len, char **path)
+int debuglink_find(const char *file_name, const char *debuglink, uint32_t crc, const uint8_t *bid,
+		   size_t bid_len, char **path)
 {
 	char *dir = NULL, *real = NULL, *slash;
 	struct stat self, *selfp = NULL;
@@ -125,8 +125,7 @@ int debuglink_find(const char *file_name, const char *debuglink, uint32_t crc,
 	slash = strrchr(dir, '/');
 	if (slash)
 		*slash = '\0';
-	fd = search_dir(slash ? dir : ".", debuglink, selfp, crc, bid, bid_len,
-			path);
+	fd = search_dir(slash ? dir : ".", debuglink, selfp, crc, bid, bid_len, path);
 	if (fd != -ENOENT)
 		goto out;
 	/* Debug files follow the real location of a symlinked binary. */
@@ -135,8 +134,7 @@ int debuglink_find(const char *file_name, const char *debuglink, uint32_t crc,
 		slash = strrchr(real, '/');
 		if (slash) {
 			*slash = '\0';
-			fd = search_dir(real, debuglink, selfp, crc, bid,
-					bid_len, path);
+			fd = search_dir(real, debuglink, selfp, crc, bid, bid_len, path);
 		}
 	}
 out:

@@ -14,7 +14,7 @@
  * the binary itself is never returned.  Returns an open fd and the
  * malloc'd path in *path, or -errno (-ENOENT: nothing matching).
  */
-int debuglink_find(const char *file_name, const char *debuglink, uint32_t crc,
-		   const uint8_t *bid, size_t bid_len, char **path);
+int debuglink_find(const char *file_name, const char *debuglink, uint32_t crc, const uint8_t *bid,
+		   size_t bid_len, char **path);
 
 #endif /* STRATA_DEBUGLINK_H */

@@ -5,8 +5,7 @@
 #include <stdlib.h>
 
 /* From <cxxabi.h>, which is C++ only; libstdc++ exports it with C linkage. */
-extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len,
-			    int *status);
+extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
 
 char *sym_demangle(const char *mangled)
 {

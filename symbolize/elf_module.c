@@ -43,13 +43,13 @@ struct load_seg {
 /* A CU's address range, for files without (complete) .debug_aranges. */
 struct cu_range {
 	uint64_t lo, hi; /* [lo, hi), DWARF addresses */
-	Dwarf_Off die;   /* offset of the CU DIE */
+	Dwarf_Off die;	 /* offset of the CU DIE */
 };
 
 struct msym {
 	uint64_t start, end; /* [start, end); size-0 symbols: end = start + 1 */
 	const char *name;    /* in the ELF's string table */
-	uint32_t pref;       /* higher wins among equal starts */
+	uint32_t pref;	     /* higher wins among equal starts */
 };
 
 struct elf_module {
@@ -67,15 +67,15 @@ struct elf_module {
 	int cus_loaded;
 	uint8_t bid[BUILD_ID_MAX];
 	size_t bid_len;
-	int main_has_dwarf;  /* debuginfo lookups are then for the dwz file */
+	int main_has_dwarf; /* debuginfo lookups are then for the dwz file */
 	int debug_found;
 	int debuginfod_tried;
 	struct debuginfod *dbgd;
 };
 
 /* Report-time ELF lookup is never needed: dwfl_report_elf gets an fd. */
-static int find_elf_none(Dwfl_Module *mod, void **ud, const char *name,
-			 Dwarf_Addr base, char **file_name, Elf **elfp)
+static int find_elf_none(Dwfl_Module *mod, void **ud, const char *name, Dwarf_Addr base,
+			 char **file_name, Elf **elfp)
 {
 	return -1;
 }
@@ -86,15 +86,15 @@ static int find_elf_none(Dwfl_Module *mod, void **ud, const char *name,
  * symbolizer allows it.  Not dwfl_standard_find_debuginfo: it queries
  * debuginfod by itself whenever DEBUGINFOD_URLS is set.
  */
-static int find_debuginfo(Dwfl_Module *mod, void **ud, const char *modname,
-			  Dwarf_Addr base, const char *file_name,
-			  const char *debuglink, GElf_Word crc, char **dbg_name)
+static int find_debuginfo(Dwfl_Module *mod, void **ud, const char *modname, Dwarf_Addr base,
+			  const char *file_name, const char *debuglink, GElf_Word crc,
+			  char **dbg_name)
 {
 	struct elf_module *m = *ud;
 	int fd;
 
-	fd = dwfl_build_id_find_debuginfo(mod, ud, modname, base, file_name,
-					  debuglink, crc, dbg_name);
+	fd = dwfl_build_id_find_debuginfo(mod, ud, modname, base, file_name, debuglink, crc,
+					  dbg_name);
 	/*
 	 * When the main file has DWARF, or its debug file was already
 	 * found, libdwfl is asking for the dwz alternate file: only the
@@ -103,13 +103,11 @@ static int find_debuginfo(Dwfl_Module *mod, void **ud, const char *modname,
 	if (!m || m->main_has_dwarf || m->debug_found)
 		return fd;
 	if (fd < 0 && file_name && debuglink)
-		fd = debuglink_find(file_name, debuglink, crc, m->bid,
-				    m->bid_len, dbg_name);
+		fd = debuglink_find(file_name, debuglink, crc, m->bid, m->bid_len, dbg_name);
 	if (fd < 0 && m->dbgd && m->bid_len && !m->debuginfod_tried) {
 		/* One query per module: libdwfl may ask twice (symtab, DWARF). */
 		m->debuginfod_tried = 1;
-		fd = debuginfod__find_debuginfo(m->dbgd, m->bid, m->bid_len,
-						dbg_name);
+		fd = debuginfod__find_debuginfo(m->dbgd, m->bid, m->bid_len, dbg_name);
 	}
 	if (fd < 0)
 		return -1;
@@ -118,9 +116,9 @@ static int find_debuginfo(Dwfl_Module *mod, void **ud, const char *modname,
 }
 
 static const Dwfl_Callbacks callbacks = {
-	.find_elf = find_elf_none,
-	.find_debuginfo = find_debuginfo,
-	.section_address = dwfl_offline_section_address,
+    .find_elf = find_elf_none,
+    .find_debuginfo = find_debuginfo,
+    .section_address = dwfl_offline_section_address,
 };
 
 static int has_dwarf(Elf *elf)
@@ -137,8 +135,7 @@ static int has_dwarf(Elf *elf)
 		if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS)
 			continue;
 		name = elf_strptr(elf, shstrndx, sh.sh_name);
-		if (name && (!strcmp(name, ".debug_info") ||
-			     !strcmp(name, ".zdebug_info")))
+		if (name && (!strcmp(name, ".debug_info") || !strcmp(name, ".zdebug_info")))
 			return 1;
 	}
 	return 0;
@@ -156,21 +153,21 @@ static int load_segments(struct elf_module *m, Elf *elf)
 	for (size_t i = 0; i < phnum; i++) {
 		GElf_Phdr ph;
 
-		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD ||
-		    ph.p_filesz == 0 || ph.p_offset + ph.p_filesz < ph.p_offset)
+		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD || ph.p_filesz == 0 ||
+		    ph.p_offset + ph.p_filesz < ph.p_offset)
 			continue;
 		m->segs[m->nsegs++] = (struct load_seg){
-			.off = ph.p_offset,
-			.filesz = ph.p_filesz,
-			.vaddr = ph.p_vaddr,
-			.exec = !!(ph.p_flags & PF_X),
+		    .off = ph.p_offset,
+		    .filesz = ph.p_filesz,
+		    .vaddr = ph.p_vaddr,
+		    .exec = !!(ph.p_flags & PF_X),
 		};
 	}
 	return 0;
 }
 
-int elf_module__open(const char *path, const uint8_t *bid, size_t bid_len,
-		     struct debuginfod *dbgd, struct elf_module **out)
+int elf_module__open(const char *path, const uint8_t *bid, size_t bid_len, struct debuginfod *dbgd,
+		     struct elf_module **out)
 {
 	struct elf_module *m = NULL;
 	const unsigned char *bits;
@@ -264,8 +261,7 @@ void elf_module__free(struct elf_module *m)
 }
 
 /* File offset -> address in dwfl's space; 0 when no PT_LOAD holds it. */
-static int offset_to_addr(const struct elf_module *m, uint64_t off,
-			  Dwarf_Addr *addr)
+static int offset_to_addr(const struct elf_module *m, uint64_t off, Dwarf_Addr *addr)
 {
 	const struct load_seg *best = NULL;
 
@@ -325,8 +321,7 @@ static uint32_t sym_pref(const GElf_Sym *sym)
 	unsigned type = GELF_ST_TYPE(sym->st_info);
 
 	return (sym->st_size ? 8u : 0u) + (bind != STB_WEAK ? 4u : 0u) +
-	       (bind == STB_GLOBAL ? 2u : 0u) +
-	       (type == STT_FUNC || type == STT_GNU_IFUNC);
+	       (bind == STB_GLOBAL ? 2u : 0u) + (type == STT_FUNC || type == STT_GNU_IFUNC);
 }
 
 /* Sorted function symbols, built once: dwfl's own lookup is linear. */
@@ -357,8 +352,7 @@ static int load_symbols(struct elf_module *m)
 		const char *name;
 		unsigned type;
 
-		name = dwfl_module_getsym_info(m->mod, i, &sym, &addr, &shndx,
-					       NULL, NULL);
+		name = dwfl_module_getsym_info(m->mod, i, &sym, &addr, &shndx, NULL, NULL);
 		if (!name || !*name || shndx == SHN_UNDEF || shndx == SHN_ABS)
 			continue;
 		type = GELF_ST_TYPE(sym.st_info);
@@ -370,8 +364,10 @@ static int load_symbols(struct elf_module *m)
 		if (end <= addr)
 			continue;
 		m->syms[m->nsyms++] = (struct msym){
-			.start = addr, .end = end, .name = name,
-			.pref = sym_pref(&sym),
+		    .start = addr,
+		    .end = end,
+		    .name = name,
+		    .pref = sym_pref(&sym),
 		};
 	}
 	qsort(m->syms, m->nsyms, sizeof(*m->syms), cmp_msym);
@@ -387,8 +383,7 @@ static int load_symbols(struct elf_module *m)
  * The symbol whose [start, end) holds addr, innermost and preferred
  * first; NULL otherwise - never the nearest symbol below.
  */
-static const struct msym *find_symbol(const struct elf_module *m,
-				      uint64_t addr)
+static const struct msym *find_symbol(const struct elf_module *m, uint64_t addr)
 {
 	size_t lo = 0, hi = m->nsyms;
 
@@ -400,8 +395,7 @@ static const struct msym *find_symbol(const struct elf_module *m,
 		else
 			hi = mid;
 	}
-	for (size_t i = lo, steps = 0; i-- > 0 && steps < SYM_WALK_MAX;
-	     steps++) {
+	for (size_t i = lo, steps = 0; i-- > 0 && steps < SYM_WALK_MAX; steps++) {
 		if (m->maxend[i] <= addr)
 			break;
 		if (m->syms[i].end > addr)
@@ -474,19 +468,17 @@ static void call_site(Dwarf_Die *inl, const char **file, uint32_t *line)
 
 	*file = NULL;
 	*line = 0;
-	if (dwarf_formudata(dwarf_attr(inl, DW_AT_call_line, &a), &v) == 0 &&
-	    v <= UINT32_MAX)
+	if (dwarf_formudata(dwarf_attr(inl, DW_AT_call_line, &a), &v) == 0 && v <= UINT32_MAX)
 		*line = (uint32_t)v;
 	/* The file index refers to the line table of the DIE's own unit. */
 	if (dwarf_formudata(dwarf_attr(inl, DW_AT_call_file, &a), &v) == 0 &&
-	    dwarf_diecu(inl, &cu, NULL, NULL) &&
-	    dwarf_getsrcfiles(&cu, &files, &nfiles) == 0 && v < nfiles)
+	    dwarf_diecu(inl, &cu, NULL, NULL) && dwarf_getsrcfiles(&cu, &files, &nfiles) == 0 &&
+	    v < nfiles)
 		*file = dwarf_filesrc(files, v, NULL, NULL);
 }
 
 /* Source line of addr in its CU; file NULL when unknown. */
-static void src_line(Dwarf_Die *cu, Dwarf_Addr pc, const char **file,
-		     uint32_t *line)
+static void src_line(Dwarf_Die *cu, Dwarf_Addr pc, const char **file, uint32_t *line)
 {
 	Dwarf_Line *ln = dwarf_getsrc_die(cu, pc);
 	int l = 0;
@@ -524,8 +516,7 @@ static int load_cu_index(struct elf_module *m, Dwarf *dw)
 	if (m->cus_loaded)
 		return 0;
 	m->cus_loaded = 1;
-	while (dwarf_get_units(dw, cu, &cu, NULL, &unit_type, &cudie, NULL) ==
-	       0) {
+	while (dwarf_get_units(dw, cu, &cu, NULL, &unit_type, &cudie, NULL) == 0) {
 		Dwarf_Addr base, lo, hi;
 		ptrdiff_t o = 0;
 
@@ -550,7 +541,9 @@ static int load_cu_index(struct elf_module *m, Dwarf *dw)
 				cap = ncap;
 			}
 			m->cus[m->ncus++] = (struct cu_range){
-				.lo = lo, .hi = hi, .die = dwarf_dieoffset(&cudie),
+			    .lo = lo,
+			    .hi = hi,
+			    .die = dwarf_dieoffset(&cudie),
 			};
 		}
 	}
@@ -559,8 +552,7 @@ static int load_cu_index(struct elf_module *m, Dwarf *dw)
 }
 
 /* The CU DIE holding addr (into *buf when not libdw's), or NULL. */
-static Dwarf_Die *find_cu(struct elf_module *m, Dwarf_Addr addr,
-			  Dwarf_Die *buf, Dwarf_Addr *dwbias)
+static Dwarf_Die *find_cu(struct elf_module *m, Dwarf_Addr addr, Dwarf_Die *buf, Dwarf_Addr *dwbias)
 {
 	Dwarf_Die *cu = dwfl_module_addrdie(m->mod, addr, dwbias);
 	Dwarf *dw;
@@ -591,8 +583,8 @@ static Dwarf_Die *find_cu(struct elf_module *m, Dwarf_Addr addr,
 }
 
 /* Inline chain from DWARF: 1 found, 0 no DWARF function here, -ENOMEM. */
-static int dwarf_frames(struct elf_module *m, Dwarf_Addr addr,
-			struct strpool *pool, struct frames *fs)
+static int dwarf_frames(struct elf_module *m, Dwarf_Addr addr, struct strpool *pool,
+			struct frames *fs)
 {
 	Dwarf_Die *cu, *scopes = NULL, inner, cubuf;
 	const char *file;
@@ -624,10 +616,10 @@ static int dwarf_frames(struct elf_module *m, Dwarf_Addr addr,
 	src_line(cu, addr - dwbias, &file, &line);
 	for (int i = 0; i < ns && !outer; i++) {
 		int tag = dwarf_tag(&scopes[i]);
-		struct sym_frame fr = { 0 };
+		struct sym_frame fr = {0};
 
-		if (tag != DW_TAG_inlined_subroutine &&
-		    tag != DW_TAG_subprogram && tag != DW_TAG_entry_point)
+		if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram &&
+		    tag != DW_TAG_entry_point)
 			continue;
 		outer = tag != DW_TAG_inlined_subroutine;
 		fr.func = die_func(&scopes[i], pool, &nomem);
@@ -660,11 +652,11 @@ static int dwarf_frames(struct elf_module *m, Dwarf_Addr addr,
 }
 
 /* Symbol table only (no DWARF for addr): one frame, line if known. */
-static int symtab_frame(struct elf_module *m, Dwarf_Addr addr,
-			struct strpool *pool, struct frames *fs)
+static int symtab_frame(struct elf_module *m, Dwarf_Addr addr, struct strpool *pool,
+			struct frames *fs)
 {
 	const struct msym *s;
-	struct sym_frame fr = { 0 };
+	struct sym_frame fr = {0};
 	Dwarf_Addr dwbias;
 	Dwarf_Die *cu, cubuf;
 	const char *file = NULL;
@@ -692,10 +684,10 @@ static int symtab_frame(struct elf_module *m, Dwarf_Addr addr,
 	return 1;
 }
 
-int elf_module__resolve(struct elf_module *m, uint64_t file_offset,
-			struct strpool *pool, struct sym_frame *out, int max)
+int elf_module__resolve(struct elf_module *m, uint64_t file_offset, struct strpool *pool,
+			struct sym_frame *out, int max)
 {
-	struct frames fs = { .f = out, .n = 0, .cap = max };
+	struct frames fs = {.f = out, .n = 0, .cap = max};
 	Dwarf_Addr addr;
 	int r;
 

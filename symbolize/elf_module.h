@@ -22,8 +22,8 @@ struct strpool;
  * dbgd (may be NULL) is asked for debug info that is not on disk.
  * Returns 0 or -errno (-ENOEXEC: not ELF).
  */
-int elf_module__open(const char *path, const uint8_t *bid, size_t bid_len,
-		     struct debuginfod *dbgd, struct elf_module **out);
+int elf_module__open(const char *path, const uint8_t *bid, size_t bid_len, struct debuginfod *dbgd,
+		     struct elf_module **out);
 void elf_module__free(struct elf_module *m);
 
 /*
@@ -32,7 +32,7 @@ void elf_module__free(struct elf_module *m);
  * is longer than max, the innermost max-1 and the real function are
  * kept.  Returns n (0: unresolved) or -ENOMEM.
  */
-int elf_module__resolve(struct elf_module *m, uint64_t file_offset,
-			struct strpool *pool, struct sym_frame *out, int max);
+int elf_module__resolve(struct elf_module *m, uint64_t file_offset, struct strpool *pool,
+			struct sym_frame *out, int max);
 
 #endif /* STRATA_ELF_MODULE_H */

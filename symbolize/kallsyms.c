@@ -34,17 +34,17 @@
 #define KSYM_MODULES_MAX 65535u
 
 enum ksym_kind {
-	KSYM_END = 0,  /* boundary: nothing lives at or after it */
+	KSYM_END = 0, /* boundary: nothing lives at or after it */
 	KSYM_FUNC = 1,
 };
 
 struct ksym {
 	uint64_t addr;
-	uint32_t name;  /* offset in ksyms.names */
-	uint16_t mod;   /* index in ksyms.mods; 0 = vmlinux */
-	uint8_t kind;   /* enum ksym_kind */
-	uint8_t rank;   /* among names at one address: lower wins */
-	uint32_t seq;   /* line number, to keep first-seen order */
+	uint32_t name; /* offset in ksyms.names */
+	uint16_t mod;  /* index in ksyms.mods; 0 = vmlinux */
+	uint8_t kind;  /* enum ksym_kind */
+	uint8_t rank;  /* among names at one address: lower wins */
+	uint32_t seq;  /* line number, to keep first-seen order */
 };
 
 struct ksyms {
@@ -52,7 +52,7 @@ struct ksyms {
 	size_t n;
 	char *names;
 	size_t names_len, names_cap;
-	char **mods;  /* mods[0] = NULL (vmlinux) */
+	char **mods; /* mods[0] = NULL (vmlinux) */
 	size_t nmods, mods_cap;
 	int restricted;
 };
@@ -73,10 +73,10 @@ static int has_suffix(const char *s, const char *x)
 static int marker(const char *name)
 {
 	static const char *const ends[] = {
-		"_etext", "_einittext", "_end", "__init_end", "_edata",
+	    "_etext", "_einittext", "_end", "__init_end", "_edata",
 	};
 	static const char *const starts[] = {
-		"_text", "_stext", "_sinittext", "__init_begin", "_sdata",
+	    "_text", "_stext", "_sinittext", "__init_begin", "_sdata",
 	};
 
 	for (size_t i = 0; i < sizeof(ends) / sizeof(ends[0]); i++)
@@ -118,8 +118,7 @@ static int add_name(struct ksyms *k, const char *s, size_t len, uint32_t *off)
 }
 
 /* Index of module name (without brackets), adding it when new. */
-static int module_index(struct ksyms *k, const char *s, size_t len,
-			uint16_t *idx)
+static int module_index(struct ksyms *k, const char *s, size_t len, uint16_t *idx)
 {
 	/* Lines come grouped by module: the last one almost always hits. */
 	for (size_t i = k->nmods; i-- > 1;) {
@@ -147,8 +146,8 @@ static int module_index(struct ksyms *k, const char *s, size_t len,
 }
 
 /* Parses "ADDR TYPE NAME[\t[MODULE]]"; 1 = kept, 0 = skipped, -errno. */
-static int parse_line(struct ksyms *k, char *line, struct ksym *out,
-		      int *text_seen, int *text_nonzero)
+static int parse_line(struct ksyms *k, char *line, struct ksym *out, int *text_seen,
+		      int *text_nonzero)
 {
 	char *end, type, *name, *rest, sep;
 	unsigned long long addr;
@@ -259,7 +258,7 @@ struct ksyms *ksyms__load(const char *path)
 		goto err_free;
 	}
 	while (getline(&line, &linecap, f) > 0) {
-		struct ksym s = { .seq = seq++ };
+		struct ksym s = {.seq = seq++};
 
 		if (k->n == cap) {
 			size_t ncap = cap ? cap * 2 : 4096;
@@ -334,8 +333,8 @@ size_t ksyms__count(const struct ksyms *k)
 	return n;
 }
 
-const char *ksyms__resolve(const struct ksyms *k, uint64_t addr,
-			   const char **module, uint64_t *sym_start)
+const char *ksyms__resolve(const struct ksyms *k, uint64_t addr, const char **module,
+			   uint64_t *sym_start)
 {
 	size_t lo = 0, hi;
 	const struct ksym *s;

@@ -142,15 +142,14 @@ const char *strpool__intern_len(struct strpool *p, const char *s, size_t len)
 	if ((p->n + 1) * 4 > p->cap * 3) {
 		if (grow(p))
 			return NULL;
-		for (i = h & (p->cap - 1); p->slots[i].s;
-		     i = (i + 1) & (p->cap - 1))
+		for (i = h & (p->cap - 1); p->slots[i].s; i = (i + 1) & (p->cap - 1))
 			;
 	}
 	char *d = store(p, s, len);
 
 	if (!d)
 		return NULL;
-	p->slots[i] = (struct slot){ .s = d, .len = len, .hash = h };
+	p->slots[i] = (struct slot){.s = d, .len = len, .hash = h};
 	p->n++;
 	return d;
 }

@@ -19,24 +19,24 @@
 struct sym_frame {
 	const char *func; /* demangled; owned by the symbolizer cache */
 	const char *file; /* may be NULL */
-	uint32_t line;    /* 0 when unknown */
-	int inlined;      /* 1: inlined into sym_frame[i + 1] */
+	uint32_t line;	  /* 0 when unknown */
+	int inlined;	  /* 1: inlined into sym_frame[i + 1] */
 };
 
 struct symbolizer_opts {
-	size_t sz;            /* sizeof(struct symbolizer_opts) */
-	size_t max_modules;   /* open ELF/DWARF handles kept (LRU); 0 = 64 */
-	size_t max_cache;     /* cached address results; 0 = 65536 */
-	int use_debuginfod;   /* ask debuginfod (DEBUGINFOD_URLS) when set */
+	size_t sz;	    /* sizeof(struct symbolizer_opts) */
+	size_t max_modules; /* open ELF/DWARF handles kept (LRU); 0 = 64 */
+	size_t max_cache;   /* cached address results; 0 = 65536 */
+	int use_debuginfod; /* ask debuginfod (DEBUGINFOD_URLS) when set */
 };
 
 struct symbolizer_stats {
 	uint64_t lookups, cache_hits;
-	uint64_t unresolved;       /* lookups that returned 0 or -errno */
+	uint64_t unresolved; /* lookups that returned 0 or -errno */
 	uint64_t module_open_failed, module_evicted, cache_evicted;
-	uint64_t modules_open;     /* now, failed opens remembered included */
-	uint64_t cache_entries;    /* now */
-	uint64_t strings_bytes;    /* interned names/files/keys (never freed) */
+	uint64_t modules_open;	/* now, failed opens remembered included */
+	uint64_t cache_entries; /* now */
+	uint64_t strings_bytes; /* interned names/files/keys (never freed) */
 	uint64_t debuginfod_queries, debuginfod_found, debuginfod_failed;
 	uint64_t debuginfod_skipped; /* backing off, no URLs or no library */
 };
@@ -69,9 +69,8 @@ void symbolizer__free(struct symbolizer *s);
  * (dev, inode, size, mtime: one stat() per call), so a replaced file or
  * a reused "/proc/self/fd/N" is never answered from a stale cache.
  */
-int symbolizer__resolve(struct symbolizer *s, const char *path,
-			const uint8_t *build_id, size_t build_id_len,
-			uint64_t file_offset, struct sym_frame *out, int max);
+int symbolizer__resolve(struct symbolizer *s, const char *path, const uint8_t *build_id,
+			size_t build_id_len, uint64_t file_offset, struct sym_frame *out, int max);
 
 void symbolizer__stats(const struct symbolizer *s, struct symbolizer_stats *st);
 
@@ -88,8 +87,8 @@ void ksyms__free(struct ksyms *k);
  * (_etext...), and a region's last one covers at most 4 KiB (the full
  * rule is in kallsyms.c).
  */
-const char *ksyms__resolve(const struct ksyms *k, uint64_t addr,
-			   const char **module, uint64_t *sym_start);
+const char *ksyms__resolve(const struct ksyms *k, uint64_t addr, const char **module,
+			   uint64_t *sym_start);
 /*
  * 1 when the file showed only zero addresses (kptr_restrict hides them
  * from this reader): every ksyms__resolve() then returns NULL.

@@ -36,10 +36,10 @@
 #define KEY_ID_MAX 64
 
 struct mod_entry {
-	const char *key;        /* interned */
-	struct elf_module *em;  /* NULL: the open failed with err */
+	const char *key;       /* interned */
+	struct elf_module *em; /* NULL: the open failed with err */
 	int err;
-	uint64_t path_hash;     /* of the path that failed */
+	uint64_t path_hash; /* of the path that failed */
 	uint64_t retry_ns;
 	struct mod_entry *prev, *next; /* LRU, head = most recent */
 	struct mod_entry *hnext;
@@ -108,8 +108,7 @@ struct symbolizer *symbolizer__new(const struct symbolizer_opts *opts)
 		return NULL;
 	/* Copy what the caller's (maybe older, smaller) struct holds. */
 	if (opts) {
-		size_t sz = opts->sz && opts->sz < sizeof(*opts) ? opts->sz
-								 : sizeof(*opts);
+		size_t sz = opts->sz && opts->sz < sizeof(*opts) ? opts->sz : sizeof(*opts);
 
 		memcpy(&s->opts, opts, sz);
 	}
@@ -187,16 +186,14 @@ void symbolizer__free(struct symbolizer *s)
 
 /* --- result cache ---------------------------------------------------- */
 
-static struct rc_entry *rc_set(struct symbolizer *s, const char *key,
-			       uint64_t off)
+static struct rc_entry *rc_set(struct symbolizer *s, const char *key, uint64_t off)
 {
 	uint64_t h = mix64((uint64_t)(uintptr_t)key ^ mix64(off));
 
 	return &s->rc[(h & (s->rc_sets - 1)) * s->rc_ways];
 }
 
-static const struct rc_entry *rc_find(struct symbolizer *s, const char *key,
-				      uint64_t off)
+static const struct rc_entry *rc_find(struct symbolizer *s, const char *key, uint64_t off)
 {
 	struct rc_entry *set = rc_set(s, key, off);
 
@@ -225,14 +222,13 @@ static void rc_insert(struct symbolizer *s, const char *key, uint64_t off,
 			e = &set[w];
 	if (!e) {
 		e = &set[s->rc_victim[setno]];
-		s->rc_victim[setno] = (uint8_t)((s->rc_victim[setno] + 1) %
-						s->rc_ways);
+		s->rc_victim[setno] = (uint8_t)((s->rc_victim[setno] + 1) % s->rc_ways);
 		free(e->frames);
 		s->st.cache_evicted++;
 	} else {
 		s->rc_used++;
 	}
-	*e = (struct rc_entry){ .key = key, .off = off, .frames = copy, .n = n };
+	*e = (struct rc_entry){.key = key, .off = off, .frames = copy, .n = n};
 }
 
 /* --- modules --------------------------------------------------------- */
@@ -282,8 +278,8 @@ static void mod_remove(struct symbolizer *s, struct mod_entry *e)
 	mod_entry_free(e);
 }
 
-static int mod_get(struct symbolizer *s, const char *key, const char *path,
-		   const uint8_t *bid, size_t bid_len, struct elf_module **out)
+static int mod_get(struct symbolizer *s, const char *key, const char *path, const uint8_t *bid,
+		   size_t bid_len, struct elf_module **out)
 {
 	struct mod_entry **pp = mod_slot(s, key), *e = *pp;
 	uint64_t path_hash = hash_bytes(path, strlen(path), 0), now;
@@ -334,8 +330,7 @@ static int mod_get(struct symbolizer *s, const char *key, const char *path,
 /* --- lookups --------------------------------------------------------- */
 
 /* Copies n frames into out[max], keeping the real function last. */
-static int copy_frames(struct sym_frame *out, int max,
-		       const struct sym_frame *f, int n)
+static int copy_frames(struct sym_frame *out, int max, const struct sym_frame *f, int n)
 {
 	if (n <= max) {
 		if (n > 0)
@@ -353,8 +348,8 @@ static int copy_frames(struct sym_frame *out, int max,
  * names another file - a replaced binary, a reused "/proc/self/fd/N" -
  * a different key, so no stale result is ever served for it.
  */
-static int make_key(struct symbolizer *s, const char *path,
-		    const uint8_t *bid, size_t bid_len, const char **key)
+static int make_key(struct symbolizer *s, const char *path, const uint8_t *bid, size_t bid_len,
+		    const char **key)
 {
 	char buf[PATH_MAX + 128];
 	struct stat st;
@@ -363,17 +358,14 @@ static int make_key(struct symbolizer *s, const char *path,
 	if (bid && bid_len) {
 		char hex[2 * KEY_ID_MAX + 1];
 
-		build_id_hex(bid, bid_len < KEY_ID_MAX ? bid_len : KEY_ID_MAX,
-			     hex, sizeof(hex));
+		build_id_hex(bid, bid_len < KEY_ID_MAX ? bid_len : KEY_ID_MAX, hex, sizeof(hex));
 		n = snprintf(buf, sizeof(buf), "b:%s", hex);
 	} else {
 		if (stat(path, &st))
 			return -errno;
 		n = snprintf(buf, sizeof(buf), "p:%llx:%llx:%llx:%lld.%09ld:%s",
-			     (unsigned long long)st.st_dev,
-			     (unsigned long long)st.st_ino,
-			     (unsigned long long)st.st_size,
-			     (long long)st.st_mtim.tv_sec,
+			     (unsigned long long)st.st_dev, (unsigned long long)st.st_ino,
+			     (unsigned long long)st.st_size, (long long)st.st_mtim.tv_sec,
 			     (long)st.st_mtim.tv_nsec, path);
 	}
 	if (n < 0 || (size_t)n >= sizeof(buf))
@@ -382,9 +374,8 @@ static int make_key(struct symbolizer *s, const char *path,
 	return *key ? 0 : -ENOMEM;
 }
 
-int symbolizer__resolve(struct symbolizer *s, const char *path,
-			const uint8_t *build_id, size_t build_id_len,
-			uint64_t file_offset, struct sym_frame *out, int max)
+int symbolizer__resolve(struct symbolizer *s, const char *path, const uint8_t *build_id,
+			size_t build_id_len, uint64_t file_offset, struct sym_frame *out, int max)
 {
 	struct sym_frame frames[SYM_MAX_INLINE];
 	const struct rc_entry *hit;
@@ -414,8 +405,7 @@ int symbolizer__resolve(struct symbolizer *s, const char *path,
 	}
 	n = mod_get(s, key, path, build_id, build_id_len, &em);
 	if (n == 0)
-		n = elf_module__resolve(em, file_offset, s->pool, frames,
-					SYM_MAX_INLINE);
+		n = elf_module__resolve(em, file_offset, s->pool, frames, SYM_MAX_INLINE);
 	if (n <= 0) {
 		s->st.unresolved++;
 		/* Only answers are cached; errors are remembered per module. */
@@ -434,7 +424,7 @@ void symbolizer__stats(const struct symbolizer *s, struct symbolizer_stats *st)
 	if (!st)
 		return;
 	if (!s) {
-		*st = (struct symbolizer_stats){ 0 };
+		*st = (struct symbolizer_stats){0};
 		return;
 	}
 	*st = s->st;

@@ -26,8 +26,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (fd < 0)
 			__builtin_trap();
 	}
-	if (ftruncate(fd, 0) ||
-	    (size && pwrite(fd, data, size, 0) != (ssize_t)size))
+	if (ftruncate(fd, 0) || (size && pwrite(fd, data, size, 0) != (ssize_t)size))
 		__builtin_trap();
 
 	n = build_id_read(NULL, fd, id, sizeof(id));

@@ -19,8 +19,7 @@ static void check(const char *line)
 	if (proc_maps__parse_line(line, &m))
 		return;
 	if (m.start >= m.end || strlen(m.path) >= sizeof(m.path) ||
-	    (m.prot & ~(uint32_t)(PROC_MAP_R | PROC_MAP_W | PROC_MAP_X |
-				  PROC_MAP_SHARED)) ||
+	    (m.prot & ~(uint32_t)(PROC_MAP_R | PROC_MAP_W | PROC_MAP_X | PROC_MAP_SHARED)) ||
 	    (m.deleted != 0 && m.deleted != 1) || strchr(m.path, '\n'))
 		__builtin_trap();
 }
@@ -34,8 +33,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy(buf, data, size);
 	buf[size] = '\0';
 	check(buf);
-	for (line = strtok_r(buf, "\n", &save); line;
-	     line = strtok_r(NULL, "\n", &save))
+	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
 		check(line);
 	free(buf);
 	return 0;

@@ -84,8 +84,7 @@ static void test_self_matches_readelf(void **state)
 		skip(); /* linked without --build-id */
 	n = build_id_read("/proc/self/exe", -1, id, sizeof(id));
 	assert_true(n > 0);
-	assert_string_equal(build_id_hex(id, (size_t)n, got, sizeof(got)),
-			    want);
+	assert_string_equal(build_id_hex(id, (size_t)n, got, sizeof(got)), want);
 
 	/* Same through an fd (path NULL); the fd stays usable. */
 	fd = open("/proc/self/exe", O_RDONLY);
@@ -93,8 +92,7 @@ static void test_self_matches_readelf(void **state)
 	memset(id, 0, sizeof(id));
 	n = build_id_read(NULL, fd, id, sizeof(id));
 	assert_true(n > 0);
-	assert_string_equal(build_id_hex(id, (size_t)n, got, sizeof(got)),
-			    want);
+	assert_string_equal(build_id_hex(id, (size_t)n, got, sizeof(got)), want);
 	assert_int_equal(lseek(fd, 0, SEEK_CUR), 0);
 	close(fd);
 }
@@ -102,8 +100,9 @@ static void test_self_matches_readelf(void **state)
 static void test_shared_library(void **state)
 {
 	static const char *const libs[] = {
-		"/lib/x86_64-linux-gnu/libc.so.6", "/lib64/libc.so.6",
-		"/usr/lib/x86_64-linux-gnu/libelf.so.1",
+	    "/lib/x86_64-linux-gnu/libc.so.6",
+	    "/lib64/libc.so.6",
+	    "/usr/lib/x86_64-linux-gnu/libelf.so.1",
 	};
 	char want[128], got[2 * BUILD_ID_MAX + 1];
 	uint8_t id[BUILD_ID_MAX];
@@ -118,8 +117,7 @@ static void test_shared_library(void **state)
 		int n = build_id_read(libs[i], -1, id, sizeof(id));
 
 		assert_true(n > 0);
-		assert_string_equal(build_id_hex(id, (size_t)n, got,
-						 sizeof(got)), want);
+		assert_string_equal(build_id_hex(id, (size_t)n, got, sizeof(got)), want);
 		tested++;
 	}
 	if (!tested)
@@ -143,8 +141,8 @@ static void test_short_buffer(void **state)
  * so only the section path can find the id.  desc_len > 20 exercises
  * truncation.
  */
-static size_t make_section_elf(uint8_t *buf, size_t sz, size_t desc_len,
-			       const char *owner, uint32_t type)
+static size_t make_section_elf(uint8_t *buf, size_t sz, size_t desc_len, const char *owner,
+			       uint32_t type)
 {
 	static const char shstr[] = "\0.note.gnu.build-id\0.shstrtab";
 	size_t note_off = sizeof(Elf64_Ehdr), note_len, str_off, sh_off;
@@ -206,8 +204,7 @@ static void test_section_notes(void **state)
 	len = make_section_elf(buf, sizeof(buf), 8, "GNU", NT_GNU_BUILD_ID);
 	write_tmp(path, sizeof(path), buf, len);
 	assert_int_equal(build_id_read(path, -1, id, sizeof(id)), 8);
-	assert_string_equal(build_id_hex(id, 8, hex, sizeof(hex)),
-			    "a0a1a2a3a4a5a6a7");
+	assert_string_equal(build_id_hex(id, 8, hex, sizeof(hex)), "a0a1a2a3a4a5a6a7");
 	unlink(path);
 
 	/* 32-byte id: truncated to BUILD_ID_MAX. */
@@ -235,8 +232,7 @@ static void test_no_build_id(void **state)
 
 	write_tmp(path, sizeof(path), "", 0);
 	snprintf(cmd, sizeof(cmd),
-		 "objcopy --remove-section .note.gnu.build-id /proc/self/exe %s 2>/dev/null",
-		 path);
+		 "objcopy --remove-section .note.gnu.build-id /proc/self/exe %s 2>/dev/null", path);
 	if (system(cmd) != 0) {
 		unlink(path);
 		skip();
@@ -248,7 +244,7 @@ static void test_no_build_id(void **state)
 static void test_corrupt_files(void **state)
 {
 	uint8_t id[BUILD_ID_MAX], want[BUILD_ID_MAX], *self, junk[4096];
-	size_t self_len, cuts[] = { 1, 4, 16, 63, 64, 65, 200, 1000, 4096 };
+	size_t self_len, cuts[] = {1, 4, 16, 63, 64, 65, 200, 1000, 4096};
 	char path[64];
 	int wn, n;
 
@@ -269,8 +265,7 @@ static void test_corrupt_files(void **state)
 	self = read_all("/proc/self/exe", &self_len);
 	wn = build_id_read("/proc/self/exe", -1, want, sizeof(want));
 	for (size_t i = 0; i < sizeof(cuts) / sizeof(cuts[0]); i++) {
-		write_tmp(path, sizeof(path), self,
-			  cuts[i] < self_len ? cuts[i] : self_len);
+		write_tmp(path, sizeof(path), self, cuts[i] < self_len ? cuts[i] : self_len);
 		n = build_id_read(path, -1, id, sizeof(id));
 		assert_true(n == -ENOEXEC || n == 0 || n == wn);
 		if (n > 0)
@@ -304,11 +299,9 @@ static void test_errors(void **state)
 {
 	uint8_t id[BUILD_ID_MAX];
 
-	assert_int_equal(build_id_read("/nonexistent/strata/file", -1, id,
-				       sizeof(id)), -ENOENT);
+	assert_int_equal(build_id_read("/nonexistent/strata/file", -1, id, sizeof(id)), -ENOENT);
 	assert_int_equal(build_id_read(NULL, -1, id, sizeof(id)), -EINVAL);
-	assert_int_equal(build_id_read("/proc/self/exe", -1, NULL, 20),
-			 -EINVAL);
+	assert_int_equal(build_id_read("/proc/self/exe", -1, NULL, 20), -EINVAL);
 	assert_int_equal(build_id_read("/proc/self/exe", -1, id, 0), -EINVAL);
 	/* A directory is not an ELF file. */
 	assert_int_equal(build_id_read("/", -1, id, sizeof(id)), -ENOEXEC);
@@ -316,7 +309,7 @@ static void test_errors(void **state)
 
 static void test_hex(void **state)
 {
-	const uint8_t id[] = { 0x00, 0x9f, 0xab, 0xff };
+	const uint8_t id[] = {0x00, 0x9f, 0xab, 0xff};
 	char buf[16];
 
 	assert_string_equal(build_id_hex(id, 4, buf, sizeof(buf)), "009fabff");
@@ -330,14 +323,14 @@ static void test_hex(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_self_matches_readelf),
-		cmocka_unit_test(test_shared_library),
-		cmocka_unit_test(test_short_buffer),
-		cmocka_unit_test(test_section_notes),
-		cmocka_unit_test(test_no_build_id),
-		cmocka_unit_test(test_corrupt_files),
-		cmocka_unit_test(test_errors),
-		cmocka_unit_test(test_hex),
+	    cmocka_unit_test(test_self_matches_readelf),
+	    cmocka_unit_test(test_shared_library),
+	    cmocka_unit_test(test_short_buffer),
+	    cmocka_unit_test(test_section_notes),
+	    cmocka_unit_test(test_no_build_id),
+	    cmocka_unit_test(test_corrupt_files),
+	    cmocka_unit_test(test_errors),
+	    cmocka_unit_test(test_hex),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

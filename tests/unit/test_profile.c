@@ -13,11 +13,10 @@
 
 #include "agent/profile.h"
 
-static int64_t intern(struct profile *p, const char *func, const char *file,
-		      uint32_t line, const char *module, uint64_t addr,
-		      uint32_t flags)
+static int64_t intern(struct profile *p, const char *func, const char *file, uint32_t line,
+		      const char *module, uint64_t addr, uint32_t flags)
 {
-	struct profile_frame f = { func, file, line, module, addr, flags };
+	struct profile_frame f = {func, file, line, module, addr, flags};
 
 	return profile__intern_frame(p, &f);
 }
@@ -56,14 +55,11 @@ static void test_intern_frames(void **state)
 	/* every field takes part in identity */
 	c = intern(p, "main", "app.c", 11, "/usr/bin/app", 0x1000, 0);
 	assert_int_not_equal(a, c);
-	d = intern(p, "main", "app.c", 10, "/usr/bin/app", 0x1000,
-		   PROFILE_FRAME_INLINED);
+	d = intern(p, "main", "app.c", 10, "/usr/bin/app", 0x1000, PROFILE_FRAME_INLINED);
 	assert_int_not_equal(a, d);
 	assert_int_not_equal(c, d);
-	assert_int_not_equal(a, intern(p, "main", NULL, 10, "/usr/bin/app",
-				       0x1000, 0));
-	assert_int_not_equal(a, intern(p, "main", "app.c", 10, "/usr/bin/app",
-				       0x1001, 0));
+	assert_int_not_equal(a, intern(p, "main", NULL, 10, "/usr/bin/app", 0x1000, 0));
+	assert_int_not_equal(a, intern(p, "main", "app.c", 10, "/usr/bin/app", 0x1001, 0));
 	/* strings are interned: equal strings share storage */
 	assert_ptr_equal(p->frames[a].func, p->frames[c].func);
 	assert_ptr_equal(p->frames[a].file, p->frames[d].file);
@@ -151,8 +147,7 @@ static void test_many_samples(void **state)
 	st[1] = intern(p, "leaf", NULL, 0, "/bin/a", 2, 0);
 	for (uint32_t round = 0; round < 2; round++)
 		for (uint32_t tid = 0; tid < 5000; tid++)
-			assert_int_equal(profile__add_sample(p, 1, tid, "a", st,
-							     2, 1), 0);
+			assert_int_equal(profile__add_sample(p, 1, tid, "a", st, 2, 1), 0);
 	assert_int_equal(p->nsamples, 5000);
 	assert_int_equal(profile__total(p), 10000);
 	for (uint32_t i = 0; i < p->nsamples; i++)
@@ -168,10 +163,8 @@ static void test_bad_samples(void **state)
 
 	assert_non_null(big);
 	assert_int_equal(intern(p, "f", NULL, 0, "/bin/a", 1, 0), 0);
-	assert_int_equal(profile__add_sample(p, 1, 1, "a", big,
-					     PROFILE_MAX_FRAMES + 1, 1), -E2BIG);
-	assert_int_equal(profile__add_sample(p, 1, 1, "a", big,
-					     PROFILE_MAX_FRAMES, 1), 0);
+	assert_int_equal(profile__add_sample(p, 1, 1, "a", big, PROFILE_MAX_FRAMES + 1, 1), -E2BIG);
+	assert_int_equal(profile__add_sample(p, 1, 1, "a", big, PROFILE_MAX_FRAMES, 1), 0);
 	assert_int_equal(p->samples[0].nframes, PROFILE_MAX_FRAMES);
 	assert_int_equal(profile__add_sample(p, 1, 1, "a", &bad, 1, 1), -EINVAL);
 	assert_int_equal(profile__add_sample(p, 1, 1, "a", NULL, 1, 1), -EINVAL);
@@ -185,33 +178,28 @@ static void test_bad_samples(void **state)
 
 static void test_frame_name(void **state)
 {
-	struct profile_frame f = { .func = "do_work", .module = "/usr/lib/libx.so.1",
-				   .addr = 0x1a2b };
+	struct profile_frame f = {
+	    .func = "do_work", .module = "/usr/lib/libx.so.1", .addr = 0x1a2b};
 	char buf[64], tiny[8];
 
 	assert_string_equal(profile__frame_name(&f, buf, sizeof(buf)), "do_work");
 	f.func = NULL;
-	assert_string_equal(profile__frame_name(&f, buf, sizeof(buf)),
-			    "libx.so.1+0x1a2b");
+	assert_string_equal(profile__frame_name(&f, buf, sizeof(buf)), "libx.so.1+0x1a2b");
 	f.func = "";
-	assert_string_equal(profile__frame_name(&f, buf, sizeof(buf)),
-			    "libx.so.1+0x1a2b");
+	assert_string_equal(profile__frame_name(&f, buf, sizeof(buf)), "libx.so.1+0x1a2b");
 	/* the UNRESOLVED flag wins over a name */
 	f.func = "nearby_symbol";
 	f.flags = PROFILE_FRAME_UNRESOLVED;
-	assert_string_equal(profile__frame_name(&f, buf, sizeof(buf)),
-			    "libx.so.1+0x1a2b");
+	assert_string_equal(profile__frame_name(&f, buf, sizeof(buf)), "libx.so.1+0x1a2b");
 	f.module = "[kernel]";
 	f.addr = 0xffffffff81000010ull;
 	assert_string_equal(profile__frame_name(&f, buf, sizeof(buf)),
 			    "[kernel]+0xffffffff81000010");
 	f.module = NULL;
 	f.addr = 0;
-	assert_string_equal(profile__frame_name(&f, buf, sizeof(buf)),
-			    "[unknown]+0x0");
+	assert_string_equal(profile__frame_name(&f, buf, sizeof(buf)), "[unknown]+0x0");
 	f.module = "noslash";
-	assert_string_equal(profile__frame_name(&f, buf, sizeof(buf)),
-			    "noslash+0x0");
+	assert_string_equal(profile__frame_name(&f, buf, sizeof(buf)), "noslash+0x0");
 	/* truncated, but always terminated */
 	f.module = "/lib/verylongname.so";
 	assert_ptr_equal(profile__frame_name(&f, tiny, sizeof(tiny)), tiny);
@@ -260,15 +248,11 @@ static void test_utf8(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_new_free),
-		cmocka_unit_test(test_intern_frames),
-		cmocka_unit_test(test_intern_many),
-		cmocka_unit_test(test_merge_samples),
-		cmocka_unit_test(test_many_samples),
-		cmocka_unit_test(test_bad_samples),
-		cmocka_unit_test(test_frame_name),
-		cmocka_unit_test(test_display_names),
-		cmocka_unit_test(test_utf8),
+	    cmocka_unit_test(test_new_free),	 cmocka_unit_test(test_intern_frames),
+	    cmocka_unit_test(test_intern_many),	 cmocka_unit_test(test_merge_samples),
+	    cmocka_unit_test(test_many_samples), cmocka_unit_test(test_bad_samples),
+	    cmocka_unit_test(test_frame_name),	 cmocka_unit_test(test_display_names),
+	    cmocka_unit_test(test_utf8),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -37,10 +37,10 @@ __attribute__((noinline)) void record_ra(struct probe *p)
 }
 
 /* Each line that matters records its own number on that same line. */
-static inline __attribute__((always_inline)) int inl_body(struct probe *p,
-							  int x)
+static inline __attribute__((always_inline)) int inl_body(struct probe *p, int x)
 {
-	p->inl_line = __LINE__; record_ra(p);
+	p->inl_line = __LINE__;
+	record_ra(p);
 	return x * 3;
 }
 
@@ -48,7 +48,8 @@ __attribute__((noinline)) int outer_func(struct probe *p, int x)
 {
 	int r;
 
-	p->outer_line = __LINE__; r = inl_body(p, x);
+	p->outer_line = __LINE__;
+	r = inl_body(p, x);
 	__asm__ volatile("" ::: "memory");
 	return r + 1;
 }
@@ -88,14 +89,13 @@ static void locate(uintptr_t addr, char *path, size_t psz, uint64_t *off)
 	assert_true(found);
 }
 
-static struct symbolizer *new_sym(size_t max_modules, size_t max_cache,
-				  int debuginfod)
+static struct symbolizer *new_sym(size_t max_modules, size_t max_cache, int debuginfod)
 {
 	struct symbolizer_opts o = {
-		.sz = sizeof(o),
-		.max_modules = max_modules,
-		.max_cache = max_cache,
-		.use_debuginfod = debuginfod,
+	    .sz = sizeof(o),
+	    .max_modules = max_modules,
+	    .max_cache = max_cache,
+	    .use_debuginfod = debuginfod,
 	};
 	struct symbolizer *s = symbolizer__new(&o);
 
@@ -137,7 +137,7 @@ static void test_inline_chain(void **state)
 	struct symbolizer *s = new_sym(0, 0, 0);
 	struct sym_frame f[SYM_MAX_INLINE];
 	char path[PROC_MAP_PATH_MAX];
-	struct probe p = { 0 };
+	struct probe p = {0};
 	uint64_t off;
 	int n;
 
@@ -196,11 +196,11 @@ static void test_padding_unresolved(void **state)
 	p = popen(cmd, "r");
 	assert_non_null(p);
 	while (fgets(line, sizeof(line), p)) {
-		struct nm_sym e = { 0 };
+		struct nm_sym e = {0};
 		char type;
 
-		if (sscanf(line, "%lx %lx %c %127s", &e.addr, &e.size, &type,
-			   e.name) != 4 || !strchr("tTwWiI", type))
+		if (sscanf(line, "%lx %lx %c %127s", &e.addr, &e.size, &type, e.name) != 4 ||
+		    !strchr("tTwWiI", type))
 			continue;
 		if (!strcmp(e.name, "sym_target")) {
 			bias = (uintptr_t)&sym_target - e.addr;
@@ -223,8 +223,7 @@ static void test_padding_unresolved(void **state)
 		if (v[i + 1].addr <= gap)
 			continue;
 		for (size_t j = 0; j < n && !covered; j++)
-			covered = v[j].addr <= gap &&
-				  gap < v[j].addr + (v[j].size ? v[j].size : 1);
+			covered = v[j].addr <= gap && gap < v[j].addr + (v[j].size ? v[j].size : 1);
 		if (covered)
 			continue;
 		/* Only gaps inside our own executable code count. */
@@ -234,8 +233,7 @@ static void test_padding_unresolved(void **state)
 
 		assert_int_equal(proc_maps__read(getpid(), 1, &maps, &nm), 0);
 		for (size_t k = 0; k < nm; k++)
-			exec |= gap + bias >= maps[k].start &&
-				gap + bias < maps[k].end &&
+			exec |= gap + bias >= maps[k].start && gap + bias < maps[k].end &&
 				!strcmp(maps[k].path, exe);
 		free(maps);
 		if (!exec)
@@ -244,8 +242,8 @@ static void test_padding_unresolved(void **state)
 		int r = symbolizer__resolve(s, path, NULL, 0, off, f, 4);
 
 		if (r != 0)
-			fail_msg("gap after %s (+0x%lx) resolved to %s",
-				 v[i].name, v[i].size, f[0].func);
+			fail_msg("gap after %s (+0x%lx) resolved to %s", v[i].name, v[i].size,
+				 f[0].func);
 		tested++;
 	}
 	assert_true(tested > 0);
@@ -265,11 +263,9 @@ static void test_outside_code(void **state)
 	/* The ELF header: mapped, but no function. */
 	assert_int_equal(symbolizer__resolve(s, exe, NULL, 0, 0, f, 4), 0);
 	/* Past the end of the file and of every segment. */
-	assert_int_equal(symbolizer__resolve(s, exe, NULL, 0,
-					     (uint64_t)st.st_size + 4096, f, 4),
+	assert_int_equal(symbolizer__resolve(s, exe, NULL, 0, (uint64_t)st.st_size + 4096, f, 4),
 			 0);
-	assert_int_equal(symbolizer__resolve(s, exe, NULL, 0, UINT64_MAX, f, 4),
-			 0);
+	assert_int_equal(symbolizer__resolve(s, exe, NULL, 0, UINT64_MAX, f, 4), 0);
 	symbolizer__free(s);
 }
 
@@ -389,8 +385,7 @@ static void test_path_identity(void **state)
 	assert_string_equal(f[0].func, "sym_target");
 
 	/* A new file (new inode) at the same path. */
-	snprintf(cmd, sizeof(cmd), "cp '%s' %s.new && mv %s.new %s", libc, tmp,
-		 tmp, tmp);
+	snprintf(cmd, sizeof(cmd), "cp '%s' %s.new && mv %s.new %s", libc, tmp, tmp, tmp);
 	assert_int_equal(system(cmd), 0);
 	n = symbolizer__resolve(s, tmp, NULL, 0, off, f, 4);
 	assert_true(n >= 0);
@@ -417,12 +412,10 @@ static void test_build_id_key(void **state)
 	n = build_id_read(exe, -1, id, sizeof(id));
 	if (n <= 0)
 		skip();
-	assert_int_equal(symbolizer__resolve(s, exe, id, (size_t)n, off, f, 4),
-			 1);
+	assert_int_equal(symbolizer__resolve(s, exe, id, (size_t)n, off, f, 4), 1);
 	/* Same build-id under a path that does not exist: the open module. */
-	assert_int_equal(symbolizer__resolve(s, "/proc/self/root/nonexistent",
-					     id, (size_t)n, off + 1, f, 4),
-			 1);
+	assert_int_equal(
+	    symbolizer__resolve(s, "/proc/self/root/nonexistent", id, (size_t)n, off + 1, f, 4), 1);
 	assert_string_equal(f[0].func, "sym_target");
 	symbolizer__stats(s, &st);
 	assert_true(st.modules_open == 1 && st.module_open_failed == 0);
@@ -430,11 +423,9 @@ static void test_build_id_key(void **state)
 	/* The file at path is another binary than the one asked for. */
 	memcpy(bad, id, sizeof(bad));
 	bad[0] ^= 0xff;
-	assert_int_equal(symbolizer__resolve(s, exe, bad, (size_t)n, off, f, 4),
-			 -ESTALE);
+	assert_int_equal(symbolizer__resolve(s, exe, bad, (size_t)n, off, f, 4), -ESTALE);
 	/* Remembered: the second try does not reopen. */
-	assert_int_equal(symbolizer__resolve(s, exe, bad, (size_t)n, off, f, 4),
-			 -ESTALE);
+	assert_int_equal(symbolizer__resolve(s, exe, bad, (size_t)n, off, f, 4), -ESTALE);
 	symbolizer__stats(s, &st);
 	assert_true(st.module_open_failed == 1);
 	symbolizer__free(s);
@@ -447,21 +438,17 @@ static void test_errors(void **state)
 	char tmp[] = "/tmp/strata-test-notelf-XXXXXX";
 	int fd;
 
-	assert_int_equal(symbolizer__resolve(s, "/nonexistent/lib.so", NULL, 0,
-					     0x1000, f, 4), -ENOENT);
+	assert_int_equal(symbolizer__resolve(s, "/nonexistent/lib.so", NULL, 0, 0x1000, f, 4),
+			 -ENOENT);
 	fd = mkstemp(tmp);
 	assert_true(fd >= 0);
 	assert_int_equal(write(fd, "not an elf file\n", 16), 16);
 	close(fd);
-	assert_int_equal(symbolizer__resolve(s, tmp, NULL, 0, 0, f, 4),
-			 -ENOEXEC);
+	assert_int_equal(symbolizer__resolve(s, tmp, NULL, 0, 0, f, 4), -ENOEXEC);
 	unlink(tmp);
-	assert_int_equal(symbolizer__resolve(s, "/", NULL, 0, 0, f, 4),
-			 -ENOEXEC);
-	assert_int_equal(symbolizer__resolve(s, NULL, NULL, 0, 0, f, 4),
-			 -EINVAL);
-	assert_int_equal(symbolizer__resolve(s, "/x", NULL, 0, 0, f, 0),
-			 -EINVAL);
+	assert_int_equal(symbolizer__resolve(s, "/", NULL, 0, 0, f, 4), -ENOEXEC);
+	assert_int_equal(symbolizer__resolve(s, NULL, NULL, 0, 0, f, 4), -EINVAL);
+	assert_int_equal(symbolizer__resolve(s, "/x", NULL, 0, 0, f, 0), -EINVAL);
 	symbolizer__free(s);
 	symbolizer__free(NULL);
 }
@@ -614,7 +601,7 @@ static char *write_text(const char *text)
 
 static void test_ksyms_real(void **state)
 {
-	static const char *const wanted[] = { "schedule", "do_sys_openat2" };
+	static const char *const wanted[] = {"schedule", "do_sys_openat2"};
 	struct ksyms *k = ksyms__load(NULL);
 	char line[512], names[8][128];
 	unsigned long long want_addr = 0;
@@ -638,9 +625,8 @@ static void test_ksyms_real(void **state)
 			unsigned long long a;
 			char t, n[128];
 
-			if (sscanf(line, "%llx %c %127s", &a, &t, n) == 3 &&
-			    strchr("tT", t) && !strcmp(n, wanted[w]) &&
-			    !strchr(line, '[')) {
+			if (sscanf(line, "%llx %c %127s", &a, &t, n) == 3 && strchr("tT", t) &&
+			    !strcmp(n, wanted[w]) && !strchr(line, '[')) {
 				want_addr = a;
 				break;
 			}
@@ -653,8 +639,8 @@ static void test_ksyms_real(void **state)
 		unsigned long long a;
 		char t;
 
-		if (sscanf(line, "%llx %c %127s", &a, &t, names[nnames]) == 3 &&
-		    a == want_addr && strchr("tTwW", t))
+		if (sscanf(line, "%llx %c %127s", &a, &t, names[nnames]) == 3 && a == want_addr &&
+		    strchr("tTwW", t))
 			nnames++;
 	}
 	fclose(f);
@@ -677,21 +663,20 @@ static void test_ksyms_real(void **state)
 
 static void test_ksyms_fake(void **state)
 {
-	char *path = write_text(
-		"0000000000001000 T _stext\n"
-		"0000000000001000 T func_a\n"
-		"0000000000001100 W func_b_alias\n"
-		"0000000000001100 t func_b\n"
-		"0000000000001200 T _etext\n"
-		"0000000000002000 D some_data\n"
-		"0000000000002500 A abs_sym\n"
-		"0000000000003000 T func_last\n"
-		"0000000000005000 t mod_f1\t[mymod]\n"
-		"0000000000005040 t mod_f2\t[mymod]\n"
-		"0000000000005100 d mod_data\t[mymod]\n"
-		"0000000000009000 t bpf_prog_abc_foo\t[bpf]\n"
-		"this line is garbage\n"
-		"zzzz T bad_addr\n");
+	char *path = write_text("0000000000001000 T _stext\n"
+				"0000000000001000 T func_a\n"
+				"0000000000001100 W func_b_alias\n"
+				"0000000000001100 t func_b\n"
+				"0000000000001200 T _etext\n"
+				"0000000000002000 D some_data\n"
+				"0000000000002500 A abs_sym\n"
+				"0000000000003000 T func_last\n"
+				"0000000000005000 t mod_f1\t[mymod]\n"
+				"0000000000005040 t mod_f2\t[mymod]\n"
+				"0000000000005100 d mod_data\t[mymod]\n"
+				"0000000000009000 t bpf_prog_abc_foo\t[bpf]\n"
+				"this line is garbage\n"
+				"zzzz T bad_addr\n");
 	struct ksyms *k = ksyms__load(path);
 	const char *mod = "x";
 	uint64_t start;
@@ -715,8 +700,7 @@ static void test_ksyms_fake(void **state)
 	assert_null(ksyms__resolve(k, 0x2000, NULL, NULL));
 	assert_null(ksyms__resolve(k, 0x2600, NULL, NULL));
 	/* Last vmlinux function before the modules: a bounded tail. */
-	assert_string_equal(ksyms__resolve(k, 0x3000 + 4095, NULL, NULL),
-			    "func_last");
+	assert_string_equal(ksyms__resolve(k, 0x3000 + 4095, NULL, NULL), "func_last");
 	assert_null(ksyms__resolve(k, 0x3000 + 4096, NULL, NULL));
 
 	assert_string_equal(ksyms__resolve(k, 0x503f, &mod, &start), "mod_f1");
@@ -725,8 +709,7 @@ static void test_ksyms_fake(void **state)
 	assert_true(start == 0x5040);
 	/* Module data bounds the module's last function. */
 	assert_null(ksyms__resolve(k, 0x5100, &mod, &start));
-	assert_string_equal(ksyms__resolve(k, 0x9010, &mod, NULL),
-			    "bpf_prog_abc_foo");
+	assert_string_equal(ksyms__resolve(k, 0x9010, &mod, NULL), "bpf_prog_abc_foo");
 	assert_string_equal(mod, "bpf");
 	assert_null(ksyms__resolve(k, 0x9000 + 4096, NULL, NULL));
 	assert_null(ksyms__resolve(k, 0, NULL, NULL));
@@ -763,22 +746,22 @@ static void test_ksyms_restricted(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_function_entry),
-		cmocka_unit_test(test_inline_chain),
-		cmocka_unit_test(test_padding_unresolved),
-		cmocka_unit_test(test_outside_code),
-		cmocka_unit_test(test_libc),
-		cmocka_unit_test(test_dynsym_only),
-		cmocka_unit_test(test_caches),
-		cmocka_unit_test(test_path_identity),
-		cmocka_unit_test(test_build_id_key),
-		cmocka_unit_test(test_errors),
-		cmocka_unit_test(test_debuglink),
-		cmocka_unit_test(test_debuginfod_unreachable),
-		cmocka_unit_test(test_demangle),
-		cmocka_unit_test(test_ksyms_real),
-		cmocka_unit_test(test_ksyms_fake),
-		cmocka_unit_test(test_ksyms_restricted),
+	    cmocka_unit_test(test_function_entry),
+	    cmocka_unit_test(test_inline_chain),
+	    cmocka_unit_test(test_padding_unresolved),
+	    cmocka_unit_test(test_outside_code),
+	    cmocka_unit_test(test_libc),
+	    cmocka_unit_test(test_dynsym_only),
+	    cmocka_unit_test(test_caches),
+	    cmocka_unit_test(test_path_identity),
+	    cmocka_unit_test(test_build_id_key),
+	    cmocka_unit_test(test_errors),
+	    cmocka_unit_test(test_debuglink),
+	    cmocka_unit_test(test_debuginfod_unreachable),
+	    cmocka_unit_test(test_demangle),
+	    cmocka_unit_test(test_ksyms_real),
+	    cmocka_unit_test(test_ksyms_fake),
+	    cmocka_unit_test(test_ksyms_restricted),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
