@@ -72,7 +72,7 @@ static int run(const struct agent_opts *o)
 		uint64_t deadline = mono_ms() + (uint64_t)o->period_s * 1000;
 
 		do {
-			struct session_signal sig = {0};
+			struct session_signal sig = { 0 };
 			int w = session__wait(s, 1000, &sig);
 
 			if (w < 0) {
@@ -104,18 +104,23 @@ out:
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-	    {"output", required_argument, NULL, 'o'}, {"period", required_argument, NULL, 'P'},
-	    {"freq", required_argument, NULL, 'F'},   {"format", required_argument, NULL, 'f'},
-	    {"pid", required_argument, NULL, 'p'},    {"cgroup", required_argument, NULL, 'G'},
-	    {"server", required_argument, NULL, 's'}, {"verbose", no_argument, NULL, 'v'},
-	    {"help", no_argument, NULL, 'h'},	      {},
+		{ "output", required_argument, NULL, 'o' },
+		{ "period", required_argument, NULL, 'P' },
+		{ "freq", required_argument, NULL, 'F' },
+		{ "format", required_argument, NULL, 'f' },
+		{ "pid", required_argument, NULL, 'p' },
+		{ "cgroup", required_argument, NULL, 'G' },
+		{ "server", required_argument, NULL, 's' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{},
 	};
 	uint32_t pids[CLI_MAX_PIDS];
 	struct agent_opts o = {
-	    .format = "pb.gz",
-	    .period_s = 10,
-	    .session = {.sz = sizeof(o.session),
-			.sampler = {.sz = sizeof(o.session.sampler), .freq_hz = 49}},
+		.format = "pb.gz",
+		.period_s = 10,
+		.session = { .sz = sizeof(o.session),
+			     .sampler = { .sz = sizeof(o.session.sampler), .freq_hz = 49 } },
 	};
 	struct stat st;
 	int c, verbose = 0, err;
@@ -142,9 +147,8 @@ int main(int argc, char **argv)
 			o.format = optarg;
 			break;
 		case 's':
-			fprintf(
-			    stderr,
-			    "strata-agent: --server is not in this build yet; use --output DIR\n");
+			fprintf(stderr, "strata-agent: --server is not in this build yet; use "
+					"--output DIR\n");
 			return 2;
 		case 'v':
 			verbose++;

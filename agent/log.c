@@ -24,7 +24,7 @@ int log_enabled(enum log_level lvl)
 
 void log_msg(enum log_level lvl, const char *fmt, ...)
 {
-	static const char *const prefix[] = {"error", "warn", "info", "debug"};
+	static const char *const prefix[] = { "error", "warn", "info", "debug" };
 	va_list ap;
 
 	if (!log_enabled(lvl))

@@ -174,20 +174,20 @@ static struct module *try_dir(struct module_registry *r, const char *dir, dev_t 
 struct module *modules__locate(struct module_registry *r, dev_t dev, uint64_t ino, const char *name)
 {
 	static const char *const std_dirs[] = {
-	    "/lib/x86_64-linux-gnu",
-	    "/usr/lib/x86_64-linux-gnu",
-	    "/lib/aarch64-linux-gnu",
-	    "/usr/lib/aarch64-linux-gnu",
-	    "/lib64",
-	    "/usr/lib64",
-	    "/lib",
-	    "/usr/lib",
-	    "/usr/local/lib",
-	    "/bin",
-	    "/usr/bin",
-	    "/sbin",
-	    "/usr/sbin",
-	    "/usr/local/bin",
+		"/lib/x86_64-linux-gnu",
+		"/usr/lib/x86_64-linux-gnu",
+		"/lib/aarch64-linux-gnu",
+		"/usr/lib/aarch64-linux-gnu",
+		"/lib64",
+		"/usr/lib64",
+		"/lib",
+		"/usr/lib",
+		"/usr/local/lib",
+		"/bin",
+		"/usr/bin",
+		"/sbin",
+		"/usr/sbin",
+		"/usr/local/bin",
 	};
 	struct module *m = modules__find(r, dev, ino);
 	const char *tried[LOCATE_MAX_DIRS];
@@ -229,7 +229,7 @@ struct module *modules__locate(struct module_registry *r, dev_t dev, uint64_t in
 		}
 	}
 remember:
-	r->not_found[r->not_found_next++ % NOT_FOUND_RING] = (struct file_id){dev, ino};
+	r->not_found[r->not_found_next++ % NOT_FOUND_RING] = (struct file_id){ dev, ino };
 not_found:
 	r->st.not_located++;
 	return NULL;

@@ -92,7 +92,7 @@ static int line_cmp(const void *a, const void *b)
 
 int profile__write_folded(const struct profile *p, FILE *out)
 {
-	struct folded_buf buf = {0};
+	struct folded_buf buf = { 0 };
 	struct folded_line *lines = NULL;
 	const char **names = NULL;
 	uint32_t nlines = 0;

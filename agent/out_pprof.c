@@ -121,8 +121,8 @@ static int fn_eq(uint32_t id, const void *key, const void *ctx)
 /* Function id (1-based) for frame f. */
 static int64_t pp_function(struct pp *pp, const struct profile_frame *f)
 {
-	struct pp_fn_key k = {f->func, f->file};
-	uintptr_t kk[2] = {(uintptr_t)k.name, (uintptr_t)k.file};
+	struct pp_fn_key k = { f->func, f->file };
+	uintptr_t kk[2] = { (uintptr_t)k.name, (uintptr_t)k.file };
 	Perftools__Profiles__Function init = PERFTOOLS__PROFILES__FUNCTION__INIT;
 	Perftools__Profiles__Function *fn;
 	uint64_t h = profile__hash(kk, sizeof(kk), 1);
@@ -230,7 +230,7 @@ static int64_t pp_location(struct pp *pp, const uint32_t *frames, uint32_t n)
 {
 	const struct profile *p = pp->p;
 	const struct profile_frame *head = &p->frames[frames[0]];
-	struct pp_group g = {frames, n};
+	struct pp_group g = { frames, n };
 	uint64_t h = profile__hash(frames, (size_t)n * sizeof(*frames), 3);
 	struct pp_loc *loc;
 	struct pp_map *m = NULL;
@@ -326,7 +326,7 @@ static int64_t mul_sat(uint64_t a, uint64_t b)
 static int gzip_write(const uint8_t *data, size_t len, FILE *out)
 {
 	unsigned char chunk[64 * 1024];
-	z_stream zs = {0};
+	z_stream zs = { 0 };
 	int flush, zerr, err = 0;
 
 	/* 15 + 16: a gzip header and trailer instead of zlib's */
@@ -370,11 +370,11 @@ int profile__write_pprof(const struct profile *p, FILE *out)
 {
 	Perftools__Profiles__Profile prof = PERFTOOLS__PROFILES__PROFILE__INIT;
 	Perftools__Profiles__ValueType vt[3] = {
-	    PERFTOOLS__PROFILES__VALUE_TYPE__INIT,
-	    PERFTOOLS__PROFILES__VALUE_TYPE__INIT,
-	    PERFTOOLS__PROFILES__VALUE_TYPE__INIT,
+		PERFTOOLS__PROFILES__VALUE_TYPE__INIT,
+		PERFTOOLS__PROFILES__VALUE_TYPE__INIT,
+		PERFTOOLS__PROFILES__VALUE_TYPE__INIT,
 	};
-	Perftools__Profiles__ValueType *vtp[2] = {&vt[0], &vt[1]};
+	Perftools__Profiles__ValueType *vtp[2] = { &vt[0], &vt[1] };
 	Perftools__Profiles__Sample *samples = NULL, **samplep = NULL;
 	Perftools__Profiles__Label *labels = NULL, **labelp = NULL;
 	Perftools__Profiles__Mapping *maps = NULL, **mapp = NULL;
@@ -385,7 +385,7 @@ int profile__write_pprof(const struct profile *p, FILE *out)
 	uint64_t period, *locids = NULL;
 	int64_t *values = NULL;
 	size_t nlocids = 0, used = 0, packed_sz;
-	struct pp pp = {.p = p};
+	struct pp pp = { .p = p };
 	char drops[256];
 	uint8_t *packed = NULL;
 	int64_t id;
@@ -403,8 +403,8 @@ int profile__write_pprof(const struct profile *p, FILE *out)
 		 " other=%" PRIu64,
 		 p->drops.map_full, p->drops.stack_lost, p->drops.proc_unknown, p->drops.other);
 	{
-		int64_t s[] = {pp_str(&pp, "samples"), pp_str(&pp, "count"), pp_str(&pp, "cpu"),
-			       pp_str(&pp, "nanoseconds"), pp_str(&pp, drops)};
+		int64_t s[] = { pp_str(&pp, "samples"), pp_str(&pp, "count"), pp_str(&pp, "cpu"),
+				pp_str(&pp, "nanoseconds"), pp_str(&pp, drops) };
 
 		for (size_t i = 0; i < sizeof(s) / sizeof(s[0]); i++)
 			if (s[i] < 0)

@@ -77,7 +77,7 @@ static int node_eq(uint32_t id, const void *key, const void *ctx)
 /* The child of parent named name (created on first use), or -errno. */
 static int64_t tree_child(struct tree *t, uint32_t parent, uint8_t cls, const char *name)
 {
-	struct node_key k = {parent, cls, name};
+	struct node_key k = { parent, cls, name };
 	uint64_t h = node_hash(&k);
 	struct node *n;
 	int64_t id;
@@ -356,59 +356,60 @@ static void node_color(const struct node *n, char *buf, size_t sz)
  * once.  Frame geometry and names are read back from the drawn SVG.
  */
 static const char svg_script[] =
-    "\"use strict\";\n"
-    "var W,XP=10,FS=12,CW=0.59,fr=[],det,mt,unz,srch,re=null,tot=0;\n"
-    "function init(){var s=document.documentElement;W=+s.getAttribute('width');\n"
-    " det=document.getElementById('details').firstChild;"
-    "mt=document.getElementById('matched').firstChild;\n"
-    " unz=document.getElementById('unzoom');srch=document.getElementById('search');\n"
-    " var fg=document.getElementById('frames'),gs=fg.getElementsByTagName('g');\n"
-    " for(var i=0;i<gs.length;i++){var g=gs[i],r=g.getElementsByTagName('rect')[0],"
-    "ti=g.getElementsByTagName('title')[0].textContent,l=ti.split('\\n')[0],"
-    "k=l.lastIndexOf(' (');\n"
-    "  var f={g:g,r:r,t:g.getElementsByTagName('text')[0],x:+r.getAttribute('x'),"
-    "w:+r.getAttribute('width'),y:+r.getAttribute('y'),n:l.substring(0,k),"
-    "c:parseInt(l.substring(k+2),10),d:ti.replace('\\n',' at '),"
-    "fill:r.getAttribute('fill')};\n"
-    "  g.fi=i;fr.push(f);if(f.c>tot)tot=f.c;}\n"
-    " fg.addEventListener('click',function(e){var f=hit(e);if(f)zoom(f);});\n"
-    " fg.addEventListener('mouseover',function(e){var f=hit(e);if(f)det.nodeValue=f.d;});\n"
-    " fg.addEventListener('mouseout',function(){det.nodeValue=' ';});\n"
-    " unz.addEventListener('click',unzoom);\n"
-    " srch.addEventListener('click',function(){if(re)reset_search();else search();});\n"
-    " window.addEventListener('keydown',function(e){\n"
-    "  "
-    "if(e.keyCode===114||((e.ctrlKey||e.metaKey)&&e.keyCode===70)){e.preventDefault();search();}\n"
-    "  else if(e.keyCode===27){reset_search();unzoom();}});}\n"
-    "function hit(e){var g=e.target;while(g&&g.fi===undefined)g=g.parentNode;"
-    "return g?fr[g.fi]:null;}\n"
-    "function place(f,x,w){f.r.setAttribute('x',x.toFixed(2));"
-    "f.r.setAttribute('width',w.toFixed(2));f.t.setAttribute('x',(x+3).toFixed(2));\n"
-    " var m=Math.floor((w-3)/(FS*CW));"
-    "f.t.textContent=m<3?'':f.n.length<=m?f.n:f.n.substring(0,m-2)+'..';}\n"
-    "function show(f,on,par){f.g.style.display=on?'':'none';"
-    "f.g.classList.toggle('parent',!!par);}\n"
-    "function zoom(z){var s=(W-2*XP)/z.w,e=0.01;unz.classList.remove('hide');\n"
-    " for(var i=0;i<fr.length;i++){var f=fr[i];\n"
-    "  if(f.y>z.y){var a=f.x<=z.x+e&&f.x+f.w>=z.x+z.w-e;show(f,a,1);if(a)place(f,XP,W-2*XP);}\n"
-    "  else if(f.x>=z.x-e&&f.x+f.w<=z.x+z.w+e){show(f,1,0);place(f,XP+(f.x-z.x)*s,f.w*s);}\n"
-    "  else show(f,0,0);}}\n"
-    "function unzoom(){unz.classList.add('hide');\n"
-    " for(var i=0;i<fr.length;i++){show(fr[i],1,0);place(fr[i],fr[i].x,fr[i].w);}}\n"
-    "function search(){var t=prompt('Search frames (regular expression):','');\n"
-    " if(t===null||t==='')return;var r;try{r=new RegExp(t);}"
-    "catch(x){alert('Bad regular expression: '+x.message);return;}\n"
-    " reset_search();re=r;var m=[];\n"
-    " for(var "
-    "i=0;i<fr.length;i++)if(r.test(fr[i].n)){fr[i].r.setAttribute('fill','rgb(230,0,230)');"
-    "m.push(fr[i]);}\n"
-    " m.sort(function(a,b){return a.x-b.x||b.w-a.w;});var n=0,end=-1;\n"
-    " for(var j=0;j<m.length;j++)if(m[j].x>end-0.05){n+=m[j].c;end=m[j].x+m[j].w;}\n"
-    " mt.nodeValue='Matched: '+(tot?100*n/tot:0).toFixed(2)+'% ('+n+' samples)';\n"
-    " srch.firstChild.nodeValue='Reset Search';}\n"
-    "function reset_search(){if(!re)return;re=null;\n"
-    " for(var i=0;i<fr.length;i++)fr[i].r.setAttribute('fill',fr[i].fill);\n"
-    " mt.nodeValue=' ';srch.firstChild.nodeValue='Search';}\n";
+	"\"use strict\";\n"
+	"var W,XP=10,FS=12,CW=0.59,fr=[],det,mt,unz,srch,re=null,tot=0;\n"
+	"function init(){var s=document.documentElement;W=+s.getAttribute('width');\n"
+	" det=document.getElementById('details').firstChild;"
+	"mt=document.getElementById('matched').firstChild;\n"
+	" unz=document.getElementById('unzoom');srch=document.getElementById('search');\n"
+	" var fg=document.getElementById('frames'),gs=fg.getElementsByTagName('g');\n"
+	" for(var i=0;i<gs.length;i++){var g=gs[i],r=g.getElementsByTagName('rect')[0],"
+	"ti=g.getElementsByTagName('title')[0].textContent,l=ti.split('\\n')[0],"
+	"k=l.lastIndexOf(' (');\n"
+	"  var f={g:g,r:r,t:g.getElementsByTagName('text')[0],x:+r.getAttribute('x'),"
+	"w:+r.getAttribute('width'),y:+r.getAttribute('y'),n:l.substring(0,k),"
+	"c:parseInt(l.substring(k+2),10),d:ti.replace('\\n',' at '),"
+	"fill:r.getAttribute('fill')};\n"
+	"  g.fi=i;fr.push(f);if(f.c>tot)tot=f.c;}\n"
+	" fg.addEventListener('click',function(e){var f=hit(e);if(f)zoom(f);});\n"
+	" fg.addEventListener('mouseover',function(e){var f=hit(e);if(f)det.nodeValue=f.d;});\n"
+	" fg.addEventListener('mouseout',function(){det.nodeValue=' ';});\n"
+	" unz.addEventListener('click',unzoom);\n"
+	" srch.addEventListener('click',function(){if(re)reset_search();else search();});\n"
+	" window.addEventListener('keydown',function(e){\n"
+	"  "
+	"if(e.keyCode===114||((e.ctrlKey||e.metaKey)&&e.keyCode===70)){e.preventDefault();search();"
+	"}\n"
+	"  else if(e.keyCode===27){reset_search();unzoom();}});}\n"
+	"function hit(e){var g=e.target;while(g&&g.fi===undefined)g=g.parentNode;"
+	"return g?fr[g.fi]:null;}\n"
+	"function place(f,x,w){f.r.setAttribute('x',x.toFixed(2));"
+	"f.r.setAttribute('width',w.toFixed(2));f.t.setAttribute('x',(x+3).toFixed(2));\n"
+	" var m=Math.floor((w-3)/(FS*CW));"
+	"f.t.textContent=m<3?'':f.n.length<=m?f.n:f.n.substring(0,m-2)+'..';}\n"
+	"function show(f,on,par){f.g.style.display=on?'':'none';"
+	"f.g.classList.toggle('parent',!!par);}\n"
+	"function zoom(z){var s=(W-2*XP)/z.w,e=0.01;unz.classList.remove('hide');\n"
+	" for(var i=0;i<fr.length;i++){var f=fr[i];\n"
+	"  if(f.y>z.y){var a=f.x<=z.x+e&&f.x+f.w>=z.x+z.w-e;show(f,a,1);if(a)place(f,XP,W-2*XP);}\n"
+	"  else if(f.x>=z.x-e&&f.x+f.w<=z.x+z.w+e){show(f,1,0);place(f,XP+(f.x-z.x)*s,f.w*s);}\n"
+	"  else show(f,0,0);}}\n"
+	"function unzoom(){unz.classList.add('hide');\n"
+	" for(var i=0;i<fr.length;i++){show(fr[i],1,0);place(fr[i],fr[i].x,fr[i].w);}}\n"
+	"function search(){var t=prompt('Search frames (regular expression):','');\n"
+	" if(t===null||t==='')return;var r;try{r=new RegExp(t);}"
+	"catch(x){alert('Bad regular expression: '+x.message);return;}\n"
+	" reset_search();re=r;var m=[];\n"
+	" for(var "
+	"i=0;i<fr.length;i++)if(r.test(fr[i].n)){fr[i].r.setAttribute('fill','rgb(230,0,230)');"
+	"m.push(fr[i]);}\n"
+	" m.sort(function(a,b){return a.x-b.x||b.w-a.w;});var n=0,end=-1;\n"
+	" for(var j=0;j<m.length;j++)if(m[j].x>end-0.05){n+=m[j].c;end=m[j].x+m[j].w;}\n"
+	" mt.nodeValue='Matched: '+(tot?100*n/tot:0).toFixed(2)+'% ('+n+' samples)';\n"
+	" srch.firstChild.nodeValue='Reset Search';}\n"
+	"function reset_search(){if(!re)return;re=null;\n"
+	" for(var i=0;i<fr.length;i++)fr[i].r.setAttribute('fill',fr[i].fill);\n"
+	" mt.nodeValue=' ';srch.firstChild.nodeValue='Search';}\n";
 
 static void write_head(FILE *out, uint32_t width, uint32_t height, const char *title,
 		       const char *note)
@@ -481,7 +482,7 @@ int profile__write_svg_opts(const struct profile *p, FILE *out, const char *titl
 {
 	uint32_t width = SVG_WIDTH, height, maxdepth = 0, drawn = 0;
 	double min_w = SVG_MIN_WIDTH_PX, scale;
-	struct tree t = {0};
+	struct tree t = { 0 };
 	struct order *o = NULL;
 	const char **names;
 	uint64_t total, pruned = 0;

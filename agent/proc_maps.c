@@ -83,7 +83,7 @@ static int expect(const char **p, char c)
 
 static int parse_prot(const char **p, uint32_t *prot)
 {
-	static const char want[3] = {'r', 'w', 'x'};
+	static const char want[3] = { 'r', 'w', 'x' };
 	const char *s = *p;
 	uint32_t v = 0;
 

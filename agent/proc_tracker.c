@@ -178,7 +178,7 @@ static int mapping_insert(struct proc_instance *p, uint64_t start, uint64_t end,
 	if (!dup)
 		return -ENOMEM;
 	memmove(&p->maps[i + 1], &p->maps[i], (p->nmaps - i) * sizeof(*p->maps));
-	p->maps[i] = (struct proc_mapping){start, end, pgoff, mod, dup};
+	p->maps[i] = (struct proc_mapping){ start, end, pgoff, mod, dup };
 	p->nmaps++;
 	return 0;
 }

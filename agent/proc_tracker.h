@@ -29,7 +29,7 @@ struct proc_mapping {
 
 struct proc_tracker_stats {
 	uint64_t instances, refused, maps_read, maps_read_failed, refreshes, exit_vmas,
-	    exit_vmas_unlocated, found_dead;
+		exit_vmas_unlocated, found_dead;
 };
 
 struct proc_tracker;

@@ -215,8 +215,8 @@ static uint64_t frame_hash(const struct profile_frame *f)
 {
 	/* strings are interned: their addresses identify them */
 	uint64_t k[6] = {
-	    (uintptr_t)f->func, (uintptr_t)f->file, f->line, (uintptr_t)f->module, f->addr,
-	    f->flags,
+		(uintptr_t)f->func, (uintptr_t)f->file, f->line, (uintptr_t)f->module, f->addr,
+		f->flags,
 	};
 
 	return profile__hash(k, sizeof(k), 0);
@@ -286,7 +286,7 @@ struct sample_key {
 
 static uint64_t sample_hash(const struct sample_key *k)
 {
-	uint64_t head[3] = {((uint64_t)k->pid << 32) | k->tid, (uintptr_t)k->comm, k->n};
+	uint64_t head[3] = { ((uint64_t)k->pid << 32) | k->tid, (uintptr_t)k->comm, k->n };
 	uint64_t h = profile__hash(head, sizeof(head), 0);
 
 	return profile__hash(k->frames, (size_t)k->n * sizeof(*k->frames), h);

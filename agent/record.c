@@ -91,7 +91,7 @@ static int wait_child(pid_t child)
 			return exit_code(status);
 		if (r < 0)
 			return 1;
-		if (sigtimedwait(&mask, &si, &(struct timespec){.tv_nsec = 100000000}) > 0)
+		if (sigtimedwait(&mask, &si, &(struct timespec){ .tv_nsec = 100000000 }) > 0)
 			forward(child, si.si_signo, si.si_pid);
 	}
 }
@@ -132,7 +132,7 @@ int record_run(const struct record_opts *opts)
 
 	start = mono_ms();
 	for (;;) {
-		struct session_signal sig = {0};
+		struct session_signal sig = { 0 };
 		int w = session__wait(s, 100, &sig);
 
 		if (w < 0) {

@@ -37,7 +37,7 @@ static int push_user(struct resolver *r, struct frame_buf *b, uint32_t tgid, uin
 {
 	const struct proc_mapping *m;
 	struct sym_frame sf[SYM_MAX_INLINE];
-	struct profile_frame f = {.flags = PROFILE_FRAME_UNRESOLVED};
+	struct profile_frame f = { .flags = PROFILE_FRAME_UNRESOLVED };
 	int n = 0;
 
 	if (proc_tracker__lookup(r->procs, tgid, mm_id, ip, &m)) {
@@ -60,12 +60,12 @@ static int push_user(struct resolver *r, struct frame_buf *b, uint32_t tgid, uin
 		return push(r, b, &f);
 	for (int i = n - 1; i >= 0; i--) {
 		struct profile_frame g = {
-		    .func = sf[i].func,
-		    .file = sf[i].file,
-		    .line = sf[i].line,
-		    .module = m->name,
-		    .addr = f.addr,
-		    .flags = sf[i].inlined ? PROFILE_FRAME_INLINED : 0,
+			.func = sf[i].func,
+			.file = sf[i].file,
+			.line = sf[i].line,
+			.module = m->name,
+			.addr = f.addr,
+			.flags = sf[i].inlined ? PROFILE_FRAME_INLINED : 0,
 		};
 		int err = push(r, b, &g);
 		if (err)
@@ -78,9 +78,9 @@ static int push_kernel(struct resolver *r, struct frame_buf *b, uint64_t ip, int
 {
 	const char *mod = NULL, *name = NULL;
 	struct profile_frame f = {
-	    .module = "[kernel]",
-	    .addr = ip,
-	    .flags = PROFILE_FRAME_KERNEL,
+		.module = "[kernel]",
+		.addr = ip,
+		.flags = PROFILE_FRAME_KERNEL,
 	};
 
 	if (r->ksyms)
@@ -100,9 +100,9 @@ static int push_kernel(struct resolver *r, struct frame_buf *b, uint64_t ip, int
 static int push_lost(struct resolver *r, struct frame_buf *b, uint32_t flags)
 {
 	struct profile_frame f = {
-	    .func = "[stack lost]",
-	    .module = "[lost]",
-	    .flags = flags,
+		.func = "[stack lost]",
+		.module = "[lost]",
+		.flags = flags,
 	};
 
 	return push(r, b, &f);

@@ -36,17 +36,17 @@ struct sampler {
 };
 
 static const char *const counter_names[STRATA_CNT_MAX] = {
-    [STRATA_CNT_SAMPLES] = "samples",
-    [STRATA_CNT_FILTERED] = "filtered",
-    [STRATA_CNT_IDLE] = "idle",
-    [STRATA_CNT_RECORDED] = "recorded",
-    [STRATA_CNT_COUNTS_FULL] = "counts_map_full",
-    [STRATA_CNT_STACKS_FULL] = "stacks_map_full",
-    [STRATA_CNT_USER_STACK_ERR] = "user_stack_error",
-    [STRATA_CNT_KERN_STACK_ERR] = "kernel_stack_error",
-    [STRATA_CNT_EVENTS_LOST] = "events_lost",
-    [STRATA_CNT_VMAS_TRUNCATED] = "exit_vmas_truncated",
-    [STRATA_CNT_TARGETS_FULL] = "targets_full",
+	[STRATA_CNT_SAMPLES] = "samples",
+	[STRATA_CNT_FILTERED] = "filtered",
+	[STRATA_CNT_IDLE] = "idle",
+	[STRATA_CNT_RECORDED] = "recorded",
+	[STRATA_CNT_COUNTS_FULL] = "counts_map_full",
+	[STRATA_CNT_STACKS_FULL] = "stacks_map_full",
+	[STRATA_CNT_USER_STACK_ERR] = "user_stack_error",
+	[STRATA_CNT_KERN_STACK_ERR] = "kernel_stack_error",
+	[STRATA_CNT_EVENTS_LOST] = "events_lost",
+	[STRATA_CNT_VMAS_TRUNCATED] = "exit_vmas_truncated",
+	[STRATA_CNT_TARGETS_FULL] = "targets_full",
 };
 
 const char *sampler__counter_name(enum strata_counter c)
@@ -185,12 +185,12 @@ int sampler__add_target(struct sampler *s, uint32_t tgid)
 static int open_cpu_clock(int cpu, uint32_t freq_hz)
 {
 	struct perf_event_attr attr = {
-	    .size = sizeof(attr),
-	    .type = PERF_TYPE_SOFTWARE,
-	    .config = PERF_COUNT_SW_CPU_CLOCK,
-	    /* cpu-clock counts nanoseconds: a fixed period gives exactly
-	     * freq_hz samples per busy second, so counts scale to time. */
-	    .sample_period = 1000000000ULL / freq_hz,
+		.size = sizeof(attr),
+		.type = PERF_TYPE_SOFTWARE,
+		.config = PERF_COUNT_SW_CPU_CLOCK,
+		/* cpu-clock counts nanoseconds: a fixed period gives exactly
+		 * freq_hz samples per busy second, so counts scale to time. */
+		.sample_period = 1000000000ULL / freq_hz,
 	};
 	int fd = syscall(__NR_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
 
@@ -365,7 +365,7 @@ int sampler__drain(struct sampler *s, sampler_sample_fn fn, void *ctx)
 			s->drain_wait_timeouts++;
 			break;
 		}
-		nanosleep(&(struct timespec){.tv_nsec = DRAIN_WAIT_STEP_NS}, NULL);
+		nanosleep(&(struct timespec){ .tv_nsec = DRAIN_WAIT_STEP_NS }, NULL);
 	}
 	if (q < 0)
 		return q;
@@ -389,11 +389,11 @@ int sampler__drain(struct sampler *s, sampler_sample_fn fn, void *ctx)
 		memcpy(comm, val.comm, STRATA_COMM_LEN);
 		comm[STRATA_COMM_LEN] = '\0';
 		struct sampler_sample smp = {
-		    .key = &keys[i],
-		    .count = val.count,
-		    .comm = comm,
-		    .user = stack_lookup(s, sfd, keys[i].user_stack, ubuf),
-		    .kern = stack_lookup(s, sfd, keys[i].kern_stack, kbuf),
+			.key = &keys[i],
+			.count = val.count,
+			.comm = comm,
+			.user = stack_lookup(s, sfd, keys[i].user_stack, ubuf),
+			.kern = stack_lookup(s, sfd, keys[i].kern_stack, kbuf),
 		};
 		/* A sample the consumer cannot take (no memory) is dropped
 		 * and counted; the generation is cleared regardless, so no

@@ -41,8 +41,8 @@ static void raise_nofile(struct rlimit *orig)
 
 struct session *session__new(const struct session_opts *opts)
 {
-	struct symbolizer_opts sopts = {.sz = sizeof(sopts)};
-	struct epoll_event ev = {.events = EPOLLIN};
+	struct symbolizer_opts sopts = { .sz = sizeof(sopts) };
+	struct epoll_event ev = { .events = EPOLLIN };
 	struct session *s;
 	sigset_t mask;
 	int err;

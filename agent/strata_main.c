@@ -38,26 +38,26 @@ static void usage(FILE *f)
 static int cmd_record(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-	    {"freq", required_argument, NULL, 'F'},
-	    {"output", required_argument, NULL, 'o'},
-	    {"pid", required_argument, NULL, 'p'},
-	    {"cgroup", required_argument, NULL, 'G'},
-	    {"duration", required_argument, NULL, 'd'},
-	    {"no-kernel", no_argument, NULL, 'K'},
-	    {"no-user", no_argument, NULL, 'U'},
-	    {"max-stacks", required_argument, NULL, 'S'},
-	    {"drain-interval", required_argument, NULL, 'I'},
-	    {"max-counts", required_argument, NULL, 'C'},
-	    {"verbose", no_argument, NULL, 'v'},
-	    {"help", no_argument, NULL, 'h'},
-	    {},
+		{ "freq", required_argument, NULL, 'F' },
+		{ "output", required_argument, NULL, 'o' },
+		{ "pid", required_argument, NULL, 'p' },
+		{ "cgroup", required_argument, NULL, 'G' },
+		{ "duration", required_argument, NULL, 'd' },
+		{ "no-kernel", no_argument, NULL, 'K' },
+		{ "no-user", no_argument, NULL, 'U' },
+		{ "max-stacks", required_argument, NULL, 'S' },
+		{ "drain-interval", required_argument, NULL, 'I' },
+		{ "max-counts", required_argument, NULL, 'C' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{},
 	};
 	uint32_t pids[CLI_MAX_PIDS];
 	struct record_opts o = {
-	    .sz = sizeof(o),
-	    .output = "strata.svg",
-	    .session = {.sz = sizeof(o.session),
-			.sampler = {.sz = sizeof(o.session.sampler), .freq_hz = 49}},
+		.sz = sizeof(o),
+		.output = "strata.svg",
+		.session = { .sz = sizeof(o.session),
+			     .sampler = { .sz = sizeof(o.session.sampler), .freq_hz = 49 } },
 	};
 	struct sampler_opts *so = &o.session.sampler;
 	int c, verbose = 0, rc;

@@ -46,7 +46,7 @@ struct {
 	__type(key, __u32);
 	__array(values, struct counts_map);
 } counts SEC(".maps") = {
-    .values = {&counts0, &counts1},
+	.values = { &counts0, &counts1 },
 };
 
 /* Stacks are per generation too: a drained generation's stacks can be freed
@@ -64,7 +64,7 @@ struct {
 	__type(key, __u32);
 	__array(values, struct stacks_map);
 } stacks SEC(".maps") = {
-    .values = {&stacks0, &stacks1},
+	.values = { &stacks0, &stacks1 },
 };
 
 /* Per-CPU scratch: a stack_trace is too big for the 512-byte BPF stack. */
@@ -282,7 +282,7 @@ static __always_inline void add_count(void *count_map, struct strata_stack_key *
 	struct strata_stack_count *c = bpf_map_lookup_elem(count_map, key);
 
 	if (!c) {
-		struct strata_stack_count init = {.count = 1};
+		struct strata_stack_count init = { .count = 1 };
 
 		bpf_get_current_comm(init.comm, sizeof(init.comm));
 		long err = bpf_map_update_elem(count_map, key, &init, BPF_NOEXIST);
@@ -339,7 +339,7 @@ int profile_sample(struct bpf_perf_event_data *ctx)
 	key.user_stack = STRATA_STACK_NONE;
 	if (want_user && key.mm_id)
 		key.user_stack =
-		    store_stack(ctx, stack_map, 0, BPF_F_USER_STACK, STRATA_CNT_USER_STACK_ERR);
+			store_stack(ctx, stack_map, 0, BPF_F_USER_STACK, STRATA_CNT_USER_STACK_ERR);
 	key.kern_stack = STRATA_STACK_NONE;
 	if (want_kernel)
 		key.kern_stack = store_stack(ctx, stack_map, 1, 0, STRATA_CNT_KERN_STACK_ERR);

@@ -185,7 +185,7 @@ void debuginfod__stats(const struct debuginfod *d, struct debuginfod_stats *st)
 	if (!st)
 		return;
 	if (!d) {
-		*st = (struct debuginfod_stats){0};
+		*st = (struct debuginfod_stats){ 0 };
 		return;
 	}
 	*st = d->st;

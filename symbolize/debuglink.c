@@ -77,9 +77,9 @@ static int search_dir(const char *dir, const char *link, const struct stat *self
 		      const uint8_t *bid, size_t bid_len, char **path)
 {
 	static const char *const fmts[] = {
-	    "%s/%s",
-	    "%s/.debug/%s",
-	    "/usr/lib/debug%s/%s",
+		"%s/%s",
+		"%s/.debug/%s",
+		"/usr/lib/debug%s/%s",
 	};
 	char cand[PATH_MAX];
 

@@ -116,9 +116,9 @@ static int find_debuginfo(Dwfl_Module *mod, void **ud, const char *modname, Dwar
 }
 
 static const Dwfl_Callbacks callbacks = {
-    .find_elf = find_elf_none,
-    .find_debuginfo = find_debuginfo,
-    .section_address = dwfl_offline_section_address,
+	.find_elf = find_elf_none,
+	.find_debuginfo = find_debuginfo,
+	.section_address = dwfl_offline_section_address,
 };
 
 static int has_dwarf(Elf *elf)
@@ -157,10 +157,10 @@ static int load_segments(struct elf_module *m, Elf *elf)
 		    ph.p_offset + ph.p_filesz < ph.p_offset)
 			continue;
 		m->segs[m->nsegs++] = (struct load_seg){
-		    .off = ph.p_offset,
-		    .filesz = ph.p_filesz,
-		    .vaddr = ph.p_vaddr,
-		    .exec = !!(ph.p_flags & PF_X),
+			.off = ph.p_offset,
+			.filesz = ph.p_filesz,
+			.vaddr = ph.p_vaddr,
+			.exec = !!(ph.p_flags & PF_X),
 		};
 	}
 	return 0;
@@ -364,10 +364,10 @@ static int load_symbols(struct elf_module *m)
 		if (end <= addr)
 			continue;
 		m->syms[m->nsyms++] = (struct msym){
-		    .start = addr,
-		    .end = end,
-		    .name = name,
-		    .pref = sym_pref(&sym),
+			.start = addr,
+			.end = end,
+			.name = name,
+			.pref = sym_pref(&sym),
 		};
 	}
 	qsort(m->syms, m->nsyms, sizeof(*m->syms), cmp_msym);
@@ -541,9 +541,9 @@ static int load_cu_index(struct elf_module *m, Dwarf *dw)
 				cap = ncap;
 			}
 			m->cus[m->ncus++] = (struct cu_range){
-			    .lo = lo,
-			    .hi = hi,
-			    .die = dwarf_dieoffset(&cudie),
+				.lo = lo,
+				.hi = hi,
+				.die = dwarf_dieoffset(&cudie),
 			};
 		}
 	}
@@ -616,7 +616,7 @@ static int dwarf_frames(struct elf_module *m, Dwarf_Addr addr, struct strpool *p
 	src_line(cu, addr - dwbias, &file, &line);
 	for (int i = 0; i < ns && !outer; i++) {
 		int tag = dwarf_tag(&scopes[i]);
-		struct sym_frame fr = {0};
+		struct sym_frame fr = { 0 };
 
 		if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram &&
 		    tag != DW_TAG_entry_point)
@@ -656,7 +656,7 @@ static int symtab_frame(struct elf_module *m, Dwarf_Addr addr, struct strpool *p
 			struct frames *fs)
 {
 	const struct msym *s;
-	struct sym_frame fr = {0};
+	struct sym_frame fr = { 0 };
 	Dwarf_Addr dwbias;
 	Dwarf_Die *cu, cubuf;
 	const char *file = NULL;
@@ -687,7 +687,7 @@ static int symtab_frame(struct elf_module *m, Dwarf_Addr addr, struct strpool *p
 int elf_module__resolve(struct elf_module *m, uint64_t file_offset, struct strpool *pool,
 			struct sym_frame *out, int max)
 {
-	struct frames fs = {.f = out, .n = 0, .cap = max};
+	struct frames fs = { .f = out, .n = 0, .cap = max };
 	Dwarf_Addr addr;
 	int r;
 

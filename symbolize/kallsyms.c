@@ -73,10 +73,10 @@ static int has_suffix(const char *s, const char *x)
 static int marker(const char *name)
 {
 	static const char *const ends[] = {
-	    "_etext", "_einittext", "_end", "__init_end", "_edata",
+		"_etext", "_einittext", "_end", "__init_end", "_edata",
 	};
 	static const char *const starts[] = {
-	    "_text", "_stext", "_sinittext", "__init_begin", "_sdata",
+		"_text", "_stext", "_sinittext", "__init_begin", "_sdata",
 	};
 
 	for (size_t i = 0; i < sizeof(ends) / sizeof(ends[0]); i++)
@@ -258,7 +258,7 @@ struct ksyms *ksyms__load(const char *path)
 		goto err_free;
 	}
 	while (getline(&line, &linecap, f) > 0) {
-		struct ksym s = {.seq = seq++};
+		struct ksym s = { .seq = seq++ };
 
 		if (k->n == cap) {
 			size_t ncap = cap ? cap * 2 : 4096;

@@ -149,7 +149,7 @@ const char *strpool__intern_len(struct strpool *p, const char *s, size_t len)
 
 	if (!d)
 		return NULL;
-	p->slots[i] = (struct slot){.s = d, .len = len, .hash = h};
+	p->slots[i] = (struct slot){ .s = d, .len = len, .hash = h };
 	p->n++;
 	return d;
 }

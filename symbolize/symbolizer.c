@@ -228,7 +228,7 @@ static void rc_insert(struct symbolizer *s, const char *key, uint64_t off,
 	} else {
 		s->rc_used++;
 	}
-	*e = (struct rc_entry){.key = key, .off = off, .frames = copy, .n = n};
+	*e = (struct rc_entry){ .key = key, .off = off, .frames = copy, .n = n };
 }
 
 /* --- modules --------------------------------------------------------- */
@@ -424,7 +424,7 @@ void symbolizer__stats(const struct symbolizer *s, struct symbolizer_stats *st)
 	if (!st)
 		return;
 	if (!s) {
-		*st = (struct symbolizer_stats){0};
+		*st = (struct symbolizer_stats){ 0 };
 		return;
 	}
 	*st = s->st;

@@ -100,9 +100,9 @@ static void test_self_matches_readelf(void **state)
 static void test_shared_library(void **state)
 {
 	static const char *const libs[] = {
-	    "/lib/x86_64-linux-gnu/libc.so.6",
-	    "/lib64/libc.so.6",
-	    "/usr/lib/x86_64-linux-gnu/libelf.so.1",
+		"/lib/x86_64-linux-gnu/libc.so.6",
+		"/lib64/libc.so.6",
+		"/usr/lib/x86_64-linux-gnu/libelf.so.1",
 	};
 	char want[128], got[2 * BUILD_ID_MAX + 1];
 	uint8_t id[BUILD_ID_MAX];
@@ -244,7 +244,7 @@ static void test_no_build_id(void **state)
 static void test_corrupt_files(void **state)
 {
 	uint8_t id[BUILD_ID_MAX], want[BUILD_ID_MAX], *self, junk[4096];
-	size_t self_len, cuts[] = {1, 4, 16, 63, 64, 65, 200, 1000, 4096};
+	size_t self_len, cuts[] = { 1, 4, 16, 63, 64, 65, 200, 1000, 4096 };
 	char path[64];
 	int wn, n;
 
@@ -309,7 +309,7 @@ static void test_errors(void **state)
 
 static void test_hex(void **state)
 {
-	const uint8_t id[] = {0x00, 0x9f, 0xab, 0xff};
+	const uint8_t id[] = { 0x00, 0x9f, 0xab, 0xff };
 	char buf[16];
 
 	assert_string_equal(build_id_hex(id, 4, buf, sizeof(buf)), "009fabff");
@@ -323,14 +323,14 @@ static void test_hex(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_self_matches_readelf),
-	    cmocka_unit_test(test_shared_library),
-	    cmocka_unit_test(test_short_buffer),
-	    cmocka_unit_test(test_section_notes),
-	    cmocka_unit_test(test_no_build_id),
-	    cmocka_unit_test(test_corrupt_files),
-	    cmocka_unit_test(test_errors),
-	    cmocka_unit_test(test_hex),
+		cmocka_unit_test(test_self_matches_readelf),
+		cmocka_unit_test(test_shared_library),
+		cmocka_unit_test(test_short_buffer),
+		cmocka_unit_test(test_section_notes),
+		cmocka_unit_test(test_no_build_id),
+		cmocka_unit_test(test_corrupt_files),
+		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_hex),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

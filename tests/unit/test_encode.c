@@ -43,17 +43,19 @@ enum {
 };
 
 static const struct profile_frame frames[F_COUNT] = {
-    [F_MAIN] = {"main", "app.c", 10, "/usr/bin/app", 0x1000, 0},
-    [F_WORK] = {"work", "app.c", 20, "/usr/bin/app", 0x2000, 0},
-    [F_HELP] = {"helper", "util.h", 5, "/usr/bin/app", 0x2000, PROFILE_FRAME_INLINED},
-    [F_HOT] = {"hot_inner", "util.h", 7, "/usr/bin/app", 0x2000, PROFILE_FRAME_INLINED},
-    [F_SYS] = {"entry_SYSCALL_64", NULL, 0, "[kernel]", 0xffffffff81000100ull,
-	       PROFILE_FRAME_KERNEL},
-    [F_OPEN] = {"do_sys_open", NULL, 0, "[kernel]", 0xffffffff81200200ull, PROFILE_FRAME_KERNEL},
-    [F_UNRES] = {NULL, NULL, 0, "/usr/lib/libfoo.so.1", 0xabc, PROFILE_FRAME_UNRESOLVED},
-    [F_WEIRD] = {"ns::op<a;b>&\"q\"", "w.cc", 3, "/usr/bin/app", 0x3000, 0},
-    [F_PY] = {"train_step", "train.py", 42, "/usr/bin/python3.11", 0x42, PROFILE_FRAME_PYTHON},
-    [F_BAD] = {"bad\x01name\xff", NULL, 0, "/usr/bin/app", 0x4000, 0},
+	[F_MAIN] = { "main", "app.c", 10, "/usr/bin/app", 0x1000, 0 },
+	[F_WORK] = { "work", "app.c", 20, "/usr/bin/app", 0x2000, 0 },
+	[F_HELP] = { "helper", "util.h", 5, "/usr/bin/app", 0x2000, PROFILE_FRAME_INLINED },
+	[F_HOT] = { "hot_inner", "util.h", 7, "/usr/bin/app", 0x2000, PROFILE_FRAME_INLINED },
+	[F_SYS] = { "entry_SYSCALL_64", NULL, 0, "[kernel]", 0xffffffff81000100ull,
+		    PROFILE_FRAME_KERNEL },
+	[F_OPEN] = { "do_sys_open", NULL, 0, "[kernel]", 0xffffffff81200200ull,
+		     PROFILE_FRAME_KERNEL },
+	[F_UNRES] = { NULL, NULL, 0, "/usr/lib/libfoo.so.1", 0xabc, PROFILE_FRAME_UNRESOLVED },
+	[F_WEIRD] = { "ns::op<a;b>&\"q\"", "w.cc", 3, "/usr/bin/app", 0x3000, 0 },
+	[F_PY] = { "train_step", "train.py", 42, "/usr/bin/python3.11", 0x42,
+		   PROFILE_FRAME_PYTHON },
+	[F_BAD] = { "bad\x01name\xff", NULL, 0, "/usr/bin/app", 0x4000, 0 },
 };
 
 struct fixture {
@@ -172,8 +174,8 @@ static void test_folded(void **state)
 static void test_folded_merges_display_equal(void **state)
 {
 	struct profile *p = profile__new(FREQ);
-	struct profile_frame a = {"same", "a.c", 1, "/bin/x", 1, 0};
-	struct profile_frame b = {"same", "a.c", 2, "/bin/x", 2, 0};
+	struct profile_frame a = { "same", "a.c", 1, "/bin/x", 1, 0 };
+	struct profile_frame b = { "same", "a.c", 2, "/bin/x", 2, 0 };
 	uint32_t sa, sb;
 	char *out;
 
@@ -199,7 +201,7 @@ static void test_folded_merges_display_equal(void **state)
 static Perftools__Profiles__Profile *pprof_decode(const char *gz, size_t len)
 {
 	Perftools__Profiles__Profile *prof;
-	z_stream zs = {0};
+	z_stream zs = { 0 };
 	size_t cap = 1 << 16, n = 0;
 	uint8_t *raw = malloc(cap);
 	int zerr;
@@ -390,8 +392,8 @@ static void test_pprof(void **state)
 	assert_int_equal(nmain, 1);
 	for (size_t i = 0; i < prof->n_comment; i++)
 		found_drops |=
-		    !strcmp(S(prof, prof->comment[i]), "dropped: map_full=7 stack_lost=0 "
-						       "proc_unknown=0 other=1");
+			!strcmp(S(prof, prof->comment[i]), "dropped: map_full=7 stack_lost=0 "
+							   "proc_unknown=0 other=1");
 	assert_true(found_drops);
 
 	perftools__profiles__profile__free_unpacked(prof, NULL);
@@ -475,7 +477,8 @@ static void test_svg(void **state)
 	assert_non_null(strstr(svg, "</svg>\n"));
 	assert_non_null(strstr(svg, "Test &lt;flame&gt; &amp; &quot;graph&quot;"));
 	assert_non_null(strstr(
-	    svg, "<title>ns::op&lt;a;b&gt;&amp;&quot;q&quot; (2 samples, 2.78%)\nw.cc:3</title>"));
+		svg,
+		"<title>ns::op&lt;a;b&gt;&amp;&quot;q&quot; (2 samples, 2.78%)\nw.cc:3</title>"));
 	assert_non_null(strstr(svg, "<title>all (72 samples, 100.00%)</title>"));
 	assert_non_null(strstr(svg, "<title>hot_inner (60 samples, 83.33%)\nutil.h:7</title>"));
 	assert_non_null(strstr(svg, "<title>libfoo.so.1+0xabc (3 samples"));
@@ -499,9 +502,9 @@ static void test_svg_prunes_and_empty(void **state)
 {
 	struct fixture *fx = *state;
 	struct profile *p = profile__new(FREQ);
-	struct profile_frame a = {"big", NULL, 0, "/bin/x", 1, 0};
-	struct profile_frame b = {"tiny", NULL, 0, "/bin/x", 2, 0};
-	struct profile_frame c = {"tinier", NULL, 0, "/bin/x", 3, 0};
+	struct profile_frame a = { "big", NULL, 0, "/bin/x", 1, 0 };
+	struct profile_frame b = { "tiny", NULL, 0, "/bin/x", 2, 0 };
+	struct profile_frame c = { "tinier", NULL, 0, "/bin/x", 3, 0 };
 	uint32_t st[2];
 	char *svg;
 
@@ -527,24 +530,24 @@ static void test_svg_prunes_and_empty(void **state)
 /* --- JSON --------------------------------------------------------------- */
 
 static const char json_check[] =
-    "import json, sys\n"
-    "d = json.load(open(sys.argv[1], encoding='utf-8'))\n"
-    "assert d['version'] == 1 and d['freq_hz'] == 100, d\n"
-    "assert d['total'] == 72 and d['start_ns'] == 1700000000000000000\n"
-    "assert d['drops'] == {'map_full': 7, 'stack_lost': 0,"
-    " 'proc_unknown': 0, 'other': 1}\n"
-    "fr = d['frames']\n"
-    "assert fr[3]['func'] == 'hot_inner' and fr[3]['inlined'] is True\n"
-    "assert fr[4]['addr'] == '0xffffffff81000100' and fr[4]['kernel']\n"
-    "assert fr[6]['func'] is None and fr[6]['unresolved']\n"
-    "assert fr[6]['name'] == 'libfoo.so.1+0xabc'\n"
-    "assert fr[7]['func'] == 'ns::op<a;b>&\"q\"'\n"
-    "assert fr[8]['python'] and fr[8]['line'] == 42\n"
-    "assert fr[9]['func'] == 'bad\\x01name\\ufffd', fr[9]\n"
-    "s = d['samples']\n"
-    "assert s[0]['count'] == 50 and s[1]['tid'] == 101 and s[0]['frames'] == [0, 1, 2, 3]\n"
-    "assert any(x['comm'] == 'py;thon\\n' for x in s)\n"
-    "assert sum(x['count'] for x in s) == 72\n";
+	"import json, sys\n"
+	"d = json.load(open(sys.argv[1], encoding='utf-8'))\n"
+	"assert d['version'] == 1 and d['freq_hz'] == 100, d\n"
+	"assert d['total'] == 72 and d['start_ns'] == 1700000000000000000\n"
+	"assert d['drops'] == {'map_full': 7, 'stack_lost': 0,"
+	" 'proc_unknown': 0, 'other': 1}\n"
+	"fr = d['frames']\n"
+	"assert fr[3]['func'] == 'hot_inner' and fr[3]['inlined'] is True\n"
+	"assert fr[4]['addr'] == '0xffffffff81000100' and fr[4]['kernel']\n"
+	"assert fr[6]['func'] is None and fr[6]['unresolved']\n"
+	"assert fr[6]['name'] == 'libfoo.so.1+0xabc'\n"
+	"assert fr[7]['func'] == 'ns::op<a;b>&\"q\"'\n"
+	"assert fr[8]['python'] and fr[8]['line'] == 42\n"
+	"assert fr[9]['func'] == 'bad\\x01name\\ufffd', fr[9]\n"
+	"s = d['samples']\n"
+	"assert s[0]['count'] == 50 and s[1]['tid'] == 101 and s[0]['frames'] == [0, 1, 2, 3]\n"
+	"assert any(x['comm'] == 'py;thon\\n' for x in s)\n"
+	"assert sum(x['count'] for x in s) == 72\n";
 
 static void test_json(void **state)
 {
@@ -612,7 +615,7 @@ static size_t dir_entries(const char *dir, const char *needle)
 static void test_write_file(void **state)
 {
 	struct fixture *fx = *state;
-	static const char *const exts[] = {"folded", "pb.gz", "svg", "json"};
+	static const char *const exts[] = { "folded", "pb.gz", "svg", "json" };
 	char path[128], *got, *want;
 
 	for (size_t i = 0; i < sizeof(exts) / sizeof(exts[0]); i++) {
@@ -643,15 +646,15 @@ static void test_write_file(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_folded),
-	    cmocka_unit_test(test_folded_merges_display_equal),
-	    cmocka_unit_test(test_pprof),
-	    cmocka_unit_test(test_pprof_empty),
-	    cmocka_unit_test(test_pprof_go_tool),
-	    cmocka_unit_test(test_svg),
-	    cmocka_unit_test(test_svg_prunes_and_empty),
-	    cmocka_unit_test(test_json),
-	    cmocka_unit_test(test_write_file),
+		cmocka_unit_test(test_folded),
+		cmocka_unit_test(test_folded_merges_display_equal),
+		cmocka_unit_test(test_pprof),
+		cmocka_unit_test(test_pprof_empty),
+		cmocka_unit_test(test_pprof_go_tool),
+		cmocka_unit_test(test_svg),
+		cmocka_unit_test(test_svg_prunes_and_empty),
+		cmocka_unit_test(test_json),
+		cmocka_unit_test(test_write_file),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

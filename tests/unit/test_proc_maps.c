@@ -37,10 +37,10 @@ static void test_spaces_in_path(void **state)
 {
 	struct proc_map m;
 
-	assert_int_equal(
-	    proc_maps__parse_line(
-		"7f0000000000-7f0000001000 r--s 00000000 08:01 42   /tmp/my dir/lib  two.so\n", &m),
-	    0);
+	assert_int_equal(proc_maps__parse_line("7f0000000000-7f0000001000 r--s 00000000 08:01 42   "
+					       "/tmp/my dir/lib  two.so\n",
+					       &m),
+			 0);
 	assert_string_equal(m.path, "/tmp/my dir/lib  two.so");
 	assert_int_equal(m.prot, PROC_MAP_R | PROC_MAP_SHARED);
 	/* Without trailing newline, trailing blanks belong to the name. */
@@ -53,19 +53,19 @@ static void test_deleted(void **state)
 {
 	struct proc_map m;
 
-	assert_int_equal(
-	    proc_maps__parse_line(
-		"7f1234560000-7f1234570000 r-xp 00010000 fd:01 1234 /opt/app/libx.so (deleted)\n",
-		&m),
-	    0);
+	assert_int_equal(proc_maps__parse_line("7f1234560000-7f1234570000 r-xp 00010000 fd:01 1234 "
+					       "/opt/app/libx.so (deleted)\n",
+					       &m),
+			 0);
 	assert_string_equal(m.path, "/opt/app/libx.so");
 	assert_int_equal(m.deleted, 1);
 	assert_true(m.pgoff == 0x10000);
 	/* memfd mappings always read as deleted. */
 	assert_int_equal(
-	    proc_maps__parse_line(
-		"7f0000000000-7f0000001000 r-xp 00000000 00:01 99 /memfd:jit (deleted)", &m),
-	    0);
+		proc_maps__parse_line(
+			"7f0000000000-7f0000001000 r-xp 00000000 00:01 99 /memfd:jit (deleted)",
+			&m),
+		0);
 	assert_string_equal(m.path, "/memfd:jit");
 	assert_int_equal(m.deleted, 1);
 }
@@ -74,28 +74,27 @@ static void test_special_and_anon(void **state)
 {
 	struct proc_map m;
 
-	assert_int_equal(
-	    proc_maps__parse_line(
-		"7ffd4a5f3000-7ffd4a5f5000 r-xp 00000000 00:00 0                          [vdso]\n",
-		&m),
-	    0);
+	assert_int_equal(proc_maps__parse_line("7ffd4a5f3000-7ffd4a5f5000 r-xp 00000000 00:00 0    "
+					       "                      [vdso]\n",
+					       &m),
+			 0);
 	assert_string_equal(m.path, "[vdso]");
 	assert_true(m.inode == 0);
 
 	assert_int_equal(
-	    proc_maps__parse_line("7f8e4c000000-7f8e4c021000 rw-p 00000000 00:00 0 \n", &m), 0);
+		proc_maps__parse_line("7f8e4c000000-7f8e4c021000 rw-p 00000000 00:00 0 \n", &m), 0);
 	assert_string_equal(m.path, "");
 	assert_int_equal(m.prot, PROC_MAP_R | PROC_MAP_W);
 	assert_int_equal(
-	    proc_maps__parse_line("7f8e4c000000-7f8e4c021000 ---p 00000000 00:00 0", &m), 0);
+		proc_maps__parse_line("7f8e4c000000-7f8e4c021000 ---p 00000000 00:00 0", &m), 0);
 	assert_string_equal(m.path, "");
 	assert_int_equal(m.prot, 0);
 
 	/* 64-bit addresses, large minor numbers. */
 	assert_int_equal(
-	    proc_maps__parse_line(
-		"ffffffffff600000-ffffffffff601000 --xp 00000000 103:1ff 0 [vsyscall]", &m),
-	    0);
+		proc_maps__parse_line(
+			"ffffffffff600000-ffffffffff601000 --xp 00000000 103:1ff 0 [vsyscall]", &m),
+		0);
 	assert_true(m.end == 0xffffffffff601000ull);
 	assert_int_equal(m.dev_major, 0x103);
 	assert_int_equal(m.dev_minor, 0x1ff);
@@ -105,26 +104,26 @@ static void test_special_and_anon(void **state)
 static void test_malformed(void **state)
 {
 	static const char *const bad[] = {
-	    "",
-	    "\n",
-	    "garbage",
-	    "1000-2000",
-	    "1000-2000 r-xp",
-	    "1000-2000 r-xp 0 08:01",
-	    "1000 2000 r-xp 00000000 08:01 1 /a",
-	    "1000-2000 rwxq 00000000 08:01 1 /a",
-	    "1000-2000 r?xp 00000000 08:01 1 /a",
-	    "2000-1000 r-xp 00000000 08:01 1 /a", /* start > end */
-	    "1000-1000 r-xp 00000000 08:01 1 /a", /* empty */
-	    "-1000-2000 r-xp 00000000 08:01 1 /a",
-	    " 1000-2000 r-xp 00000000 08:01 1 /a",
-	    "1000-2000 r-xp 00000000 08-01 1 /a",
-	    "1000-2000 r-xp 00000000 08:01 x /a",
-	    "1000-2000 r-xp 00000000 08:01 1x /a",
-	    "11112222333344445-2000 r-xp 0 08:01 1 /a",	      /* 17 digits */
-	    "1000-2000 r-xp 0 08:01 99999999999999999999 /a", /* > u64 */
-	    "1000-2000 r-xp 0 108:01ffffffff 1 /a",	      /* minor > u32 */
-	    "1000-2000 r-xp 0 08:01 1 /a\nsecond line",
+		"",
+		"\n",
+		"garbage",
+		"1000-2000",
+		"1000-2000 r-xp",
+		"1000-2000 r-xp 0 08:01",
+		"1000 2000 r-xp 00000000 08:01 1 /a",
+		"1000-2000 rwxq 00000000 08:01 1 /a",
+		"1000-2000 r?xp 00000000 08:01 1 /a",
+		"2000-1000 r-xp 00000000 08:01 1 /a", /* start > end */
+		"1000-1000 r-xp 00000000 08:01 1 /a", /* empty */
+		"-1000-2000 r-xp 00000000 08:01 1 /a",
+		" 1000-2000 r-xp 00000000 08:01 1 /a",
+		"1000-2000 r-xp 00000000 08-01 1 /a",
+		"1000-2000 r-xp 00000000 08:01 x /a",
+		"1000-2000 r-xp 00000000 08:01 1x /a",
+		"11112222333344445-2000 r-xp 0 08:01 1 /a",	  /* 17 digits */
+		"1000-2000 r-xp 0 08:01 99999999999999999999 /a", /* > u64 */
+		"1000-2000 r-xp 0 108:01ffffffff 1 /a",		  /* minor > u32 */
+		"1000-2000 r-xp 0 08:01 1 /a\nsecond line",
 	};
 	struct proc_map m;
 
@@ -229,15 +228,15 @@ static void test_read_kernel_thread(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_file_mapping),
-	    cmocka_unit_test(test_spaces_in_path),
-	    cmocka_unit_test(test_deleted),
-	    cmocka_unit_test(test_special_and_anon),
-	    cmocka_unit_test(test_malformed),
-	    cmocka_unit_test(test_path_too_long),
-	    cmocka_unit_test(test_read_self),
-	    cmocka_unit_test(test_read_errors),
-	    cmocka_unit_test(test_read_kernel_thread),
+		cmocka_unit_test(test_file_mapping),
+		cmocka_unit_test(test_spaces_in_path),
+		cmocka_unit_test(test_deleted),
+		cmocka_unit_test(test_special_and_anon),
+		cmocka_unit_test(test_malformed),
+		cmocka_unit_test(test_path_too_long),
+		cmocka_unit_test(test_read_self),
+		cmocka_unit_test(test_read_errors),
+		cmocka_unit_test(test_read_kernel_thread),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

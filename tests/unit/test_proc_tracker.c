@@ -22,7 +22,7 @@ __attribute__((noinline)) int tracked_function(int x)
 
 static struct strata_proc_event ev(uint32_t type, uint32_t tgid, uint64_t mm)
 {
-	struct strata_proc_event e = {.type = type, .tgid = tgid, .mm_id = mm};
+	struct strata_proc_event e = { .type = type, .tgid = tgid, .mm_id = mm };
 	return e;
 }
 
@@ -223,13 +223,13 @@ static void dead_without_exit_event(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(self_lookup_reads_proc),
-	    cmocka_unit_test(exit_vmas_locate_files),
-	    cmocka_unit_test(pid_reuse_keeps_instances_apart),
-	    cmocka_unit_test(bounded),
-	    cmocka_unit_test(exec_supersedes),
-	    cmocka_unit_test(start_time_mismatch_rejects_proc),
-	    cmocka_unit_test(dead_without_exit_event),
+		cmocka_unit_test(self_lookup_reads_proc),
+		cmocka_unit_test(exit_vmas_locate_files),
+		cmocka_unit_test(pid_reuse_keeps_instances_apart),
+		cmocka_unit_test(bounded),
+		cmocka_unit_test(exec_supersedes),
+		cmocka_unit_test(start_time_mismatch_rejects_proc),
+		cmocka_unit_test(dead_without_exit_event),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

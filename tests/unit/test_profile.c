@@ -16,7 +16,7 @@
 static int64_t intern(struct profile *p, const char *func, const char *file, uint32_t line,
 		      const char *module, uint64_t addr, uint32_t flags)
 {
-	struct profile_frame f = {func, file, line, module, addr, flags};
+	struct profile_frame f = { func, file, line, module, addr, flags };
 
 	return profile__intern_frame(p, &f);
 }
@@ -178,8 +178,9 @@ static void test_bad_samples(void **state)
 
 static void test_frame_name(void **state)
 {
-	struct profile_frame f = {
-	    .func = "do_work", .module = "/usr/lib/libx.so.1", .addr = 0x1a2b};
+	struct profile_frame f = { .func = "do_work",
+				   .module = "/usr/lib/libx.so.1",
+				   .addr = 0x1a2b };
 	char buf[64], tiny[8];
 
 	assert_string_equal(profile__frame_name(&f, buf, sizeof(buf)), "do_work");
@@ -248,11 +249,11 @@ static void test_utf8(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_new_free),	 cmocka_unit_test(test_intern_frames),
-	    cmocka_unit_test(test_intern_many),	 cmocka_unit_test(test_merge_samples),
-	    cmocka_unit_test(test_many_samples), cmocka_unit_test(test_bad_samples),
-	    cmocka_unit_test(test_frame_name),	 cmocka_unit_test(test_display_names),
-	    cmocka_unit_test(test_utf8),
+		cmocka_unit_test(test_new_free),     cmocka_unit_test(test_intern_frames),
+		cmocka_unit_test(test_intern_many),  cmocka_unit_test(test_merge_samples),
+		cmocka_unit_test(test_many_samples), cmocka_unit_test(test_bad_samples),
+		cmocka_unit_test(test_frame_name),   cmocka_unit_test(test_display_names),
+		cmocka_unit_test(test_utf8),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

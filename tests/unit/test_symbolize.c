@@ -36,11 +36,12 @@ __attribute__((noinline)) void record_ra(struct probe *p)
 	__asm__ volatile("" ::: "memory");
 }
 
-/* Each line that matters records its own number on that same line. */
+/* Each line that matters records its own number on that same line (so the
+ * formatter must leave these two functions alone). */
+// clang-format off
 static inline __attribute__((always_inline)) int inl_body(struct probe *p, int x)
 {
-	p->inl_line = __LINE__;
-	record_ra(p);
+	p->inl_line = __LINE__; record_ra(p);
 	return x * 3;
 }
 
@@ -48,11 +49,11 @@ __attribute__((noinline)) int outer_func(struct probe *p, int x)
 {
 	int r;
 
-	p->outer_line = __LINE__;
-	r = inl_body(p, x);
+	p->outer_line = __LINE__; r = inl_body(p, x);
 	__asm__ volatile("" ::: "memory");
 	return r + 1;
 }
+// clang-format on
 
 static const unsigned sym_target_line = __LINE__ + 1;
 __attribute__((noinline)) int sym_target(int x)
@@ -92,10 +93,10 @@ static void locate(uintptr_t addr, char *path, size_t psz, uint64_t *off)
 static struct symbolizer *new_sym(size_t max_modules, size_t max_cache, int debuginfod)
 {
 	struct symbolizer_opts o = {
-	    .sz = sizeof(o),
-	    .max_modules = max_modules,
-	    .max_cache = max_cache,
-	    .use_debuginfod = debuginfod,
+		.sz = sizeof(o),
+		.max_modules = max_modules,
+		.max_cache = max_cache,
+		.use_debuginfod = debuginfod,
 	};
 	struct symbolizer *s = symbolizer__new(&o);
 
@@ -137,7 +138,7 @@ static void test_inline_chain(void **state)
 	struct symbolizer *s = new_sym(0, 0, 0);
 	struct sym_frame f[SYM_MAX_INLINE];
 	char path[PROC_MAP_PATH_MAX];
-	struct probe p = {0};
+	struct probe p = { 0 };
 	uint64_t off;
 	int n;
 
@@ -196,7 +197,7 @@ static void test_padding_unresolved(void **state)
 	p = popen(cmd, "r");
 	assert_non_null(p);
 	while (fgets(line, sizeof(line), p)) {
-		struct nm_sym e = {0};
+		struct nm_sym e = { 0 };
 		char type;
 
 		if (sscanf(line, "%lx %lx %c %127s", &e.addr, &e.size, &type, e.name) != 4 ||
@@ -415,7 +416,8 @@ static void test_build_id_key(void **state)
 	assert_int_equal(symbolizer__resolve(s, exe, id, (size_t)n, off, f, 4), 1);
 	/* Same build-id under a path that does not exist: the open module. */
 	assert_int_equal(
-	    symbolizer__resolve(s, "/proc/self/root/nonexistent", id, (size_t)n, off + 1, f, 4), 1);
+		symbolizer__resolve(s, "/proc/self/root/nonexistent", id, (size_t)n, off + 1, f, 4),
+		1);
 	assert_string_equal(f[0].func, "sym_target");
 	symbolizer__stats(s, &st);
 	assert_true(st.modules_open == 1 && st.module_open_failed == 0);
@@ -601,7 +603,7 @@ static char *write_text(const char *text)
 
 static void test_ksyms_real(void **state)
 {
-	static const char *const wanted[] = {"schedule", "do_sys_openat2"};
+	static const char *const wanted[] = { "schedule", "do_sys_openat2" };
 	struct ksyms *k = ksyms__load(NULL);
 	char line[512], names[8][128];
 	unsigned long long want_addr = 0;
@@ -746,22 +748,22 @@ static void test_ksyms_restricted(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_function_entry),
-	    cmocka_unit_test(test_inline_chain),
-	    cmocka_unit_test(test_padding_unresolved),
-	    cmocka_unit_test(test_outside_code),
-	    cmocka_unit_test(test_libc),
-	    cmocka_unit_test(test_dynsym_only),
-	    cmocka_unit_test(test_caches),
-	    cmocka_unit_test(test_path_identity),
-	    cmocka_unit_test(test_build_id_key),
-	    cmocka_unit_test(test_errors),
-	    cmocka_unit_test(test_debuglink),
-	    cmocka_unit_test(test_debuginfod_unreachable),
-	    cmocka_unit_test(test_demangle),
-	    cmocka_unit_test(test_ksyms_real),
-	    cmocka_unit_test(test_ksyms_fake),
-	    cmocka_unit_test(test_ksyms_restricted),
+		cmocka_unit_test(test_function_entry),
+		cmocka_unit_test(test_inline_chain),
+		cmocka_unit_test(test_padding_unresolved),
+		cmocka_unit_test(test_outside_code),
+		cmocka_unit_test(test_libc),
+		cmocka_unit_test(test_dynsym_only),
+		cmocka_unit_test(test_caches),
+		cmocka_unit_test(test_path_identity),
+		cmocka_unit_test(test_build_id_key),
+		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_debuglink),
+		cmocka_unit_test(test_debuginfod_unreachable),
+		cmocka_unit_test(test_demangle),
+		cmocka_unit_test(test_ksyms_real),
+		cmocka_unit_test(test_ksyms_fake),
+		cmocka_unit_test(test_ksyms_restricted),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
