@@ -104,6 +104,7 @@ struct sampler *sampler__new(const struct sampler_opts *opts, sampler_event_fn o
 	s->skel->rodata->want_user = !opts->no_user;
 	s->skel->rodata->want_kernel = !opts->no_kernel;
 	s->skel->rodata->debug = opts->debug_bpf;
+	s->skel->rodata->want_hybrid = opts->hybrid;
 	s->skel->rodata->page_shift = (uint32_t)__builtin_ctzl((unsigned long)getpagesize());
 	if (opts->max_counts) {
 		bpf_map__set_max_entries(s->skel->maps.counts0, opts->max_counts);

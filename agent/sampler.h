@@ -23,6 +23,7 @@ struct sampler_opts {
 	uint32_t max_counts; /* distinct stack keys per generation; 0 = 16384 */
 	uint32_t max_stacks; /* distinct stacks per generation; 0 = 8192 */
 	bool debug_bpf;	     /* bpf_printk tracing */
+	bool hybrid;	     /* CFI-table + FP unwinding of user stacks */
 };
 
 /* One aggregated sample handed out by sampler__drain(). */

@@ -48,6 +48,7 @@ static int cmd_record(int argc, char **argv)
 		{ "max-stacks", required_argument, NULL, 'S' },
 		{ "drain-interval", required_argument, NULL, 'I' },
 		{ "max-counts", required_argument, NULL, 'C' },
+		{ "unwind", required_argument, NULL, 'W' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
@@ -88,6 +89,14 @@ static int cmd_record(int argc, char **argv)
 			break;
 		case 'S':
 			if (cli_parse_u32(optarg, 1u << 22, &so->max_stacks))
+				goto bad;
+			break;
+		case 'W':
+			if (!strcmp(optarg, "fp"))
+				so->hybrid = false;
+			else if (!strcmp(optarg, "hybrid"))
+				so->hybrid = true;
+			else
 				goto bad;
 			break;
 		case 'C':

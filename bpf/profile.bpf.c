@@ -22,7 +22,8 @@ const volatile __u32 filter_mode = STRATA_FILTER_NONE;
 const volatile bool want_user = true;
 const volatile bool want_kernel = true;
 const volatile bool debug = false;
-const volatile __u32 page_shift = 12; /* set from getpagesize() */
+const volatile __u32 page_shift = 12;	 /* set from getpagesize() */
+const volatile bool want_hybrid = false; /* CFI tables + FP, else FP only */
 
 /* Generation BPF writes to; flipped by user space through the mmap'd .bss. */
 __u32 gen;
@@ -115,6 +116,30 @@ struct {
 	__type(value, __u32);
 } seen SEC(".maps");
 
+/* Compiled CFI rows of every loaded table, back to back; user space
+ * allocates ranges (struct unwind_map.row_first/row_count). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1 << 19);
+	__type(key, __u32);
+	__type(value, struct unwind_row);
+} unwind_rows SEC(".maps");
+
+/* Per address space (mm_id): its executable mappings and their tables. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, struct unwind_proc);
+} unwind_procs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, UNWIND_ERR_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} unwind_errors SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 512 * 1024);
@@ -201,20 +226,91 @@ static __always_inline __u64 hash_stack(const struct strata_stack *t)
 	return h <= STRATA_STACK_LOST ? h + 2 : h;
 }
 
+/* --- hybrid unwinder glue (the core is bpf/unwind_core.h) --- */
+
+static __always_inline int unw_read(void *dst, __u32 size, __u64 addr)
+{
+	return bpf_probe_read_user(dst, size, (const void *)addr);
+}
+
+static __always_inline const struct unwind_row *unw_row(__u32 index)
+{
+	return bpf_map_lookup_elem(&unwind_rows, &index);
+}
+
+static __always_inline void unw_count(enum unwind_err e)
+{
+	__u32 key = e;
+	__u64 *v = bpf_map_lookup_elem(&unwind_errors, &key);
+
+	if (v)
+		*v += 1;
+}
+
+#include "bpf/unwind_core.h"
+
+struct unwind_ctx {
+	struct unwind_regs regs;
+	struct strata_stack *trace;
+	__u64 mm_id;
+};
+
+static long unwind_frame(__u32 i, void *data)
+{
+	struct unwind_ctx *c = data;
+	const struct unwind_proc *proc;
+
+	if (i >= STRATA_MAX_STACK_DEPTH)
+		return 1;
+	c->trace->ips[i] = c->regs.rip;
+	c->trace->len = i + 1;
+	if (i == STRATA_MAX_STACK_DEPTH - 1) {
+		unw_count(UNWIND_ERR_DEPTH);
+		return 1;
+	}
+	/* Looked up per frame: a map value pointer cannot be kept in the
+	 * loop context across callback invocations. */
+	proc = bpf_map_lookup_elem(&unwind_procs, &c->mm_id);
+	return unw_step(&c->regs, proc) != 0;
+}
+
+/* Hybrid user stack: CFI rows where the code has them, FP steps elsewhere. */
+static __always_inline long unwind_user(struct strata_stack *t, __u64 mm_id)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	struct unwind_ctx c = { .trace = t, .mm_id = mm_id };
+
+	/* task_pt_regs holds the user registers whether the sample hit in
+	 * user mode or inside a syscall / interrupt. */
+	c.regs.rip = BPF_CORE_READ(regs, ip);
+	c.regs.rsp = BPF_CORE_READ(regs, sp);
+	c.regs.rbp = BPF_CORE_READ(regs, bp);
+	c.regs.first = 1;
+	t->len = 0;
+	if (!c.regs.rip)
+		return 0;
+	bpf_loop(STRATA_MAX_STACK_DEPTH, unwind_frame, &c, 0);
+	return (long)t->len * sizeof(__u64);
+}
+
 /*
  * Reads one stack into per-CPU scratch and stores it in this generation's
  * stack map.  Returns its id, STRATA_STACK_NONE when there are no frames, or
  * STRATA_STACK_LOST (counted) when it could not be read or stored.
  */
 static __always_inline __u64 store_stack(void *ctx, void *stack_map, __u32 slot, __u64 flags,
-					 enum strata_counter err_counter)
+					 __u64 mm_id, enum strata_counter err_counter)
 {
 	struct strata_stack *t = bpf_map_lookup_elem(&scratch, &slot);
 	long n;
 
 	if (!t)
 		return STRATA_STACK_LOST;
-	n = bpf_get_stack(ctx, t->ips, sizeof(t->ips), flags);
+	if (want_hybrid && (flags & BPF_F_USER_STACK))
+		n = unwind_user(t, mm_id);
+	else
+		n = bpf_get_stack(ctx, t->ips, sizeof(t->ips), flags);
 	if (n < 0) {
 		count(err_counter);
 		return STRATA_STACK_LOST;
@@ -338,11 +434,11 @@ int profile_sample(struct bpf_perf_event_data *ctx)
 
 	key.user_stack = STRATA_STACK_NONE;
 	if (want_user && key.mm_id)
-		key.user_stack =
-			store_stack(ctx, stack_map, 0, BPF_F_USER_STACK, STRATA_CNT_USER_STACK_ERR);
+		key.user_stack = store_stack(ctx, stack_map, 0, BPF_F_USER_STACK, key.mm_id,
+					     STRATA_CNT_USER_STACK_ERR);
 	key.kern_stack = STRATA_STACK_NONE;
 	if (want_kernel)
-		key.kern_stack = store_stack(ctx, stack_map, 1, 0, STRATA_CNT_KERN_STACK_ERR);
+		key.kern_stack = store_stack(ctx, stack_map, 1, 0, 0, STRATA_CNT_KERN_STACK_ERR);
 	add_count(count_map, &key);
 out:
 	generation_leave(inf, g);

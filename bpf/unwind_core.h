@@ -1,0 +1,201 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The hybrid unwinder's core: one frame step from compiled CFI rows, or a
+ * frame-pointer step where there are none.  Written once and compiled twice:
+ * into the BPF sampler (bpf/profile.bpf.c) and, with STRATA_TESTING, into
+ * user-space replay tests that feed recorded registers and stack memory.
+ *
+ * The includer provides:
+ *   unw_read(void *dst, __u32 size, __u64 addr)     -> 0 or negative
+ *   unw_row(__u32 index)                            -> const struct unwind_row *
+ *   unw_count(enum unwind_err e)
+ */
+#ifndef STRATA_UNWIND_CORE_H
+#define STRATA_UNWIND_CORE_H
+
+#ifndef UNW_INLINE
+#define UNW_INLINE static __always_inline
+#endif
+
+struct unwind_regs {
+	__u64 rip, rsp, rbp;
+	__u32 first; /* the first frame: rip is exact, not a return address */
+	__u32 pad;
+};
+
+/* The mapping holding pc (binary search over proc->maps), or NULL. */
+UNW_INLINE const struct unwind_map *unw_find_map(const struct unwind_proc *proc, __u64 pc)
+{
+	__u32 lo = 0, hi = proc->nmaps;
+
+	if (hi > UNWIND_MAX_MAPS)
+		hi = UNWIND_MAX_MAPS;
+	for (int i = 0; i < 7; i++) { /* log2(UNWIND_MAX_MAPS) + 1 */
+		if (lo >= hi)
+			break;
+		__u32 mid = (lo + hi) / 2;
+		const struct unwind_map *m = &proc->maps[mid & (UNWIND_MAX_MAPS - 1)];
+
+		if (pc < m->start)
+			hi = mid;
+		else if (pc >= m->end)
+			lo = mid + 1;
+		else
+			return m;
+	}
+	return NULL;
+}
+
+/* The row covering vaddr in rows [first, first + count), or NULL. */
+UNW_INLINE const struct unwind_row *unw_find_row(__u32 first, __u32 count, __u64 vaddr)
+{
+	const struct unwind_row *best = NULL;
+	__u32 lo = 0, hi = count;
+
+	if (vaddr > 0xffffffffULL)
+		return NULL;
+	for (int i = 0; i < 25; i++) { /* tables up to 16M rows */
+		if (lo >= hi)
+			break;
+		__u32 mid = lo + (hi - lo) / 2;
+		const struct unwind_row *r = unw_row(first + mid);
+
+		if (!r)
+			return NULL;
+		if (r->pc <= (__u32)vaddr) {
+			best = r;
+			lo = mid + 1;
+		} else {
+			hi = mid;
+		}
+	}
+	return best;
+}
+
+/* Reads a saved register per rule; 0, or negative (rule not supported). */
+UNW_INLINE int unw_reg(__u8 rule, __s16 off, __u64 cfa, __u64 sp, __u64 same, __u64 *out)
+{
+	switch (rule) {
+	case UNWIND_REG_SAME:
+		*out = same;
+		return 0;
+	case UNWIND_REG_CFA_OFF:
+		return unw_read(out, sizeof(*out), cfa + (__s64)off);
+	case UNWIND_REG_SP_OFF:
+		return unw_read(out, sizeof(*out), sp + (__s64)off);
+	case UNWIND_REG_UNDEFINED:
+		*out = 0;
+		return 0;
+	default:
+		return -1;
+	}
+}
+
+/*
+ * The classic frame-pointer step: [rbp] = caller's rbp, [rbp + 8] = RA.
+ * The return address is kept even when the saved rbp is not a frame
+ * pointer (the caller keeps none): rbp then becomes 0, so only a CFI step
+ * can go further.
+ */
+UNW_INLINE int unw_fp_step(struct unwind_regs *r)
+{
+	__u64 frame[2];
+
+	if (!r->rbp || unw_read(frame, sizeof(frame), r->rbp)) {
+		unw_count(UNWIND_ERR_READ);
+		return -1;
+	}
+	if (!frame[1]) {
+		unw_count(UNWIND_OK_END);
+		return 1;
+	}
+	r->rsp = r->rbp + 16;
+	r->rbp = frame[0] > r->rbp ? frame[0] : 0; /* frames grow up the stack */
+	r->rip = frame[1];
+	r->first = 0;
+	unw_count(UNWIND_FP_STEPS);
+	return 0;
+}
+
+/*
+ * One step from the frame in r to its caller.  Returns 0 (r is the caller),
+ * 1 (outermost frame reached) or -1 (stop; the reason is counted).
+ */
+UNW_INLINE int unw_step(struct unwind_regs *r, const struct unwind_proc *proc)
+{
+	const struct unwind_map *m;
+	const struct unwind_row *row;
+	__u64 pc, cfa, ra, rbp;
+
+	if (!proc) {
+		unw_count(UNWIND_ERR_NO_PROC);
+		return unw_fp_step(r);
+	}
+	/* A return address points after the call, maybe past the end of a
+	 * noreturn function's CFI: look the call itself up. */
+	pc = r->first ? r->rip : r->rip - 1;
+	m = unw_find_map(proc, pc);
+	if (!m) {
+		unw_count(UNWIND_ERR_NO_MAPPING);
+		return unw_fp_step(r);
+	}
+	if (m->row_first == UNWIND_NO_TABLE) {
+		unw_count(UNWIND_ERR_NO_TABLE);
+		return unw_fp_step(r);
+	}
+	row = unw_find_row(m->row_first, m->row_count, pc - m->bias);
+	if (!row || row->cfa_type == UNWIND_CFA_NONE) {
+		unw_count(UNWIND_ERR_NO_ROW);
+		return unw_fp_step(r);
+	}
+	switch (row->cfa_type) {
+	case UNWIND_CFA_RSP:
+		cfa = r->rsp + (__s64)row->cfa_off;
+		break;
+	case UNWIND_CFA_RBP:
+		cfa = r->rbp + (__s64)row->cfa_off;
+		break;
+	case UNWIND_CFA_PLT:
+		cfa = r->rsp + 8 + (((r->rip & 15) >= 11) ? 8 : 0);
+		break;
+	case UNWIND_CFA_DEREF_RSP:
+		if (unw_read(&cfa, sizeof(cfa), r->rsp + (__s64)row->cfa_off)) {
+			unw_count(UNWIND_ERR_READ);
+			return -1;
+		}
+		break;
+	case UNWIND_CFA_END:
+		unw_count(UNWIND_OK_END);
+		return 1;
+	default:
+		unw_count(UNWIND_ERR_UNSUPPORTED);
+		return -1;
+	}
+	if (unw_reg(row->ra_rule, row->ra_off, cfa, r->rsp, 0, &ra) ||
+	    unw_reg(row->rbp_rule, row->rbp_off, cfa, r->rsp, r->rbp, &rbp)) {
+		unw_count(row->ra_rule == UNWIND_REG_UNSUPPORTED ||
+					  row->rbp_rule == UNWIND_REG_UNSUPPORTED
+				  ? UNWIND_ERR_UNSUPPORTED
+				  : UNWIND_ERR_READ);
+		return -1;
+	}
+	if (!ra) {
+		unw_count(UNWIND_OK_END);
+		return 1;
+	}
+	/* The stack only grows towards the caller (signal frames excepted,
+	 * whose CFA is the interrupted stack pointer, read from memory). */
+	if (cfa <= r->rsp && row->cfa_type != UNWIND_CFA_DEREF_RSP) {
+		unw_count(UNWIND_ERR_BAD_FRAME);
+		return -1;
+	}
+	r->rsp = cfa;
+	r->rbp = rbp;
+	r->rip = ra;
+	/* After a signal frame the next pc is exact (interrupted there). */
+	r->first = row->cfa_type == UNWIND_CFA_DEREF_RSP;
+	unw_count(UNWIND_CFI_STEPS);
+	return 0;
+}
+
+#endif /* STRATA_UNWIND_CORE_H */
