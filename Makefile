@@ -120,7 +120,7 @@ $(BUILD)/strata-agent: $(OBJ)/agent/agent_main.o $(BUILD)/libstrata.a
 $(BUILD)/tests/%: $(ASAN_OBJ)/tests/unit/%.o $(BUILD)/libstrata-san.a
 	@mkdir -p $(@D)
 	$(call msg,LINK,$@)
-	$(Q)$(CC) $(CFLAGS) $(SAN_FLAGS) $^ $(LDLIBS) -lcmocka -o $@
+	$(Q)$(CC) $(CFLAGS) $(SAN_FLAGS) $^ $(LDLIBS) -lcmocka -lunwind -ldl -o $@
 
 # Fixtures: workloads with known call chains.  Flags per fixture come from a
 # "// build:" line in its source, so each file says how it must be built.
@@ -133,6 +133,10 @@ $(BUILD)/fixtures/%: tests/fixtures/%.cc
 	@mkdir -p $(@D)
 	$(call msg,FIXTURE,$@)
 	$(Q)$(CXX) $$(sed -n 's|^// build: ||p' $<) -o $@ $< $$(sed -n 's|^// link: ||p' $<)
+
+# Fixtures that link fixture libraries.
+$(BUILD)/fixtures/libnofpa.so: $(BUILD)/fixtures/libnofpb.so
+$(BUILD)/fixtures/nofp_chain: $(BUILD)/fixtures/libnofpa.so $(BUILD)/fixtures/libnofpb.so
 
 fixtures: $(FIXTURES)
 

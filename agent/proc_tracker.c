@@ -32,6 +32,7 @@ struct proc_tracker {
 	size_t max, count;
 	uint64_t epoch; /* drains so far */
 	long clk_tck;
+	struct proc_tracker_hooks hooks;
 	struct proc_tracker_stats st;
 };
 
@@ -53,6 +54,11 @@ struct proc_tracker *proc_tracker__new(struct module_registry *mods, size_t max)
 	if (t->clk_tck <= 0)
 		t->clk_tck = 100;
 	return t;
+}
+
+void proc_tracker__set_hooks(struct proc_tracker *t, const struct proc_tracker_hooks *h)
+{
+	t->hooks = *h;
 }
 
 static void maps_clear(struct proc_instance *p)
@@ -106,6 +112,8 @@ static void sweep_exited(struct proc_tracker *t)
 				continue;
 			}
 			*pp = p->next;
+			if (t->hooks.freed)
+				t->hooks.freed(t->hooks.ctx, p->mm_id);
 			instance_free(p);
 			t->count--;
 		}
@@ -261,6 +269,8 @@ static int read_maps(struct proc_tracker *t, struct proc_instance *p)
 				     pm[i].path[0] ? pm[i].path : "[anon]");
 	}
 	free(pm);
+	if (!err && t->hooks.maps_read)
+		t->hooks.maps_read(t->hooks.ctx, p->mm_id, p->maps, p->nmaps);
 	return err;
 }
 

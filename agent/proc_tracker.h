@@ -32,10 +32,19 @@ struct proc_tracker_stats {
 		exit_vmas_unlocated, found_dead;
 };
 
+/* Called when an instance's mappings were (re)read from /proc, and when an
+ * instance is freed: the unwinder keeps its tables in step. */
+struct proc_tracker_hooks {
+	void *ctx;
+	void (*maps_read)(void *ctx, uint64_t mm_id, const struct proc_mapping *maps, size_t n);
+	void (*freed)(void *ctx, uint64_t mm_id);
+};
+
 struct proc_tracker;
 
 struct proc_tracker *proc_tracker__new(struct module_registry *mods, size_t max);
 void proc_tracker__free(struct proc_tracker *t);
+void proc_tracker__set_hooks(struct proc_tracker *t, const struct proc_tracker_hooks *h);
 
 /* Applies one event from the BPF side.  0 or -errno. */
 int proc_tracker__on_event(struct proc_tracker *t, const struct strata_proc_event *e);

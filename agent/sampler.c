@@ -439,3 +439,37 @@ void sampler__stats(const struct sampler *s, struct sampler_stats *st)
 	st->samples_dropped = s->samples_dropped;
 	st->events_malformed = s->events_malformed;
 }
+
+void sampler__unwind_maps(const struct sampler *s, int *rows_fd, uint32_t *max_rows, int *procs_fd)
+{
+	*rows_fd = bpf_map__fd(s->skel->maps.unwind_rows);
+	*max_rows = bpf_map__max_entries(s->skel->maps.unwind_rows);
+	*procs_fd = bpf_map__fd(s->skel->maps.unwind_procs);
+}
+
+void sampler__unwind_counters(const struct sampler *s, uint64_t *out)
+{
+	uint64_t vals[s->ncpus];
+
+	for (uint32_t e = 0; e < UNWIND_ERR_MAX; e++) {
+		out[e] = 0;
+		if (bpf_map_lookup_elem(bpf_map__fd(s->skel->maps.unwind_errors), &e, vals))
+			continue;
+		for (int i = 0; i < s->ncpus; i++)
+			out[e] += vals[i];
+	}
+}
+
+const char *sampler__unwind_counter_name(enum unwind_err e)
+{
+	static const char *const names[UNWIND_ERR_MAX] = {
+		[UNWIND_OK_END] = "end_reached",	[UNWIND_ERR_NO_PROC] = "no_proc",
+		[UNWIND_ERR_NO_MAPPING] = "no_mapping", [UNWIND_ERR_NO_TABLE] = "no_table",
+		[UNWIND_ERR_NO_ROW] = "no_row",		[UNWIND_ERR_UNSUPPORTED] = "unsupported",
+		[UNWIND_ERR_READ] = "read_failed",	[UNWIND_ERR_BAD_FRAME] = "bad_frame",
+		[UNWIND_ERR_DEPTH] = "depth_limit",	[UNWIND_FP_STEPS] = "fp_steps",
+		[UNWIND_CFI_STEPS] = "cfi_steps",
+	};
+
+	return e < UNWIND_ERR_MAX ? names[e] : "unknown";
+}

@@ -74,6 +74,12 @@ int sampler__consume_events(struct sampler *s);
 int sampler__drain(struct sampler *s, sampler_sample_fn fn, void *ctx);
 
 void sampler__stats(const struct sampler *s, struct sampler_stats *st);
+
+/* The hybrid unwinder's maps, for the loader that fills them. */
+void sampler__unwind_maps(const struct sampler *s, int *rows_fd, uint32_t *max_rows, int *procs_fd);
+/* Per-reason unwinder counters summed over CPUs (UNWIND_ERR_MAX entries). */
+void sampler__unwind_counters(const struct sampler *s, uint64_t *out);
+const char *sampler__unwind_counter_name(enum unwind_err e);
 const char *sampler__counter_name(enum strata_counter c);
 
 #endif /* STRATA_SAMPLER_H */

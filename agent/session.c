@@ -15,6 +15,20 @@
 #include "agent/clock.h"
 #include "agent/log.h"
 
+static void unwind_maps_read(void *ctx, uint64_t mm_id, const struct proc_mapping *maps, size_t n)
+{
+	struct session *s = ctx;
+
+	unwind_loader__load(s->unwind, mm_id, maps, n); /* failures counted */
+}
+
+static void unwind_freed(void *ctx, uint64_t mm_id)
+{
+	struct session *s = ctx;
+
+	unwind_loader__forget(s->unwind, mm_id);
+}
+
 static int on_event(void *ctx, const struct strata_proc_event *e)
 {
 	struct session *s = ctx;
@@ -91,6 +105,21 @@ struct session *session__new(const struct session_opts *opts)
 		err = -errno;
 		goto err_out;
 	}
+	if (opts->sampler.hybrid) {
+		int rows_fd, procs_fd;
+		uint32_t max_rows;
+
+		sampler__unwind_maps(s->sampler, &rows_fd, &max_rows, &procs_fd);
+		s->unwind = unwind_loader__new(rows_fd, max_rows, procs_fd);
+		if (!s->unwind) {
+			err = -ENOMEM;
+			goto err_out;
+		}
+		struct proc_tracker_hooks hooks = { .ctx = s,
+						    .maps_read = unwind_maps_read,
+						    .freed = unwind_freed };
+		proc_tracker__set_hooks(s->procs, &hooks);
+	}
 	for (size_t i = 0; i < opts->npids; i++) {
 		err = sampler__add_target(s->sampler, opts->pids[i]);
 		if (err)
@@ -125,11 +154,13 @@ void session__free(struct session *s)
 {
 	if (!s)
 		return;
+	/* The tracker's hooks feed the loader: free the tracker first. */
+	proc_tracker__free(s->procs);
+	unwind_loader__free(s->unwind);
 	sampler__free(s->sampler);
 	profile__free(s->res.out);
 	ksyms__free(s->ksyms);
 	symbolizer__free(s->sym);
-	proc_tracker__free(s->procs);
 	modules__free(s->mods);
 	if (s->epfd >= 0)
 		close(s->epfd);
@@ -267,6 +298,25 @@ void session__report(struct session *s, const struct profile *p)
 		(unsigned long long)ms.open_failed, (unsigned long long)ms.located,
 		(unsigned long long)ms.not_located);
 	fprintf(stderr, "  frames_truncated=%llu\n", (unsigned long long)s->res.frames_truncated);
+	if (s->unwind) {
+		uint64_t uc[UNWIND_ERR_MAX];
+		struct unwind_loader_stats ul;
+
+		sampler__unwind_counters(s->sampler, uc);
+		fprintf(stderr, "  unwind:");
+		for (int i = 0; i < UNWIND_ERR_MAX; i++)
+			fprintf(stderr, " %s=%llu", sampler__unwind_counter_name(i),
+				(unsigned long long)uc[i]);
+		unwind_loader__stats(s->unwind, &ul);
+		fprintf(stderr,
+			"\n  unwind tables: built=%llu failed=%llu dropped_full=%llu "
+			"rows=%llu/%llu procs=%llu failed=%llu maps_truncated=%llu build_ms=%.1f\n",
+			(unsigned long long)ul.tables_built, (unsigned long long)ul.tables_failed,
+			(unsigned long long)ul.tables_dropped_full,
+			(unsigned long long)ul.rows_used, (unsigned long long)ul.rows_max,
+			(unsigned long long)ul.procs_loaded, (unsigned long long)ul.procs_failed,
+			(unsigned long long)ul.maps_truncated, ul.build_ns / 1e6);
+	}
 	fprintf(stderr,
 		"  symbolizer: lookups=%llu cache_hits=%llu unresolved=%llu open_failed=%llu\n",
 		(unsigned long long)ss.lookups, (unsigned long long)ss.cache_hits,

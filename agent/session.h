@@ -17,6 +17,7 @@
 #include "agent/profile.h"
 #include "agent/resolve.h"
 #include "agent/sampler.h"
+#include "agent/unwind_loader.h"
 #include "symbolize/symbolize.h"
 
 struct session_opts {
@@ -40,6 +41,7 @@ struct session {
 	struct proc_tracker *procs;
 	struct symbolizer *sym;
 	struct ksyms *ksyms;
+	struct unwind_loader *unwind; /* NULL: frame pointers only */
 	struct resolver res;
 	int epfd, sigfd;
 	uint32_t freq_hz;

@@ -228,17 +228,17 @@ static __always_inline __u64 hash_stack(const struct strata_stack *t)
 
 /* --- hybrid unwinder glue (the core is bpf/unwind_core.h) --- */
 
-static __always_inline int unw_read(void *dst, __u32 size, __u64 addr)
+static __always_inline int unwind_hook_read(void *dst, __u32 size, __u64 addr)
 {
 	return bpf_probe_read_user(dst, size, (const void *)addr);
 }
 
-static __always_inline const struct unwind_row *unw_row(__u32 index)
+static __always_inline const struct unwind_row *unwind_hook_row(__u32 index)
 {
 	return bpf_map_lookup_elem(&unwind_rows, &index);
 }
 
-static __always_inline void unw_count(enum unwind_err e)
+static __always_inline void unwind_hook_count(enum unwind_err e)
 {
 	__u32 key = e;
 	__u64 *v = bpf_map_lookup_elem(&unwind_errors, &key);
@@ -265,13 +265,13 @@ static long unwind_frame(__u32 i, void *data)
 	c->trace->ips[i] = c->regs.rip;
 	c->trace->len = i + 1;
 	if (i == STRATA_MAX_STACK_DEPTH - 1) {
-		unw_count(UNWIND_ERR_DEPTH);
+		unwind_hook_count(UNWIND_ERR_DEPTH);
 		return 1;
 	}
 	/* Looked up per frame: a map value pointer cannot be kept in the
 	 * loop context across callback invocations. */
 	proc = bpf_map_lookup_elem(&unwind_procs, &c->mm_id);
-	return unw_step(&c->regs, proc) != 0;
+	return unwind_step(&c->regs, proc) != 0;
 }
 
 /* Hybrid user stack: CFI rows where the code has them, FP steps elsewhere. */

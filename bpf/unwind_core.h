@@ -6,15 +6,15 @@
  * user-space replay tests that feed recorded registers and stack memory.
  *
  * The includer provides:
- *   unw_read(void *dst, __u32 size, __u64 addr)     -> 0 or negative
- *   unw_row(__u32 index)                            -> const struct unwind_row *
- *   unw_count(enum unwind_err e)
+ *   unwind_hook_read(void *dst, __u32 size, __u64 addr)     -> 0 or negative
+ *   unwind_hook_row(__u32 index)                            -> const struct unwind_row *
+ *   unwind_hook_count(enum unwind_err e)
  */
 #ifndef STRATA_UNWIND_CORE_H
 #define STRATA_UNWIND_CORE_H
 
-#ifndef UNW_INLINE
-#define UNW_INLINE static __always_inline
+#ifndef UNWIND_INLINE
+#define UNWIND_INLINE static __always_inline
 #endif
 
 struct unwind_regs {
@@ -24,7 +24,7 @@ struct unwind_regs {
 };
 
 /* The mapping holding pc (binary search over proc->maps), or NULL. */
-UNW_INLINE const struct unwind_map *unw_find_map(const struct unwind_proc *proc, __u64 pc)
+UNWIND_INLINE const struct unwind_map *unwind_find_map(const struct unwind_proc *proc, __u64 pc)
 {
 	__u32 lo = 0, hi = proc->nmaps;
 
@@ -46,43 +46,49 @@ UNW_INLINE const struct unwind_map *unw_find_map(const struct unwind_proc *proc,
 	return NULL;
 }
 
-/* The row covering vaddr in rows [first, first + count), or NULL. */
-UNW_INLINE const struct unwind_row *unw_find_row(__u32 first, __u32 count, __u64 vaddr)
+/*
+ * Copies the row covering vaddr in rows [first, first + count) into *out;
+ * returns 0, or -1 when none does.  The row is copied, not pointed to, so
+ * the hook may return a buffer it reuses.
+ */
+UNWIND_INLINE int unwind_find_row(__u32 first, __u32 count, __u64 vaddr, struct unwind_row *out)
 {
-	const struct unwind_row *best = NULL;
 	__u32 lo = 0, hi = count;
+	int found = -1;
 
 	if (vaddr > 0xffffffffULL)
-		return NULL;
+		return -1;
 	for (int i = 0; i < 25; i++) { /* tables up to 16M rows */
 		if (lo >= hi)
 			break;
 		__u32 mid = lo + (hi - lo) / 2;
-		const struct unwind_row *r = unw_row(first + mid);
+		const struct unwind_row *r = unwind_hook_row(first + mid);
 
 		if (!r)
-			return NULL;
+			return -1;
 		if (r->pc <= (__u32)vaddr) {
-			best = r;
+			*out = *r;
+			found = 0;
 			lo = mid + 1;
 		} else {
 			hi = mid;
 		}
 	}
-	return best;
+	return found;
 }
 
 /* Reads a saved register per rule; 0, or negative (rule not supported). */
-UNW_INLINE int unw_reg(__u8 rule, __s16 off, __u64 cfa, __u64 sp, __u64 same, __u64 *out)
+UNWIND_INLINE int unwind_saved_reg(__u8 rule, __s16 off, __u64 cfa, __u64 sp, __u64 same,
+				   __u64 *out)
 {
 	switch (rule) {
 	case UNWIND_REG_SAME:
 		*out = same;
 		return 0;
 	case UNWIND_REG_CFA_OFF:
-		return unw_read(out, sizeof(*out), cfa + (__s64)off);
+		return unwind_hook_read(out, sizeof(*out), cfa + (__s64)off);
 	case UNWIND_REG_SP_OFF:
-		return unw_read(out, sizeof(*out), sp + (__s64)off);
+		return unwind_hook_read(out, sizeof(*out), sp + (__s64)off);
 	case UNWIND_REG_UNDEFINED:
 		*out = 0;
 		return 0;
@@ -97,23 +103,23 @@ UNW_INLINE int unw_reg(__u8 rule, __s16 off, __u64 cfa, __u64 sp, __u64 same, __
  * pointer (the caller keeps none): rbp then becomes 0, so only a CFI step
  * can go further.
  */
-UNW_INLINE int unw_fp_step(struct unwind_regs *r)
+UNWIND_INLINE int unwind_fp_step(struct unwind_regs *r)
 {
 	__u64 frame[2];
 
-	if (!r->rbp || unw_read(frame, sizeof(frame), r->rbp)) {
-		unw_count(UNWIND_ERR_READ);
+	if (!r->rbp || unwind_hook_read(frame, sizeof(frame), r->rbp)) {
+		unwind_hook_count(UNWIND_ERR_READ);
 		return -1;
 	}
 	if (!frame[1]) {
-		unw_count(UNWIND_OK_END);
+		unwind_hook_count(UNWIND_OK_END);
 		return 1;
 	}
 	r->rsp = r->rbp + 16;
 	r->rbp = frame[0] > r->rbp ? frame[0] : 0; /* frames grow up the stack */
 	r->rip = frame[1];
 	r->first = 0;
-	unw_count(UNWIND_FP_STEPS);
+	unwind_hook_count(UNWIND_FP_STEPS);
 	return 0;
 }
 
@@ -121,32 +127,32 @@ UNW_INLINE int unw_fp_step(struct unwind_regs *r)
  * One step from the frame in r to its caller.  Returns 0 (r is the caller),
  * 1 (outermost frame reached) or -1 (stop; the reason is counted).
  */
-UNW_INLINE int unw_step(struct unwind_regs *r, const struct unwind_proc *proc)
+UNWIND_INLINE int unwind_step(struct unwind_regs *r, const struct unwind_proc *proc)
 {
 	const struct unwind_map *m;
-	const struct unwind_row *row;
+	struct unwind_row rowbuf, *row = &rowbuf;
 	__u64 pc, cfa, ra, rbp;
 
 	if (!proc) {
-		unw_count(UNWIND_ERR_NO_PROC);
-		return unw_fp_step(r);
+		unwind_hook_count(UNWIND_ERR_NO_PROC);
+		return unwind_fp_step(r);
 	}
 	/* A return address points after the call, maybe past the end of a
 	 * noreturn function's CFI: look the call itself up. */
 	pc = r->first ? r->rip : r->rip - 1;
-	m = unw_find_map(proc, pc);
+	m = unwind_find_map(proc, pc);
 	if (!m) {
-		unw_count(UNWIND_ERR_NO_MAPPING);
-		return unw_fp_step(r);
+		unwind_hook_count(UNWIND_ERR_NO_MAPPING);
+		return unwind_fp_step(r);
 	}
 	if (m->row_first == UNWIND_NO_TABLE) {
-		unw_count(UNWIND_ERR_NO_TABLE);
-		return unw_fp_step(r);
+		unwind_hook_count(UNWIND_ERR_NO_TABLE);
+		return unwind_fp_step(r);
 	}
-	row = unw_find_row(m->row_first, m->row_count, pc - m->bias);
-	if (!row || row->cfa_type == UNWIND_CFA_NONE) {
-		unw_count(UNWIND_ERR_NO_ROW);
-		return unw_fp_step(r);
+	if (unwind_find_row(m->row_first, m->row_count, pc - m->bias, row) ||
+	    row->cfa_type == UNWIND_CFA_NONE) {
+		unwind_hook_count(UNWIND_ERR_NO_ROW);
+		return unwind_fp_step(r);
 	}
 	switch (row->cfa_type) {
 	case UNWIND_CFA_RSP:
@@ -159,34 +165,34 @@ UNW_INLINE int unw_step(struct unwind_regs *r, const struct unwind_proc *proc)
 		cfa = r->rsp + 8 + (((r->rip & 15) >= 11) ? 8 : 0);
 		break;
 	case UNWIND_CFA_DEREF_RSP:
-		if (unw_read(&cfa, sizeof(cfa), r->rsp + (__s64)row->cfa_off)) {
-			unw_count(UNWIND_ERR_READ);
+		if (unwind_hook_read(&cfa, sizeof(cfa), r->rsp + (__s64)row->cfa_off)) {
+			unwind_hook_count(UNWIND_ERR_READ);
 			return -1;
 		}
 		break;
 	case UNWIND_CFA_END:
-		unw_count(UNWIND_OK_END);
+		unwind_hook_count(UNWIND_OK_END);
 		return 1;
 	default:
-		unw_count(UNWIND_ERR_UNSUPPORTED);
+		unwind_hook_count(UNWIND_ERR_UNSUPPORTED);
 		return -1;
 	}
-	if (unw_reg(row->ra_rule, row->ra_off, cfa, r->rsp, 0, &ra) ||
-	    unw_reg(row->rbp_rule, row->rbp_off, cfa, r->rsp, r->rbp, &rbp)) {
-		unw_count(row->ra_rule == UNWIND_REG_UNSUPPORTED ||
-					  row->rbp_rule == UNWIND_REG_UNSUPPORTED
-				  ? UNWIND_ERR_UNSUPPORTED
-				  : UNWIND_ERR_READ);
+	if (unwind_saved_reg(row->ra_rule, row->ra_off, cfa, r->rsp, 0, &ra) ||
+	    unwind_saved_reg(row->rbp_rule, row->rbp_off, cfa, r->rsp, r->rbp, &rbp)) {
+		unwind_hook_count(row->ra_rule == UNWIND_REG_UNSUPPORTED ||
+						  row->rbp_rule == UNWIND_REG_UNSUPPORTED
+					  ? UNWIND_ERR_UNSUPPORTED
+					  : UNWIND_ERR_READ);
 		return -1;
 	}
 	if (!ra) {
-		unw_count(UNWIND_OK_END);
+		unwind_hook_count(UNWIND_OK_END);
 		return 1;
 	}
 	/* The stack only grows towards the caller (signal frames excepted,
 	 * whose CFA is the interrupted stack pointer, read from memory). */
 	if (cfa <= r->rsp && row->cfa_type != UNWIND_CFA_DEREF_RSP) {
-		unw_count(UNWIND_ERR_BAD_FRAME);
+		unwind_hook_count(UNWIND_ERR_BAD_FRAME);
 		return -1;
 	}
 	r->rsp = cfa;
@@ -194,7 +200,7 @@ UNW_INLINE int unw_step(struct unwind_regs *r, const struct unwind_proc *proc)
 	r->rip = ra;
 	/* After a signal frame the next pc is exact (interrupted there). */
 	r->first = row->cfa_type == UNWIND_CFA_DEREF_RSP;
-	unw_count(UNWIND_CFI_STEPS);
+	unwind_hook_count(UNWIND_CFI_STEPS);
 	return 0;
 }
 

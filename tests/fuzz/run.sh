@@ -13,7 +13,7 @@ cflags="-std=gnu11 -g -O1 -Wall -Wextra -Werror -Wno-unused-parameter \
 	-D_GNU_SOURCE -I$root -fno-omit-frame-pointer \
 	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined"
 
-mkdir -p "$out/corpus/buildid" "$out/corpus/proc_maps"
+mkdir -p "$out/corpus/buildid" "$out/corpus/proc_maps" "$out/corpus/unwind_table"
 cd "$root"
 
 echo "  FUZZ-CC  $out/fuzz_buildid"
@@ -22,6 +22,9 @@ $clang $cflags tests/fuzz/fuzz_buildid.c symbolize/buildid.c \
 echo "  FUZZ-CC  $out/fuzz_proc_maps"
 $clang $cflags tests/fuzz/fuzz_proc_maps.c agent/proc_maps.c \
 	-o "$out/fuzz_proc_maps"
+echo "  FUZZ-CC  $out/fuzz_unwind_table"
+$clang $cflags tests/fuzz/fuzz_unwind_table.c unwind/*.c \
+	-ldw -lelf -lz -o "$out/fuzz_unwind_table"
 
 # Seeds: small real ELF files (one of them tiny, with a build-id), and
 # real maps lines.  Re-seeding an existing corpus is harmless.
@@ -34,9 +37,23 @@ done
 cp /proc/self/maps "$out/corpus/proc_maps/seed-self-maps"
 printf '7f0000000000-7f0000001000 r-xp 00001000 fd:01 42  /a b/c.so (deleted)\n' \
 	> "$out/corpus/proc_maps/seed-deleted"
+# Unwind seeds: small static ELFs with .eh_frame (+hdr), with frame
+# pointers, and with .debug_frame for the compiled code.
+cp "$out/corpus/buildid/tiny" "$out/corpus/unwind_table/seed-tiny" 2>/dev/null || true
+cat > "$out/unwind.c" <<'EOF'
+long leaf(long x) { return x * 3 + 1; }
+long mid(long n) { volatile long b[32]; for (long i = 0; i < 32; i++) b[i] = leaf(i + n); return b[n & 31]; }
+long dyn(long n) { volatile char *p = __builtin_alloca(n + 8); p[n] = 1; return p[n] + mid(n); }
+void _start(void) { for (long i = 0;; i++) dyn(i & 63); }
+EOF
+for v in "eh:-O2 -fomit-frame-pointer" "fp:-O1 -fno-omit-frame-pointer" \
+	"dbg:-O2 -g -fno-asynchronous-unwind-tables"; do
+	$clang ${v#*:} -nostdlib -static -Wl,--build-id=none \
+		-o "$out/corpus/unwind_table/seed-${v%%:*}" "$out/unwind.c" 2>/dev/null || true
+done
 
 fail=0
-for t in buildid proc_maps; do
+for t in buildid proc_maps unwind_table; do
 	echo "  FUZZ     $t for ${secs}s"
 	if ! "$out/fuzz_$t" -max_total_time="$secs" -timeout=10 \
 		-max_len=65536 -rss_limit_mb=2048 -print_final_stats=1 \

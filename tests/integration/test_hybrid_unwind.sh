@@ -1,0 +1,24 @@
+# Hybrid unwinding: a chain across the executable and two shared libraries,
+# all built -O2 -fomit-frame-pointer with the hot leaf in the last library,
+# comes out whole in >= 95% of samples; time inside Debian's libc (no frame
+# pointers) calling back into the program unwinds through libc to main.
+# A frame-pointer-only run of the same workload is printed for contrast.
+source "$(dirname "$0")/lib.sh"
+require_bpf
+"$STRATA" record -v --unwind hybrid -F 199 -o "$T/h.folded" -- "$FIX/nofp_chain" 3 2> "$T/err"
+grep -E '^  unwind' "$T/err" || true
+head -4 "$T/h.folded"
+total=$(folded_sum "$T/h.folded" nofp_chain "")
+full=$(folded_sum "$T/h.folded" nofp_chain ';main;exe_outer;a_mid;b_leaf(;|$)')
+"$STRATA" record --unwind fp -F 199 -o "$T/fp.folded" -- "$FIX/nofp_chain" 1 2>/dev/null
+fp_total=$(folded_sum "$T/fp.folded" nofp_chain "")
+fp_full=$(folded_sum "$T/fp.folded" nofp_chain ';main;exe_outer;a_mid;b_leaf(;|$)')
+echo "frame pointers only: $fp_full of $fp_total samples carry the chain"
+assert_ratio "$full" "$total" 95 "hybrid: main;exe_outer;a_mid;b_leaf across exe + 2 libraries"
+
+"$STRATA" record --unwind hybrid -F 199 -o "$T/q.folded" -- "$FIX/qsort_cb" 2 2>/dev/null
+sort -t' ' -k2 -nr "$T/q.folded" | head -3 | cut -c1-200
+# Samples inside the comparator or libc's sort: all must reach main.
+insort=$(folded_sum "$T/q.folded" qsort_cb '(by_value|msort|qsort)')
+tomain=$(folded_sum "$T/q.folded" qsort_cb ';main;sort_rounds;.*(by_value|msort|qsort)')
+assert_ratio "$tomain" "$insort" 95 "qsort callback unwinds through libc to main;sort_rounds"

@@ -1,0 +1,304 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * FDE address ranges of a raw CFI section.
+ *
+ * dwarf_next_cfi splits the section into CIEs and FDEs but leaves an FDE's
+ * initial_location/address_range encoded with its CIE's 'R' pointer
+ * encoding.  The decoding below follows libdw's own (cie.c intern_new_cie,
+ * encoded-value.h read_encoded_value): pc-relative pointers are relative to
+ * the section's load address, datarel/textrel/funcrel bases are 0.  Using
+ * the same rules matters more than the DWARF spec's letter here: a range
+ * that libdw would decode differently is a range dwarf_cfi_addrframe
+ * would never match.
+ *
+ * Input is hostile: every read is bounded by the section end, and a
+ * malformed entry is skipped and counted like libdw skips it.
+ */
+#include "unwind/fde_ranges.h"
+
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct cfi_sec {
+	const uint8_t *buf, *end;
+	uint64_t vaddr; /* base of DW_EH_PE_pcrel */
+};
+
+/* Little-endian reads: the caller only accepts x86-64 files. */
+static uint64_t load_le(const uint8_t *p, unsigned n)
+{
+	uint64_t v = 0;
+
+	for (unsigned i = 0; i < n; i++)
+		v |= (uint64_t)p[i] << (8 * i);
+	return v;
+}
+
+/* LEB128 of at most 10 bytes; false when it runs past end. */
+static bool read_leb(const uint8_t **pp, const uint8_t *end, bool sign, uint64_t *out)
+{
+	const uint8_t *p = *pp;
+	uint64_t v = 0;
+	unsigned shift = 0;
+	uint8_t b;
+
+	do {
+		if (p >= end || shift >= 70)
+			return false;
+		b = *p++;
+		if (shift < 64)
+			v |= (uint64_t)(b & 0x7f) << shift;
+		shift += 7;
+	} while (b & 0x80);
+	if (sign && shift < 64 && (b & 0x40))
+		v |= ~0ULL << shift;
+	*pp = p;
+	*out = v;
+	return true;
+}
+
+/* libdw's encoded_value_size: 0 for omit, unknown, or an unterminated LEB. */
+static size_t encoded_size(uint8_t enc, const uint8_t *p, const uint8_t *end)
+{
+	if (enc == DW_EH_PE_omit)
+		return 0;
+	switch (enc & 0x07) {
+	case DW_EH_PE_udata2:
+		return 2;
+	case DW_EH_PE_udata4:
+		return 4;
+	case DW_EH_PE_udata8:
+	case DW_EH_PE_absptr:
+		return 8;
+	case DW_EH_PE_uleb128:
+		for (const uint8_t *q = p; q && q < end;)
+			if (!(*q++ & 0x80))
+				return (size_t)(q - p);
+		return 0;
+	default:
+		return 0;
+	}
+}
+
+/* libdw's read_encoded_value; false on a bad encoding or a short read. */
+static bool read_encoded(const struct cfi_sec *s, uint8_t enc, const uint8_t **pp, uint64_t *out)
+{
+	const uint8_t *p = *pp;
+	uint64_t base = 0, v;
+	size_t n;
+
+	switch (enc & 0x70) {
+	case DW_EH_PE_absptr:
+	case DW_EH_PE_textrel:
+	case DW_EH_PE_datarel:
+	case DW_EH_PE_funcrel:
+		break;
+	case DW_EH_PE_pcrel:
+		base = s->vaddr + (uint64_t)(p - s->buf);
+		break;
+	case DW_EH_PE_aligned: {
+		uint64_t mis;
+
+		n = encoded_size(enc, p, s->end);
+		if (!n || (n & (n - 1)))
+			return false;
+		mis = (s->vaddr + (uint64_t)(p - s->buf)) & (n - 1);
+		if (mis) {
+			if ((uint64_t)(s->end - p) < n - mis)
+				return false;
+			p += n - mis;
+		}
+		break;
+	}
+	default:
+		return false;
+	}
+
+	switch (enc & 0x0f) {
+	case DW_EH_PE_udata2:
+	case DW_EH_PE_sdata2:
+		if (s->end - p < 2)
+			return false;
+		v = load_le(p, 2);
+		if ((enc & 0x0f) == DW_EH_PE_sdata2)
+			v = (uint64_t)(int64_t)(int16_t)v;
+		p += 2;
+		break;
+	case DW_EH_PE_udata4:
+	case DW_EH_PE_sdata4:
+		if (s->end - p < 4)
+			return false;
+		v = load_le(p, 4);
+		if ((enc & 0x0f) == DW_EH_PE_sdata4)
+			v = (uint64_t)(int64_t)(int32_t)v;
+		p += 4;
+		break;
+	case DW_EH_PE_udata8:
+	case DW_EH_PE_sdata8:
+	case DW_EH_PE_absptr:
+		if (s->end - p < 8)
+			return false;
+		v = load_le(p, 8);
+		p += 8;
+		break;
+	case DW_EH_PE_uleb128:
+	case DW_EH_PE_sleb128:
+		if (!read_leb(&p, s->end, (enc & 0x0f) == DW_EH_PE_sleb128, &v))
+			return false;
+		break;
+	default:
+		return false;
+	}
+	v += base;
+
+	if (enc & DW_EH_PE_indirect) {
+		/* A pointer to the value, inside this section (libdw's rule). */
+		if (v < s->vaddr || v - s->vaddr > (uint64_t)(s->end - s->buf) ||
+		    (uint64_t)(s->end - s->buf) - (v - s->vaddr) < 8)
+			return false;
+		v = load_le(s->buf + (v - s->vaddr), 8);
+	}
+	*pp = p;
+	*out = v;
+	return true;
+}
+
+/*
+ * The FDE pointer encoding of a CIE (its 'R' augmentation), as libdw's
+ * intern_new_cie reads it; DW_EH_PE_absptr without one.  False when the
+ * augmentation data runs past the CIE.
+ */
+static bool cie_fde_encoding(const Dwarf_CIE *cie, const uint8_t *cie_end, uint8_t *enc)
+{
+	const uint8_t *d = cie->augmentation_data;
+	bool sized = false;
+
+	*enc = DW_EH_PE_absptr;
+	for (const char *ap = cie->augmentation; ap && *ap; ap++) {
+		uint8_t e;
+		size_t n;
+
+		switch (*ap) {
+		case 'z':
+			sized = true;
+			continue;
+		case 'S':
+			continue;
+		case 'L':
+		case 'R':
+			if (!d || d >= cie_end)
+				return false;
+			e = *d++;
+			if (*ap == 'R')
+				*enc = e;
+			continue;
+		case 'P':
+			if (!d || d >= cie_end)
+				return false;
+			e = *d++;
+			n = encoded_size(e, d, cie_end);
+			if ((size_t)(cie_end - d) < n)
+				return false;
+			d += n;
+			continue;
+		default:
+			if (sized)
+				continue;
+		}
+		break;
+	}
+	return true;
+}
+
+static int ranges__push(struct fde_ranges *r, uint64_t lo, uint64_t hi, size_t max)
+{
+	if (r->n == r->cap) {
+		size_t cap = r->cap ? 2 * r->cap : 256;
+		struct fde_range *v;
+
+		if (r->n >= max)
+			return -E2BIG;
+		if (cap > max)
+			cap = max;
+		v = realloc(r->v, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		r->v = v;
+		r->cap = cap;
+	}
+	r->v[r->n].lo = lo;
+	r->v[r->n].hi = hi;
+	r->n++;
+	return 0;
+}
+
+int fde_ranges__scan(struct fde_ranges *r, const unsigned char *e_ident, Elf_Data *data, bool eh,
+		     uint64_t vaddr, size_t max)
+{
+	struct cfi_sec s = { data->d_buf, (const uint8_t *)data->d_buf + data->d_size, vaddr };
+	Dwarf_Off off = 0, cie_off = (Dwarf_Off)-1;
+	uint8_t enc = DW_EH_PE_absptr;
+	bool cie_ok = false;
+
+	if (!data->d_buf)
+		return 0;
+	/* Each entry is at least 9 bytes and offsets only grow: bounded. */
+	while (off < data->d_size) {
+		Dwarf_CFI_Entry e;
+		Dwarf_Off next = off;
+		const uint8_t *p;
+		uint64_t lo, len;
+		int rc, err;
+
+		rc = dwarf_next_cfi(e_ident, data, eh, off, &next, &e);
+		if (rc > 0)
+			break;
+		if (rc < 0) {
+			r->bad++;
+			if (next <= off)
+				break; /* could not size the entry: nothing after it is reliable */
+			off = next;
+			continue;
+		}
+		if (next <= off)
+			break;
+		off = next;
+		if (dwarf_cfi_cie_p(&e))
+			continue;
+
+		/* FDEs of one CIE are usually adjacent: remember the last. */
+		if (e.fde.CIE_pointer != cie_off) {
+			Dwarf_CFI_Entry c;
+			Dwarf_Off cnext = e.fde.CIE_pointer;
+
+			cie_off = e.fde.CIE_pointer;
+			cie_ok = dwarf_next_cfi(e_ident, data, eh, cie_off, &cnext, &c) == 0 &&
+				 dwarf_cfi_cie_p(&c) &&
+				 cie_fde_encoding(&c.cie, c.cie.initial_instructions_end, &enc);
+		}
+		p = e.fde.start;
+		if (!cie_ok || !read_encoded(&s, enc, &p, &lo) ||
+		    !read_encoded(&s, enc & 0x0f, &p, &len)) {
+			r->bad++;
+			continue;
+		}
+		/* Empty or wrapping ranges cover nothing (libdw ignores them). */
+		if (lo + len <= lo)
+			continue;
+		err = ranges__push(r, lo, lo + len, max);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+void fde_ranges__release(struct fde_ranges *r)
+{
+	if (!r)
+		return;
+	free(r->v);
+	memset(r, 0, sizeof(*r));
+}

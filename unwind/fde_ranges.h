@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The address ranges of the FDEs in one raw CFI section (.eh_frame or
+ * .debug_frame), read with dwarf_next_cfi.  The table compiler needs them
+ * to know where CFI starts and stops: libdw only answers "which rule holds
+ * at this pc", and stepping byte by byte through gaps would be unbounded.
+ */
+#ifndef STRATA_UNWIND_FDE_RANGES_H
+#define STRATA_UNWIND_FDE_RANGES_H
+
+#include <libelf.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct fde_range {
+	uint64_t lo, hi; /* [lo, hi), lo < hi */
+};
+
+struct fde_ranges {
+	struct fde_range *v;
+	size_t n, cap;
+	size_t bad; /* CIE/FDE entries skipped as malformed */
+};
+
+/*
+ * Appends the range of every FDE in data, a CFI section loaded at vaddr
+ * (.eh_frame when eh, else .debug_frame, whose pointers libdw reads as if
+ * loaded at 0).  Pointer encodings are decoded the way libdw decodes them,
+ * so the ranges are exactly those dwarf_cfi_addrframe will match.
+ * Returns 0, -ENOMEM, or -E2BIG when more than max ranges accumulate.
+ */
+int fde_ranges__scan(struct fde_ranges *r, const unsigned char *e_ident, Elf_Data *data, bool eh,
+		     uint64_t vaddr, size_t max);
+
+void fde_ranges__release(struct fde_ranges *r);
+
+#endif /* STRATA_UNWIND_FDE_RANGES_H */

@@ -1,0 +1,490 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * CFI -> compiled unwind table.
+ *
+ * 1. Read the FDE ranges of .eh_frame and .debug_frame (fde_ranges.c).
+ * 2. Cut the text into segments at every FDE start and end: within one
+ *    segment the set of FDEs covering a pc is constant, so libdw's choice of
+ *    FDE is too (its .eh_frame_hdr binary search and its FDE tree both
+ *    pick by range).  Uncovered segments become UNWIND_CFA_NONE rows.
+ * 3. In a covered segment, ask libdw for the rule at pc
+ *    (dwarf_cfi_addrframe; .eh_frame first, .debug_frame second), take the
+ *    row's extent from dwarf_frame_info, clip it to the segment, translate
+ *    it (frame_rule.c) and continue at its end.
+ * 4. Rows are appended in pc order, adjacent identical rules merged.
+ *
+ * Bounds: libdw re-runs an FDE's program from its start on every query, so
+ * a segment's cost grows with the square of its rows; past
+ * UNWIND_TABLE_MAX_RANGE_ROWS the rest of the segment is one UNSUPPORTED
+ * row (counted).  Total rows and FDEs are capped (-E2BIG).
+ */
+#include "unwind/unwind_table.h"
+
+#include <elf.h>
+#include <elfutils/libdw.h>
+#include <errno.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "unwind/fde_ranges.h"
+#include "unwind/frame_rule.h"
+
+#ifndef SHT_X86_64_UNWIND
+#define SHT_X86_64_UNWIND 0x70000001
+#endif
+
+/* Where a row came from, beyond its rules: rows of different origin are
+ * kept apart so the stats (and a future row flag) stay exact. */
+enum row_origin {
+	ORIGIN_PLAIN = 0,
+	ORIGIN_PLT = 1,
+	ORIGIN_SIGNAL = 2,
+};
+
+struct builder {
+	Elf *elf;
+	Dwarf *dwarf;		/* .debug_frame's owner, or NULL */
+	Dwarf_CFI *eh_cfi;	/* from dwarf_getcfi_elf: must be ended */
+	Dwarf_CFI *debug_cfi;	/* owned by dwarf */
+	struct fde_ranges fdes; /* both sections' ranges */
+	struct unwind_table *t;
+	size_t cap; /* rows allocated in t->rows */
+	enum row_origin last_origin;
+	uint64_t lo, hi; /* text covered */
+};
+
+static void builder__release(struct builder *b)
+{
+	if (b->eh_cfi)
+		dwarf_cfi_end(b->eh_cfi);
+	if (b->dwarf)
+		dwarf_end(b->dwarf);
+	if (b->elf)
+		elf_end(b->elf);
+	fde_ranges__release(&b->fdes);
+}
+
+/* Appends the row starting at pc, merging it into an identical previous. */
+static int builder__push(struct builder *b, uint64_t pc, const struct unwind_row *rule,
+			 enum row_origin origin)
+{
+	struct unwind_table *t = b->t;
+	struct unwind_row *r;
+
+	if (++t->st.rows_raw > UNWIND_TABLE_MAX_ROWS)
+		return -E2BIG;
+	if (t->nrows && origin == b->last_origin &&
+	    frame_rule__same_row(&t->rows[t->nrows - 1], rule))
+		return 0;
+	if (t->nrows == b->cap) {
+		size_t cap = b->cap ? 2 * b->cap : 1024;
+
+		if (cap > UNWIND_TABLE_MAX_ROWS)
+			cap = UNWIND_TABLE_MAX_ROWS;
+		r = realloc(t->rows, cap * sizeof(*r));
+		if (!r)
+			return -ENOMEM;
+		t->rows = r;
+		b->cap = cap;
+	}
+	r = &t->rows[t->nrows++];
+	*r = *rule;
+	r->pc = (__u32)pc; /* pc < hi <= UNWIND_TABLE_MAX_VADDR */
+	b->last_origin = origin;
+	if (origin == ORIGIN_PLT)
+		t->st.plt_ranges++;
+	else if (origin == ORIGIN_SIGNAL)
+		t->st.signal_ranges++;
+	return 0;
+}
+
+static int builder__push_type(struct builder *b, uint64_t pc, enum unwind_cfa type)
+{
+	struct unwind_row r = { .cfa_type = type };
+
+	if (type == UNWIND_CFA_UNSUPPORTED)
+		r.rbp_rule = r.ra_rule = UNWIND_REG_UNSUPPORTED;
+	return builder__push(b, pc, &r, ORIGIN_PLAIN);
+}
+
+/*
+ * A PLT rule UNWIND_CFA_PLT cannot carry, as plain RSP rows: in each
+ * 16-byte slot, CFA = RSP + base below the threshold and RSP + base + 8 from
+ * it on.  (pc & 15) is the same for ELF and runtime addresses, as load
+ * biases are page-aligned.
+ */
+static int builder__push_plt_split(struct builder *b, uint64_t pc, uint64_t end,
+				   const struct frame_rule *fr)
+{
+	struct unwind_row hi_row = fr->row;
+	int err;
+
+	hi_row.cfa_off += 8;
+	for (uint64_t slot = pc & ~15ULL; slot < end; slot += 16) {
+		uint64_t a = pc > slot ? pc : slot, m = slot + fr->plt_thresh;
+		uint64_t z = end < slot + 16 ? end : slot + 16;
+
+		if (a < m && a < z) {
+			err = builder__push(b, a, &fr->row, ORIGIN_PLT);
+			if (err)
+				return err;
+		}
+		if (m < a)
+			m = a;
+		if (m < z) {
+			err = builder__push(b, m, &hi_row, ORIGIN_PLT);
+			if (err)
+				return err;
+		}
+	}
+	return 0;
+}
+
+/* libdw's rule at pc, .eh_frame first; NULL when neither has one. */
+static Dwarf_Frame *builder__frame(struct builder *b, uint64_t pc)
+{
+	Dwarf_Frame *f = NULL;
+
+	if (b->eh_cfi && dwarf_cfi_addrframe(b->eh_cfi, pc, &f) == 0)
+		return f;
+	f = NULL;
+	if (b->debug_cfi && dwarf_cfi_addrframe(b->debug_cfi, pc, &f) == 0)
+		return f;
+	return NULL;
+}
+
+/* Rows for [s, e), a segment some FDE covers. */
+static int builder__segment(struct builder *b, uint64_t s, uint64_t e)
+{
+	uint64_t pc = s;
+	int err = 0;
+
+	for (unsigned n = 0; pc < e && !err; n++) {
+		struct frame_rule fr;
+		Dwarf_Addr start, end;
+		Dwarf_Frame *f;
+
+		if (n == UNWIND_TABLE_MAX_RANGE_ROWS)
+			return builder__push_type(b, pc, UNWIND_CFA_UNSUPPORTED);
+		/* Covered per the FDE headers but libdw cannot evaluate the
+		 * program (bad opcode, bad CIE): not "no CFI", unsupported. */
+		f = builder__frame(b, pc);
+		if (!f || dwarf_frame_info(f, &start, &end, NULL) < 0 || end <= pc) {
+			free(f);
+			return builder__push_type(b, pc, UNWIND_CFA_UNSUPPORTED);
+		}
+		if (end > e)
+			end = e;
+		frame_rule__translate(f, &fr);
+		free(f);
+		if (fr.plt_split)
+			err = builder__push_plt_split(b, pc, end, &fr);
+		else if (fr.signal)
+			err = builder__push(b, pc, &fr.row, ORIGIN_SIGNAL);
+		else
+			err = builder__push(b, pc, &fr.row, fr.plt ? ORIGIN_PLT : ORIGIN_PLAIN);
+		pc = end;
+	}
+	return err;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * Sweeps the segments between consecutive FDE boundaries in [lo, hi):
+ * covered ones get libdw's rows, the rest UNWIND_CFA_NONE.
+ */
+static int builder__sweep(struct builder *b)
+{
+	size_t n = b->fdes.n, nb = 0, si = 0, ei = 0;
+	uint64_t *bounds, *starts, *ends, cur = b->lo;
+	long active = 0;
+	int err = 0;
+
+	bounds = malloc((2 * n + 2) * sizeof(*bounds));
+	starts = malloc((n + 1) * sizeof(*starts));
+	ends = malloc((n + 1) * sizeof(*ends));
+	if (!bounds || !starts || !ends) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		starts[i] = b->fdes.v[i].lo;
+		ends[i] = b->fdes.v[i].hi;
+		bounds[nb++] = starts[i];
+		bounds[nb++] = ends[i];
+	}
+	qsort(starts, n, sizeof(*starts), cmp_u64);
+	qsort(ends, n, sizeof(*ends), cmp_u64);
+	qsort(bounds, nb, sizeof(*bounds), cmp_u64);
+
+	for (size_t i = 0; i + 1 < nb && !err; i++) {
+		uint64_t s = bounds[i], e = bounds[i + 1];
+
+		if (s == e)
+			continue;
+		while (si < n && starts[si] <= s)
+			si++, active++;
+		while (ei < n && ends[ei] <= s)
+			ei++, active--;
+		if (active <= 0)
+			continue;
+		if (cur < s)
+			err = builder__push_type(b, cur, UNWIND_CFA_NONE);
+		if (!err)
+			err = builder__segment(b, s, e);
+		cur = e;
+	}
+	if (!err && cur < b->hi)
+		err = builder__push_type(b, cur, UNWIND_CFA_NONE);
+out:
+	free(bounds);
+	free(starts);
+	free(ends);
+	return err;
+}
+
+/*
+ * The executable text: the hull of the PF_X PT_LOAD segments.  A file
+ * without any (a separate debug file) falls back to the FDE hull.
+ */
+static int builder__text(struct builder *b)
+{
+	size_t nph;
+
+	b->lo = UINT64_MAX;
+	b->hi = 0;
+	if (elf_getphdrnum(b->elf, &nph))
+		return -ENOEXEC;
+	for (size_t i = 0; i < nph; i++) {
+		GElf_Phdr ph;
+
+		if (!gelf_getphdr(b->elf, (int)i, &ph))
+			return -ENOEXEC;
+		if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_X) || !ph.p_memsz)
+			continue;
+		if (ph.p_vaddr + ph.p_memsz < ph.p_vaddr)
+			return -ENOEXEC;
+		if (ph.p_vaddr < b->lo)
+			b->lo = ph.p_vaddr;
+		if (ph.p_vaddr + ph.p_memsz > b->hi)
+			b->hi = ph.p_vaddr + ph.p_memsz;
+	}
+	if (b->lo >= b->hi) {
+		for (size_t i = 0; i < b->fdes.n; i++) {
+			if (b->fdes.v[i].lo < b->lo)
+				b->lo = b->fdes.v[i].lo;
+			if (b->fdes.v[i].hi > b->hi)
+				b->hi = b->fdes.v[i].hi;
+		}
+	}
+	if (b->lo >= b->hi)
+		return -ENODATA;
+	if (b->hi > UNWIND_TABLE_MAX_VADDR)
+		return -E2BIG;
+
+	/* CFI outside the text describes nothing that runs: clip it. */
+	size_t k = 0;
+
+	for (size_t i = 0; i < b->fdes.n; i++) {
+		struct fde_range r = b->fdes.v[i];
+
+		if (r.lo < b->lo)
+			r.lo = b->lo;
+		if (r.hi > b->hi)
+			r.hi = b->hi;
+		if (r.lo < r.hi)
+			b->fdes.v[k++] = r;
+	}
+	b->fdes.n = k;
+	return k ? 0 : -ENODATA;
+}
+
+/* A CFI section's data, or NULL when absent or NOBITS (stripped debug file). */
+static Elf_Data *section_data(Elf_Scn *scn, GElf_Shdr *sh)
+{
+	Elf_Data *d;
+
+	if (!scn || sh->sh_type == SHT_NOBITS)
+		return NULL;
+	/* libdw reads .debug_frame decompressed; do it first so our scan and
+	 * libdw's see the same bytes. */
+	if ((sh->sh_flags & SHF_COMPRESSED) && elf_compress(scn, 0, 0) < 0)
+		return NULL;
+	d = elf_getdata(scn, NULL);
+	return d && d->d_buf && d->d_size ? d : NULL;
+}
+
+/* Opens both CFI sources and reads their FDE ranges. */
+static int builder__open_cfi(struct builder *b, const unsigned char *ident)
+{
+	Elf_Scn *scn = NULL, *eh_scn = NULL, *dbg_scn = NULL;
+	GElf_Shdr eh_sh, dbg_sh, sh;
+	Elf_Data *eh = NULL, *dbg = NULL;
+	size_t shstrndx, refused = 0;
+	int err;
+
+	if (elf_getshdrstrndx(b->elf, &shstrndx))
+		return -ENOEXEC;
+	while ((scn = elf_nextscn(b->elf, scn))) {
+		const char *name;
+
+		if (!gelf_getshdr(scn, &sh) || !(name = elf_strptr(b->elf, shstrndx, sh.sh_name)))
+			continue;
+		if (!eh_scn && !strcmp(name, ".eh_frame") &&
+		    (sh.sh_type == SHT_PROGBITS || sh.sh_type == SHT_X86_64_UNWIND)) {
+			eh_scn = scn;
+			eh_sh = sh;
+		} else if (!dbg_scn && !strcmp(name, ".debug_frame")) {
+			dbg_scn = scn;
+			dbg_sh = sh;
+		}
+	}
+	if (eh_scn && (eh = section_data(eh_scn, &eh_sh)))
+		b->t->st.cfi_bytes += eh->d_size;
+	if (dbg_scn && (dbg = section_data(dbg_scn, &dbg_sh)))
+		b->t->st.cfi_bytes += dbg->d_size;
+	if (!eh && !dbg)
+		return -ENODATA;
+
+	if (eh) {
+		err = fde_ranges__scan(&b->fdes, ident, eh, true, eh_sh.sh_addr,
+				       UNWIND_TABLE_MAX_FDES);
+		if (err)
+			return err;
+		if (b->fdes.n)
+			b->eh_cfi = dwarf_getcfi_elf(b->elf);
+		/* libdw refuses the section (a corrupt .eh_frame_hdr, say):
+		 * its ranges must not claim CFI that no query will find. */
+		if (!b->eh_cfi) {
+			refused += b->fdes.n;
+			b->fdes.n = 0;
+		}
+	}
+	if (dbg) {
+		size_t before = b->fdes.n;
+
+		err = fde_ranges__scan(&b->fdes, ident, dbg, false, 0, 2 * UNWIND_TABLE_MAX_FDES);
+		if (err)
+			return err;
+		if (b->fdes.n > before) {
+			b->dwarf = dwarf_begin_elf(b->elf, DWARF_C_READ, NULL);
+			b->debug_cfi = b->dwarf ? dwarf_getcfi(b->dwarf) : NULL;
+		}
+		if (!b->debug_cfi) {
+			refused += b->fdes.n - before;
+			b->fdes.n = before;
+		}
+	}
+	b->t->st.fdes = b->fdes.n;
+	b->t->st.bad_entries = b->fdes.bad;
+	if (!b->fdes.n)
+		/* Sections full of junk are corrupt; empty ones are no CFI. */
+		return b->fdes.bad || refused ? -ENOEXEC : -ENODATA;
+	return 0;
+}
+
+/* Counts what the finished table holds, by rule. */
+static void table__count(struct unwind_table *t)
+{
+	for (uint32_t i = 0; i < t->nrows; i++) {
+		const struct unwind_row *r = &t->rows[i];
+
+		if (r->cfa_type == UNWIND_CFA_UNSUPPORTED ||
+		    r->rbp_rule == UNWIND_REG_UNSUPPORTED || r->ra_rule == UNWIND_REG_UNSUPPORTED)
+			t->st.unsupported_ranges++;
+		if (r->flags & UNWIND_ROW_FP_EXACT)
+			t->st.fp_exact_ranges++;
+	}
+	t->st.rows = t->nrows;
+}
+
+int unwind_table__build(int fd, struct unwind_table **out)
+{
+	struct builder b = { 0 };
+	const unsigned char *ident;
+	GElf_Ehdr eh;
+	int err;
+
+	*out = NULL;
+	b.t = calloc(1, sizeof(*b.t));
+	if (!b.t)
+		return -ENOMEM;
+	/* Idempotent; libelf refuses elf_begin until it has been called. */
+	elf_version(EV_CURRENT);
+	b.elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (!b.elf || elf_kind(b.elf) != ELF_K_ELF || !gelf_getehdr(b.elf, &eh) ||
+	    !(ident = (const unsigned char *)elf_getident(b.elf, NULL))) {
+		err = -ENOEXEC;
+		goto err_out;
+	}
+	/* Rows encode x86-64 registers; relocatable objects have no final
+	 * addresses. */
+	if (ident[EI_CLASS] != ELFCLASS64 || ident[EI_DATA] != ELFDATA2LSB ||
+	    eh.e_machine != EM_X86_64 || (eh.e_type != ET_EXEC && eh.e_type != ET_DYN)) {
+		err = -ENOEXEC;
+		goto err_out;
+	}
+	err = builder__open_cfi(&b, ident);
+	if (err)
+		goto err_out;
+	err = builder__text(&b);
+	if (err)
+		goto err_out;
+	b.t->vaddr_lo = b.lo;
+	b.t->vaddr_hi = b.hi;
+	err = builder__sweep(&b);
+	if (err)
+		goto err_out;
+
+	table__count(b.t);
+	if (b.t->nrows < b.cap) {
+		struct unwind_row *r = realloc(b.t->rows, b.t->nrows * sizeof(*r));
+
+		if (r) /* shrinking failed: keep the larger block */
+			b.t->rows = r;
+	}
+	builder__release(&b);
+	*out = b.t;
+	return 0;
+
+err_out:
+	builder__release(&b);
+	unwind_table__free(b.t);
+	return err;
+}
+
+void unwind_table__free(struct unwind_table *t)
+{
+	if (!t)
+		return;
+	free(t->rows);
+	free(t);
+}
+
+const struct unwind_row *unwind_table__find(const struct unwind_table *t, uint64_t vaddr)
+{
+	uint32_t lo = 0, hi;
+
+	if (!t || !t->nrows || vaddr < t->vaddr_lo || vaddr >= t->vaddr_hi)
+		return NULL;
+	/* The last row with pc <= vaddr; rows[0].pc == vaddr_lo. */
+	hi = t->nrows;
+	while (hi - lo > 1) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (t->rows[mid].pc <= vaddr)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return &t->rows[lo];
+}
