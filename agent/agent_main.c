@@ -36,6 +36,7 @@ static void usage(FILE *f)
 	      "  -f, --format EXT      pb.gz (default), folded, json or svg\n"
 	      "  -p, --pid PID[,PID]   only these processes (and children)\n"
 	      "  -G, --cgroup DIR      only tasks in this cgroup v2 directory\n"
+	      "  -W, --unwind MODE     hybrid (CFI tables + frame pointers, default) or fp\n"
 	      "  -s, --server URL      ship to strata-server (not in this build)\n"
 	      "  -v, --verbose         print counters every period\n",
 	      f);
@@ -111,6 +112,7 @@ int main(int argc, char **argv)
 		{ "pid", required_argument, NULL, 'p' },
 		{ "cgroup", required_argument, NULL, 'G' },
 		{ "server", required_argument, NULL, 's' },
+		{ "unwind", required_argument, NULL, 'W' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
@@ -120,12 +122,12 @@ int main(int argc, char **argv)
 		.format = "pb.gz",
 		.period_s = 10,
 		.session = { .sz = sizeof(o.session),
-			     .sampler = { .sz = sizeof(o.session.sampler), .freq_hz = 49 } },
+			     .sampler = { .sz = sizeof(o.session.sampler), .freq_hz = 49, .hybrid = true } },
 	};
 	struct stat st;
 	int c, verbose = 0, err;
 
-	while ((c = getopt_long(argc, argv, "o:P:F:f:p:G:s:vh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "o:P:F:f:p:G:s:W:vh", longopts, NULL)) != -1) {
 		int handled = cli_common_opt(c, optarg, &o.session, pids);
 
 		if (handled < 0)
@@ -145,6 +147,11 @@ int main(int argc, char **argv)
 			    strcmp(optarg, "json") && strcmp(optarg, "svg"))
 				goto bad;
 			o.format = optarg;
+			break;
+		case 'W':
+			if (strcmp(optarg, "fp") && strcmp(optarg, "hybrid"))
+				goto bad;
+			o.session.sampler.hybrid = !strcmp(optarg, "hybrid");
 			break;
 		case 's':
 			fprintf(stderr, "strata-agent: --server is not in this build yet; use "

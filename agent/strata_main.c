@@ -26,6 +26,7 @@ static void usage(FILE *f)
 	      "                        or Ctrl-C)\n"
 	      "      --no-kernel       user stacks only\n"
 	      "      --no-user         kernel stacks only\n"
+	      "      --unwind MODE     hybrid (CFI tables + frame pointers, default) or fp\n"
 	      "      --max-stacks N    distinct stacks kept in kernel per drain (8192)\n"
 	      "      --max-counts N    distinct (thread, stacks) counts per drain (16384)\n"
 	      "      --drain-interval MS  how often kernel maps are drained (1000)\n"
@@ -58,7 +59,7 @@ static int cmd_record(int argc, char **argv)
 		.sz = sizeof(o),
 		.output = "strata.svg",
 		.session = { .sz = sizeof(o.session),
-			     .sampler = { .sz = sizeof(o.session.sampler), .freq_hz = 49 } },
+			     .sampler = { .sz = sizeof(o.session.sampler), .freq_hz = 49, .hybrid = true } },
 	};
 	struct sampler_opts *so = &o.session.sampler;
 	int c, verbose = 0, rc;
