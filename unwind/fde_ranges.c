@@ -83,8 +83,13 @@ static size_t encoded_size(uint8_t enc, const uint8_t *p, const uint8_t *end)
 	}
 }
 
-/* libdw's read_encoded_value; false on a bad encoding or a short read. */
-static bool read_encoded(const struct cfi_sec *s, uint8_t enc, const uint8_t **pp, uint64_t *out)
+/*
+ * libdw's read_encoded_value; false on a bad encoding or a short read.
+ * datarel is the DW_EH_PE_datarel base: 0 in .eh_frame (libdw's choice),
+ * the header's address in .eh_frame_hdr.
+ */
+static bool read_encoded_base(const struct cfi_sec *s, uint8_t enc, const uint8_t **pp,
+			      uint64_t datarel, uint64_t *out)
 {
 	const uint8_t *p = *pp;
 	uint64_t base = 0, v;
@@ -93,8 +98,10 @@ static bool read_encoded(const struct cfi_sec *s, uint8_t enc, const uint8_t **p
 	switch (enc & 0x70) {
 	case DW_EH_PE_absptr:
 	case DW_EH_PE_textrel:
-	case DW_EH_PE_datarel:
 	case DW_EH_PE_funcrel:
+		break;
+	case DW_EH_PE_datarel:
+		base = datarel;
 		break;
 	case DW_EH_PE_pcrel:
 		base = s->vaddr + (uint64_t)(p - s->buf);
@@ -213,7 +220,7 @@ static bool cie_fde_encoding(const Dwarf_CIE *cie, const uint8_t *cie_end, uint8
 	return true;
 }
 
-static int ranges__push(struct fde_ranges *r, uint64_t lo, uint64_t hi, size_t max)
+static int ranges__push(struct fde_ranges *r, const struct fde_range *fr, size_t max)
 {
 	if (r->n == r->cap) {
 		size_t cap = r->cap ? 2 * r->cap : 256;
@@ -229,9 +236,7 @@ static int ranges__push(struct fde_ranges *r, uint64_t lo, uint64_t hi, size_t m
 		r->v = v;
 		r->cap = cap;
 	}
-	r->v[r->n].lo = lo;
-	r->v[r->n].hi = hi;
-	r->n++;
+	r->v[r->n++] = *fr;
 	return 0;
 }
 
@@ -247,10 +252,11 @@ int fde_ranges__scan(struct fde_ranges *r, const unsigned char *e_ident, Elf_Dat
 		return 0;
 	/* Each entry is at least 9 bytes and offsets only grow: bounded. */
 	while (off < data->d_size) {
+		struct fde_range fr = { .off = off };
 		Dwarf_CFI_Entry e;
 		Dwarf_Off next = off;
 		const uint8_t *p;
-		uint64_t lo, len;
+		uint64_t len;
 		int rc, err;
 
 		rc = dwarf_next_cfi(e_ident, data, eh, off, &next, &e);
@@ -278,21 +284,96 @@ int fde_ranges__scan(struct fde_ranges *r, const unsigned char *e_ident, Elf_Dat
 			cie_ok = dwarf_next_cfi(e_ident, data, eh, cie_off, &cnext, &c) == 0 &&
 				 dwarf_cfi_cie_p(&c) &&
 				 cie_fde_encoding(&c.cie, c.cie.initial_instructions_end, &enc);
+			if (cie_ok)
+				r->cie_insn += (uint64_t)(c.cie.initial_instructions_end -
+							  c.cie.initial_instructions);
 		}
 		p = e.fde.start;
-		if (!cie_ok || !read_encoded(&s, enc, &p, &lo) ||
-		    !read_encoded(&s, enc & 0x0f, &p, &len)) {
+		if (!cie_ok || !read_encoded_base(&s, enc, &p, 0, &fr.lo) ||
+		    !read_encoded_base(&s, enc & 0x0f, &p, 0, &len)) {
 			r->bad++;
 			continue;
 		}
 		/* Empty or wrapping ranges cover nothing (libdw ignores them). */
-		if (lo + len <= lo)
-			continue;
-		err = ranges__push(r, lo, lo + len, max);
+		fr.hi = fr.lo + len > fr.lo ? fr.lo + len : fr.lo;
+		fr.insn = (uint64_t)(e.fde.end - e.fde.start);
+		err = ranges__push(r, &fr, max);
 		if (err)
 			return err;
 	}
 	return 0;
+}
+
+/* The entry at section offset off, by binary search (v is in offset order). */
+static const struct fde_range *range_at(const struct fde_range *v, size_t n, uint64_t off)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (v[mid].off == off)
+			return &v[mid];
+		if (v[mid].off < off)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+bool fde_ranges__hdr_consistent(const struct fde_range *v, size_t n, Elf_Data *hdr,
+				uint64_t hdr_vaddr, uint64_t eh_vaddr)
+{
+	const uint8_t *h, *end;
+	uint8_t ptr_enc, count_enc, table_enc;
+	uint64_t frame, count;
+	struct cfi_sec s;
+	size_t esz;
+
+	/* Each early "true" below is a header libdw itself refuses or a
+	 * table it does not use (libdw/dwarf_getcfi_elf.c parse_eh_frame_hdr). */
+	/* Shorter than its fixed fields, libdw reads past it (or through
+	 * NULL, when empty or NOBITS): never let it see such a header. */
+	if (!hdr || !hdr->d_buf || hdr->d_size < 4)
+		return false;
+	h = hdr->d_buf;
+	end = h + hdr->d_size;
+	s = (struct cfi_sec){ h, end, hdr_vaddr };
+	if (h[0] != 1 || h[1] == DW_EH_PE_omit)
+		return true;
+	ptr_enc = h[1];
+	count_enc = h[2];
+	table_enc = h[3];
+	h += 4;
+	if (!read_encoded_base(&s, ptr_enc, &h, hdr_vaddr, &frame))
+		return true;
+	if (count_enc == DW_EH_PE_omit || !read_encoded_base(&s, count_enc, &h, hdr_vaddr, &count))
+		return true;
+	if (!count || table_enc == DW_EH_PE_omit || (table_enc & ~DW_EH_PE_signed) == DW_EH_PE_uleb128)
+		return true;
+	if (frame != eh_vaddr)
+		return true;
+	esz = encoded_size(table_enc, NULL, NULL);
+	if (!esz)
+		return true;
+	/* A count the table cannot hold would have libdw read past it. */
+	if (count > (uint64_t)(end - h) / (2 * esz))
+		return false;
+	/* libdw decodes table entries relative to the table's own start. */
+	s = (struct cfi_sec){ h, end, hdr_vaddr };
+	for (uint64_t i = 0; i < count; i++) {
+		const struct fde_range *fr;
+		uint64_t loc, addr;
+
+		if (!read_encoded_base(&s, table_enc, &h, hdr_vaddr, &loc) ||
+		    !read_encoded_base(&s, table_enc, &h, hdr_vaddr, &addr))
+			return false;
+		fr = addr >= eh_vaddr ? range_at(v, n, addr - eh_vaddr) : NULL;
+		if (!fr || fr->lo != loc)
+			return false;
+	}
+	return true;
 }
 
 void fde_ranges__release(struct fde_ranges *r)

@@ -14,13 +14,19 @@
 #include <stdint.h>
 
 struct fde_range {
-	uint64_t lo, hi; /* [lo, hi), lo < hi */
+	uint64_t lo, hi; /* [lo, hi); lo == hi for an empty FDE (kept so the
+			  * .eh_frame_hdr check knows it) */
+	uint64_t off;	 /* the entry's offset in its section */
+	uint64_t insn;	 /* its instruction bytes: the most one libdw query
+			  * of a pc in the range executes */
 };
 
 struct fde_ranges {
 	struct fde_range *v;
 	size_t n, cap;
-	size_t bad; /* CIE/FDE entries skipped as malformed */
+	size_t bad;	   /* CIE/FDE entries skipped as malformed */
+	uint64_t cie_insn; /* CIE instruction bytes libdw may run (once per
+			    * CIE; counted per change of CIE, an upper bound) */
 };
 
 /*
@@ -32,6 +38,16 @@ struct fde_ranges {
  */
 int fde_ranges__scan(struct fde_ranges *r, const unsigned char *e_ident, Elf_Data *data, bool eh,
 		     uint64_t vaddr, size_t max);
+
+/*
+ * Whether an .eh_frame_hdr search table (hdr, loaded at hdr_vaddr) only
+ * leads libdw to FDEs in v[0..n) (the scan of the .eh_frame at eh_vaddr,
+ * in section order), at their own initial locations.  libdw trusts the
+ * table: an entry pointing elsewhere would make it run bytes the scan
+ * never bounded.  True also when libdw would not use the table at all.
+ */
+bool fde_ranges__hdr_consistent(const struct fde_range *v, size_t n, Elf_Data *hdr,
+				uint64_t hdr_vaddr, uint64_t eh_vaddr);
 
 void fde_ranges__release(struct fde_ranges *r);
 

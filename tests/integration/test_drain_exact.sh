@@ -13,7 +13,9 @@ drains=$(sed -n 's/^ *drains=\([0-9]*\) .*/\1/p' "$T/err")
 in_file=$(folded_sum "$T/out.folded" "" "")
 [ -n "$recorded" ] && [ -n "$in_profile" ] || fail "counters missing from -v output"
 [ "$drains" -ge 200 ] || fail "only $drains drains: the race was not exercised"
-[ "$recorded" -ge 3000 ] || fail "only $recorded samples recorded"
+# Exactness is the point; the volume only has to exercise the race (the
+# machine may be shared: other processes' samples are filtered, not ours).
+[ "$recorded" -ge 1000 ] || fail "only $recorded samples recorded"
 [ "$full" -eq 0 ] || fail "$full samples dropped on a full map"
 [ "$in_profile" -eq "$recorded" ] || fail "profile has $in_profile samples, BPF recorded $recorded"
 [ "$in_file" -eq "$recorded" ] || fail "output file has $in_file samples, BPF recorded $recorded"
