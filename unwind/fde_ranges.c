@@ -333,9 +333,11 @@ bool fde_ranges__hdr_consistent(const struct fde_range *v, size_t n, Elf_Data *h
 
 	/* Each early "true" below is a header libdw itself refuses or a
 	 * table it does not use (libdw/dwarf_getcfi_elf.c parse_eh_frame_hdr). */
-	/* Shorter than its fixed fields, libdw reads past it (or through
-	 * NULL, when empty or NOBITS): never let it see such a header. */
-	if (!hdr || !hdr->d_buf || hdr->d_size < 4)
+	/* An empty header is no table; one shorter than its fixed fields
+	 * libdw refuses (older versions read past it): never pass it on. */
+	if (!hdr || !hdr->d_size)
+		return true;
+	if (!hdr->d_buf || hdr->d_size < 4)
 		return false;
 	h = hdr->d_buf;
 	end = h + hdr->d_size;
@@ -350,7 +352,8 @@ bool fde_ranges__hdr_consistent(const struct fde_range *v, size_t n, Elf_Data *h
 		return true;
 	if (count_enc == DW_EH_PE_omit || !read_encoded_base(&s, count_enc, &h, hdr_vaddr, &count))
 		return true;
-	if (!count || table_enc == DW_EH_PE_omit || (table_enc & ~DW_EH_PE_signed) == DW_EH_PE_uleb128)
+	if (!count || table_enc == DW_EH_PE_omit ||
+	    (table_enc & ~DW_EH_PE_signed) == DW_EH_PE_uleb128)
 		return true;
 	if (frame != eh_vaddr)
 		return true;

@@ -14,9 +14,13 @@
  * 4. Rows are appended in pc order, adjacent identical rules merged.
  *
  * Bounds: libdw re-runs an FDE's program from its start on every query, so
- * a segment's cost grows with the square of its rows; past
- * UNWIND_TABLE_MAX_RANGE_ROWS the rest of the segment is one UNSUPPORTED
- * row (counted).  Total rows and FDEs are capped (-E2BIG).
+ * a query costs up to the FDE's instruction bytes and a segment's cost
+ * grows with the square of its rows.  Past UNWIND_TABLE_MAX_RANGE_ROWS the
+ * rest of a segment is one UNSUPPORTED row (counted), and the sum of every
+ * query's bound is capped, linearly in the CFI size (-E2BIG).  That bound
+ * holds only if libdw runs no FDE the scan did not see: an .eh_frame_hdr
+ * whose table points anywhere else makes the .eh_frame unusable here.
+ * Total rows and FDEs are capped too (-E2BIG).
  */
 #include "unwind/unwind_table.h"
 
@@ -54,6 +58,8 @@ struct builder {
 	size_t cap; /* rows allocated in t->rows */
 	enum row_origin last_origin;
 	uint64_t lo, hi; /* text covered */
+	uint64_t work;	 /* sum of the queries' cost bounds */
+	uint64_t budget; /* the most work allowed */
 };
 
 static void builder__release(struct builder *b)
@@ -156,8 +162,11 @@ static Dwarf_Frame *builder__frame(struct builder *b, uint64_t pc)
 	return NULL;
 }
 
-/* Rows for [s, e), a segment some FDE covers. */
-static int builder__segment(struct builder *b, uint64_t s, uint64_t e)
+/*
+ * Rows for [s, e), a segment some FDE covers; cost bounds one libdw query
+ * there (the largest instruction stream among the covering FDEs).
+ */
+static int builder__segment(struct builder *b, uint64_t s, uint64_t e, uint64_t cost)
 {
 	uint64_t pc = s;
 	int err = 0;
@@ -169,6 +178,10 @@ static int builder__segment(struct builder *b, uint64_t s, uint64_t e)
 
 		if (n == UNWIND_TABLE_MAX_RANGE_ROWS)
 			return builder__push_type(b, pc, UNWIND_CFA_UNSUPPORTED);
+		/* + a constant for the query itself (lookup, malloc). */
+		b->work += cost + 64;
+		if (b->work > b->budget)
+			return -E2BIG;
 		/* Covered per the FDE headers but libdw cannot evaluate the
 		 * program (bad opcode, bad CIE): not "no CFI", unsupported. */
 		f = builder__frame(b, pc);
@@ -191,64 +204,85 @@ static int builder__segment(struct builder *b, uint64_t s, uint64_t e)
 	return err;
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+struct event {
+	uint64_t pos;
+	uint32_t idx; /* into b->fdes.v */
+	bool start;
+};
 
-	return x < y ? -1 : x > y;
+static int cmp_event(const void *a, const void *b)
+{
+	const struct event *x = a, *y = b;
+
+	return x->pos < y->pos ? -1 : x->pos > y->pos;
 }
 
 /*
- * Sweeps the segments between consecutive FDE boundaries in [lo, hi):
- * covered ones get libdw's rows, the rest UNWIND_CFA_NONE.
+ * Sweeps the segments between consecutive FDE boundaries in [lo, hi),
+ * keeping the set of FDEs that cover the current one: covered segments get
+ * libdw's rows, the rest UNWIND_CFA_NONE.
  */
 static int builder__sweep(struct builder *b)
 {
-	size_t n = b->fdes.n, nb = 0, si = 0, ei = 0;
-	uint64_t *bounds, *starts, *ends, cur = b->lo;
-	long active = 0;
+	const struct fde_range *v = b->fdes.v;
+	size_t n = b->fdes.n, ne = 0, nact = 0;
+	uint32_t *act = NULL, *slot = NULL;
+	struct event *ev;
+	uint64_t cur = b->lo;
 	int err = 0;
 
-	bounds = malloc((2 * n + 2) * sizeof(*bounds));
-	starts = malloc((n + 1) * sizeof(*starts));
-	ends = malloc((n + 1) * sizeof(*ends));
-	if (!bounds || !starts || !ends) {
+	ev = malloc((2 * n + 1) * sizeof(*ev));
+	act = malloc((n + 1) * sizeof(*act));
+	slot = malloc((n + 1) * sizeof(*slot));
+	if (!ev || !act || !slot) {
 		err = -ENOMEM;
 		goto out;
 	}
 	for (size_t i = 0; i < n; i++) {
-		starts[i] = b->fdes.v[i].lo;
-		ends[i] = b->fdes.v[i].hi;
-		bounds[nb++] = starts[i];
-		bounds[nb++] = ends[i];
+		if (v[i].lo >= v[i].hi)
+			continue;
+		ev[ne++] = (struct event){ v[i].lo, (uint32_t)i, true };
+		ev[ne++] = (struct event){ v[i].hi, (uint32_t)i, false };
 	}
-	qsort(starts, n, sizeof(*starts), cmp_u64);
-	qsort(ends, n, sizeof(*ends), cmp_u64);
-	qsort(bounds, nb, sizeof(*bounds), cmp_u64);
+	qsort(ev, ne, sizeof(*ev), cmp_event);
 
-	for (size_t i = 0; i + 1 < nb && !err; i++) {
-		uint64_t s = bounds[i], e = bounds[i + 1];
+	for (size_t i = 0; i < ne && !err;) {
+		uint64_t s = ev[i].pos, e, cost = 0;
 
-		if (s == e)
+		/* Apply every start and end at s; act[] is the covering set. */
+		for (; i < ne && ev[i].pos == s; i++) {
+			uint32_t k = ev[i].idx;
+
+			if (ev[i].start) {
+				slot[k] = (uint32_t)nact;
+				act[nact++] = k;
+			} else {
+				act[slot[k]] = act[--nact];
+				slot[act[slot[k]]] = slot[k];
+			}
+		}
+		if (!nact || i == ne)
 			continue;
-		while (si < n && starts[si] <= s)
-			si++, active++;
-		while (ei < n && ends[ei] <= s)
-			ei++, active--;
-		if (active <= 0)
-			continue;
+		e = ev[i].pos;
 		if (cur < s)
 			err = builder__push_type(b, cur, UNWIND_CFA_NONE);
-		if (!err)
-			err = builder__segment(b, s, e);
+		if (!err && nact > UNWIND_TABLE_MAX_OVERLAP) {
+			/* Real code has one FDE per pc, two with both sections. */
+			err = builder__push_type(b, s, UNWIND_CFA_UNSUPPORTED);
+		} else if (!err) {
+			for (size_t k = 0; k < nact; k++)
+				if (v[act[k]].insn > cost)
+					cost = v[act[k]].insn;
+			err = builder__segment(b, s, e, cost);
+		}
 		cur = e;
 	}
 	if (!err && cur < b->hi)
 		err = builder__push_type(b, cur, UNWIND_CFA_NONE);
 out:
-	free(bounds);
-	free(starts);
-	free(ends);
+	free(ev);
+	free(act);
+	free(slot);
 	return err;
 }
 
@@ -323,51 +357,92 @@ static Elf_Data *section_data(Elf_Scn *scn, GElf_Shdr *sh)
 	return d && d->d_buf && d->d_size ? d : NULL;
 }
 
+/*
+ * The sections dwarf_getcfi_elf would use: the first ".eh_frame" and the
+ * last ".eh_frame_hdr" before it (libdw/dwarf_getcfi_elf.c getcfi_shdr),
+ * and the first ".debug_frame".
+ */
+struct cfi_sections {
+	Elf_Scn *eh, *hdr, *dbg;
+	GElf_Shdr eh_sh, hdr_sh, dbg_sh;
+};
+
+static int find_sections(Elf *elf, struct cfi_sections *cs)
+{
+	Elf_Scn *scn = NULL;
+	size_t shstrndx;
+
+	if (elf_getshdrstrndx(elf, &shstrndx))
+		return -ENOEXEC;
+	while ((scn = elf_nextscn(elf, scn))) {
+		const char *name;
+		GElf_Shdr sh;
+
+		if (!gelf_getshdr(scn, &sh) || !(name = elf_strptr(elf, shstrndx, sh.sh_name)))
+			continue;
+		if (!cs->eh && !strcmp(name, ".eh_frame_hdr")) {
+			cs->hdr = scn;
+			cs->hdr_sh = sh;
+		} else if (!cs->eh && !strcmp(name, ".eh_frame")) {
+			cs->eh = scn;
+			cs->eh_sh = sh;
+		} else if (!cs->dbg && !strcmp(name, ".debug_frame")) {
+			cs->dbg = scn;
+			cs->dbg_sh = sh;
+		}
+	}
+	return 0;
+}
+
+/* The .eh_frame's FDE ranges and libdw's view of it; 0 also when unusable. */
+static int builder__open_eh(struct builder *b, const unsigned char *ident,
+			    const struct cfi_sections *cs, Elf_Data *eh, size_t *refused)
+{
+	Elf_Data *hdr = cs->hdr ? elf_rawdata(cs->hdr, NULL) : NULL;
+	int err;
+
+	err = fde_ranges__scan(&b->fdes, ident, eh, true, cs->eh_sh.sh_addr, UNWIND_TABLE_MAX_FDES);
+	if (err || !b->fdes.n)
+		return err;
+	/* libdw skips a header it cannot read (hdr NULL); one it would
+	 * misread, or whose table leads to unscanned bytes, disqualifies the
+	 * section: the work bound depends on it. */
+	if (!cs->hdr || !hdr ||
+	    fde_ranges__hdr_consistent(b->fdes.v, b->fdes.n, hdr, cs->hdr_sh.sh_addr,
+				       cs->eh_sh.sh_addr))
+		b->eh_cfi = dwarf_getcfi_elf(b->elf);
+	/* Unusable: its ranges must not claim CFI no query will find. */
+	if (!b->eh_cfi) {
+		*refused += b->fdes.n;
+		b->fdes.n = 0;
+	}
+	return 0;
+}
+
 /* Opens both CFI sources and reads their FDE ranges. */
 static int builder__open_cfi(struct builder *b, const unsigned char *ident)
 {
-	Elf_Scn *scn = NULL, *eh_scn = NULL, *dbg_scn = NULL;
-	GElf_Shdr eh_sh, dbg_sh, sh;
+	struct cfi_sections cs = { 0 };
 	Elf_Data *eh = NULL, *dbg = NULL;
-	size_t shstrndx, refused = 0;
+	size_t refused = 0;
 	int err;
 
-	if (elf_getshdrstrndx(b->elf, &shstrndx))
-		return -ENOEXEC;
-	while ((scn = elf_nextscn(b->elf, scn))) {
-		const char *name;
-
-		if (!gelf_getshdr(scn, &sh) || !(name = elf_strptr(b->elf, shstrndx, sh.sh_name)))
-			continue;
-		if (!eh_scn && !strcmp(name, ".eh_frame") &&
-		    (sh.sh_type == SHT_PROGBITS || sh.sh_type == SHT_X86_64_UNWIND)) {
-			eh_scn = scn;
-			eh_sh = sh;
-		} else if (!dbg_scn && !strcmp(name, ".debug_frame")) {
-			dbg_scn = scn;
-			dbg_sh = sh;
-		}
-	}
-	if (eh_scn && (eh = section_data(eh_scn, &eh_sh)))
+	err = find_sections(b->elf, &cs);
+	if (err)
+		return err;
+	/* Other types (NOBITS in a debug file, say) libdw refuses. */
+	if (cs.eh && (cs.eh_sh.sh_type == SHT_PROGBITS || cs.eh_sh.sh_type == SHT_X86_64_UNWIND) &&
+	    (eh = section_data(cs.eh, &cs.eh_sh)))
 		b->t->st.cfi_bytes += eh->d_size;
-	if (dbg_scn && (dbg = section_data(dbg_scn, &dbg_sh)))
+	if (cs.dbg && (dbg = section_data(cs.dbg, &cs.dbg_sh)))
 		b->t->st.cfi_bytes += dbg->d_size;
 	if (!eh && !dbg)
 		return -ENODATA;
 
 	if (eh) {
-		err = fde_ranges__scan(&b->fdes, ident, eh, true, eh_sh.sh_addr,
-				       UNWIND_TABLE_MAX_FDES);
+		err = builder__open_eh(b, ident, &cs, eh, &refused);
 		if (err)
 			return err;
-		if (b->fdes.n)
-			b->eh_cfi = dwarf_getcfi_elf(b->elf);
-		/* libdw refuses the section (a corrupt .eh_frame_hdr, say):
-		 * its ranges must not claim CFI that no query will find. */
-		if (!b->eh_cfi) {
-			refused += b->fdes.n;
-			b->fdes.n = 0;
-		}
 	}
 	if (dbg) {
 		size_t before = b->fdes.n;
@@ -384,9 +459,15 @@ static int builder__open_cfi(struct builder *b, const unsigned char *ident)
 			b->fdes.n = before;
 		}
 	}
-	b->t->st.fdes = b->fdes.n;
+	for (size_t i = 0; i < b->fdes.n; i++)
+		b->t->st.fdes += b->fdes.v[i].lo < b->fdes.v[i].hi;
 	b->t->st.bad_entries = b->fdes.bad;
-	if (!b->fdes.n)
+	/* Each CIE's initial instructions run once per CFI in libdw. */
+	b->budget = UNWIND_TABLE_WORK_BASE + UNWIND_TABLE_WORK_PER_BYTE * b->t->st.cfi_bytes;
+	b->work = b->fdes.cie_insn;
+	if (b->work > b->budget)
+		return -E2BIG;
+	if (!b->t->st.fdes)
 		/* Sections full of junk are corrupt; empty ones are no CFI. */
 		return b->fdes.bad || refused ? -ENOEXEC : -ENODATA;
 	return 0;
@@ -446,6 +527,7 @@ int unwind_table__build(int fd, struct unwind_table **out)
 		goto err_out;
 
 	table__count(b.t);
+	b.t->st.work = b.work;
 	if (b.t->nrows < b.cap) {
 		struct unwind_row *r = realloc(b.t->rows, b.t->nrows * sizeof(*r));
 

@@ -14,9 +14,14 @@
 #include "bpf/strata.h"
 
 /* Bounds on the work one (possibly hostile) file can cause. */
-#define UNWIND_TABLE_MAX_ROWS (16u << 20)   /* libdw rows per table: -E2BIG */
-#define UNWIND_TABLE_MAX_FDES (8u << 20)    /* FDEs per CFI section: -E2BIG */
-#define UNWIND_TABLE_MAX_RANGE_ROWS 4096    /* rows per FDE range, see .c */
+#define UNWIND_TABLE_MAX_ROWS (16u << 20) /* libdw rows per table: -E2BIG */
+#define UNWIND_TABLE_MAX_FDES (8u << 20)  /* FDEs per CFI section: -E2BIG */
+#define UNWIND_TABLE_MAX_RANGE_ROWS 4096  /* rows per FDE range, see .c */
+#define UNWIND_TABLE_MAX_OVERLAP 64	  /* FDEs covering one pc, see .c */
+/* CFI bytes libdw may run, in all: base + per byte of CFI (real files need
+ * about 20 per byte), then -E2BIG.  Linear in the input, whatever it holds. */
+#define UNWIND_TABLE_WORK_BASE (64ULL << 20)
+#define UNWIND_TABLE_WORK_PER_BYTE 256
 #define UNWIND_TABLE_MAX_VADDR (1ULL << 32) /* row pcs are 32-bit */
 
 struct unwind_table_stats {
@@ -24,11 +29,13 @@ struct unwind_table_stats {
 	uint64_t cfi_bytes;	     /* .eh_frame + .debug_frame sizes */
 	uint64_t rows_raw;	     /* rows before adjacent identical rules merged */
 	uint64_t rows;		     /* rows in the table */
-	uint64_t unsupported_ranges; /* rows with any UNSUPPORTED rule */
+	uint64_t unsupported_ranges; /* rows with any UNSUPPORTED rule (including
+				      * the rest of a range past its row bound) */
 	uint64_t plt_ranges;	     /* rows from the x86-64 PLT CFA expression */
 	uint64_t signal_ranges;	     /* rows of signal frames ('S' augmentation) */
 	uint64_t fp_exact_ranges;    /* rows with UNWIND_ROW_FP_EXACT */
 	uint64_t bad_entries;	     /* CIE/FDE entries skipped as malformed */
+	uint64_t work;		     /* CFI bytes libdw may have run (bound) */
 };
 
 struct unwind_table {
@@ -49,8 +56,8 @@ struct unwind_table {
  * .eh_frame wins where both sections describe a pc; .debug_frame is used
  * where only it does.  Returns 0 and *out (free with unwind_table__free),
  * or -errno: -ENOEXEC not a (valid) x86-64 ELF or unreadable CFI, -ENODATA
- * no CFI, -E2BIG a vaddr >= 4 GiB or more rows/FDEs than the bounds above,
- * -ENOMEM.
+ * no CFI, -E2BIG a vaddr >= 4 GiB or more rows, FDEs or work than the
+ * bounds above, -ENOMEM.
  */
 int unwind_table__build(int fd, struct unwind_table **out);
 

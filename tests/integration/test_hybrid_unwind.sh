@@ -22,3 +22,11 @@ sort -t' ' -k2 -nr "$T/q.folded" | head -3 | cut -c1-200
 insort=$(folded_sum "$T/q.folded" qsort_cb '(by_value|msort|qsort)')
 tomain=$(folded_sum "$T/q.folded" qsort_cb ';main;sort_rounds;.*(by_value|msort|qsort)')
 assert_ratio "$tomain" "$insort" 95 "qsort callback unwinds through libc to main;sort_rounds"
+
+# Hot code inside a signal handler: the stack crosses the kernel-made signal
+# frame (glibc's __restore_rt, a CFA read from the saved context) back into
+# the interrupted function and on to main.
+"$STRATA" record -F 199 -o "$T/s.folded" -- "$FIX/sigframe" 2 2>/dev/null
+inhandler=$(folded_sum "$T/s.folded" sigframe ';handler_hot(;|$)')
+through=$(folded_sum "$T/s.folded" sigframe '^sigframe;_start;.*;main;interrupted_work;[^;]*;on_alarm;handler_hot(;|$)')
+assert_ratio "$through" "$inhandler" 95 "signal handler unwinds through the signal frame to main"

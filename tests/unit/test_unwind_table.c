@@ -1013,6 +1013,101 @@ static void test_mutated_cfi(void **state)
 	print_message("  mutated CFI: %u tables, %u clean errors\n", ok, failed);
 }
 
+/* Section header index and file offset of name in the ELF bytes. */
+static bool find_section(const uint8_t *buf, size_t len, const char *name, size_t *ndx,
+			 uint64_t *off, uint64_t *size)
+{
+	Elf_Scn *scn = NULL;
+	size_t shstrndx;
+	bool found = false;
+	Elf *e = elf_memory((char *)buf, len);
+
+	assert_non_null(e);
+	assert_int_equal(elf_getshdrstrndx(e, &shstrndx), 0);
+	while (!found && (scn = elf_nextscn(e, scn))) {
+		GElf_Shdr sh;
+		const char *n;
+
+		if (!gelf_getshdr(scn, &sh) || !(n = elf_strptr(e, shstrndx, sh.sh_name)))
+			continue;
+		if (!strcmp(n, name)) {
+			*ndx = elf_ndxscn(scn);
+			*off = sh.sh_offset;
+			*size = sh.sh_size;
+			found = true;
+		}
+	}
+	elf_end(e);
+	return found;
+}
+
+/*
+ * An .eh_frame_hdr libdw would trust but that leads elsewhere than the
+ * FDEs (or that libdw would read past) makes the .eh_frame unusable:
+ * -ENOEXEC, as the fixture has no .debug_frame to fall back on.
+ */
+static void test_bad_eh_frame_hdr(void **state)
+{
+	struct fixtures *fx = *state;
+	struct unwind_table *t = NULL;
+	uint64_t off, size;
+	size_t len, ndx;
+	uint8_t *orig, *buf;
+	Elf64_Ehdr *eh;
+	uint32_t v;
+
+	orig = read_all(fx->nofp, &len);
+	buf = malloc(len);
+	assert_non_null(buf);
+	assert_true(find_section(orig, len, ".eh_frame_hdr", &ndx, &off, &size));
+	assert_true(size >= 20);
+	/* version 1, eh_frame_ptr pcrel|sdata4, count udata4, table datarel|sdata4 */
+	assert_int_equal(orig[off], 1);
+	assert_int_equal(orig[off + 3], DW_EH_PE_datarel | DW_EH_PE_sdata4);
+
+	/* The intact file builds. */
+	assert_int_equal(build_bytes(orig, len, &t), 0);
+	unwind_table__free(t);
+
+	/* Last entry's FDE pointer moved 4 bytes into its FDE. */
+	memcpy(buf, orig, len);
+	memcpy(&v, buf + off + size - 4, 4);
+	v += 4;
+	memcpy(buf + off + size - 4, &v, 4);
+	assert_int_equal(build_bytes(buf, len, &t), -ENOEXEC);
+
+	/* Last entry's initial location off by one. */
+	memcpy(buf, orig, len);
+	memcpy(&v, buf + off + size - 8, 4);
+	v += 1;
+	memcpy(buf + off + size - 8, &v, 4);
+	assert_int_equal(build_bytes(buf, len, &t), -ENOEXEC);
+
+	/* More entries than the section holds. */
+	memcpy(buf, orig, len);
+	v = 0x10000000;
+	memcpy(buf + off + 8, &v, 4);
+	assert_int_equal(build_bytes(buf, len, &t), -ENOEXEC);
+
+	/* A header shorter than its fixed fields is refused; an empty one
+	 * is no search table (libdw scans the section instead). */
+	eh = (Elf64_Ehdr *)orig;
+	for (uint64_t sz = 0; sz < 3; sz += 2) {
+		Elf64_Shdr sh;
+		uint64_t at = eh->e_shoff + ndx * eh->e_shentsize;
+
+		memcpy(buf, orig, len);
+		memcpy(&sh, buf + at, sizeof(sh));
+		sh.sh_size = sz;
+		memcpy(buf + at, &sh, sizeof(sh));
+		assert_int_equal(build_bytes(buf, len, &t), sz ? -ENOEXEC : 0);
+		unwind_table__free(t);
+		t = NULL;
+	}
+	free(buf);
+	free(orig);
+}
+
 static void test_no_cfi(void **state)
 {
 	struct fixtures *fx = *state;
@@ -1046,6 +1141,7 @@ int main(void)
 		cmocka_unit_test(test_libc),
 		cmocka_unit_test(test_corrupt_files),
 		cmocka_unit_test(test_mutated_cfi),
+		cmocka_unit_test(test_bad_eh_frame_hdr),
 		cmocka_unit_test(test_no_cfi),
 		cmocka_unit_test(test_text_above_4g),
 	};
