@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -236,6 +237,40 @@ not_found:
 found:
 	r->st.located++;
 	return m;
+}
+
+/*
+ * The vDSO has no file, but it is one image per kernel, mapped into every
+ * process: a memfd copy of our own serves as its file, for unwind tables
+ * and symbols alike.  Built on first use; (dev 0, inode 0) is its key.
+ */
+struct module *modules__vdso(struct module_registry *r)
+{
+	char line[512];
+	unsigned long lo = 0, hi = 0;
+	struct module *m = modules__find(r, 0, 0);
+	FILE *f;
+	int fd;
+
+	if (m)
+		return m;
+	f = fopen("/proc/self/maps", "re");
+	if (!f)
+		return NULL;
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, "[vdso]") && sscanf(line, "%lx-%lx", &lo, &hi) == 2)
+			break;
+	fclose(f);
+	if (hi <= lo || hi - lo > (1UL << 20))
+		return NULL;
+	fd = memfd_create("strata-vdso", MFD_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	if (write(fd, (const void *)lo, hi - lo) != (ssize_t)(hi - lo)) {
+		close(fd);
+		return NULL;
+	}
+	return module_add(r, 0, 0, "[vdso]", fd);
 }
 
 void modules__stats(const struct module_registry *r, struct module_stats *st)

@@ -48,6 +48,9 @@ struct module *modules__find(struct module_registry *r, dev_t dev, uint64_t ino)
  */
 struct module *modules__locate(struct module_registry *r, dev_t dev, uint64_t ino,
 			       const char *name);
+/* The vDSO as a module (a memfd copy of this process's, which every process
+ * on the host shares); NULL if it cannot be read. */
+struct module *modules__vdso(struct module_registry *r);
 void modules__stats(const struct module_registry *r, struct module_stats *st);
 
 #endif /* STRATA_MODULES_H */

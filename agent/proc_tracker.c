@@ -265,6 +265,8 @@ static int read_maps(struct proc_tracker *t, struct proc_instance *p)
 
 		if (pm[i].inode)
 			mod = modules__from_map(t->mods, p->tgid, &pm[i]);
+		else if (!strcmp(pm[i].path, "[vdso]"))
+			mod = modules__vdso(t->mods);
 		err = mapping_insert(p, pm[i].start, pm[i].end, pm[i].pgoff, mod,
 				     pm[i].path[0] ? pm[i].path : "[anon]");
 	}

@@ -17,7 +17,7 @@ echo "frame pointers only: $fp_full of $fp_total samples carry the chain"
 assert_ratio "$full" "$total" 95 "hybrid: main;exe_outer;a_mid;b_leaf across exe + 2 libraries"
 
 "$STRATA" record --unwind hybrid -F 199 -o "$T/q.folded" -- "$FIX/qsort_cb" 2 2>/dev/null
-sort -t' ' -k2 -nr "$T/q.folded" | head -3 | cut -c1-200
+sort -t' ' -k2 -nr "$T/q.folded" | awk 'NR <= 3 { print substr($0, 1, 200) }'
 # Samples inside the comparator or libc's sort: all must reach main.
 insort=$(folded_sum "$T/q.folded" qsort_cb '(by_value|msort|qsort)')
 tomain=$(folded_sum "$T/q.folded" qsort_cb ';main;sort_rounds;.*(by_value|msort|qsort)')
@@ -30,3 +30,10 @@ assert_ratio "$tomain" "$insort" 95 "qsort callback unwinds through libc to main
 inhandler=$(folded_sum "$T/s.folded" sigframe ';handler_hot(;|$)')
 through=$(folded_sum "$T/s.folded" sigframe '^sigframe;_start;.*;main;interrupted_work;[^;]*;on_alarm;handler_hot(;|$)')
 assert_ratio "$through" "$inhandler" 95 "signal handler unwinds through the signal frame to main"
+
+# Time inside the vDSO: named (__vdso_clock_gettime) and unwound to main.
+"$STRATA" record -F 199 -o "$T/v.folded" -- "$FIX/vdso_loop" 2 2>/dev/null
+invdso=$(folded_sum "$T/v.folded" vdso_loop ';__vdso_clock_gettime(;|$)')
+whole=$(folded_sum "$T/v.folded" vdso_loop '^vdso_loop;_start;.*;main;spin_clock;.*__vdso_clock_gettime(;|$)')
+[ "$invdso" -ge 100 ] || fail "only $invdso samples named __vdso_clock_gettime"
+assert_ratio "$whole" "$invdso" 95 "vDSO frames named and unwound to main"
