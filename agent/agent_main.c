@@ -122,7 +122,9 @@ int main(int argc, char **argv)
 		.format = "pb.gz",
 		.period_s = 10,
 		.session = { .sz = sizeof(o.session),
-			     .sampler = { .sz = sizeof(o.session.sampler), .freq_hz = 49, .hybrid = true } },
+			     .sampler = { .sz = sizeof(o.session.sampler),
+					  .freq_hz = 49,
+					  .hybrid = true } },
 	};
 	struct stat st;
 	int c, verbose = 0, err;

@@ -59,7 +59,9 @@ static int cmd_record(int argc, char **argv)
 		.sz = sizeof(o),
 		.output = "strata.svg",
 		.session = { .sz = sizeof(o.session),
-			     .sampler = { .sz = sizeof(o.session.sampler), .freq_hz = 49, .hybrid = true } },
+			     .sampler = { .sz = sizeof(o.session.sampler),
+					  .freq_hz = 49,
+					  .hybrid = true } },
 	};
 	struct sampler_opts *so = &o.session.sampler;
 	int c, verbose = 0, rc;
