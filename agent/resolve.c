@@ -48,6 +48,8 @@ static int push_user(struct resolver *r, struct frame_buf *b, uint32_t tgid, uin
 	}
 	f.module = m->name;
 	f.addr = ip - m->start + m->pgoff;
+	if (r->unwind && m->mod)
+		unwind_loader__touch(r->unwind, m->mod); /* sampled: keep its table */
 	if (m->mod) {
 		/* A return address points after the call: symbolize the call
 		 * itself so inlining and line numbers are the caller's. */

@@ -10,12 +10,14 @@
 #include "agent/profile.h"
 #include "agent/proc_tracker.h"
 #include "agent/sampler.h"
+#include "agent/unwind_loader.h"
 #include "symbolize/symbolize.h"
 
 struct resolver {
 	struct proc_tracker *procs;
 	struct symbolizer *sym;
-	struct ksyms *ksyms; /* NULL: kernel frames stay addresses */
+	struct ksyms *ksyms;	      /* NULL: kernel frames stay addresses */
+	struct unwind_loader *unwind; /* NULL: FP only; else tables to keep warm */
 	struct profile *out;
 	uint64_t frames_unknown;   /* user ip in no known mapping */
 	uint64_t frames_truncated; /* beyond the frame buffer (leafmost) */

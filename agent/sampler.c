@@ -110,6 +110,8 @@ struct sampler *sampler__new(const struct sampler_opts *opts, sampler_event_fn o
 		bpf_map__set_max_entries(s->skel->maps.counts0, opts->max_counts);
 		bpf_map__set_max_entries(s->skel->maps.counts1, opts->max_counts);
 	}
+	if (opts->max_unwind_rows)
+		bpf_map__set_max_entries(s->skel->maps.unwind_rows, opts->max_unwind_rows);
 	if (opts->max_stacks) {
 		bpf_map__set_max_entries(s->skel->maps.stacks0, opts->max_stacks);
 		bpf_map__set_max_entries(s->skel->maps.stacks1, opts->max_stacks);

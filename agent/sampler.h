@@ -20,10 +20,11 @@ struct sampler_opts {
 	uint32_t filter;    /* enum strata_filter */
 	const char *cgroup; /* STRATA_FILTER_CGROUP: cgroup v2 directory */
 	bool no_user, no_kernel;
-	uint32_t max_counts; /* distinct stack keys per generation; 0 = 16384 */
-	uint32_t max_stacks; /* distinct stacks per generation; 0 = 8192 */
-	bool debug_bpf;	     /* bpf_printk tracing */
-	bool hybrid;	     /* CFI-table + FP unwinding of user stacks */
+	uint32_t max_counts;	  /* distinct stack keys per generation; 0 = 16384 */
+	uint32_t max_stacks;	  /* distinct stacks per generation; 0 = 8192 */
+	bool debug_bpf;		  /* bpf_printk tracing */
+	bool hybrid;		  /* CFI-table + FP unwinding of user stacks */
+	uint32_t max_unwind_rows; /* rows of all loaded unwind tables; 0 = 524288 */
 };
 
 /* One aggregated sample handed out by sampler__drain(). */

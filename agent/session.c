@@ -119,6 +119,7 @@ struct session *session__new(const struct session_opts *opts)
 						    .maps_read = unwind_maps_read,
 						    .freed = unwind_freed };
 		proc_tracker__set_hooks(s->procs, &hooks);
+		s->res.unwind = s->unwind;
 	}
 	for (size_t i = 0; i < opts->npids; i++) {
 		err = sampler__add_target(s->sampler, opts->pids[i]);
@@ -218,6 +219,8 @@ int session__drain(struct session *s)
 	/* Exit events first: the instances they finish are still needed by
 	 * the samples drained now, and are freed right after. */
 	sampler__consume_events(s->sampler);
+	if (s->unwind)
+		unwind_loader__tick(s->unwind);
 	n = sampler__drain(s->sampler, resolver__add, &s->res);
 	proc_tracker__end_drain(s->procs);
 	if (n < 0)
@@ -309,13 +312,14 @@ void session__report(struct session *s, const struct profile *p)
 				(unsigned long long)uc[i]);
 		unwind_loader__stats(s->unwind, &ul);
 		fprintf(stderr,
-			"\n  unwind tables: built=%llu failed=%llu dropped_full=%llu "
+			"\n  unwind tables: built=%llu failed=%llu dropped_full=%llu evicted=%llu "
 			"rows=%llu/%llu procs=%llu failed=%llu maps_truncated=%llu build_ms=%.1f\n",
 			(unsigned long long)ul.tables_built, (unsigned long long)ul.tables_failed,
 			(unsigned long long)ul.tables_dropped_full,
-			(unsigned long long)ul.rows_used, (unsigned long long)ul.rows_max,
-			(unsigned long long)ul.procs_loaded, (unsigned long long)ul.procs_failed,
-			(unsigned long long)ul.maps_truncated, ul.build_ns / 1e6);
+			(unsigned long long)ul.tables_evicted, (unsigned long long)ul.rows_used,
+			(unsigned long long)ul.rows_max, (unsigned long long)ul.procs_loaded,
+			(unsigned long long)ul.procs_failed, (unsigned long long)ul.maps_truncated,
+			ul.build_ns / 1e6);
 	}
 	fprintf(stderr,
 		"  symbolizer: lookups=%llu cache_hits=%llu unresolved=%llu open_failed=%llu\n",

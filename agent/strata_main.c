@@ -27,6 +27,7 @@ static void usage(FILE *f)
 	      "      --no-kernel       user stacks only\n"
 	      "      --no-user         kernel stacks only\n"
 	      "      --unwind MODE     hybrid (CFI tables + frame pointers, default) or fp\n"
+	      "      --max-unwind-rows N  unwind table rows kept in kernel (524288, 16 B each)\n"
 	      "      --max-stacks N    distinct stacks kept in kernel per drain (8192)\n"
 	      "      --max-counts N    distinct (thread, stacks) counts per drain (16384)\n"
 	      "      --drain-interval MS  how often kernel maps are drained (1000)\n"
@@ -50,6 +51,7 @@ static int cmd_record(int argc, char **argv)
 		{ "drain-interval", required_argument, NULL, 'I' },
 		{ "max-counts", required_argument, NULL, 'C' },
 		{ "unwind", required_argument, NULL, 'W' },
+		{ "max-unwind-rows", required_argument, NULL, 'R' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
@@ -92,6 +94,10 @@ static int cmd_record(int argc, char **argv)
 			break;
 		case 'S':
 			if (cli_parse_u32(optarg, 1u << 22, &so->max_stacks))
+				goto bad;
+			break;
+		case 'R':
+			if (cli_parse_u32(optarg, 1u << 26, &so->max_unwind_rows))
 				goto bad;
 			break;
 		case 'W':

@@ -5,11 +5,13 @@
 #include <errno.h>
 #include <gelf.h>
 #include <libelf.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "agent/clock.h"
 #include "agent/log.h"
+#include "agent/row_alloc.h"
 #include "unwind/unwind_table.h"
 
 #define TABLE_BUCKETS 1024
@@ -20,8 +22,11 @@
  * to ELF virtual addresses. */
 struct table_ref {
 	const struct module *mod;
-	uint32_t row_first; /* UNWIND_NO_TABLE: none (failed or no room) */
+	uint32_t row_first; /* UNWIND_NO_TABLE: not in BPF (failed, no room, evicted) */
 	uint32_t row_count;
+	bool failed;	    /* no usable CFI: never retried */
+	uint32_t refs;	    /* address spaces whose unwind_procs entry uses it */
+	uint64_t last_used; /* loader clock when last sampled or loaded */
 	struct {
 		uint64_t offset, vaddr, filesz;
 	} seg[MAX_SEGMENTS];
@@ -29,10 +34,24 @@ struct table_ref {
 	struct table_ref *next;
 };
 
+/* Which tables an address space's unwind_procs entry uses (for refs, and
+ * for rewriting the entry when one of them is evicted). */
+struct proc_ref {
+	uint64_t mm_id;
+	struct table_ref *tabs[UNWIND_MAX_MAPS]; /* per entry of maps[], or NULL */
+	uint32_t n;
+	struct proc_ref *next;
+};
+
+#define PROC_BUCKETS 1024
+
 struct unwind_loader {
 	int rows_fd, procs_fd;
-	uint32_t max_rows, next_row;
+	uint32_t max_rows;
+	uint64_t clock; /* bumped per touch batch: recency without syscalls */
+	struct row_alloc rows;
 	struct table_ref *buckets[TABLE_BUCKETS];
+	struct proc_ref *procs[PROC_BUCKETS];
 	struct unwind_loader_stats st;
 };
 
@@ -46,6 +65,7 @@ struct unwind_loader *unwind_loader__new(int rows_fd, uint32_t max_rows, int pro
 	l->procs_fd = procs_fd;
 	l->max_rows = max_rows;
 	l->st.rows_max = max_rows;
+	row_alloc__init(&l->rows, max_rows);
 	elf_version(EV_CURRENT);
 	return l;
 }
@@ -60,6 +80,14 @@ void unwind_loader__free(struct unwind_loader *l)
 		for (; t; t = next) {
 			next = t->next;
 			free(t);
+		}
+	}
+	for (size_t b = 0; b < PROC_BUCKETS; b++) {
+		struct proc_ref *p = l->procs[b], *next;
+
+		for (; p; p = next) {
+			next = p->next;
+			free(p);
 		}
 	}
 	free(l);
@@ -116,53 +144,157 @@ static int write_rows(struct unwind_loader *l, uint32_t first, const struct unwi
 	return 0;
 }
 
-/* The loaded table of a file, compiling and loading it on first use. */
+static struct table_ref *table_find(struct unwind_loader *l, const struct module *mod)
+{
+	for (struct table_ref *t = l->buckets[((uintptr_t)mod >> 4) % TABLE_BUCKETS]; t;
+	     t = t->next)
+		if (t->mod == mod)
+			return t;
+	return NULL;
+}
+
+static struct proc_ref **proc_slot(struct unwind_loader *l, uint64_t mm_id)
+{
+	struct proc_ref **pp = &l->procs[(mm_id * 0x9e3779b97f4a7c15ULL) >> 54];
+
+	while (*pp && (*pp)->mm_id != mm_id)
+		pp = &(*pp)->next;
+	return pp;
+}
+
+/*
+ * Takes victim's rows back.  Address spaces using it first get their
+ * entries rewritten to "no table" (FP steps there), so BPF stops reading the
+ * rows before they are reused.
+ */
+static void evict(struct unwind_loader *l, struct table_ref *victim)
+{
+	for (size_t b = 0; b < PROC_BUCKETS && victim->refs; b++) {
+		for (struct proc_ref *p = l->procs[b]; p; p = p->next) {
+			struct unwind_proc proc;
+			bool changed = false;
+
+			if (bpf_map_lookup_elem(l->procs_fd, &p->mm_id, &proc))
+				continue;
+			for (uint32_t i = 0; i < p->n && i < UNWIND_MAX_MAPS; i++) {
+				if (p->tabs[i] != victim)
+					continue;
+				proc.maps[i].row_first = UNWIND_NO_TABLE;
+				p->tabs[i] = NULL;
+				victim->refs--;
+				changed = true;
+			}
+			if (changed)
+				bpf_map_update_elem(l->procs_fd, &p->mm_id, &proc, BPF_ANY);
+		}
+	}
+	row_alloc__put(&l->rows, victim->row_first, victim->row_count);
+	victim->row_first = UNWIND_NO_TABLE;
+	victim->refs = 0;
+	l->st.tables_evicted++;
+}
+
+/* Rows for n, evicting least recently sampled tables (unused ones first)
+ * until they fit; -1 when even that cannot make room. */
+static int64_t rows_get(struct unwind_loader *l, uint32_t n, const struct table_ref *keep)
+{
+	int64_t first;
+
+	while ((first = row_alloc__get(&l->rows, n)) < 0) {
+		struct table_ref *victim = NULL;
+
+		for (size_t b = 0; b < TABLE_BUCKETS; b++) {
+			for (struct table_ref *t = l->buckets[b]; t; t = t->next) {
+				if (t == keep || t->row_first == UNWIND_NO_TABLE)
+					continue;
+				if (!victim || (t->refs == 0) > (victim->refs == 0) ||
+				    ((t->refs == 0) == (victim->refs == 0) &&
+				     t->last_used < victim->last_used))
+					victim = t;
+			}
+		}
+		if (!victim)
+			return -1;
+		evict(l, victim);
+	}
+	return first;
+}
+
+/* The loaded table of a file, compiling and loading it on first use (and
+ * again after an eviction). */
 static struct table_ref *table_of(struct unwind_loader *l, const struct module *mod)
 {
 	size_t b = ((uintptr_t)mod >> 4) % TABLE_BUCKETS;
 	struct unwind_table *tab = NULL;
-	struct table_ref *t;
+	struct table_ref *t = table_find(l, mod);
 	uint64_t t0;
+	int64_t first;
 	int err;
 
-	for (t = l->buckets[b]; t; t = t->next)
-		if (t->mod == mod)
-			return t;
-	t = calloc(1, sizeof(*t));
-	if (!t)
-		return NULL;
-	t->mod = mod;
-	t->row_first = UNWIND_NO_TABLE;
-	t->next = l->buckets[b];
-	l->buckets[b] = t;
-
-	if (read_segments(mod->fd, t)) {
-		l->st.tables_failed++;
+	if (t && (t->row_first != UNWIND_NO_TABLE || t->failed))
 		return t;
+	if (!t) {
+		t = calloc(1, sizeof(*t));
+		if (!t)
+			return NULL;
+		t->mod = mod;
+		t->row_first = UNWIND_NO_TABLE;
+		t->next = l->buckets[b];
+		l->buckets[b] = t;
+		if (read_segments(mod->fd, t)) {
+			t->failed = true;
+			l->st.tables_failed++;
+			return t;
+		}
 	}
+	t->last_used = ++l->clock;
 	t0 = mono_ns();
 	err = unwind_table__build(mod->fd, &tab);
 	l->st.build_ns += mono_ns() - t0;
 	if (err) {
+		t->failed = true;
 		l->st.tables_failed++;
 		pr_debug("unwind: %s: no table: %s", mod->path, strerror(-err));
 		return t;
 	}
 	l->st.tables_built++;
-	if (tab->nrows > l->max_rows - l->next_row) {
+	first = tab->nrows ? rows_get(l, tab->nrows, t) : -1;
+	if (first < 0) {
 		l->st.tables_dropped_full++;
-		pr_info("unwind: %s: rows map full (%u of %u used): frame pointers only", mod->path,
-			l->next_row, l->max_rows);
-	} else if (!write_rows(l, l->next_row, tab->rows, tab->nrows)) {
-		t->row_first = l->next_row;
+		pr_info("unwind: %s: %u rows do not fit (%u of %u used): frame pointers only",
+			mod->path, tab->nrows, l->rows.used, l->max_rows);
+	} else if (!write_rows(l, (uint32_t)first, tab->rows, tab->nrows)) {
+		t->row_first = (uint32_t)first;
 		t->row_count = tab->nrows;
-		l->next_row += tab->nrows;
-		l->st.rows_used = l->next_row;
 	} else {
+		row_alloc__put(&l->rows, (uint32_t)first, tab->nrows);
 		l->st.tables_failed++;
 	}
+	l->st.rows_used = l->rows.used;
 	unwind_table__free(tab);
 	return t;
+}
+
+/* Drops an address space's references (before reload or when it is gone). */
+static void proc_unref(struct proc_ref *p)
+{
+	for (uint32_t i = 0; i < p->n; i++)
+		if (p->tabs[i] && p->tabs[i]->refs)
+			p->tabs[i]->refs--;
+	p->n = 0;
+}
+
+void unwind_loader__touch(struct unwind_loader *l, const struct module *mod)
+{
+	struct table_ref *t = table_find(l, mod);
+
+	if (t)
+		t->last_used = l->clock;
+}
+
+void unwind_loader__tick(struct unwind_loader *l)
+{
+	l->clock++;
 }
 
 /* Load bias of a mapping: ELF vaddr = ip - bias, from the segment holding
@@ -184,36 +316,60 @@ static int bias_of(const struct table_ref *t, const struct proc_mapping *m, uint
 int unwind_loader__load(struct unwind_loader *l, uint64_t mm_id, const struct proc_mapping *maps,
 			size_t n)
 {
+	struct table_ref *tabs[UNWIND_MAX_MAPS] = { 0 };
+	struct proc_ref **slot, *pref;
 	struct unwind_proc *proc;
+	size_t nmaps = n < UNWIND_MAX_MAPS ? n : UNWIND_MAX_MAPS;
 	int err = 0;
 
 	if (!mm_id)
 		return 0;
+	if (n > nmaps)
+		l->st.maps_truncated += n - nmaps;
+	slot = proc_slot(l, mm_id);
+	pref = *slot;
+	if (!pref) {
+		pref = calloc(1, sizeof(*pref));
+		if (!pref)
+			return -ENOMEM;
+		pref->mm_id = mm_id;
+		*slot = pref;
+	}
+	proc_unref(pref);
 	proc = calloc(1, sizeof(*proc));
 	if (!proc)
 		return -ENOMEM;
-	for (size_t i = 0; i < n; i++) {
-		struct unwind_map *um;
-		struct table_ref *t;
+
+	/* Phase 1: every table this address space needs, built or loaded.
+	 * Loading one may evict another, even one of these: the entry is
+	 * filled only afterwards, from each table's state at that point. */
+	for (size_t i = 0; i < nmaps; i++) {
+		if (!maps[i].mod)
+			continue; /* anonymous (JIT) code: frame pointers */
+		tabs[i] = table_of(l, maps[i].mod);
+		if (tabs[i])
+			tabs[i]->last_used = l->clock;
+	}
+	/* Phase 2: the entry, and the references it holds. */
+	for (size_t i = 0; i < nmaps; i++) {
+		struct unwind_map *um = &proc->maps[i];
+		struct table_ref *t = tabs[i];
 		uint64_t bias;
 
-		if (proc->nmaps == UNWIND_MAX_MAPS) {
-			l->st.maps_truncated += n - i;
-			break;
-		}
-		um = &proc->maps[proc->nmaps++];
 		um->start = maps[i].start;
 		um->end = maps[i].end;
 		um->row_first = UNWIND_NO_TABLE;
-		if (!maps[i].mod)
-			continue; /* [vdso], JIT code: frame pointers */
-		t = table_of(l, maps[i].mod);
+		pref->tabs[i] = NULL;
 		if (!t || t->row_first == UNWIND_NO_TABLE || bias_of(t, &maps[i], &bias))
 			continue;
 		um->bias = bias;
 		um->row_first = t->row_first;
 		um->row_count = t->row_count;
+		pref->tabs[i] = t;
+		t->refs++;
 	}
+	proc->nmaps = (uint32_t)nmaps;
+	pref->n = (uint32_t)nmaps;
 	if (bpf_map_update_elem(l->procs_fd, &mm_id, proc, BPF_ANY)) {
 		err = -errno;
 		l->st.procs_failed++;
@@ -226,10 +382,18 @@ int unwind_loader__load(struct unwind_loader *l, uint64_t mm_id, const struct pr
 
 void unwind_loader__forget(struct unwind_loader *l, uint64_t mm_id)
 {
+	struct proc_ref **slot = proc_slot(l, mm_id), *p = *slot;
+
 	bpf_map_delete_elem(l->procs_fd, &mm_id);
+	if (!p)
+		return;
+	proc_unref(p);
+	*slot = p->next;
+	free(p);
 }
 
 void unwind_loader__stats(const struct unwind_loader *l, struct unwind_loader_stats *st)
 {
 	*st = l->st;
+	st->rows_leaked = l->rows.leaked;
 }
