@@ -24,7 +24,7 @@ struct sampler_opts {
 	uint32_t max_stacks;	  /* distinct stacks per generation; 0 = 8192 */
 	bool debug_bpf;		  /* bpf_printk tracing */
 	bool hybrid;		  /* CFI-table + FP unwinding of user stacks */
-	uint32_t max_unwind_rows; /* rows of all loaded unwind tables; 0 = 524288 */
+	uint32_t max_unwind_rows; /* rows of all loaded unwind tables; 0 = 2097152 */
 };
 
 /* One aggregated sample handed out by sampler__drain(). */

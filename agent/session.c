@@ -222,6 +222,8 @@ int session__drain(struct session *s)
 	if (s->unwind)
 		unwind_loader__tick(s->unwind);
 	n = sampler__drain(s->sampler, resolver__add, &s->res);
+	if (s->unwind)
+		unwind_loader__flush(s->unwind);
 	proc_tracker__end_drain(s->procs);
 	if (n < 0)
 		pr_warn("session: drain: %s", strerror(-n));

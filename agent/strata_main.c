@@ -27,7 +27,7 @@ static void usage(FILE *f)
 	      "      --no-kernel       user stacks only\n"
 	      "      --no-user         kernel stacks only\n"
 	      "      --unwind MODE     hybrid (CFI tables + frame pointers, default) or fp\n"
-	      "      --max-unwind-rows N  unwind table rows kept in kernel (524288, 16 B each)\n"
+	      "      --max-unwind-rows N  unwind table rows kept in kernel (2097152, 16 B each)\n"
 	      "      --max-stacks N    distinct stacks kept in kernel per drain (8192)\n"
 	      "      --max-counts N    distinct (thread, stacks) counts per drain (16384)\n"
 	      "      --drain-interval MS  how often kernel maps are drained (1000)\n"

@@ -15,6 +15,11 @@
 #include "unwind/unwind_table.h"
 
 #define TABLE_BUCKETS 1024
+/* Processes with more executable mappings than this (frameworks: a python
+ * with torch maps ~300 files, 90 MiB of tables) load tables lazily: a file's
+ * table is built once samples land in it.  Smaller ones load eagerly, so a
+ * short-lived program unwinds right from its first samples. */
+#define EAGER_MAX_MAPS 64
 #define ROW_BATCH 4096 /* rows per bpf_map_update_batch call */
 #define MAX_SEGMENTS 16
 
@@ -25,6 +30,7 @@ struct table_ref {
 	uint32_t row_first; /* UNWIND_NO_TABLE: not in BPF (failed, no room, evicted) */
 	uint32_t row_count;
 	bool failed;	    /* no usable CFI: never retried */
+	bool wanted;	    /* sampled while not loaded: load at the next flush */
 	uint32_t refs;	    /* address spaces whose unwind_procs entry uses it */
 	uint64_t last_used; /* loader clock when last sampled or loaded */
 	struct {
@@ -38,7 +44,9 @@ struct table_ref {
  * for rewriting the entry when one of them is evicted). */
 struct proc_ref {
 	uint64_t mm_id;
-	struct table_ref *tabs[UNWIND_MAX_MAPS]; /* per entry of maps[], or NULL */
+	struct table_ref *tabs[UNWIND_MAX_MAPS];    /* per entry of maps[], or NULL */
+	const struct module *mods[UNWIND_MAX_MAPS]; /* for lazy loads */
+	uint64_t start[UNWIND_MAX_MAPS], pgoff[UNWIND_MAX_MAPS];
 	uint32_t n;
 	struct proc_ref *next;
 };
@@ -52,6 +60,7 @@ struct unwind_loader {
 	struct row_alloc rows;
 	struct table_ref *buckets[TABLE_BUCKETS];
 	struct proc_ref *procs[PROC_BUCKETS];
+	bool have_wanted;
 	struct unwind_loader_stats st;
 };
 
@@ -119,6 +128,22 @@ static int read_segments(int fd, struct table_ref *t)
 out:
 	elf_end(elf);
 	return err;
+}
+
+/* Load bias of a mapping: ELF vaddr = ip - bias, from the segment holding
+ * the mapping's file offset.  Returns 0, or -ENOENT. */
+static int bias_of(const struct table_ref *t, const struct proc_mapping *m, uint64_t *bias)
+{
+	for (int i = 0; i < t->nseg; i++) {
+		/* Segments start mid-page: compare page-aligned offsets. */
+		uint64_t off = t->seg[i].offset & ~0xfffULL;
+
+		if (m->pgoff >= off && m->pgoff < t->seg[i].offset + t->seg[i].filesz) {
+			*bias = m->start - m->pgoff + t->seg[i].offset - t->seg[i].vaddr;
+			return 0;
+		}
+	}
+	return -ENOENT;
 }
 
 /* Copies rows into unwind_rows[first...] in batches. */
@@ -220,49 +245,55 @@ static int64_t rows_get(struct unwind_loader *l, uint32_t n, const struct table_
 	return first;
 }
 
-/* The loaded table of a file, compiling and loading it on first use (and
- * again after an eviction). */
-static struct table_ref *table_of(struct unwind_loader *l, const struct module *mod)
+/* The table record of a file, created (not built) on first sight. */
+static struct table_ref *table_get(struct unwind_loader *l, const struct module *mod)
 {
 	size_t b = ((uintptr_t)mod >> 4) % TABLE_BUCKETS;
-	struct unwind_table *tab = NULL;
 	struct table_ref *t = table_find(l, mod);
+
+	if (t)
+		return t;
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return NULL;
+	t->mod = mod;
+	t->row_first = UNWIND_NO_TABLE;
+	t->next = l->buckets[b];
+	l->buckets[b] = t;
+	if (read_segments(mod->fd, t)) {
+		t->failed = true;
+		l->st.tables_failed++;
+	}
+	return t;
+}
+
+/* Builds t's table and copies it into BPF (again after an eviction). */
+static void table_load(struct unwind_loader *l, struct table_ref *t)
+{
+	struct unwind_table *tab = NULL;
 	uint64_t t0;
 	int64_t first;
 	int err;
 
-	if (t && (t->row_first != UNWIND_NO_TABLE || t->failed))
-		return t;
-	if (!t) {
-		t = calloc(1, sizeof(*t));
-		if (!t)
-			return NULL;
-		t->mod = mod;
-		t->row_first = UNWIND_NO_TABLE;
-		t->next = l->buckets[b];
-		l->buckets[b] = t;
-		if (read_segments(mod->fd, t)) {
-			t->failed = true;
-			l->st.tables_failed++;
-			return t;
-		}
-	}
+	t->wanted = false;
+	if (t->row_first != UNWIND_NO_TABLE || t->failed)
+		return;
 	t->last_used = ++l->clock;
 	t0 = mono_ns();
-	err = unwind_table__build(mod->fd, &tab);
+	err = unwind_table__build(t->mod->fd, &tab);
 	l->st.build_ns += mono_ns() - t0;
 	if (err) {
 		t->failed = true;
 		l->st.tables_failed++;
-		pr_debug("unwind: %s: no table: %s", mod->path, strerror(-err));
-		return t;
+		pr_debug("unwind: %s: no table: %s", t->mod->path, strerror(-err));
+		return;
 	}
 	l->st.tables_built++;
 	first = tab->nrows ? rows_get(l, tab->nrows, t) : -1;
 	if (first < 0) {
 		l->st.tables_dropped_full++;
 		pr_info("unwind: %s: %u rows do not fit (%u of %u used): frame pointers only",
-			mod->path, tab->nrows, l->rows.used, l->max_rows);
+			t->mod->path, tab->nrows, l->rows.used, l->max_rows);
 	} else if (!write_rows(l, (uint32_t)first, tab->rows, tab->nrows)) {
 		t->row_first = (uint32_t)first;
 		t->row_count = tab->nrows;
@@ -272,7 +303,6 @@ static struct table_ref *table_of(struct unwind_loader *l, const struct module *
 	}
 	l->st.rows_used = l->rows.used;
 	unwind_table__free(tab);
-	return t;
 }
 
 /* Drops an address space's references (before reload or when it is gone). */
@@ -288,8 +318,15 @@ void unwind_loader__touch(struct unwind_loader *l, const struct module *mod)
 {
 	struct table_ref *t = table_find(l, mod);
 
-	if (t)
-		t->last_used = l->clock;
+	if (!t)
+		t = table_get(l, mod);
+	if (!t)
+		return;
+	t->last_used = l->clock;
+	if (t->row_first == UNWIND_NO_TABLE && !t->failed && !t->wanted) {
+		t->wanted = true;
+		l->have_wanted = true;
+	}
 }
 
 void unwind_loader__tick(struct unwind_loader *l)
@@ -297,20 +334,52 @@ void unwind_loader__tick(struct unwind_loader *l)
 	l->clock++;
 }
 
-/* Load bias of a mapping: ELF vaddr = ip - bias, from the segment holding
- * the mapping's file offset.  Returns 0, or -ENOENT. */
-static int bias_of(const struct table_ref *t, const struct proc_mapping *m, uint64_t *bias)
+/* Points every address space mapping t's file at t's rows. */
+static void publish(struct unwind_loader *l, struct table_ref *t)
 {
-	for (int i = 0; i < t->nseg; i++) {
-		/* Segments start mid-page: compare page-aligned offsets. */
-		uint64_t off = t->seg[i].offset & ~0xfffULL;
+	for (size_t b = 0; b < PROC_BUCKETS; b++) {
+		for (struct proc_ref *p = l->procs[b]; p; p = p->next) {
+			struct unwind_proc proc;
+			bool changed = false;
 
-		if (m->pgoff >= off && m->pgoff < t->seg[i].offset + t->seg[i].filesz) {
-			*bias = m->start - m->pgoff + t->seg[i].offset - t->seg[i].vaddr;
-			return 0;
+			for (uint32_t i = 0; i < p->n; i++) {
+				struct proc_mapping m = { .start = p->start[i],
+							  .pgoff = p->pgoff[i] };
+				uint64_t bias;
+
+				if (p->mods[i] != t->mod || p->tabs[i] || bias_of(t, &m, &bias))
+					continue;
+				if (!changed && bpf_map_lookup_elem(l->procs_fd, &p->mm_id, &proc))
+					break;
+				proc.maps[i].bias = bias;
+				proc.maps[i].row_first = t->row_first;
+				proc.maps[i].row_count = t->row_count;
+				p->tabs[i] = t;
+				t->refs++;
+				changed = true;
+			}
+			if (changed)
+				bpf_map_update_elem(l->procs_fd, &p->mm_id, &proc, BPF_ANY);
 		}
 	}
-	return -ENOENT;
+}
+
+void unwind_loader__flush(struct unwind_loader *l)
+{
+	if (!l->have_wanted)
+		return;
+	l->have_wanted = false;
+	for (size_t b = 0; b < TABLE_BUCKETS; b++) {
+		for (struct table_ref *t = l->buckets[b]; t; t = t->next) {
+			if (!t->wanted)
+				continue;
+			table_load(l, t);
+			if (t->row_first != UNWIND_NO_TABLE) {
+				l->st.tables_lazy++;
+				publish(l, t);
+			}
+		}
+	}
 }
 
 int unwind_loader__load(struct unwind_loader *l, uint64_t mm_id, const struct proc_mapping *maps,
@@ -346,9 +415,12 @@ int unwind_loader__load(struct unwind_loader *l, uint64_t mm_id, const struct pr
 	for (size_t i = 0; i < nmaps; i++) {
 		if (!maps[i].mod)
 			continue; /* anonymous (JIT) code: frame pointers */
-		tabs[i] = table_of(l, maps[i].mod);
-		if (tabs[i])
-			tabs[i]->last_used = l->clock;
+		tabs[i] = table_get(l, maps[i].mod);
+		if (!tabs[i])
+			continue;
+		if (n <= EAGER_MAX_MAPS)
+			table_load(l, tabs[i]);
+		tabs[i]->last_used = l->clock;
 	}
 	/* Phase 2: the entry, and the references it holds. */
 	for (size_t i = 0; i < nmaps; i++) {
@@ -360,6 +432,9 @@ int unwind_loader__load(struct unwind_loader *l, uint64_t mm_id, const struct pr
 		um->end = maps[i].end;
 		um->row_first = UNWIND_NO_TABLE;
 		pref->tabs[i] = NULL;
+		pref->mods[i] = maps[i].mod;
+		pref->start[i] = maps[i].start;
+		pref->pgoff[i] = maps[i].pgoff;
 		if (!t || t->row_first == UNWIND_NO_TABLE || bias_of(t, &maps[i], &bias))
 			continue;
 		um->bias = bias;

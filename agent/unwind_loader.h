@@ -19,6 +19,7 @@
 
 struct unwind_loader_stats {
 	uint64_t tables_built, tables_failed, tables_dropped_full, tables_evicted;
+	uint64_t tables_lazy; /* loaded after samples landed in their file */
 	uint64_t rows_used, rows_max, rows_leaked;
 	uint64_t procs_loaded, procs_failed, maps_truncated;
 	uint64_t build_ns; /* time spent compiling tables */
@@ -39,6 +40,8 @@ void unwind_loader__forget(struct unwind_loader *l, uint64_t mm_id);
  * once per drain (unwind_loader__tick). */
 void unwind_loader__touch(struct unwind_loader *l, const struct module *mod);
 void unwind_loader__tick(struct unwind_loader *l);
+/* Loads the tables samples asked for since the last flush (after a drain). */
+void unwind_loader__flush(struct unwind_loader *l);
 
 void unwind_loader__stats(const struct unwind_loader *l, struct unwind_loader_stats *st);
 

@@ -7,6 +7,9 @@
 #     _start through main;sort_rounds
 #   - python3: a pure-Python loop in /usr/bin/python3 (no frame pointers);
 #     complete = the stack reaches _start (no reference chain to check)
+#   - pytorch: a CPU training loop (Linear + ReLU + backward + SGD) in
+#     Debian's python3-torch, when installed; complete = reaches _start
+#     (or clone3, for worker threads)
 # BPF ns/sample from kernel.bpf_stats_enabled.  Prints a markdown table.
 #   bench/unwind.sh [SECONDS per run, default 3]
 set -euo pipefail
@@ -25,6 +28,17 @@ def middle(): return inner(200000)
 def outer(t):
     while time.time() < t: middle()
 outer(time.time() + $SECS)"
+TORCH="import time, torch
+model = torch.nn.Sequential(torch.nn.Linear(512, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x, y = torch.randn(256, 512), torch.randint(0, 10, (256,))
+t = time.time() + $SECS + 3
+while time.time() < t:
+    opt.zero_grad()
+    torch.nn.functional.cross_entropy(model(x), y).backward()
+    opt.step()"
+have_torch=0
+/usr/bin/python3.11 -c 'import torch' 2>/dev/null && have_torch=1
 
 # fraction(file, comm, regex): samples of comm matching regex / all of comm.
 fraction() {
@@ -56,4 +70,6 @@ for mode in fp hybrid; do
 	run $mode nofp_chain nofp_chain '^nofp_chain;_start;.*;main;exe_outer;a_mid;b_leaf(;|$)' build/fixtures/nofp_chain "$SECS"
 	run $mode qsort_cb qsort_cb '^qsort_cb;_start;.*;main;sort_rounds;' build/fixtures/qsort_cb "$SECS"
 	run $mode "python3 loop" python3 '^python3;_start;' python3 -c "$PY"
+	[ "$have_torch" = 1 ] && run $mode "pytorch train loop" python3.11 '^python3.11;(_start|clone3|__clone3|clone);' /usr/bin/python3.11 -c "$TORCH"
 done
+[ "$have_torch" = 1 ] || echo "(python3-torch not installed: no pytorch rows)"

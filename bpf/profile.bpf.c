@@ -120,7 +120,7 @@ struct {
  * allocates ranges (struct unwind_map.row_first/row_count). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1 << 19);
+	__uint(max_entries, 1 << 21); /* 32 MiB: libtorch_cpu alone is 1.4M rows */
 	__type(key, __u32);
 	__type(value, struct unwind_row);
 } unwind_rows SEC(".maps");
@@ -128,7 +128,8 @@ struct {
 /* Per address space (mm_id): its executable mappings and their tables. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096);
+	__uint(max_entries, 2048);
+	__uint(map_flags, BPF_F_NO_PREALLOC); /* 16 KiB values: only live ones */
 	__type(key, __u64);
 	__type(value, struct unwind_proc);
 } unwind_procs SEC(".maps");

@@ -131,7 +131,7 @@ struct unwind_row {
 
 /* A process's executable mappings as the unwinder sees them, sorted by
  * start; keyed by mm_id in the unwind_procs map. */
-#define UNWIND_MAX_MAPS 64 /* power of two: indexes are masked for the verifier */
+#define UNWIND_MAX_MAPS 512 /* power of two: indexes are masked for the verifier */
 #define UNWIND_NO_TABLE 0xffffffffu
 
 struct unwind_map {

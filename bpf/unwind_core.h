@@ -30,7 +30,7 @@ UNWIND_INLINE const struct unwind_map *unwind_find_map(const struct unwind_proc 
 
 	if (hi > UNWIND_MAX_MAPS)
 		hi = UNWIND_MAX_MAPS;
-	for (int i = 0; i < 7; i++) { /* log2(UNWIND_MAX_MAPS) + 1 */
+	for (int i = 0; i < 10; i++) { /* log2(UNWIND_MAX_MAPS) + 1 */
 		if (lo >= hi)
 			break;
 		__u32 mid = (lo + hi) / 2;
