@@ -314,6 +314,27 @@ static uint64_t ns_to_ticks(const struct proc_tracker *t, uint64_t ns)
 	return ns / (1000000000ULL / (uint64_t)t->clk_tck);
 }
 
+/* The BPF unwinder met e->start with no mapping (dlopen since the last
+ * read: read again) or no table (ask for it). */
+static int on_unwind_miss(struct proc_tracker *t, const struct strata_proc_event *e)
+{
+	struct proc_instance *p = find(t, e->tgid, e->mm_id);
+	struct proc_mapping *m;
+
+	if (!p || p->exited)
+		return 0;
+	m = mapping_find(p, e->start);
+	if (!m) {
+		t->st.refreshes++;
+		if (read_maps(t, p))
+			return 0;
+		m = mapping_find(p, e->start);
+	}
+	if (m && m->mod && t->hooks.table_wanted)
+		t->hooks.table_wanted(t->hooks.ctx, m->mod);
+	return 0;
+}
+
 int proc_tracker__on_event(struct proc_tracker *t, const struct strata_proc_event *e)
 {
 	struct proc_instance *p;
@@ -337,6 +358,8 @@ int proc_tracker__on_event(struct proc_tracker *t, const struct strata_proc_even
 		return 0;
 	case PROC_EV_VMA:
 		return on_exit_vma(t, e);
+	case PROC_EV_UNWIND_MISS:
+		return on_unwind_miss(t, e);
 	case PROC_EV_EXIT:
 		/* A sampled process gets an instance even if none exists yet,
 		 * for the VMA records that follow. */

@@ -38,6 +38,8 @@ struct proc_tracker_hooks {
 	void *ctx;
 	void (*maps_read)(void *ctx, uint64_t mm_id, const struct proc_mapping *maps, size_t n);
 	void (*freed)(void *ctx, uint64_t mm_id);
+	/* The unwinder met a pc in mod, whose table it lacks. */
+	void (*table_wanted)(void *ctx, const struct module *mod);
 };
 
 struct proc_tracker;

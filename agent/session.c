@@ -22,6 +22,14 @@ static void unwind_maps_read(void *ctx, uint64_t mm_id, const struct proc_mappin
 	unwind_loader__load(s->unwind, mm_id, maps, n); /* failures counted */
 }
 
+static void unwind_table_wanted(void *ctx, const struct module *mod)
+{
+	struct session *s = ctx;
+
+	unwind_loader__touch(s->unwind, mod);
+	unwind_loader__flush(s->unwind);
+}
+
 static void unwind_freed(void *ctx, uint64_t mm_id)
 {
 	struct session *s = ctx;
@@ -115,9 +123,12 @@ struct session *session__new(const struct session_opts *opts)
 			err = -ENOMEM;
 			goto err_out;
 		}
-		struct proc_tracker_hooks hooks = { .ctx = s,
-						    .maps_read = unwind_maps_read,
-						    .freed = unwind_freed };
+		struct proc_tracker_hooks hooks = {
+			.ctx = s,
+			.maps_read = unwind_maps_read,
+			.freed = unwind_freed,
+			.table_wanted = unwind_table_wanted,
+		};
 		proc_tracker__set_hooks(s->procs, &hooks);
 		s->res.unwind = s->unwind;
 	}

@@ -141,6 +141,22 @@ struct {
 	__type(value, __u64);
 } unwind_errors SEC(".maps");
 
+/* Per CPU: the first missing pc of the unwind in progress. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} unwind_miss_pc SEC(".maps");
+
+/* Last miss report per address space (rate limit). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, __u64);
+} unwind_miss_last SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 512 * 1024);
@@ -262,6 +278,23 @@ static __always_inline void unwind_hook_count(enum unwind_err e)
 		*v += 1;
 }
 
+/* First pc per sample without a mapping or table; reported after the
+ * unwind (one event per address space per 50 ms at most). */
+static __u64 *miss_slot(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&unwind_miss_pc, &zero);
+}
+
+static __always_inline void unwind_hook_miss(__u64 pc)
+{
+	__u64 *slot = miss_slot();
+
+	if (slot && !*slot)
+		*slot = pc;
+}
+
 #include "bpf/unwind_core.h"
 
 struct unwind_ctx {
@@ -305,6 +338,9 @@ static __always_inline long unwind_user(struct strata_stack *t, __u64 mm_id)
 	t->len = 0;
 	if (!c.regs.rip)
 		return 0;
+	__u64 *miss = miss_slot();
+	if (miss)
+		*miss = 0;
 	bpf_loop(STRATA_MAX_STACK_DEPTH, unwind_frame, &c, 0);
 	return (long)t->len * sizeof(__u64);
 }
@@ -412,6 +448,31 @@ static __always_inline void add_count(void *count_map, struct strata_stack_key *
 	count(STRATA_CNT_RECORDED);
 }
 
+/*
+ * The unwind met a pc in no known mapping (a library dlopen'd since maps
+ * were read) or in a file without a loaded table: tell user space now, so
+ * it re-reads maps / loads the table within milliseconds instead of at the
+ * next drain.  At most one report per address space per 50 ms.
+ */
+static __always_inline void report_miss(struct task_struct *task, __u32 tgid, __u64 mm_id)
+{
+	struct strata_proc_event *e;
+	__u64 *pc = miss_slot(), now, *last;
+
+	if (!pc || !*pc)
+		return;
+	now = bpf_ktime_get_ns();
+	last = bpf_map_lookup_elem(&unwind_miss_last, &mm_id);
+	if (last && now - *last < 50000000ULL)
+		return;
+	bpf_map_update_elem(&unwind_miss_last, &mm_id, &now, BPF_ANY);
+	e = event_reserve(PROC_EV_UNWIND_MISS, task, tgid, mm_id);
+	if (!e)
+		return;
+	e->start = *pc;
+	bpf_ringbuf_submit(e, 0);
+}
+
 SEC("perf_event")
 int profile_sample(struct bpf_perf_event_data *ctx)
 {
@@ -458,6 +519,8 @@ int profile_sample(struct bpf_perf_event_data *ctx)
 out:
 	generation_leave(inf, g);
 	emit_new(task, tgid, key.mm_id);
+	if (want_hybrid && key.mm_id)
+		report_miss(task, tgid, key.mm_id);
 	return 0;
 }
 

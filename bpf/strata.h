@@ -59,10 +59,12 @@ enum strata_counter {
 };
 
 enum proc_event_type {
-	PROC_EV_NEW = 1,  /* first sample of an address space: read its maps */
-	PROC_EV_EXEC = 2, /* exec: new address space (targeted modes only) */
-	PROC_EV_EXIT = 3, /* last thread exited; if sampled, VMA records follow */
-	PROC_EV_VMA = 4,  /* one executable file mapping at exit */
+	PROC_EV_NEW = 1,	 /* first sample of an address space: read its maps */
+	PROC_EV_EXEC = 2,	 /* exec: new address space (targeted modes only) */
+	PROC_EV_EXIT = 3,	 /* last thread exited; if sampled, VMA records follow */
+	PROC_EV_VMA = 4,	 /* one executable file mapping at exit */
+	PROC_EV_UNWIND_MISS = 5, /* unwinder met a pc with no mapping or no
+				  * table (start = that pc): load it now */
 };
 
 #define PROC_EV_F_SAMPLED 1 /* EXIT: the address space had samples */

@@ -9,6 +9,7 @@
  *   unwind_hook_read(void *dst, __u32 size, __u64 addr)     -> 0 or negative
  *   unwind_hook_row(__u32 index)                            -> const struct unwind_row *
  *   unwind_hook_count(enum unwind_err e)
+ *   unwind_hook_miss(__u64 pc)   a pc with no mapping or table was met
  */
 #ifndef STRATA_UNWIND_CORE_H
 #define STRATA_UNWIND_CORE_H
@@ -143,10 +144,12 @@ UNWIND_INLINE int unwind_step(struct unwind_regs *r, const struct unwind_proc *p
 	m = unwind_find_map(proc, pc);
 	if (!m) {
 		unwind_hook_count(UNWIND_ERR_NO_MAPPING);
+		unwind_hook_miss(pc);
 		return unwind_fp_step(r);
 	}
 	if (m->row_first == UNWIND_NO_TABLE) {
 		unwind_hook_count(UNWIND_ERR_NO_TABLE);
+		unwind_hook_miss(pc);
 		return unwind_fp_step(r);
 	}
 	if (unwind_find_row(m->row_first, m->row_count, pc - m->bias, row) ||

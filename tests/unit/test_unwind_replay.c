@@ -36,6 +36,7 @@ static struct {
 	uint64_t base, size;
 	int rows_fd;
 	uint64_t counts[UNWIND_ERR_MAX];
+	uint64_t misses;
 } replay;
 
 static int unwind_hook_read(void *dst, __u32 size, __u64 addr)
@@ -56,6 +57,11 @@ static const struct unwind_row *unwind_hook_row(__u32 index)
 static void unwind_hook_count(enum unwind_err e)
 {
 	replay.counts[e]++;
+}
+
+static void unwind_hook_miss(__u64 pc)
+{
+	replay.misses++;
 }
 
 #define UNWIND_INLINE static inline
