@@ -15,6 +15,8 @@
 
 #include <cmocka.h>
 
+#include "tests/unit/test_util.h"
+
 #include "symbolize/buildid.h"
 
 /* Build-id of file as readelf prints it (lower-case hex), or "". */
@@ -50,22 +52,6 @@ static char *write_tmp(char *path, size_t psz, const void *buf, size_t len)
 	assert_int_equal(write(fd, buf, len), (ssize_t)len);
 	close(fd);
 	return path;
-}
-
-static void *read_all(const char *file, size_t *len)
-{
-	struct stat st;
-	void *buf;
-	int fd = open(file, O_RDONLY);
-
-	assert_true(fd >= 0);
-	assert_int_equal(fstat(fd, &st), 0);
-	buf = malloc((size_t)st.st_size);
-	assert_non_null(buf);
-	assert_int_equal(read(fd, buf, (size_t)st.st_size), st.st_size);
-	close(fd);
-	*len = (size_t)st.st_size;
-	return buf;
 }
 
 static void test_self_matches_readelf(void **state)

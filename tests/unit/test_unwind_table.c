@@ -34,6 +34,8 @@
 
 #include <cmocka.h>
 
+#include "tests/unit/test_util.h"
+
 #include "unwind/unwind_table.h"
 
 #define LIBC "/lib/x86_64-linux-gnu/libc.so.6"
@@ -874,22 +876,6 @@ static int build_bytes(const void *buf, size_t len, struct unwind_table **t)
 	err = unwind_table__build(fd, t);
 	close(fd);
 	return err;
-}
-
-static void *read_all(const char *path, size_t *len)
-{
-	struct stat st;
-	void *buf;
-	int fd = open(path, O_RDONLY);
-
-	assert_true(fd >= 0);
-	assert_int_equal(fstat(fd, &st), 0);
-	buf = malloc((size_t)st.st_size);
-	assert_non_null(buf);
-	assert_int_equal(read(fd, buf, (size_t)st.st_size), st.st_size);
-	close(fd);
-	*len = (size_t)st.st_size;
-	return buf;
 }
 
 static void test_corrupt_files(void **state)
