@@ -73,3 +73,29 @@ for mode in fp hybrid; do
 	[ "$have_torch" = 1 ] && run $mode "pytorch train loop" python3.11 '^python3.11;(_start|clone3|__clone3|clone);' /usr/bin/python3.11 -c "$TORCH"
 done
 [ "$have_torch" = 1 ] || echo "(python3-torch not installed: no pytorch rows)"
+
+# Steady state, as an always-on agent sees a long training job: the agent
+# (host-wide, 3 s profiles) watches the training loop for 12 s; the first
+# profile holds the warm-up (import torch: ~300 libraries, 0.5 s of table
+# builds), the later ones the steady state.
+if [ "$have_torch" = 1 ]; then
+	mkdir "$T/agent"
+	/usr/bin/python3.11 -c "${TORCH/+ 3/+ 10}" &
+	py=$!
+	build/strata-agent --output "$T/agent" --period 3 --format folded & ag=$!
+	sleep 12.5
+	kill -INT "$ag"; wait "$ag" || true
+	wait "$py" || true
+	echo
+	echo "| pytorch under strata-agent (hybrid) | complete samples | accuracy |"
+	echo "|---|---|---|"
+	n=0
+	for f in "$T"/agent/*.folded; do
+		n=$((n + 1))
+		read -r ok all < <(fraction "$f" python3.11 '^python3.11;(_start|clone3|__clone3|clone);')
+		[ "$all" -gt 0 ] || continue
+		label="profile $n"; [ $n = 1 ] && label="profile 1 (warm-up)"
+		printf '| %s | %d / %d | %.1f%% |\n' "$label" "$ok" "$all" \
+			"$(awk -v a="$ok" -v b="$all" 'BEGIN { print 100 * a / b }')"
+	done
+fi

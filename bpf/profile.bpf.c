@@ -452,7 +452,7 @@ static __always_inline void add_count(void *count_map, struct strata_stack_key *
  * The unwind met a pc in no known mapping (a library dlopen'd since maps
  * were read) or in a file without a loaded table: tell user space now, so
  * it re-reads maps / loads the table within milliseconds instead of at the
- * next drain.  At most one report per address space per 50 ms.
+ * next drain.  At most one report per address space per 10 ms.
  */
 static __always_inline void report_miss(struct task_struct *task, __u32 tgid, __u64 mm_id)
 {
@@ -463,7 +463,7 @@ static __always_inline void report_miss(struct task_struct *task, __u32 tgid, __
 		return;
 	now = bpf_ktime_get_ns();
 	last = bpf_map_lookup_elem(&unwind_miss_last, &mm_id);
-	if (last && now - *last < 50000000ULL)
+	if (last && now - *last < 10000000ULL)
 		return;
 	bpf_map_update_elem(&unwind_miss_last, &mm_id, &now, BPF_ANY);
 	e = event_reserve(PROC_EV_UNWIND_MISS, task, tgid, mm_id);
