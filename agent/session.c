@@ -325,9 +325,11 @@ void session__report(struct session *s, const struct profile *p)
 				(unsigned long long)uc[i]);
 		unwind_loader__stats(s->unwind, &ul);
 		fprintf(stderr,
-			"\n  unwind tables: built=%llu failed=%llu dropped_full=%llu evicted=%llu "
+			"\n  unwind tables: built=%llu lazy=%llu failed=%llu dropped_full=%llu "
+			"evicted=%llu "
 			"rows=%llu/%llu procs=%llu failed=%llu maps_truncated=%llu build_ms=%.1f\n",
-			(unsigned long long)ul.tables_built, (unsigned long long)ul.tables_failed,
+			(unsigned long long)ul.tables_built, (unsigned long long)ul.tables_lazy,
+			(unsigned long long)ul.tables_failed,
 			(unsigned long long)ul.tables_dropped_full,
 			(unsigned long long)ul.tables_evicted, (unsigned long long)ul.rows_used,
 			(unsigned long long)ul.rows_max, (unsigned long long)ul.procs_loaded,

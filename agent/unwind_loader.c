@@ -188,31 +188,56 @@ static struct proc_ref **proc_slot(struct unwind_loader *l, uint64_t mm_id)
 }
 
 /*
- * Takes victim's rows back.  Address spaces using it first get their
- * entries rewritten to "no table" (FP steps there), so BPF stops reading the
- * rows before they are reused.
+ * Rewrites every address space's unwind_procs entry that maps t's file:
+ * attach points the entries without a table at t's rows; detach turns the
+ * entries using t into "no table" (FP steps there).
  */
-static void evict(struct unwind_loader *l, struct table_ref *victim)
+static void retarget(struct unwind_loader *l, struct table_ref *t, bool attach)
 {
-	for (size_t b = 0; b < PROC_BUCKETS && victim->refs; b++) {
+	for (size_t b = 0; b < PROC_BUCKETS; b++) {
 		for (struct proc_ref *p = l->procs[b]; p; p = p->next) {
 			struct unwind_proc proc;
 			bool changed = false;
 
-			if (bpf_map_lookup_elem(l->procs_fd, &p->mm_id, &proc))
-				continue;
-			for (uint32_t i = 0; i < p->n && i < UNWIND_MAX_MAPS; i++) {
-				if (p->tabs[i] != victim)
+			for (uint32_t i = 0; i < p->n; i++) {
+				struct proc_mapping m = { .start = p->start[i],
+							  .pgoff = p->pgoff[i] };
+				uint64_t bias = 0;
+
+				if (attach ? p->mods[i] != t->mod || p->tabs[i] ||
+						     bias_of(t, &m, &bias)
+					   : p->tabs[i] != t)
 					continue;
-				proc.maps[i].row_first = UNWIND_NO_TABLE;
-				p->tabs[i] = NULL;
-				victim->refs--;
+				if (!changed && bpf_map_lookup_elem(l->procs_fd, &p->mm_id, &proc))
+					break;
 				changed = true;
+				if (attach) {
+					proc.maps[i].bias = bias;
+					proc.maps[i].row_first = t->row_first;
+					proc.maps[i].row_count = t->row_count;
+					p->tabs[i] = t;
+					t->refs++;
+				} else {
+					proc.maps[i].row_first = UNWIND_NO_TABLE;
+					p->tabs[i] = NULL;
+					t->refs--;
+				}
 			}
 			if (changed)
 				bpf_map_update_elem(l->procs_fd, &p->mm_id, &proc, BPF_ANY);
 		}
 	}
+}
+
+/*
+ * Takes victim's rows back.  Address spaces using it first get their
+ * entries rewritten to "no table", so BPF stops reading the rows before
+ * they are reused.
+ */
+static void evict(struct unwind_loader *l, struct table_ref *victim)
+{
+	if (victim->refs)
+		retarget(l, victim, false);
 	row_alloc__put(&l->rows, victim->row_first, victim->row_count);
 	victim->row_first = UNWIND_NO_TABLE;
 	victim->refs = 0;
@@ -334,36 +359,6 @@ void unwind_loader__tick(struct unwind_loader *l)
 	l->clock++;
 }
 
-/* Points every address space mapping t's file at t's rows. */
-static void publish(struct unwind_loader *l, struct table_ref *t)
-{
-	for (size_t b = 0; b < PROC_BUCKETS; b++) {
-		for (struct proc_ref *p = l->procs[b]; p; p = p->next) {
-			struct unwind_proc proc;
-			bool changed = false;
-
-			for (uint32_t i = 0; i < p->n; i++) {
-				struct proc_mapping m = { .start = p->start[i],
-							  .pgoff = p->pgoff[i] };
-				uint64_t bias;
-
-				if (p->mods[i] != t->mod || p->tabs[i] || bias_of(t, &m, &bias))
-					continue;
-				if (!changed && bpf_map_lookup_elem(l->procs_fd, &p->mm_id, &proc))
-					break;
-				proc.maps[i].bias = bias;
-				proc.maps[i].row_first = t->row_first;
-				proc.maps[i].row_count = t->row_count;
-				p->tabs[i] = t;
-				t->refs++;
-				changed = true;
-			}
-			if (changed)
-				bpf_map_update_elem(l->procs_fd, &p->mm_id, &proc, BPF_ANY);
-		}
-	}
-}
-
 void unwind_loader__flush(struct unwind_loader *l)
 {
 	if (!l->have_wanted)
@@ -376,7 +371,7 @@ void unwind_loader__flush(struct unwind_loader *l)
 			table_load(l, t);
 			if (t->row_first != UNWIND_NO_TABLE) {
 				l->st.tables_lazy++;
-				publish(l, t);
+				retarget(l, t, true);
 			}
 		}
 	}
