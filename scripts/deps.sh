@@ -7,6 +7,9 @@ pkgs=(make gcc clang llvm pkg-config libbpf-dev bpftool libelf-dev libdw-dev
       libcurl4-openssl-dev protobuf-c-compiler libprotobuf-c-dev
       libmicrohttpd-dev libsqlite3-dev libcmocka-dev libclang-rt-14-dev
       libxml2-utils python3 golang-go linux-perf bpftrace)
+# deploy/ manifest checks (python3-yaml); ClickHouse store tests run a
+# private clickhouse-server (Debian's 18.16; no system service is used).
+pkgs+=(python3-yaml clickhouse-server)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
