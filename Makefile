@@ -45,13 +45,14 @@ PROTO_C    := $(patsubst proto/%.proto,$(GEN)/%.pb-c.c,$(PROTOS))
 PROTO_H    := $(PROTO_C:.c=.h)
 MAINS      := agent/strata_main.c agent/agent_main.c
 LIB_SRCS   := $(filter-out $(MAINS),$(wildcard agent/*.c symbolize/*.c unwind/*.c uploader/*.c))
-# --- serverx: ClickHouse client and store backend (server/) ---
-SERVERX_SRCS := server/clickhouse_http.c server/store_clickhouse.c
-LIB_SRCS   += $(filter-out $(LIB_SRCS),$(wildcard $(SERVERX_SRCS)))
-LDLIBS     += $(shell pkg-config --libs libcurl 2>/dev/null || echo -lcurl)
-# --- end serverx ---
 LIB_OBJS   := $(patsubst %.c,$(OBJ)/%.o,$(LIB_SRCS)) $(patsubst $(GEN)/%.c,$(OBJ)/gen/%.o,$(PROTO_C))
 ASAN_OBJS  := $(patsubst $(OBJ)/%,$(ASAN_OBJ)/%,$(LIB_OBJS))
+# --- serverx: ClickHouse client and store backend (server/) ---
+SERVERX_SRCS := $(filter-out $(LIB_SRCS),$(wildcard server/clickhouse_http.c server/store_clickhouse.c))
+LIB_OBJS   += $(patsubst %.c,$(OBJ)/%.o,$(SERVERX_SRCS))
+ASAN_OBJS  += $(patsubst %.c,$(ASAN_OBJ)/%.o,$(SERVERX_SRCS))
+LDLIBS     += $(shell pkg-config --libs libcurl 2>/dev/null || echo -lcurl)
+# --- end serverx ---
 UNIT_SRCS  := $(wildcard tests/unit/test_*.c)
 UNIT_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 FIXTURE_SRCS := $(wildcard tests/fixtures/*.c)

@@ -4,6 +4,7 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,9 +41,9 @@ int ch_parse_url(const char *spec, struct ch_opts *o, char *buf, size_t bufsz)
 		return -EINVAL;
 	p = spec + 13;
 	slash = strchr(p, '/');
-	if (!slash || !slash[1] || strspn(slash + 1, "abcdefghijklmnopqrstuvwxyz"
-						  "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") !=
-					  strlen(slash + 1))
+	if (!slash || !slash[1] ||
+	    strspn(slash + 1, "abcdefghijklmnopqrstuvwxyz"
+			      "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") != strlen(slash + 1))
 		return -EINVAL;
 	at = memrchr(p, '@', (size_t)(slash - p)); /* a password may hold @ */
 	const char *host = at ? at + 1 : p;
@@ -157,6 +158,23 @@ const char *ch_client__error(const struct ch_client *c)
 	return c->err;
 }
 
+/* Grows *buf (capacity *cap) to hold need bytes; -1 when out of memory. */
+static int grow(char **buf, size_t *cap, size_t need)
+{
+	size_t c = *cap ? *cap : 4096;
+	char *p;
+
+	if (need <= *cap)
+		return 0;
+	while (c < need)
+		c *= 2;
+	p = realloc(*buf, c);
+	if (!p)
+		return -1;
+	*buf = p, *cap = c;
+	return 0;
+}
+
 static size_t on_body(char *data, size_t size, size_t nmemb, void *ctx)
 {
 	struct ch_body *b = ctx;
@@ -166,17 +184,8 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *ctx)
 		b->too_big = 1;
 		return 0; /* curl stops with CURLE_WRITE_ERROR */
 	}
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 4096;
-		char *p;
-
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		p = realloc(b->p, cap);
-		if (!p)
-			return 0;
-		b->p = p, b->cap = cap;
-	}
+	if (grow(&b->p, &b->cap, b->len + n + 1))
+		return 0;
 	memcpy(b->p + b->len, data, n);
 	b->len += n;
 	b->p[b->len] = '\0';
@@ -237,7 +246,8 @@ static int request(struct ch_client *c, const char *extra, const char *body, siz
 	if (rc != CURLE_OK) {
 		err = curl_errno(rc, out);
 		snprintf(c->err, sizeof(c->err), "clickhouse: %s: %s", c->base,
-			 err == -EFBIG ? "result larger than max_result_bytes" : curl_easy_strerror(rc));
+			 err == -EFBIG ? "result larger than max_result_bytes"
+				       : curl_easy_strerror(rc));
 		goto out;
 	}
 	curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
@@ -280,13 +290,27 @@ static size_t tsv_unescape(char *s, size_t n)
 
 		if (ch == '\\' && r < n) {
 			switch (s[r++]) {
-			case 'n': ch = '\n'; break;
-			case 't': ch = '\t'; break;
-			case 'r': ch = '\r'; break;
-			case 'b': ch = '\b'; break;
-			case 'f': ch = '\f'; break;
-			case '0': ch = '\0'; break;
-			default: ch = s[r - 1]; break; /* \\ \' and anything else */
+			case 'n':
+				ch = '\n';
+				break;
+			case 't':
+				ch = '\t';
+				break;
+			case 'r':
+				ch = '\r';
+				break;
+			case 'b':
+				ch = '\b';
+				break;
+			case 'f':
+				ch = '\f';
+				break;
+			case '0':
+				ch = '\0';
+				break;
+			default:
+				ch = s[r - 1];
+				break; /* \\ \' and anything else */
 			}
 		}
 		s[w++] = ch;
@@ -351,7 +375,8 @@ int ch_client__query(struct ch_client *c, const char *sql, struct ch_result *r)
 	err = r->buf ? parse_tsv(r->buf, b.len, r) : 0;
 	if (err) {
 		if (err == -EPROTO)
-			snprintf(c->err, sizeof(c->err), "clickhouse: malformed TabSeparated result");
+			snprintf(c->err, sizeof(c->err),
+				 "clickhouse: malformed TabSeparated result");
 		ch_result__free(r);
 	}
 	return err;
@@ -430,20 +455,9 @@ void ch_rows__reset(struct ch_rows *w)
 
 static int reserve(struct ch_rows *w, size_t n)
 {
-	if (w->oom)
+	if (w->oom || grow(&w->buf, &w->cap, w->len + n + 1)) {
+		w->oom = 1;
 		return -1;
-	if (w->len + n + 1 > w->cap) {
-		size_t cap = w->cap ? w->cap : 4096;
-		char *p;
-
-		while (cap < w->len + n + 1)
-			cap *= 2;
-		p = realloc(w->buf, cap);
-		if (!p) {
-			w->oom = 1;
-			return -1;
-		}
-		w->buf = p, w->cap = cap;
 	}
 	return 0;
 }
@@ -470,13 +484,27 @@ void ch_rows__bytes(struct ch_rows *w, const void *p, size_t n)
 		char esc = 0;
 
 		switch (s[i]) {
-		case '\\': esc = '\\'; break;
-		case '\t': esc = 't'; break;
-		case '\n': esc = 'n'; break;
-		case '\r': esc = 'r'; break;
-		case '\b': esc = 'b'; break;
-		case '\f': esc = 'f'; break;
-		case '\0': esc = '0'; break;
+		case '\\':
+			esc = '\\';
+			break;
+		case '\t':
+			esc = 't';
+			break;
+		case '\n':
+			esc = 'n';
+			break;
+		case '\r':
+			esc = 'r';
+			break;
+		case '\b':
+			esc = 'b';
+			break;
+		case '\f':
+			esc = 'f';
+			break;
+		case '\0':
+			esc = '0';
+			break;
 		}
 		if (esc) {
 			w->buf[w->len++] = '\\';
@@ -574,4 +602,53 @@ int ch_client__insert(struct ch_client *c, const char *table_cols, const struct 
 	free(extra);
 	free(b.p);
 	return err;
+}
+
+/* ---- SQL text ---------------------------------------------------------------- */
+
+static int sql_reserve(struct ch_sql *q, size_t n)
+{
+	if (q->oom || grow(&q->p, &q->cap, q->len + n + 1)) {
+		q->oom = 1;
+		return -1;
+	}
+	return 0;
+}
+
+void ch_sql__add(struct ch_sql *q, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0 || sql_reserve(q, (size_t)n))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(q->p + q->len, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	q->len += (size_t)n;
+}
+
+void ch_sql__quote(struct ch_sql *q, const char *s)
+{
+	size_t n = s ? strlen(s) : 0;
+
+	if (sql_reserve(q, 2 * n + 2))
+		return;
+	q->p[q->len++] = '\'';
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] == '\\' || s[i] == '\'')
+			q->p[q->len++] = '\\';
+		q->p[q->len++] = s[i];
+	}
+	q->p[q->len++] = '\'';
+	q->p[q->len] = '\0';
+}
+
+void ch_sql__free(struct ch_sql *q)
+{
+	free(q->p);
+	memset(q, 0, sizeof(*q));
 }

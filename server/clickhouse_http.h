@@ -21,14 +21,14 @@
 #include <stdint.h>
 
 struct ch_opts {
-	size_t sz;		   /* sizeof(struct ch_opts) */
-	const char *url;	   /* "http://HOST:PORT" */
-	const char *database;	   /* NULL: the server's default */
-	const char *user;	   /* NULL: "default" */
-	const char *password;	   /* NULL: none */
-	uint32_t timeout_ms;	   /* whole request; 0: 30000 */
+	size_t sz;		     /* sizeof(struct ch_opts) */
+	const char *url;	     /* "http://HOST:PORT" */
+	const char *database;	     /* NULL: the server's default */
+	const char *user;	     /* NULL: "default" */
+	const char *password;	     /* NULL: none */
+	uint32_t timeout_ms;	     /* whole request; 0: 30000 */
 	uint32_t connect_timeout_ms; /* 0: 3000 */
-	size_t max_result_bytes;   /* 0: 256 MiB */
+	size_t max_result_bytes;     /* 0: 256 MiB */
 };
 
 /*
@@ -97,5 +97,21 @@ void ch_rows__end(struct ch_rows *w);
  * No rows: nothing is sent.
  */
 int ch_client__insert(struct ch_client *c, const char *table_cols, const struct ch_rows *w);
+
+/*
+ * SQL text built piece by piece: constant SQL via ch_sql__add (printf
+ * formats for numbers only), outside strings only via ch_sql__quote, which
+ * writes a ClickHouse string literal with \\ and ' escaped.  oom is set when
+ * an append failed; callers refuse such a query.
+ */
+struct ch_sql {
+	char *p;
+	size_t len, cap;
+	int oom;
+};
+
+void ch_sql__add(struct ch_sql *q, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void ch_sql__quote(struct ch_sql *q, const char *s);
+void ch_sql__free(struct ch_sql *q);
 
 #endif /* STRATA_SERVER_CLICKHOUSE_HTTP_H */

@@ -112,3 +112,14 @@ ch_query() {
 	[ "$code" = 200 ] || fail "clickhouse: HTTP $code for: $1: $out"
 	printf '%s' "$out"
 }
+
+# ch_run_unit NAME: runs build/tests/NAME (a cmocka program that reads
+# STRATA_TEST_CLICKHOUSE) against the running server; every test must run.
+ch_run_unit() {
+	local bin=$ROOT/build/tests/$1
+	[ -x "$bin" ] || fail "$bin not built (make unit)"
+	STRATA_TEST_CLICKHOUSE=$CH_URL "$bin" > "$T/$1.out" 2>&1 || { cat "$T/$1.out"; fail "$1 against ClickHouse"; }
+	cat "$T/$1.out"
+	grep -q 'SKIPPED' "$T/$1.out" && fail "$1: tests skipped although ClickHouse runs"
+	echo "ok: $1 against $CH_URL"
+}

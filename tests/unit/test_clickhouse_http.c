@@ -30,9 +30,8 @@ static void test_parse_url(void **state)
 	assert_null(o.user);
 	assert_null(o.password);
 
-	assert_int_equal(ch_parse_url("clickhouse://bob:s3:cr@t@10.0.0.1:9/db_1", &o, buf,
-				      sizeof(buf)),
-			 0);
+	assert_int_equal(
+		ch_parse_url("clickhouse://bob:s3:cr@t@10.0.0.1:9/db_1", &o, buf, sizeof(buf)), 0);
 	assert_string_equal(o.url, "http://10.0.0.1:9");
 	assert_string_equal(o.user, "bob");
 	assert_string_equal(o.password, "s3:cr@t");
@@ -44,16 +43,16 @@ static void test_parse_url(void **state)
 
 	static const char *const bad[] = {
 		"sqlite:/x",
-		"clickhouse://host/db",		/* no port */
-		"clickhouse://host:/db",	/* empty port */
-		"clickhouse://host:12ab/db",	/* bad port */
-		"clickhouse://host:8123",	/* no database */
-		"clickhouse://host:8123/",	/* empty database */
-		"clickhouse://host:8123/a;b",	/* not an identifier */
-		"clickhouse://host:8123/a b",	/* not an identifier */
-		"clickhouse://:8123/db",	/* no host */
-		"clickhouse://:pw@host:1/db",	/* empty user */
-		"clickhouse://host:8123/d/e",	/* path */
+		"clickhouse://host/db",	      /* no port */
+		"clickhouse://host:/db",      /* empty port */
+		"clickhouse://host:12ab/db",  /* bad port */
+		"clickhouse://host:8123",     /* no database */
+		"clickhouse://host:8123/",    /* empty database */
+		"clickhouse://host:8123/a;b", /* not an identifier */
+		"clickhouse://host:8123/a b", /* not an identifier */
+		"clickhouse://:8123/db",      /* no host */
+		"clickhouse://:pw@host:1/db", /* empty user */
+		"clickhouse://host:8123/d/e", /* path */
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		if (ch_parse_url(bad[i], &o, buf, sizeof(buf)) != -EINVAL)
@@ -127,10 +126,10 @@ static int teardown(void **state)
 	return 0;
 }
 
-#define NEED_SERVER(f)                                                                           \
-	do {                                                                                     \
-		if (!(f))                                                                        \
-			skip();                                                                  \
+#define NEED_SERVER(f)          \
+	do {                    \
+		if (!(f))       \
+			skip(); \
 	} while (0)
 
 static struct ch_client *client_for(const struct fixture *f, uint32_t timeout_ms, size_t max)
@@ -158,8 +157,9 @@ static void test_round_trip(void **state)
 	NEED_SERVER(f);
 	struct ch_client *c = client_for(f, 10000, 0);
 	assert_int_equal(ch_client__exec(c, "DROP TABLE IF EXISTS rt"), 0);
-	assert_int_equal(ch_client__exec(c, "CREATE TABLE rt (d Date, i UInt64, n Int64, x Float64, "
-					    "s String) ENGINE = MergeTree PARTITION BY d ORDER BY i"),
+	assert_int_equal(ch_client__exec(c,
+					 "CREATE TABLE rt (d Date, i UInt64, n Int64, x Float64, "
+					 "s String) ENGINE = MergeTree PARTITION BY d ORDER BY i"),
 			 0);
 	ch_rows__init(&w);
 	for (uint64_t i = 0; i < N; i++) {
@@ -177,9 +177,9 @@ static void test_round_trip(void **state)
 	assert_int_equal(ch_client__insert(c, "rt (d, i, n, x, s)", &w), 0);
 	ch_rows__free(&w);
 
-	assert_int_equal(ch_client__query(c, "SELECT i, n, x, s, toString(d) FROM rt ORDER BY n DESC",
-					  &r),
-			 0);
+	assert_int_equal(
+		ch_client__query(c, "SELECT i, n, x, s, toString(d) FROM rt ORDER BY n DESC", &r),
+		0);
 	assert_int_equal(r.rows, N);
 	assert_int_equal(r.cols, 5);
 	for (uint64_t i = 0; i < N; i++) {
@@ -298,12 +298,9 @@ static void test_limits(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_parse_url),
-		cmocka_unit_test(test_rows_escaping),
-		cmocka_unit_test(test_round_trip),
-		cmocka_unit_test(test_injection_is_data),
-		cmocka_unit_test(test_errors),
-		cmocka_unit_test(test_limits),
+		cmocka_unit_test(test_parse_url),  cmocka_unit_test(test_rows_escaping),
+		cmocka_unit_test(test_round_trip), cmocka_unit_test(test_injection_is_data),
+		cmocka_unit_test(test_errors),	   cmocka_unit_test(test_limits),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
