@@ -34,8 +34,8 @@
 #include "server/store.h"
 #include "symbolize/hash.h"
 
-#define POOL_MAX 8	      /* connections (one query each at a time) */
-#define INFLIGHT_MAX 64	      /* concurrent ingests */
+#define POOL_MAX 8		    /* connections (one query each at a time) */
+#define INFLIGHT_MAX 64		    /* concurrent ingests */
 #define KNOWN_STACKS_CAP (1u << 20) /* (stack, day) pairs remembered */
 #define STACK_IDS_PER_QUERY 2000
 #define MAX_CODES 64
@@ -65,8 +65,8 @@ struct ch_store {
 /* ---- schema ---------------------------------------------------------------- */
 
 /* Every per-process table starts with these (see row_head). */
-#define PROC_COLS_DDL                                                                            \
-	"day Date, ingest UInt64, b_start UInt64, b_end UInt64, node String, pid UInt32,"        \
+#define PROC_COLS_DDL                                                                     \
+	"day Date, ingest UInt64, b_start UInt64, b_end UInt64, node String, pid UInt32," \
 	" pstart UInt64, job String, container String, has_rank UInt8, rank Int32"
 #define PROC_COLS "day, ingest, b_start, b_end, node, pid, pstart, job, container, has_rank, rank"
 /* Per-batch (node-level) tables. */
@@ -104,15 +104,15 @@ static const struct table {
 	  " free_ns UInt64, device UInt32, api String, free_only UInt8",
 	  "node, pid, pstart, ptr, alloc_ns", 1 },
 	{ "cuda_alloc_failures",
-	  "stack_id UInt64, code Int32, code_name String, count UInt64, bytes UInt64",
-	  "node, pid", 1 },
+	  "stack_id UInt64, code Int32, code_name String, count UInt64, bytes UInt64", "node, pid",
+	  1 },
 	{ "cuda_transfers",
 	  "tid UInt32, stack_id UInt64, kind UInt8, direction UInt8, bytes UInt64, ns UInt64,"
 	  " start_ns UInt64, count UInt64, api String",
 	  "node, pid, start_ns", 1 },
 	{ "cuda_api_tally",
-	  "fn String, calls UInt64, total_ns UInt64, min_ns UInt64, max_ns UInt64",
-	  "node, pid, fn", 1 },
+	  "fn String, calls UInt64, total_ns UInt64, min_ns UInt64, max_ns UInt64", "node, pid, fn",
+	  1 },
 	{ "cuda_api_errors", "fn String, code Int32, name String, count UInt64", "node, pid, fn",
 	  1 },
 	{ "probe_duty", "probe String, ratio Float64, on_ns UInt64", "node, b_end", 0 },
@@ -292,7 +292,7 @@ static const char *job_of(const struct ingest *in, const Strata__V1__Process *p)
 	if (S(in, p->job_str)[0])
 		return S(in, p->job_str);
 	return S(in, p->torchelastic_run_id_str)[0] ? S(in, p->torchelastic_run_id_str)
-						   : S(in, p->slurm_job_id_str);
+						    : S(in, p->slurm_job_id_str);
 }
 
 static void node_head(struct ingest *in, struct ch_rows *w)
@@ -699,8 +699,8 @@ static int committed(struct ch_store *s, struct ch_client *c, const char *batch_
 	return err;
 }
 
-static int insert_rows(struct ch_store *s, struct ch_client *c, const char *table,
-		       const char *cols, const struct ch_rows *w)
+static int insert_rows(struct ch_store *s, struct ch_client *c, const char *table, const char *cols,
+		       const struct ch_rows *w)
 {
 	char tc[1024];
 	int err;
@@ -773,16 +773,17 @@ static int ch_ingest(struct store *base, const struct store_batch *sb)
 	rows_batch(&in, batch_hex);
 	/* Stacks first, the commit record last: once a batch is visible,
 	 * everything it refers to is stored. */
-	err = insert_rows(s, c, "stack_frames",
-			  "day, stack_id, depth, kind, flags, func, file, line, module, build_id, addr",
-			  &in.stack_rows);
+	err = insert_rows(
+		s, c, "stack_frames",
+		"day, stack_id, depth, kind, flags, func, file, line, module, build_id, addr",
+		&in.stack_rows);
 	for (size_t t = 0; t < NTABLES && !err; t++)
 		err = insert_rows(s, c, TABLES[t].name, TABLE_INSERT_COLS[t], &in.rows[t]);
 	if (!err)
-		err = insert_rows(s, c,
-				  "batches", "day, ingest, batch_id, node, agent_version, agent_run_id,"
-					     " seq, start_ns, end_ns, received_ns, clock_source,"
-					     " clock_error_ns, freq_hz, wire_bytes, cpu_samples, drops",
+		err = insert_rows(s, c, "batches",
+				  "day, ingest, batch_id, node, agent_version, agent_run_id,"
+				  " seq, start_ns, end_ns, received_ns, clock_source,"
+				  " clock_error_ns, freq_hz, wire_bytes, cpu_samples, drops",
 				  &in.batch_row);
 	if (!err)
 		stacks_mark_known(&in);
@@ -893,10 +894,11 @@ static int stack_set__load(struct ch_store *s, struct ch_client *c, struct stack
 		struct ch_sql q = { 0 };
 		size_t end = at + STACK_IDS_PER_QUERY < n ? at + STACK_IDS_PER_QUERY : n;
 
-		ch_sql__add(&q,
-			    "SELECT stack_id, depth, kind, flags, func, file, line, module, build_id,"
-			    " addr FROM %s.stack_frames WHERE stack_id IN (",
-			    s->db);
+		ch_sql__add(
+			&q,
+			"SELECT stack_id, depth, kind, flags, func, file, line, module, build_id,"
+			" addr FROM %s.stack_frames WHERE stack_id IN (",
+			s->db);
 		for (size_t i = at; i < end; i++)
 			ch_sql__add(&q, "%s%" PRIu64, i > at ? "," : "", ids[i]);
 		/* A stack is stored once per day it was used in: one copy each. */
@@ -967,8 +969,8 @@ static void stack_set__free(struct stack_set *set)
 }
 
 /* The stacks that column col of r names. */
-static int stacks_of(struct ch_store *s, struct ch_client *c, const struct ch_result *r,
-		     size_t col, struct stack_set *set)
+static int stacks_of(struct ch_store *s, struct ch_client *c, const struct ch_result *r, size_t col,
+		     struct stack_set *set)
 {
 	uint64_t *ids = malloc((r->rows ? r->rows : 1) * sizeof(*ids));
 	size_t n = 0;
@@ -990,8 +992,8 @@ static int stacks_of(struct ch_store *s, struct ch_client *c, const struct ch_re
 /* ---- queries ------------------------------------------------------------------ */
 
 /* Turns row i of a result into the callback's struct and calls fn. */
-typedef int (*row_conv)(const struct ch_result *r, size_t i, const struct stack_set *set,
-			void *fn, void *ctx);
+typedef int (*row_conv)(const struct ch_result *r, size_t i, const struct stack_set *set, void *fn,
+			void *ctx);
 
 /*
  * Runs q (freed here), loads the stacks that column stack_col names (-1:
@@ -1075,10 +1077,11 @@ static int ch_nodes(struct store *base, const struct store_filter *f, store_node
 	struct ch_store *s = (struct ch_store *)base;
 	struct ch_sql q = { 0 };
 
-	ch_sql__add(&q,
-		    "SELECT node, argMax(agent_version, end_ns), min(start_ns), max(end_ns), count(),"
-		    " sum(cpu_samples), sum(drops) FROM %s.batches WHERE 1",
-		    s->db);
+	ch_sql__add(
+		&q,
+		"SELECT node, argMax(agent_version, end_ns), min(start_ns), max(end_ns), count(),"
+		" sum(cpu_samples), sum(drops) FROM %s.batches WHERE 1",
+		s->db);
 	if (f->from_ns)
 		ch_sql__add(&q, " AND end_ns > %" PRIu64, f->from_ns);
 	if (f->to_ns)
@@ -1101,8 +1104,8 @@ static int ch_nodes(struct store *base, const struct store_filter *f, store_node
 	return query_rows(s, &q, "nodes", -1, node_row, (void *)fn, ctx);
 }
 
-static int process_row(const struct ch_result *r, size_t i, const struct stack_set *set,
-		       void *fn, void *ctx)
+static int process_row(const struct ch_result *r, size_t i, const struct stack_set *set, void *fn,
+		       void *ctx)
 {
 	struct store_process p = {
 		.node = STR(0),
@@ -1146,8 +1149,8 @@ static int ch_processes(struct store *base, const struct store_filter *f, store_
 	return query_rows(s, &q, "processes", -1, process_row, (void *)fn, ctx);
 }
 
-static int sample_row(const struct ch_result *r, size_t i, const struct stack_set *set,
-		      void *fn, void *ctx)
+static int sample_row(const struct ch_result *r, size_t i, const struct stack_set *set, void *fn,
+		      void *ctx)
 {
 	struct store_sample smp = {
 		.node = STR(0),
@@ -1219,8 +1222,9 @@ static int ch_leaks(struct store *base, const struct store_filter *f, store_leak
 		    " FROM %s.cuda_allocs WHERE alloc_ns < %" PRIu64,
 		    at, s->db, at);
 	sql_filter(s, &q, &g, "alloc_ns", 1);
-	ch_sql__add(&q, " GROUP BY node, pid, pstart, ptr, alloc_ns HAVING allocs > 0 AND frees = 0)"
-			" GROUP BY node, pid, sid ORDER BY sum(sz) DESC");
+	ch_sql__add(&q,
+		    " GROUP BY node, pid, pstart, ptr, alloc_ns HAVING allocs > 0 AND frees = 0)"
+		    " GROUP BY node, pid, sid ORDER BY sum(sz) DESC");
 	return query_rows(s, &q, "leaks", 4, leak_row, (void *)fn, ctx);
 }
 
@@ -1365,15 +1369,21 @@ static int ch_events(struct store *base, const struct store_filter *f, uint32_t 
 	if (kinds & STORE_EVENT_COLLECTIVE) {
 		/* The communicator's rank/size from its latest init record. */
 		ch_sql__add(&q,
-			    "SELECT toUInt32(%u) AS k," EV_COLS("tid") " op AS name, entry_ns AS start,"
-			    " toUInt64(if(exit_ns > entry_ns, exit_ns - entry_ns, 0)) AS dur,"
-			    " bytes AS b, toUInt64(1) AS cnt, comm_hash AS ch, seq AS sq,"
-			    " if(known = 1, crank, -1) AS cr, if(known = 1, cn, -1) AS cnr,"
-			    " dtype AS dt, toUInt8(0) AS tk, toUInt8(0) AS dir"
-			    " FROM %s.nccl_collectives ANY LEFT JOIN"
-			    " (SELECT node, pid, pstart, comm_hash, argMax(comm_rank, init_ns) AS crank,"
-			    " argMax(nranks, init_ns) AS cn, toUInt8(1) AS known FROM %s.nccl_comms"
-			    " WHERE 1",
+			    "SELECT toUInt32(%u) AS k," EV_COLS(
+				    "tid") " op AS name, entry_ns AS start,"
+					   " toUInt64(if(exit_ns > entry_ns, exit_ns - entry_ns, "
+					   "0)) AS dur,"
+					   " bytes AS b, toUInt64(1) AS cnt, comm_hash AS ch, seq "
+					   "AS sq,"
+					   " if(known = 1, crank, -1) AS cr, if(known = 1, cn, -1) "
+					   "AS cnr,"
+					   " dtype AS dt, toUInt8(0) AS tk, toUInt8(0) AS dir"
+					   " FROM %s.nccl_collectives ANY LEFT JOIN"
+					   " (SELECT node, pid, pstart, comm_hash, "
+					   "argMax(comm_rank, init_ns) AS crank,"
+					   " argMax(nranks, init_ns) AS cn, toUInt8(1) AS known "
+					   "FROM %s.nccl_comms"
+					   " WHERE 1",
 			    STORE_EVENT_COLLECTIVE, s->db, s->db);
 		sql_filter(s, &q, &(struct store_filter){ .node = f->node }, NULL, 0);
 		ch_sql__add(&q, " GROUP BY node, pid, pstart, comm_hash)"
@@ -1382,23 +1392,28 @@ static int ch_events(struct store *base, const struct store_filter *f, uint32_t 
 		sep = " UNION ALL ";
 	}
 	if (kinds & STORE_EVENT_TRANSFER) {
-		ch_sql__add(&q,
-			    "%sSELECT toUInt32(%u) AS k," EV_COLS("tid")
-			    " api AS name, start_ns AS start, ns AS dur, bytes AS b, count AS cnt,"
-			    " toUInt64(0) AS ch, toUInt64(0) AS sq, toInt32(-1) AS cr,"
-			    " toInt32(-1) AS cnr, '' AS dt, kind AS tk, direction AS dir"
-			    " FROM %s.cuda_transfers WHERE start_ns > 0",
-			    sep, STORE_EVENT_TRANSFER, s->db);
+		ch_sql__add(
+			&q,
+			"%sSELECT toUInt32(%u) AS k," EV_COLS(
+				"tid") " api AS name, start_ns AS start, ns AS dur, bytes AS b, "
+				       "count AS cnt,"
+				       " toUInt64(0) AS ch, toUInt64(0) AS sq, toInt32(-1) AS cr,"
+				       " toInt32(-1) AS cnr, '' AS dt, kind AS tk, direction AS dir"
+				       " FROM %s.cuda_transfers WHERE start_ns > 0",
+			sep, STORE_EVENT_TRANSFER, s->db);
 		sql_filter(s, &q, f, "start_ns", 1);
 		sep = " UNION ALL ";
 	}
 	if (kinds & STORE_EVENT_LAUNCH) {
 		ch_sql__add(&q,
-			    "%sSELECT toUInt32(%u) AS k," EV_COLS("toUInt32(0)")
-			    " kernel AS name, b_start AS start, ns_in_call AS dur, toUInt64(0) AS b,"
-			    " count AS cnt, toUInt64(0) AS ch, toUInt64(0) AS sq, toInt32(-1) AS cr,"
-			    " toInt32(-1) AS cnr, '' AS dt, toUInt8(0) AS tk, toUInt8(0) AS dir"
-			    " FROM %s.cuda_launches WHERE 1",
+			    "%sSELECT toUInt32(%u) AS k," EV_COLS(
+				    "toUInt32(0)") " kernel AS name, b_start AS start, ns_in_call "
+						   "AS dur, toUInt64(0) AS b,"
+						   " count AS cnt, toUInt64(0) AS ch, toUInt64(0) "
+						   "AS sq, toInt32(-1) AS cr,"
+						   " toInt32(-1) AS cnr, '' AS dt, toUInt8(0) AS "
+						   "tk, toUInt8(0) AS dir"
+						   " FROM %s.cuda_launches WHERE 1",
 			    sep, STORE_EVENT_LAUNCH, s->db);
 		sql_filter(s, &q, f, "b_start", 1);
 	}

@@ -105,17 +105,39 @@ struct tb {
 
 /* Three stacks (index 0 is the empty one). */
 static const struct store_frame FR_A[] = {
-	{ .kind = STORE_FRAME_NATIVE, .func = "main", .file = "/src/m.c", .line = 10,
-	  .module = "/bin/train", .build_id = "abcdef01", .addr = 0x1000 },
-	{ .kind = STORE_FRAME_NATIVE, .flags = 2, .func = "step\twith tab", .file = "/src/s.c",
-	  .line = 20, .module = "/bin/train", .build_id = "abcdef01", .addr = 0x1100 },
-	{ .kind = STORE_FRAME_NATIVE, .flags = 4, .func = NULL, .file = NULL, .line = 0,
-	  .module = "/lib/libx.so", .build_id = NULL, .addr = 0xdead },
+	{ .kind = STORE_FRAME_NATIVE,
+	  .func = "main",
+	  .file = "/src/m.c",
+	  .line = 10,
+	  .module = "/bin/train",
+	  .build_id = "abcdef01",
+	  .addr = 0x1000 },
+	{ .kind = STORE_FRAME_NATIVE,
+	  .flags = 2,
+	  .func = "step\twith tab",
+	  .file = "/src/s.c",
+	  .line = 20,
+	  .module = "/bin/train",
+	  .build_id = "abcdef01",
+	  .addr = 0x1100 },
+	{ .kind = STORE_FRAME_NATIVE,
+	  .flags = 4,
+	  .func = NULL,
+	  .file = NULL,
+	  .line = 0,
+	  .module = "/lib/libx.so",
+	  .build_id = NULL,
+	  .addr = 0xdead },
 };
 static const struct store_frame FR_B[] = {
-	{ .kind = STORE_FRAME_PYTHON, .func = "train_loop", .file = "t.py", .line = 3,
+	{ .kind = STORE_FRAME_PYTHON,
+	  .func = "train_loop",
+	  .file = "t.py",
+	  .line = 3,
 	  .module = "[python]" },
-	{ .kind = STORE_FRAME_KERNEL, .func = "do_syscall_64", .module = "[kernel]",
+	{ .kind = STORE_FRAME_KERNEL,
+	  .func = "do_syscall_64",
+	  .module = "[kernel]",
 	  .addr = 0xffffffff81000000ULL },
 };
 #define STACK_A 0x1111222233334444ULL
@@ -163,8 +185,10 @@ static void tb_init(struct tb *t, uint8_t id, const char *node, uint64_t start_n
 	t->stacks[0] = (struct store_stack){ .id = 7, .nframes = 0 };
 	t->stacks[1] = (struct store_stack){ .id = STACK_A, .nframes = 3, .frames = FR_A };
 	t->stacks[2] = (struct store_stack){ .id = STACK_B, .nframes = 2, .frames = FR_B };
-	t->sb = (struct store_batch){ .pb = &t->b, .stacks = t->stacks,
-				      .received_ns = start_ns + 11 * NS, .wire_bytes = 1234 };
+	t->sb = (struct store_batch){ .pb = &t->b,
+				      .stacks = t->stacks,
+				      .received_ns = start_ns + 11 * NS,
+				      .wire_bytes = 1234 };
 }
 
 static uint32_t tb_proc(struct tb *t, uint32_t pid, const char *job, int rank)
@@ -425,16 +449,18 @@ static void test_exactly_once(void **state)
 
 	/* The same batch_id committed again by a racing attempt with a larger
 	 * id (another replica): its rows are ignored. */
-	assert_int_equal(ch_client__exec(f->c, "INSERT INTO batches (day, ingest, batch_id, node,"
-					       " start_ns, end_ns) SELECT day, 18446744073709551615,"
-					       " batch_id, node, start_ns, end_ns FROM batches"
-					       " WHERE node = 'node-a' LIMIT 1"),
+	assert_int_equal(ch_client__exec(f->c,
+					 "INSERT INTO batches (day, ingest, batch_id, node,"
+					 " start_ns, end_ns) SELECT day, 18446744073709551615,"
+					 " batch_id, node, start_ns, end_ns FROM batches"
+					 " WHERE node = 'node-a' LIMIT 1"),
 			 0);
-	assert_int_equal(ch_client__exec(f->c, "INSERT INTO cpu_samples SELECT day,"
-					       " 18446744073709551615, b_start, b_end, node, pid,"
-					       " pstart, job, container, has_rank, rank, tid, comm,"
-					       " stack_id, count FROM cpu_samples WHERE node = 'node-a'"
-					       " AND ingest != 42"),
+	assert_int_equal(ch_client__exec(f->c,
+					 "INSERT INTO cpu_samples SELECT day,"
+					 " 18446744073709551615, b_start, b_end, node, pid,"
+					 " pstart, job, container, has_rank, rank, tid, comm,"
+					 " stack_id, count FROM cpu_samples WHERE node = 'node-a'"
+					 " AND ingest != 42"),
 			 0);
 	assert_int_equal(profile_total(f, &all), before);
 	ch_rows__free(&w);
@@ -602,8 +628,12 @@ static void test_events(void **state)
 	tb_init(&t, 30, "node-e", base);
 	uint32_t p = tb_proc(&t, 500, "j4", 0), q = tb_proc(&t, 501, "j4", 1);
 	strata__v1__nccl_comm__init(&t.comm[0]);
-	t.comm[0] = (Strata__V1__NcclComm){ .base = t.comm[0].base, .comm_hash = 0xc0ffee,
-					    .process = p, .rank = 0, .nranks = 8, .init_ns = base };
+	t.comm[0] = (Strata__V1__NcclComm){ .base = t.comm[0].base,
+					    .comm_hash = 0xc0ffee,
+					    .process = p,
+					    .rank = 0,
+					    .nranks = 8,
+					    .init_ns = base };
 	t.commp[0] = &t.comm[0];
 	t.b.n_nccl_comms = 1;
 	for (int i = 0; i < 6; i++) {
@@ -663,7 +693,8 @@ static void test_events(void **state)
 	assert_int_equal(v.coll, 3);
 	/* Event time, not batch window: only the collectives' own times. */
 	memset(&v, 0, sizeof(v));
-	flt = (struct store_filter){ .node = "node-e", .from_ns = base + 3000,
+	flt = (struct store_filter){ .node = "node-e",
+				     .from_ns = base + 3000,
 				     .to_ns = base + 10 * NS };
 	assert_int_equal(f->st->ops->events(f->st, &flt, STORE_EVENT_COLLECTIVE, 0, &truncated,
 					    on_event, &v),
@@ -699,15 +730,17 @@ static void test_retention(void **state)
 	tb_standard(&t, 43, "node-r", T_OLD + 60 * NS);
 	assert_int_equal(f->st->ops->ingest(f->st, &t.sb), 0);
 	assert_int_equal(profile_total(f, &old), 4 * 52);
-	assert_true(count_rows(f, "SELECT count() FROM system.parts WHERE active AND"
-				  " database = currentDatabase() AND partition_id = '20191231'") > 0);
+	assert_true(count_rows(f,
+			       "SELECT count() FROM system.parts WHERE active AND"
+			       " database = currentDatabase() AND partition_id = '20191231'") > 0);
 
 	assert_int_equal(f->st->ops->retain(f->st, T_OLD, &deleted), 0);
 	assert_int_equal(deleted, 3);
 	assert_int_equal(profile_total(f, &old), 52);
 	/* The earlier day's partitions are gone from every table. */
-	assert_int_equal(count_rows(f, "SELECT count() FROM system.parts WHERE active AND"
-				       " database = currentDatabase() AND partition_id = '20191231'"),
+	assert_int_equal(count_rows(f,
+				    "SELECT count() FROM system.parts WHERE active AND"
+				    " database = currentDatabase() AND partition_id = '20191231'"),
 			 0);
 	/* The stacks of the kept batch are still there. */
 	struct prof p = { 0 };
