@@ -52,6 +52,9 @@ SERVERX_SRCS := $(filter-out $(LIB_SRCS),$(wildcard server/clickhouse_http.c ser
 LIB_OBJS   += $(patsubst %.c,$(OBJ)/%.o,$(SERVERX_SRCS))
 ASAN_OBJS  += $(patsubst %.c,$(ASAN_OBJ)/%.o,$(SERVERX_SRCS))
 LDLIBS     += $(shell pkg-config --libs libcurl 2>/dev/null || echo -lcurl)
+# server/store.c refers to store_clickhouse__open weakly, which does not pull
+# an archive member in: strata-server links the backend's objects directly.
+$(BUILD)/strata-server: $(OBJ)/server/store_clickhouse.o $(OBJ)/server/clickhouse_http.o
 # --- end serverx ---
 UNIT_SRCS  := $(wildcard tests/unit/test_*.c)
 UNIT_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
