@@ -97,8 +97,8 @@ void python__maps_read(struct python *py, uint32_t tgid, uint64_t mm_id,
 	table = py_offsets__for(found.major, found.minor);
 	if (!table) {
 		py->st.unknown_version++;
-		pr_info("python: pid %u: CPython %u.%u is not supported: native frames only",
-			tgid, found.major, found.minor);
+		pr_info("python: pid %u: CPython %u.%u is not supported: native frames only", tgid,
+			found.major, found.minor);
 		return;
 	}
 	if (py->count >= py->max) {

@@ -84,7 +84,8 @@ static int read_elf(int fd, struct elf_syms *s)
 	while ((scn = elf_nextscn(elf, scn))) {
 		GElf_Shdr sh;
 
-		if (gelf_getshdr(scn, &sh) && (sh.sh_type == SHT_DYNSYM || sh.sh_type == SHT_SYMTAB))
+		if (gelf_getshdr(scn, &sh) &&
+		    (sh.sh_type == SHT_DYNSYM || sh.sh_type == SHT_SYMTAB))
 			scan_symtab(elf, scn, &sh, s);
 	}
 	if (!elf_getphdrnum(elf, &nph)) {

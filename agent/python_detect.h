@@ -18,8 +18,8 @@
 
 struct py_found {
 	unsigned major, minor;
-	uint64_t runtime;	   /* address of _PyRuntime in the process */
-	const struct module *mod;  /* the file holding the interpreter */
+	uint64_t runtime;	  /* address of _PyRuntime in the process */
+	const struct module *mod; /* the file holding the interpreter */
 	uint64_t eval_lo[PY_EVAL_RANGES], eval_hi[PY_EVAL_RANGES]; /* file offsets */
 	int neval;
 };

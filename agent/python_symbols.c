@@ -103,8 +103,7 @@ static int put_utf8(char *out, size_t sz, size_t *pos, uint32_t cp)
 	return 0;
 }
 
-int py_symbols__decode_str(uint32_t state, const uint8_t *data, size_t length, char *out,
-			   size_t sz)
+int py_symbols__decode_str(uint32_t state, const uint8_t *data, size_t length, char *out, size_t sz)
 {
 	/* PyASCIIObject.state bits (Include/cpython/unicodeobject.h, 3.10-3.13):
 	 * interned:2, kind:3, compact:1, ascii:1. */

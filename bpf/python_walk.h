@@ -85,7 +85,8 @@ static long py_thread_step(__u32 i, void *data)
 
 	if (!c->ts)
 		return 1;
-	if (py_hook_read(&id, c->d->match == STRATA_PY_MATCH_TID ? 4 : 8, c->ts + c->d->ts_thread)) {
+	if (py_hook_read(&id, c->d->match == STRATA_PY_MATCH_TID ? 4 : 8,
+			 c->ts + c->d->ts_thread)) {
 		c->err = 1;
 		return 1;
 	}
@@ -198,8 +199,9 @@ static long py_frame_step(__u32 i, void *data)
 		__u64 instr = py_u64(b->frame, d->fr_instr);
 		__u64 first = code + d->co_code_adaptive;
 
-		f->lasti = instr >= first && instr - first < (1ULL << 31) ? (__s32)((instr - first) / 2)
-									  : -1;
+		f->lasti = instr >= first && instr - first < (1ULL << 31)
+				   ? (__s32)((instr - first) / 2)
+				   : -1;
 		if (d->frames == STRATA_PY_FRAMES_311 && entry)
 			f->flags = STRATA_PY_FRAME_ENTRY;
 	}

@@ -7,6 +7,9 @@ pkgs=(make gcc clang llvm pkg-config libbpf-dev bpftool libelf-dev libdw-dev
       libcurl4-openssl-dev protobuf-c-compiler libprotobuf-c-dev
       libmicrohttpd-dev libsqlite3-dev libcmocka-dev libclang-rt-14-dev
       libxml2-utils python3 golang-go linux-perf bpftrace)
+# Python frames (issue 4): the PyTorch test workload and the 3.11 headers
+# the offsets table is checked against.
+pkgs+=(python3-torch python3.11-dev)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
