@@ -23,7 +23,8 @@ static int bad;
 static void check(const char *what, unsigned got, size_t want)
 {
 	if (got != want) {
-		printf("MISMATCH 3.%d %s: table %u, headers %zu\n", PY_MINOR_VERSION, what, got, want);
+		printf("MISMATCH 3.%d %s: table %u, headers %zu\n", PY_MINOR_VERSION, what, got,
+		       want);
 		bad = 1;
 	}
 }
@@ -70,7 +71,8 @@ int main(void)
 	CHECK(fr_entry, offsetof(_PyInterpreterFrame, owner));
 #endif
 	if (o->fr_window > sizeof(_PyInterpreterFrame))
-		check("fr_window (beyond the frame header)", o->fr_window, sizeof(_PyInterpreterFrame));
+		check("fr_window (beyond the frame header)", o->fr_window,
+		      sizeof(_PyInterpreterFrame));
 #endif
 	CHECK(co_firstlineno, offsetof(PyCodeObject, co_firstlineno));
 	CHECK(co_filename, offsetof(PyCodeObject, co_filename));
