@@ -37,6 +37,7 @@ static void usage(FILE *f)
 	      "  -p, --pid PID[,PID]   only these processes (and children)\n"
 	      "  -G, --cgroup DIR      only tasks in this cgroup v2 directory\n"
 	      "  -W, --unwind MODE     hybrid (CFI tables + frame pointers, default) or fp\n"
+	      "      --no-python       no CPython frames in native stacks\n"
 	      "  -s, --server URL      ship to strata-server (not in this build)\n"
 	      "  -v, --verbose         print counters every period\n",
 	      f);
@@ -113,6 +114,7 @@ int main(int argc, char **argv)
 		{ "cgroup", required_argument, NULL, 'G' },
 		{ "server", required_argument, NULL, 's' },
 		{ "unwind", required_argument, NULL, 'W' },
+		{ "no-python", no_argument, NULL, 'Y' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
@@ -154,6 +156,9 @@ int main(int argc, char **argv)
 			if (strcmp(optarg, "fp") && strcmp(optarg, "hybrid"))
 				goto bad;
 			o.session.sampler.hybrid = !strcmp(optarg, "hybrid");
+			break;
+		case 'Y':
+			o.session.sampler.no_python = true;
 			break;
 		case 's':
 			fprintf(stderr, "strata-agent: --server is not in this build yet; use "

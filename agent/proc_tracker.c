@@ -273,6 +273,8 @@ static int read_maps(struct proc_tracker *t, struct proc_instance *p)
 	free(pm);
 	if (!err && t->hooks.maps_read)
 		t->hooks.maps_read(t->hooks.ctx, p->mm_id, p->maps, p->nmaps);
+	if (!err && t->hooks.maps_read_pid)
+		t->hooks.maps_read_pid(t->hooks.ctx, p->tgid, p->mm_id, p->maps, p->nmaps);
 	return err;
 }
 

@@ -40,6 +40,9 @@ struct proc_tracker_hooks {
 	void (*freed)(void *ctx, uint64_t mm_id);
 	/* The unwinder met a pc in mod, whose table it lacks. */
 	void (*table_wanted)(void *ctx, const struct module *mod);
+	/* As maps_read, with the process id (Python detection reads memory). */
+	void (*maps_read_pid)(void *ctx, uint32_t tgid, uint64_t mm_id,
+			      const struct proc_mapping *maps, size_t n);
 };
 
 struct proc_tracker;

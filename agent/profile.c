@@ -397,11 +397,32 @@ static const char *module_base(const char *module)
 	return slash && slash[1] ? slash + 1 : module;
 }
 
+/* Python frames show where they are: "qualname (file.py:line)". */
+static int python_named(const struct profile_frame *f)
+{
+	return (f->flags & PROFILE_FRAME_PYTHON) && f->file;
+}
+
+/* Bytes profile__frame_name needs for f beyond its own strings, or 0 when
+ * the frame is shown by its interned name. */
+static size_t composed_len(const struct profile_frame *f)
+{
+	if (profile_frame__unresolved(f))
+		/* "+0x" + up to 16 hex digits + NUL */
+		return strlen(module_base(f->module)) + 20;
+	if (python_named(f))
+		/* " (" + ":" + 10 digits + ")" + NUL */
+		return strlen(f->func) + strlen(module_base(f->file)) + 16;
+	return 0;
+}
+
 const char *profile__frame_name(const struct profile_frame *f, char *buf, size_t sz)
 {
 	if (!buf || !sz)
 		return buf;
-	if (!profile_frame__unresolved(f))
+	if (!profile_frame__unresolved(f) && python_named(f))
+		snprintf(buf, sz, "%s (%s:%" PRIu32 ")", f->func, module_base(f->file), f->line);
+	else if (!profile_frame__unresolved(f))
 		snprintf(buf, sz, "%s", f->func);
 	else
 		snprintf(buf, sz, "%s+0x%" PRIx64, module_base(f->module), f->addr);
@@ -414,13 +435,8 @@ const char **profile__display_names(const struct profile *p)
 	const char **names;
 	char *pool;
 
-	for (uint32_t i = 0; i < p->nframes; i++) {
-		const struct profile_frame *f = &p->frames[i];
-
-		if (profile_frame__unresolved(f))
-			/* "+0x" + up to 16 hex digits + NUL */
-			extra += strlen(module_base(f->module)) + 20;
-	}
+	for (uint32_t i = 0; i < p->nframes; i++)
+		extra += composed_len(&p->frames[i]);
 	if (extra > SIZE_MAX / 2 || nptr > (SIZE_MAX / 2 - extra) / sizeof(*names)) {
 		errno = ENOMEM;
 		return NULL;
@@ -432,13 +448,12 @@ const char **profile__display_names(const struct profile *p)
 	off = 0;
 	for (uint32_t i = 0; i < p->nframes; i++) {
 		const struct profile_frame *f = &p->frames[i];
-		size_t len;
+		size_t len = composed_len(f);
 
-		if (!profile_frame__unresolved(f)) {
+		if (!len) {
 			names[i] = f->func;
 			continue;
 		}
-		len = strlen(module_base(f->module)) + 20;
 		names[i] = profile__frame_name(f, pool + off, len);
 		off += len;
 	}

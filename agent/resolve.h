@@ -9,6 +9,7 @@
 
 #include "agent/profile.h"
 #include "agent/proc_tracker.h"
+#include "agent/python.h"
 #include "agent/sampler.h"
 #include "agent/unwind_loader.h"
 #include "symbolize/symbolize.h"
@@ -18,6 +19,7 @@ struct resolver {
 	struct symbolizer *sym;
 	struct ksyms *ksyms;	      /* NULL: kernel frames stay addresses */
 	struct unwind_loader *unwind; /* NULL: FP only; else tables to keep warm */
+	struct python *python;	      /* NULL: Python frames are not stitched */
 	struct profile *out;
 	uint64_t frames_unknown;   /* user ip in no known mapping */
 	uint64_t frames_truncated; /* beyond the frame buffer (leafmost) */

@@ -105,6 +105,7 @@ struct sampler *sampler__new(const struct sampler_opts *opts, sampler_event_fn o
 	s->skel->rodata->want_kernel = !opts->no_kernel;
 	s->skel->rodata->debug = opts->debug_bpf;
 	s->skel->rodata->want_hybrid = opts->hybrid;
+	s->skel->rodata->want_python = !opts->no_python && !opts->no_user;
 	s->skel->rodata->page_shift = (uint32_t)__builtin_ctzl((unsigned long)getpagesize());
 	if (opts->max_counts) {
 		bpf_map__set_max_entries(s->skel->maps.counts0, opts->max_counts);
@@ -115,6 +116,8 @@ struct sampler *sampler__new(const struct sampler_opts *opts, sampler_event_fn o
 	if (opts->max_stacks) {
 		bpf_map__set_max_entries(s->skel->maps.stacks0, opts->max_stacks);
 		bpf_map__set_max_entries(s->skel->maps.stacks1, opts->max_stacks);
+		bpf_map__set_max_entries(s->skel->maps.py_stacks0, opts->max_stacks);
+		bpf_map__set_max_entries(s->skel->maps.py_stacks1, opts->max_stacks);
 	}
 
 	err = profile_bpf__load(s->skel);
@@ -341,17 +344,47 @@ static int64_t map_keys(int fd, size_t key_sz, uint32_t max, void **keys)
 	return n;
 }
 
+/* Looks a Python stack up in the drained generation's py_stacks map. */
+static const struct strata_py_stack *py_stack_lookup(struct sampler *s, int fd, uint64_t id,
+						     struct strata_py_stack *buf)
+{
+	if (id == STRATA_STACK_NONE || id == STRATA_STACK_LOST)
+		return NULL;
+	if (bpf_map_lookup_elem(fd, &id, buf)) {
+		s->stacks_missing++;
+		return NULL;
+	}
+	if (buf->len > STRATA_PY_MAX_DEPTH)
+		buf->len = STRATA_PY_MAX_DEPTH;
+	return buf;
+}
+
+/* Deletes every entry of a drained generation's stack map; 0 or -errno. */
+static int map_clear(int fd, uint32_t max)
+{
+	void *keys = NULL;
+	int64_t n = map_keys(fd, sizeof(uint64_t), max, &keys);
+	int err = n < 0 ? (int)n : 0;
+
+	if (n > 0)
+		err = map_delete_keys(fd, keys, sizeof(uint64_t), (uint32_t)n);
+	free(keys);
+	return err;
+}
+
 int sampler__drain(struct sampler *s, sampler_sample_fn fn, void *ctx)
 {
 	uint32_t old = __atomic_load_n(&s->skel->bss->gen, __ATOMIC_SEQ_CST) & 1;
+	struct bpf_map *pmap = old ? s->skel->maps.py_stacks1 : s->skel->maps.py_stacks0;
+	int pfd = bpf_map__fd(pmap);
+	struct strata_py_stack *pbuf = NULL;
 	struct bpf_map *cmap = old ? s->skel->maps.counts1 : s->skel->maps.counts0;
 	struct bpf_map *smap = old ? s->skel->maps.stacks1 : s->skel->maps.stacks0;
 	int cfd = bpf_map__fd(cmap), sfd = bpf_map__fd(smap);
 	struct strata_stack_key *keys = NULL;
 	struct strata_stack *ubuf, *kbuf;
 	struct strata_stack_count val;
-	void *stack_keys = NULL;
-	int64_t nkeys = 0, nstacks = 0;
+	int64_t nkeys = 0;
 	uint64_t deadline;
 	int err = 0, n = 0, q;
 	char comm[STRATA_COMM_LEN + 1];
@@ -375,7 +408,8 @@ int sampler__drain(struct sampler *s, sampler_sample_fn fn, void *ctx)
 
 	ubuf = malloc(sizeof(*ubuf));
 	kbuf = malloc(sizeof(*kbuf));
-	if (!ubuf || !kbuf) {
+	pbuf = malloc(sizeof(*pbuf));
+	if (!ubuf || !kbuf || !pbuf) {
 		err = -ENOMEM;
 		goto out;
 	}
@@ -397,6 +431,7 @@ int sampler__drain(struct sampler *s, sampler_sample_fn fn, void *ctx)
 			.comm = comm,
 			.user = stack_lookup(s, sfd, keys[i].user_stack, ubuf),
 			.kern = stack_lookup(s, sfd, keys[i].kern_stack, kbuf),
+			.py = py_stack_lookup(s, pfd, keys[i].py_stack, pbuf),
 		};
 		/* A sample the consumer cannot take (no memory) is dropped
 		 * and counted; the generation is cleared regardless, so no
@@ -407,18 +442,16 @@ int sampler__drain(struct sampler *s, sampler_sample_fn fn, void *ctx)
 			n++;
 	}
 	err = map_delete_keys(cfd, keys, sizeof(*keys), (uint32_t)nkeys);
-	nstacks = map_keys(sfd, sizeof(uint64_t), bpf_map__max_entries(smap), &stack_keys);
-	if (nstacks < 0 && !err)
-		err = (int)nstacks;
-	if (nstacks > 0) {
-		int e = map_delete_keys(sfd, stack_keys, sizeof(uint64_t), (uint32_t)nstacks);
-		if (!err)
-			err = e;
-	}
+	q = map_clear(sfd, bpf_map__max_entries(smap));
+	if (!err)
+		err = q;
+	q = map_clear(pfd, bpf_map__max_entries(pmap));
+	if (!err)
+		err = q;
 	s->drains++;
 out:
+	free(pbuf);
 	free(keys);
-	free(stack_keys);
 	free(ubuf);
 	free(kbuf);
 	return err ? err : n;
@@ -474,4 +507,37 @@ const char *sampler__unwind_counter_name(enum unwind_err e)
 	};
 
 	return e < UNWIND_ERR_MAX ? names[e] : "unknown";
+}
+
+int sampler__py_procs_fd(const struct sampler *s)
+{
+	return bpf_map__fd(s->skel->maps.py_procs);
+}
+
+void sampler__py_counters(const struct sampler *s, uint64_t *out)
+{
+	uint64_t vals[s->ncpus];
+
+	for (uint32_t e = 0; e < STRATA_PY_ERR_MAX; e++) {
+		out[e] = 0;
+		if (bpf_map_lookup_elem(bpf_map__fd(s->skel->maps.py_errors), &e, vals))
+			continue;
+		for (int i = 0; i < s->ncpus; i++)
+			out[e] += vals[i];
+	}
+}
+
+const char *sampler__py_counter_name(enum strata_py_err e)
+{
+	static const char *const names[STRATA_PY_ERR_MAX] = {
+		[STRATA_PY_WALKED] = "walked",
+		[STRATA_PY_NO_THREAD] = "thread_state_not_found",
+		[STRATA_PY_ERR_READ] = "frame_read_failed",
+		[STRATA_PY_ERR_DEPTH] = "depth_exceeded",
+		[STRATA_PY_ERR_STORE] = "stack_map_full",
+		[STRATA_PY_TSTATE_CACHED] = "thread_state_cached",
+		[STRATA_PY_NO_FRAMES] = "no_frames",
+	};
+
+	return e < STRATA_PY_ERR_MAX ? names[e] : "unknown";
 }

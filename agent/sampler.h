@@ -25,6 +25,7 @@ struct sampler_opts {
 	bool debug_bpf;		  /* bpf_printk tracing */
 	bool hybrid;		  /* CFI-table + FP unwinding of user stacks */
 	uint32_t max_unwind_rows; /* rows of all loaded unwind tables; 0 = 2097152 */
+	bool no_python;		  /* do not walk CPython frames (issue 4) */
 };
 
 /* One aggregated sample handed out by sampler__drain(). */
@@ -34,6 +35,7 @@ struct sampler_sample {
 	const char *comm;
 	const struct strata_stack *user; /* NULL: none or lost (see key) */
 	const struct strata_stack *kern;
+	const struct strata_py_stack *py; /* NULL: not Python, or lost (see key) */
 };
 
 typedef int (*sampler_sample_fn)(void *ctx, const struct sampler_sample *s);
@@ -82,5 +84,11 @@ void sampler__unwind_maps(const struct sampler *s, int *rows_fd, uint32_t *max_r
 void sampler__unwind_counters(const struct sampler *s, uint64_t *out);
 const char *sampler__unwind_counter_name(enum unwind_err e);
 const char *sampler__counter_name(enum strata_counter c);
+
+/* Python (issue 4): the descriptor map the agent fills (keyed by mm_id),
+ * and the walker's per-reason counters summed over CPUs (STRATA_PY_ERR_MAX). */
+int sampler__py_procs_fd(const struct sampler *s);
+void sampler__py_counters(const struct sampler *s, uint64_t *out);
+const char *sampler__py_counter_name(enum strata_py_err e);
 
 #endif /* STRATA_SAMPLER_H */

@@ -19,13 +19,25 @@ static void unwind_maps_read(void *ctx, uint64_t mm_id, const struct proc_mappin
 {
 	struct session *s = ctx;
 
-	unwind_loader__load(s->unwind, mm_id, maps, n); /* failures counted */
+	if (s->unwind)
+		unwind_loader__load(s->unwind, mm_id, maps, n); /* failures counted */
+}
+
+static void python_maps_read(void *ctx, uint32_t tgid, uint64_t mm_id,
+			     const struct proc_mapping *maps, size_t n)
+{
+	struct session *s = ctx;
+
+	if (s->python)
+		python__maps_read(s->python, tgid, mm_id, maps, n);
 }
 
 static void unwind_table_wanted(void *ctx, const struct module *mod)
 {
 	struct session *s = ctx;
 
+	if (!s->unwind)
+		return;
 	unwind_loader__touch(s->unwind, mod);
 	unwind_loader__flush(s->unwind);
 }
@@ -34,7 +46,10 @@ static void unwind_freed(void *ctx, uint64_t mm_id)
 {
 	struct session *s = ctx;
 
-	unwind_loader__forget(s->unwind, mm_id);
+	if (s->unwind)
+		unwind_loader__forget(s->unwind, mm_id);
+	if (s->python)
+		python__forget(s->python, mm_id);
 }
 
 static int on_event(void *ctx, const struct strata_proc_event *e)
@@ -123,14 +138,25 @@ struct session *session__new(const struct session_opts *opts)
 			err = -ENOMEM;
 			goto err_out;
 		}
+		s->res.unwind = s->unwind;
+	}
+	if (!opts->sampler.no_python && !opts->sampler.no_user) {
+		s->python = python__new(sampler__py_procs_fd(s->sampler), 0);
+		if (!s->python) {
+			err = -ENOMEM;
+			goto err_out;
+		}
+		s->res.python = s->python;
+	}
+	if (s->unwind || s->python) {
 		struct proc_tracker_hooks hooks = {
 			.ctx = s,
 			.maps_read = unwind_maps_read,
 			.freed = unwind_freed,
 			.table_wanted = unwind_table_wanted,
+			.maps_read_pid = python_maps_read,
 		};
 		proc_tracker__set_hooks(s->procs, &hooks);
-		s->res.unwind = s->unwind;
 	}
 	for (size_t i = 0; i < opts->npids; i++) {
 		err = sampler__add_target(s->sampler, opts->pids[i]);
@@ -169,6 +195,7 @@ void session__free(struct session *s)
 	/* The tracker's hooks feed the loader: free the tracker first. */
 	proc_tracker__free(s->procs);
 	unwind_loader__free(s->unwind);
+	python__free(s->python);
 	sampler__free(s->sampler);
 	profile__free(s->res.out);
 	ksyms__free(s->ksyms);
@@ -335,6 +362,33 @@ void session__report(struct session *s, const struct profile *p)
 			(unsigned long long)ul.rows_max, (unsigned long long)ul.procs_loaded,
 			(unsigned long long)ul.procs_failed, (unsigned long long)ul.maps_truncated,
 			ul.build_ns / 1e6);
+	}
+	if (s->python) {
+		uint64_t pc[STRATA_PY_ERR_MAX];
+		const struct python_stats *ps = python__stats(s->python);
+		struct py_symbols_stats sy;
+
+		sampler__py_counters(s->sampler, pc);
+		fprintf(stderr, "  python:");
+		for (int i = 0; i < STRATA_PY_ERR_MAX; i++)
+			fprintf(stderr, " %s=%llu", sampler__py_counter_name(i),
+				(unsigned long long)pc[i]);
+		python__symbol_stats(s->python, &sy);
+		fprintf(stderr,
+			"\n  python procs: interpreters=%llu unknown_version=%llu "
+			"debug_offsets=%llu debug_offsets_bad=%llu dropped=%llu stitched=%llu "
+			"stitch_mismatch=%llu frames=%llu frames_unknown=%llu\n"
+			"  python symbols: lookups=%llu hits=%llu evictions=%llu read_failed=%llu "
+			"stale=%llu no_line=%llu\n",
+			(unsigned long long)ps->interpreters,
+			(unsigned long long)ps->unknown_version,
+			(unsigned long long)ps->debug_offsets,
+			(unsigned long long)ps->debug_offsets_bad, (unsigned long long)ps->dropped,
+			(unsigned long long)ps->stitched, (unsigned long long)ps->stitch_mismatch,
+			(unsigned long long)ps->frames, (unsigned long long)ps->frames_unknown,
+			(unsigned long long)sy.lookups, (unsigned long long)sy.hits,
+			(unsigned long long)sy.evictions, (unsigned long long)sy.read_failed,
+			(unsigned long long)sy.stale, (unsigned long long)sy.no_line);
 	}
 	fprintf(stderr,
 		"  symbolizer: lookups=%llu cache_hits=%llu unresolved=%llu open_failed=%llu\n",

@@ -15,6 +15,7 @@
 #include "agent/modules.h"
 #include "agent/proc_tracker.h"
 #include "agent/profile.h"
+#include "agent/python.h"
 #include "agent/resolve.h"
 #include "agent/sampler.h"
 #include "agent/unwind_loader.h"
@@ -42,6 +43,7 @@ struct session {
 	struct symbolizer *sym;
 	struct ksyms *ksyms;
 	struct unwind_loader *unwind; /* NULL: frame pointers only */
+	struct python *python;	      /* NULL: no Python frames (--no-python) */
 	struct resolver res;
 	int epfd, sigfd;
 	uint32_t freq_hz;

@@ -26,6 +26,7 @@ static void usage(FILE *f)
 	      "                        or Ctrl-C)\n"
 	      "      --no-kernel       user stacks only\n"
 	      "      --no-user         kernel stacks only\n"
+	      "      --no-python       no CPython frames in native stacks\n"
 	      "      --unwind MODE     hybrid (CFI tables + frame pointers, default) or fp\n"
 	      "      --max-unwind-rows N  unwind table rows kept in kernel (2097152, 16 B each)\n"
 	      "      --max-stacks N    distinct stacks kept in kernel per drain (8192)\n"
@@ -47,6 +48,7 @@ static int cmd_record(int argc, char **argv)
 		{ "duration", required_argument, NULL, 'd' },
 		{ "no-kernel", no_argument, NULL, 'K' },
 		{ "no-user", no_argument, NULL, 'U' },
+		{ "no-python", no_argument, NULL, 'P' },
 		{ "max-stacks", required_argument, NULL, 'S' },
 		{ "drain-interval", required_argument, NULL, 'I' },
 		{ "max-counts", required_argument, NULL, 'C' },
@@ -91,6 +93,9 @@ static int cmd_record(int argc, char **argv)
 			break;
 		case 'U':
 			so->no_user = true;
+			break;
+		case 'P':
+			so->no_python = true;
 			break;
 		case 'S':
 			if (cli_parse_u32(optarg, 1u << 22, &so->max_stacks))

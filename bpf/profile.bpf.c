@@ -24,6 +24,7 @@ const volatile bool want_kernel = true;
 const volatile bool debug = false;
 const volatile __u32 page_shift = 12;	 /* set from getpagesize() */
 const volatile bool want_hybrid = false; /* CFI tables + FP, else FP only */
+const volatile bool want_python = false; /* walk CPython frames (issue 4) */
 
 /* Generation BPF writes to; flipped by user space through the mmap'd .bss. */
 __u32 gen;
@@ -156,6 +157,62 @@ struct {
 	__type(key, __u64);
 	__type(value, __u64);
 } unwind_miss_last SEC(".maps");
+
+/* --- Python frames (issue 4; the walker is bpf/python_walk.h) --- */
+
+/* Per address space (mm_id): the interpreter's descriptor, written by the
+ * agent when it finds CPython in the process's mappings. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, struct strata_py_proc);
+} py_procs SEC(".maps");
+
+/* Thread (pid_tgid) -> its PyThreadState, re-validated on every use. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, __u64);
+} py_tstates SEC(".maps");
+
+struct py_stacks_map {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u64);
+	__type(value, struct strata_py_stack);
+} py_stacks0 SEC(".maps"), py_stacks1 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, STRATA_GENERATIONS);
+	__type(key, __u32);
+	__array(values, struct py_stacks_map);
+} py_stacks SEC(".maps") = {
+	.values = { &py_stacks0, &py_stacks1 },
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct strata_py_stack);
+} py_scratch SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct py_read_buf);
+} py_bufs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, STRATA_PY_ERR_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} py_errors SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -382,6 +439,98 @@ static __always_inline __u64 store_stack(void *ctx, void *stack_map, __u32 slot,
 	return id;
 }
 
+/* --- Python walker glue --- */
+
+static __always_inline int py_hook_read(void *dst, __u32 size, __u64 addr)
+{
+	return bpf_probe_read_user(dst, size, (const void *)addr);
+}
+
+static __always_inline void py_hook_count(enum strata_py_err e)
+{
+	__u32 key = e;
+	__u64 *v = bpf_map_lookup_elem(&py_errors, &key);
+
+	if (v)
+		*v += 1;
+}
+
+static __always_inline struct strata_py_stack *py_hook_stack(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&py_scratch, &zero);
+}
+
+struct py_read_buf;
+static __always_inline struct py_read_buf *py_hook_buf(void);
+
+#include "bpf/python_walk.h"
+
+static __always_inline struct py_read_buf *py_hook_buf(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&py_bufs, &zero);
+}
+
+static __always_inline __u64 hash_py_stack(const struct strata_py_stack *s)
+{
+	__u64 h = 0x9e3779b97f4a7c15ULL ^ s->len ^ ((__u64)s->flags << 32);
+
+	for (int i = 0; i < STRATA_PY_MAX_DEPTH; i++) {
+		if (i >= s->len)
+			break;
+		const struct strata_py_frame *f = &s->frames[i];
+
+		h ^= f->code;
+		h *= 0xff51afd7ed558ccdULL;
+		h ^= ((__u64)f->ident << 32 | (__u32)f->lasti) ^ ((__u64)f->flags << 61);
+		h *= 0xff51afd7ed558ccdULL;
+		h ^= h >> 33;
+	}
+	return h <= STRATA_STACK_LOST ? h + 2 : h;
+}
+
+/*
+ * The Python frames of the current thread, when its address space runs
+ * CPython: stored in this generation's py_stacks.  Returns the id,
+ * STRATA_STACK_NONE (not Python, or no frames) or STRATA_STACK_LOST.
+ */
+static __always_inline __u64 store_py_stack(struct task_struct *task, void *py_map, __u64 mm_id)
+{
+	const struct strata_py_proc *pd = bpf_map_lookup_elem(&py_procs, &mm_id);
+	struct strata_py_proc d;
+	__u64 pid_tgid = bpf_get_current_pid_tgid(), want, ts, *cached, id;
+	struct strata_py_stack *s;
+
+	if (!pd)
+		return STRATA_STACK_NONE;
+	d = *pd;
+	want = d.match == STRATA_PY_MATCH_TID ? (__u32)pid_tgid
+					      : BPF_CORE_READ(task, thread.fsbase);
+	cached = bpf_map_lookup_elem(&py_tstates, &pid_tgid);
+	ts = py_find_tstate(&d, want, cached ? *cached : 0);
+	if (!ts)
+		return STRATA_STACK_NONE;
+	if (!cached || *cached != ts)
+		bpf_map_update_elem(&py_tstates, &pid_tgid, &ts, BPF_ANY);
+	if (!py_walk(&d, ts))
+		return STRATA_STACK_NONE;
+	s = py_hook_stack();
+	if (!s)
+		return STRATA_STACK_LOST;
+	id = hash_py_stack(s);
+	if (bpf_map_lookup_elem(py_map, &id))
+		return id;
+	long err = bpf_map_update_elem(py_map, &id, s, BPF_NOEXIST);
+	if (err && err != -EEXIST) {
+		py_hook_count(STRATA_PY_ERR_STORE);
+		return STRATA_STACK_LOST;
+	}
+	return id;
+}
+
 /* Start time of the process (its group leader), in ns since boot. */
 static __always_inline __u64 start_of(struct task_struct *task)
 {
@@ -480,7 +629,7 @@ int profile_sample(struct bpf_perf_event_data *ctx)
 	__u32 tgid = id >> 32, tid = (__u32)id, zero = 0;
 	struct task_struct *task;
 	struct strata_inflight *inf;
-	void *count_map, *stack_map;
+	void *count_map, *stack_map, *py_map;
 	struct strata_stack_key key = {};
 	__u32 g;
 
@@ -505,7 +654,8 @@ int profile_sample(struct bpf_perf_event_data *ctx)
 	g = generation_enter(inf);
 	count_map = bpf_map_lookup_elem(&counts, &g);
 	stack_map = bpf_map_lookup_elem(&stacks, &g);
-	if (!count_map || !stack_map)
+	py_map = bpf_map_lookup_elem(&py_stacks, &g);
+	if (!count_map || !stack_map || !py_map)
 		goto out;
 
 	key.user_stack = STRATA_STACK_NONE;
@@ -515,6 +665,9 @@ int profile_sample(struct bpf_perf_event_data *ctx)
 	key.kern_stack = STRATA_STACK_NONE;
 	if (want_kernel)
 		key.kern_stack = store_stack(ctx, stack_map, 1, 0, 0, STRATA_CNT_KERN_STACK_ERR);
+	key.py_stack = STRATA_STACK_NONE;
+	if (want_python && want_user && key.mm_id)
+		key.py_stack = store_py_stack(task, py_map, key.mm_id);
 	add_count(count_map, &key);
 out:
 	generation_leave(inf, g);

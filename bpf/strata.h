@@ -23,6 +23,8 @@ struct strata_stack_key {
 			   * on PID reuse, so mappings are never misapplied */
 	__u64 user_stack; /* hash of the user frames, or STRATA_STACK_* */
 	__u64 kern_stack; /* hash of the kernel frames, or STRATA_STACK_* */
+	__u64 py_stack;	  /* hash of the Python frames (py_stacks), or
+			   * STRATA_STACK_NONE (issue 4) */
 };
 
 struct strata_stack_count {
@@ -168,10 +170,104 @@ enum unwind_err {
 _Static_assert(sizeof(struct unwind_row) == 16, "unwind_row layout");
 _Static_assert(sizeof(struct unwind_map) == 32, "unwind_map layout");
 _Static_assert(sizeof(struct unwind_proc) == 8 + 32 * UNWIND_MAX_MAPS, "unwind_proc layout");
-_Static_assert(sizeof(struct strata_stack_key) == 32, "stack_key layout");
+_Static_assert(sizeof(struct strata_stack_key) == 40, "stack_key layout");
 _Static_assert(sizeof(struct strata_stack_count) == 24, "stack_count layout");
 _Static_assert(sizeof(struct strata_stack) == 8 + 8 * STRATA_MAX_STACK_DEPTH, "stack_trace layout");
 _Static_assert(sizeof(struct strata_inflight) == 16, "inflight layout");
 _Static_assert(sizeof(struct strata_proc_event) == 56 + 40 + STRATA_NAME_LEN, "proc_event layout");
+
+/* --- Python (issue 4): CPython 3.10-3.13 frames ------------------------- */
+
+/*
+ * Per address space (py_procs map, keyed by mm_id): where the interpreter's
+ * state is and the struct offsets of its version (unwind/python_offsets.c,
+ * each from the CPython source it cites; 3.13 from _Py_DebugOffsets).
+ */
+#define STRATA_PY_MAX_DEPTH 96	 /* Python frames per sample */
+#define STRATA_PY_MAX_THREADS 64 /* thread states searched per lookup */
+#define STRATA_PY_NO_FIELD 0xffff
+/* The walker reads a code object's first STRATA_PY_CODE_WINDOW bytes and
+ * a frame's first fr_window bytes (at most STRATA_PY_FRAME_WINDOW_MAX):
+ * every offset it uses must lie inside. */
+#define STRATA_PY_CODE_WINDOW 136
+#define STRATA_PY_FRAME_WINDOW_MAX 128
+
+enum strata_py_frames {
+	STRATA_PY_FRAMES_310 = 1, /* PyFrameObject chain: one eval call per frame */
+	STRATA_PY_FRAMES_311 = 2, /* _PyInterpreterFrame; is_entry ends an eval call */
+	STRATA_PY_FRAMES_312 = 3, /* _PyInterpreterFrame; FRAME_OWNED_BY_CSTACK shims */
+};
+
+enum strata_py_thread_match {
+	STRATA_PY_MATCH_TID = 1,     /* tstate->native_thread_id == kernel tid (3.11+) */
+	STRATA_PY_MATCH_PTHREAD = 2, /* tstate->thread_id == pthread_self() == fsbase */
+};
+
+struct strata_py_proc {
+	__u64 runtime;	       /* address of _PyRuntime */
+	__u16 version;	       /* 0x030b for 3.11 */
+	__u8 frames;	       /* enum strata_py_frames */
+	__u8 match;	       /* enum strata_py_thread_match */
+	__u16 rt_interp_head;  /* _PyRuntimeState.interpreters.head */
+	__u16 is_threads_head; /* PyInterpreterState.threads.head (3.10: tstate_head) */
+	__u16 ts_next;	       /* PyThreadState.next */
+	__u16 ts_thread;       /* native_thread_id or thread_id (per match) */
+	__u16 ts_frame;	       /* 3.10 frame, 3.11/3.12 cframe, 3.13 current_frame */
+	__u16 cframe_current;  /* _PyCFrame.current_frame, or STRATA_PY_NO_FIELD */
+	__u16 fr_previous;     /* f_back / previous */
+	__u16 fr_code;	       /* f_code / f_executable */
+	__u16 fr_instr;	       /* 3.10 f_lasti (int), else prev_instr / instr_ptr */
+	__u16 fr_entry;	       /* 3.11 is_entry, 3.12+ owner; STRATA_PY_NO_FIELD */
+	__u16 co_firstlineno;
+	__u16 co_name;		/* co_qualname (3.11+) or co_name */
+	__u16 co_code_adaptive; /* first instruction (3.11+) */
+	__u16 fr_window;	/* bytes read per frame: covers the fields above,
+				 * stays inside the smallest frame */
+	__u16 pad[2];
+};
+
+#define STRATA_PY_FRAME_ENTRY 1	    /* last frame of one native eval call */
+#define STRATA_PY_FRAME_TRUNCATED 2 /* stack: depth limit reached */
+
+/* One Python frame: code object, its identity check, instruction index. */
+struct strata_py_frame {
+	__u64 code;  /* PyCodeObject address */
+	__u32 ident; /* strata_py_ident(co_firstlineno, name pointer) */
+	__s32 lasti; /* instruction index in code units (-1: not started) */
+	__u32 flags; /* STRATA_PY_FRAME_* */
+	__u32 pad;
+};
+
+/* Leaf first, like the native stacks. */
+struct strata_py_stack {
+	__u32 len;
+	__u32 flags; /* STRATA_PY_FRAME_TRUNCATED */
+	struct strata_py_frame frames[STRATA_PY_MAX_DEPTH];
+};
+
+/* Why a Python walk failed or stopped; counted per CPU (py_errors). */
+enum strata_py_err {
+	STRATA_PY_WALKED = 0,	 /* samples with a Python stack */
+	STRATA_PY_NO_THREAD,	 /* thread state not found (not a Python thread) */
+	STRATA_PY_ERR_READ,	 /* interpreter state or frame unreadable */
+	STRATA_PY_ERR_DEPTH,	 /* STRATA_PY_MAX_DEPTH reached */
+	STRATA_PY_ERR_STORE,	 /* py stack map full */
+	STRATA_PY_TSTATE_CACHED, /* thread state found in the cache */
+	STRATA_PY_NO_FRAMES,	 /* Python thread with no frame (idle / C only) */
+	STRATA_PY_ERR_MAX,
+};
+
+/* The identity recorded with a code object address: a freed and reused
+ * address gives another (first line, name) pair with high probability. */
+static inline __u32 strata_py_ident(__u32 firstlineno, __u64 name_ptr)
+{
+	__u64 h = (name_ptr ^ ((__u64)firstlineno << 40)) * 0x9e3779b97f4a7c15ULL;
+
+	return (__u32)(h >> 32);
+}
+
+_Static_assert(sizeof(struct strata_py_proc) == 48, "py_proc layout");
+_Static_assert(sizeof(struct strata_py_frame) == 24, "py_frame layout");
+_Static_assert(sizeof(struct strata_py_stack) == 8 + 24 * STRATA_PY_MAX_DEPTH, "py_stack layout");
 
 #endif /* STRATA_BPF_STRATA_H */

@@ -10,6 +10,9 @@ pkgs=(make gcc clang llvm pkg-config libbpf-dev bpftool libelf-dev libdw-dev
 # deploy/ manifest checks (python3-yaml); ClickHouse store tests run a
 # private clickhouse-server (Debian's 18.16; no system service is used).
 pkgs+=(python3-yaml clickhouse-server)
+# Python frames (issue 4): the PyTorch test workload and the 3.11 headers
+# the offsets table is checked against.
+pkgs+=(python3-torch python3.11-dev)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")

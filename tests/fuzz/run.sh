@@ -13,7 +13,8 @@ cflags="-std=gnu11 -g -O1 -Wall -Wextra -Werror -Wno-unused-parameter \
 	-D_GNU_SOURCE -I$root -fno-omit-frame-pointer \
 	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined"
 
-mkdir -p "$out/corpus/buildid" "$out/corpus/proc_maps" "$out/corpus/unwind_table"
+mkdir -p "$out/corpus/buildid" "$out/corpus/proc_maps" "$out/corpus/unwind_table" \
+	"$out/corpus/py_linetable"
 cd "$root"
 
 echo "  FUZZ-CC  $out/fuzz_buildid"
@@ -22,6 +23,9 @@ $clang $cflags tests/fuzz/fuzz_buildid.c symbolize/buildid.c \
 echo "  FUZZ-CC  $out/fuzz_proc_maps"
 $clang $cflags tests/fuzz/fuzz_proc_maps.c agent/proc_maps.c \
 	-o "$out/fuzz_proc_maps"
+echo "  FUZZ-CC  $out/fuzz_py_linetable"
+$clang $cflags tests/fuzz/fuzz_py_linetable.c unwind/python_lines.c agent/python_symbols.c \
+	agent/proc_mem.c -o "$out/fuzz_py_linetable"
 echo "  FUZZ-CC  $out/fuzz_unwind_table"
 $clang $cflags tests/fuzz/fuzz_unwind_table.c unwind/*.c \
 	-ldw -lelf -lz -o "$out/fuzz_unwind_table"
@@ -52,8 +56,12 @@ for v in "eh:-O2 -fomit-frame-pointer" "fp:-O1 -fno-omit-frame-pointer" \
 		-o "$out/corpus/unwind_table/seed-${v%%:*}" "$out/unwind.c" 2>/dev/null || true
 done
 
+# Python line-table seeds: a 3.10-format and a 3.11-format table.
+printf '\000\000\010\004\001\014\001\012\003' > "$out/corpus/py_linetable/seed-310"
+printf '\001\000\010\200\210\351\001\360\006\002\005\011' > "$out/corpus/py_linetable/seed-311"
+
 fail=0
-for t in buildid proc_maps unwind_table; do
+for t in buildid proc_maps unwind_table py_linetable; do
 	echo "  FUZZ     $t for ${secs}s"
 	if ! "$out/fuzz_$t" -max_total_time="$secs" -timeout=10 \
 		-max_len=65536 -rss_limit_mb=2048 -print_final_stats=1 \

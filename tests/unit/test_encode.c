@@ -167,7 +167,7 @@ static void test_folded(void **state)
 				 "app;main;libfoo.so.1+0xabc 3\n"
 				 "app;main;ns::op<a:b>&\"q\" 2\n"
 				 "app;main;work;helper_[i];hot_inner_[i] 60\n"
-				 "py:thon ;train_step 1\n");
+				 "py:thon ;train_step (train.py:42) 1\n");
 	free(out);
 }
 

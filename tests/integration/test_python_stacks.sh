@@ -1,0 +1,30 @@
+# outer -> middle -> inner (hot loop in inner) under <module>: >= 90% of the
+# interpreter's samples show the chain in order, and inner's samples carry
+# the file and the lines of its loop, the hot line most often.  Every
+# CPython here (Debian 3.11, pyenv 3.10-3.13); at least one must exist.
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/python_lib.sh"
+require_bpf
+hot=$(py_marker_line "$PYFIX/py_chain.py" INNER_HOT_LINE)
+ran=0
+for py in $(py_interpreters); do
+	ran=$((ran + 1))
+	out=$T/chain-$ran.folded
+	"$STRATA" record -v -F 199 -o "$out" -- "$py" "$PYFIX/py_chain.py" 2 2> "$T/err"
+	grep -E '^  python' "$T/err" || true
+	total=$(folded_sum "$out" "" "")
+	chain=$(py_frames_sum "$out" \
+		'^<module> \(py_chain\.py:[0-9]+\);outer \(py_chain\.py:[0-9]+\);middle \(py_chain\.py:[0-9]+\);inner \(py_chain\.py:[0-9]+\)$')
+	# Stitched in place: nothing native above <module> but the interpreter's
+	# entry path, and the Python frames below PyEval_EvalCode.
+	placed=$(folded_sum "$out" "" ';PyEval_EvalCode;([^;]*;)*<module> \(py_chain\.py')
+	assert_ratio "$placed" "$chain" 90 "$py: <module> under PyEval_EvalCode"
+	assert_ratio "$chain" "$total" 90 "$py: <module>;outer;middle;inner"
+	# inner's loop is lines hot-2 .. hot; the hot line is the most sampled.
+	bad=$(folded_sum "$out" "" "inner \(py_chain\.py:[0-9]+\)" )
+	inloop=$(folded_sum "$out" "" "inner \(py_chain\.py:($((hot - 2))|$((hot - 1))|$hot)\)")
+	[ "$inloop" -eq "$bad" ] || fail "$py: inner samples outside its loop ($inloop of $bad)"
+	athot=$(folded_sum "$out" "" "inner \(py_chain\.py:$hot\)")
+	assert_ratio "$athot" "$inloop" 50 "$py: inner at its hot line $hot"
+done
+[ "$ran" -gt 0 ] || skip "no CPython 3.10-3.13 here"
