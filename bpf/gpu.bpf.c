@@ -103,6 +103,7 @@ static __always_inline void target_gone(struct task_struct *task)
 	e->type = GPU_EV_EXIT;
 	e->tgid = tgid;
 	e->end_ns = bpf_ktime_get_ns();
+	e->a[0] = mm_id_of(task); /* stacks of a process that never drained */
 	bpf_ringbuf_submit(e, 0);
 }
 

@@ -40,7 +40,8 @@ static __always_inline void launch_fields(const struct gpu_call *c, __u64 *o)
 	const __u64 lo = 0xffffffffULL;
 
 	switch (c->api) {
-	case GPU_API_cudaLaunchKernel: /* func, grid xy, grid z, block xy, block z, args, shmem, stream */
+	case GPU_API_cudaLaunchKernel: /* func, grid xy, grid z, block xy, block z, args, shmem,
+					  stream */
 		o[0] = c->a[0];
 		o[1] = c->a[1];
 		o[2] = (c->a[2] & lo) | (c->a[3] & lo) << 32;

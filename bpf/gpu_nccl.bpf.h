@@ -101,7 +101,9 @@ static __always_inline void nccl_exit(const struct gpu_call *c, __s64 ret, __u64
 	__u64 bytes = 0, seq = 0;
 
 	if (kind == GPU_KIND_NCCL_INIT) {
-		struct gpu_comm_val v = { .id_hash = c->id_hash, .rank = c->a[2], .nranks = c->a[1] };
+		struct gpu_comm_val v = { .id_hash = c->id_hash,
+					  .rank = c->a[2],
+					  .nranks = c->a[1] };
 
 		if (!ret && !bpf_probe_read_user(&ck.comm, sizeof(ck.comm), (void *)c->a[0]) &&
 		    bpf_map_update_elem(&gpu_comms, &ck, &v, BPF_ANY))

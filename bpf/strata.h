@@ -229,8 +229,8 @@ enum gpu_kind {
 	GPU_KIND_SYNC = 5,
 	GPU_KIND_LOOKUP = 6, /* cuModuleGetFunction & co: names handles */
 	GPU_KIND_NCCL_INIT = 7,
-	GPU_KIND_COLL = 8,  /* collective */
-	GPU_KIND_P2P = 9,   /* ncclSend / ncclRecv */
+	GPU_KIND_COLL = 8, /* collective */
+	GPU_KIND_P2P = 9,  /* ncclSend / ncclRecv */
 	GPU_KIND_GROUP = 10,
 };
 
@@ -357,7 +357,7 @@ struct gpu_coll_val {
 
 enum gpu_event_type {
 	GPU_EV_CALL = 1, /* one call (NCCL always; CUDA when tracing) */
-	GPU_EV_EXIT = 2, /* a target process exited: sweep its entries */
+	GPU_EV_EXIT = 2, /* a target process exited: sweep its entries (a0: mm_id) */
 };
 
 /* One call, streamed through the gpu_events ring buffer.  Timestamps are
@@ -376,8 +376,8 @@ struct gpu_event {
 	 * syncs: a0 stream/event
 	 * NCCL: a0 comm id hash, a1 sequence number, a2 count, a3 bytes,
 	 *       a4 dtype | op << 16 | peer or root << 32 (op 0xffff and
- *       peer/root 0xffffffff where the call has none),
- *       a5 rank | nranks << 32 */
+	 *       peer/root 0xffffffff where the call has none),
+	 *       a5 rank | nranks << 32 */
 	__u64 a[6];
 };
 
@@ -396,8 +396,8 @@ static inline __u64 gpu_unique_id_hash(const __u64 *w)
 static inline __u32 gpu_nccl_dtype_size(__u64 dtype)
 {
 	switch (dtype) {
-	case 0: /* ncclInt8 */
-	case 1: /* ncclUint8 */
+	case 0:	 /* ncclInt8 */
+	case 1:	 /* ncclUint8 */
 	case 10: /* ncclFloat8e4m3 */
 	case 11: /* ncclFloat8e5m2 */
 		return 1;
@@ -425,21 +425,21 @@ struct gpu_target {
 };
 
 enum gpu_counter {
-	GPU_CNT_HITS,	       /* probe entries of targets */
-	GPU_CNT_FILTERED,      /* probe entries of other processes */
-	GPU_CNT_NESTED,	       /* calls made inside another probed call */
-	GPU_CNT_STATE_FULL,    /* in-flight call map full: call lost */
-	GPU_CNT_ORPHAN_RET,    /* return without a matching entry */
-	GPU_CNT_SITES_FULL,    /* site map full: call not aggregated */
-	GPU_CNT_STACKS_FULL,   /* stack map full: stack recorded as lost */
-	GPU_CNT_STACK_ERR,     /* bpf_get_stack failed */
-	GPU_CNT_ALLOCS_FULL,   /* allocation map full: allocation not tracked */
-	GPU_CNT_FREE_UNKNOWN,  /* free of a pointer not tracked */
-	GPU_CNT_EVENTS_LOST,   /* ring buffer full: per-call event dropped */
-	GPU_CNT_COMMS_FULL,    /* communicator map full */
-	GPU_CNT_COMM_UNKNOWN,  /* collective on a communicator never initialised */
-	GPU_CNT_TALLY_FULL,    /* tally / error / stats map full */
-	GPU_CNT_FUNCS_FULL,    /* kernel-name map full */
+	GPU_CNT_HITS,	      /* probe entries of targets */
+	GPU_CNT_FILTERED,     /* probe entries of other processes */
+	GPU_CNT_NESTED,	      /* calls made inside another probed call */
+	GPU_CNT_STATE_FULL,   /* in-flight call map full: call lost */
+	GPU_CNT_ORPHAN_RET,   /* return without a matching entry */
+	GPU_CNT_SITES_FULL,   /* site map full: call not aggregated */
+	GPU_CNT_STACKS_FULL,  /* stack map full: stack recorded as lost */
+	GPU_CNT_STACK_ERR,    /* bpf_get_stack failed */
+	GPU_CNT_ALLOCS_FULL,  /* allocation map full: allocation not tracked */
+	GPU_CNT_FREE_UNKNOWN, /* free of a pointer not tracked */
+	GPU_CNT_EVENTS_LOST,  /* ring buffer full: per-call event dropped */
+	GPU_CNT_COMMS_FULL,   /* communicator map full */
+	GPU_CNT_COMM_UNKNOWN, /* collective on a communicator never initialised */
+	GPU_CNT_TALLY_FULL,   /* tally / error / stats map full */
+	GPU_CNT_FUNCS_FULL,   /* kernel-name map full */
 	GPU_CNT_MAX,
 };
 
