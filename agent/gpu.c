@@ -36,7 +36,8 @@
 #define GPU_MAX_ROWS 65536   /* per user-side table */
 #define GPU_MAX_CALLS 262144 /* call records kept for the trace */
 #define GPU_SCAN_FIRST_MS 5
-#define GPU_SCAN_MAX_MS 5000
+#define GPU_SCAN_MAX_MS 500 /* also how late a target whose exit events were missed is found dead \
+			     */
 
 struct gpu_file {
 	dev_t dev;
@@ -169,8 +170,8 @@ static bool sheddable(uint32_t api)
 static int attach_probe(struct gpu *g, struct gpu_file *f, size_t i)
 {
 	LIBBPF_OPTS(bpf_uprobe_opts, o, .bpf_cookie = f->probes.p[i].api);
-	struct bpf_program *enter = g->opts.empty_probes ? g->skel->progs.gpu_empty
-							 : g->skel->progs.gpu_enter;
+	struct bpf_program *enter =
+		g->opts.empty_probes ? g->skel->progs.gpu_empty : g->skel->progs.gpu_enter;
 	const char *path = f->mod->open_path;
 	uint64_t off = f->probes.p[i].offset;
 
@@ -187,7 +188,8 @@ static int attach_probe(struct gpu *g, struct gpu_file *f, size_t i)
 	}
 	if (!f->exit[i] && !g->opts.empty_probes) {
 		o.retprobe = true;
-		f->exit[i] = bpf_program__attach_uprobe_opts(g->skel->progs.gpu_exit, -1, path, off, &o);
+		f->exit[i] =
+			bpf_program__attach_uprobe_opts(g->skel->progs.gpu_exit, -1, path, off, &o);
 		if (!f->exit[i]) {
 			g->attach_failed++;
 			return -errno;
@@ -331,7 +333,16 @@ static void proc_scan(struct gpu *g, struct gpu_proc *p, uint64_t now_ms)
 	g->scans++;
 	if (proc_maps__read((int)p->tgid, 1, &maps, &n)) {
 		g->scan_failed++;
-		p->state = PROC_FREE; /* gone */
+		/* Gone.  A target that died before its BPF filter entry was
+		 * made sends no exit event: finish it like an exited one (its
+		 * file references and filter entry are released). */
+		if (p->state == PROC_TARGET || p->nfiles) {
+			p->state = PROC_EXITED;
+			p->info.exited = true;
+			g->exits++;
+		} else {
+			p->state = PROC_FREE;
+		}
 		return;
 	}
 	for (size_t i = 0; i < n; i++) {
@@ -394,7 +405,7 @@ static void proc_exited(struct gpu *g, uint32_t tgid, uint64_t mm_id)
 		return;
 	if (!p->mm_id)
 		p->mm_id = mm_id;
-	if (p->state == PROC_TARGET) {
+	if (p->state == PROC_TARGET || p->nfiles) {
 		p->state = PROC_EXITED; /* finished at the next drain */
 		p->info.exited = true;
 		g->exits++;
@@ -407,12 +418,8 @@ void gpu__on_proc_event(struct gpu *g, const struct strata_proc_event *e)
 {
 	if (e->type == PROC_EV_NEW || e->type == PROC_EV_EXEC)
 		gpu__watch(g, e->tgid);
-	else if (e->type == PROC_EV_EXIT) {
-		struct gpu_proc *p = proc_find(g, e->tgid);
-
-		if (p && p->state == PROC_WATCH)
-			p->state = PROC_FREE; /* targets wait for the BPF exit event */
-	}
+	else if (e->type == PROC_EV_EXIT)
+		proc_exited(g, e->tgid, 0); /* whichever exit event comes first */
 }
 
 /* ---- events ------------------------------------------------------------ */
@@ -718,7 +725,8 @@ static void snapshot_allocs(struct gpu *g)
 		p = proc_find(g, key.tgid);
 		if (!p) { /* exited: rows already final */
 			for (size_t i = 0; i < GPU_MAX_PROCS; i++)
-				if (g->procs[i].state == PROC_EXITED && g->procs[i].tgid == key.tgid)
+				if (g->procs[i].state == PROC_EXITED &&
+				    g->procs[i].tgid == key.tgid)
 					p = &g->procs[i];
 		}
 		lk = (struct leak_key){ .tgid = key.tgid, .stack_id = v.stack_id };
@@ -920,7 +928,6 @@ const struct gpu_stack *gpu_data__stack(const struct gpu_data *d, uint32_t tgid,
 	struct stack_key k = { .tgid = tgid, .stack_id = stack_id };
 	const struct stack_row *r = d->stack_index ? gpu_table__find(d->stack_index, &k) : NULL;
 
-
 	return r ? &r->s : NULL;
 }
 
@@ -956,7 +963,9 @@ struct gpu *gpu__new(const struct gpu_opts *opts, struct module_registry *mods,
 		err = -ENOMEM;
 		goto err_out;
 	}
-	g->res = (struct resolver){ .procs = procs, .sym = sym, .ksyms = ksyms, .out = g->data.frames };
+	g->res = (struct resolver){
+		.procs = procs, .sym = sym, .ksyms = ksyms, .out = g->data.frames
+	};
 	gpu_table__init(&g->known, sizeof(struct gpu_known), 0, 16, GPU_MAX_KNOWN);
 	gpu_table__init(&g->raw_stacks, sizeof(struct raw_stack), 0, 8, GPU_MAX_ROWS);
 	gpu_table__init(&g->stacks, sizeof(struct stack_row), 0, sizeof(struct stack_key),

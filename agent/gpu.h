@@ -18,11 +18,11 @@
 
 struct gpu_opts {
 	size_t sz;
-	bool trace;	     /* per-call CUDA events (--trace) */
-	double budget;	     /* CPU share per process for probes; 0: 0.01; < 0: no limit */
+	bool trace;	      /* per-call CUDA events (--trace) */
+	double budget;	      /* CPU share per process for probes; 0: 0.01; < 0: no limit */
 	double probe_cost_ns; /* cost of one probe hit; 0: 11000 */
-	bool empty_probes;   /* benchmark: attach the empty program instead */
-	bool no_stacks;	     /* benchmark: no call-site stacks */
+	bool empty_probes;    /* benchmark: attach the empty program instead */
+	bool no_stacks;	      /* benchmark: no call-site stacks */
 };
 
 struct gpu;

@@ -60,12 +60,12 @@ struct gpu_err_row {
 struct gpu_leak {
 	uint32_t tgid;
 	uint64_t stack_id;
-	uint64_t bytes, count;	   /* outstanding now (or at the process's exit) */
-	uint64_t oldest_ns;	   /* CLOCK_REALTIME of the oldest one */
-	uint64_t first_ns;	   /* CLOCK_REALTIME when this group was first seen */
-	uint64_t first_bytes;	   /* outstanding then: growth = (bytes - first) / time */
-	uint64_t last_ns;	   /* CLOCK_REALTIME of the latest snapshot */
-	bool at_exit;		   /* the process exited with these outstanding */
+	uint64_t bytes, count; /* outstanding now (or at the process's exit) */
+	uint64_t oldest_ns;    /* CLOCK_REALTIME of the oldest one */
+	uint64_t first_ns;     /* CLOCK_REALTIME when this group was first seen */
+	uint64_t first_bytes;  /* outstanding then: growth = (bytes - first) / time */
+	uint64_t last_ns;      /* CLOCK_REALTIME of the latest snapshot */
+	bool at_exit;	       /* the process exited with these outstanding */
 };
 
 /* One NCCL (or, with tracing, CUDA) call with realtime timestamps. */
@@ -97,14 +97,14 @@ struct gpu_data {
 	struct gpu_coll_row *colls;
 	size_t ncolls;
 
-	uint64_t start_ns, end_ns;    /* CLOCK_REALTIME window */
-	double sampling_ratio;	      /* share of time sheddable probes were attached */
-	int64_t clock_offset_ns;      /* realtime - monotonic (bpf_ktime) */
-	uint64_t clock_err_ns;	      /* bound on the conversion error */
-	uint64_t bpf[GPU_CNT_MAX];    /* BPF-side counters */
-	uint64_t dropped_rows;	      /* user-side tables full */
-	uint64_t dropped_calls;	      /* call records beyond the bound */
-	uint64_t stacks_unresolved;   /* stack ids whose frames were never copied */
+	uint64_t start_ns, end_ns;  /* CLOCK_REALTIME window */
+	double sampling_ratio;	    /* share of time sheddable probes were attached */
+	int64_t clock_offset_ns;    /* realtime - monotonic (bpf_ktime) */
+	uint64_t clock_err_ns;	    /* bound on the conversion error */
+	uint64_t bpf[GPU_CNT_MAX];  /* BPF-side counters */
+	uint64_t dropped_rows;	    /* user-side tables full */
+	uint64_t dropped_calls;	    /* call records beyond the bound */
+	uint64_t stacks_unresolved; /* stack ids whose frames were never copied */
 
 	/* private to agent/gpu.c: storage behind stacks and its index */
 	struct gpu_stack *stacks_view;

@@ -83,7 +83,8 @@ int gpu_elf_scan(int fd, struct gpu_elf_probes *out)
 	while ((scn = elf_nextscn(e, scn))) {
 		GElf_Shdr sh;
 
-		if (gelf_getshdr(scn, &sh) && (sh.sh_type == SHT_DYNSYM || sh.sh_type == SHT_SYMTAB))
+		if (gelf_getshdr(scn, &sh) &&
+		    (sh.sh_type == SHT_DYNSYM || sh.sh_type == SHT_SYMTAB))
 			scan_symtab(e, scn, &sh, out);
 	}
 	elf_end(e);

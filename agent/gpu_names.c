@@ -7,18 +7,42 @@
 
 static const char *const api_names[GPU_API_MAX] = {
 #define X(name) [GPU_API_##name] = #name
-	X(cudaLaunchKernel),	  X(cudaLaunchKernelExC),    X(cuLaunchKernel),
-	X(cuLaunchKernelEx),	  X(cudaGraphLaunch),	     X(cudaMalloc),
-	X(cudaMallocAsync),	  X(cudaMallocManaged),	     X(cudaMallocHost),
-	X(cuMemAlloc),		  X(cuMemAllocAsync),	     X(cuMemAllocManaged),
-	X(cuMemAllocHost),	  X(cudaFree),		     X(cudaFreeAsync),
-	X(cudaFreeHost),	  X(cuMemFree),		     X(cuMemFreeAsync),
-	X(cuMemFreeHost),	  X(cudaMemcpy),	     X(cudaMemcpyAsync),
-	X(cudaStreamSynchronize), X(cudaDeviceSynchronize),  X(cudaEventSynchronize),
-	X(cuModuleGetFunction),	  X(cuLibraryGetKernel),     X(ncclCommInitRank),
-	X(ncclCommInitRankConfig), X(ncclAllReduce),	     X(ncclBroadcast),
-	X(ncclReduce),		  X(ncclAllGather),	     X(ncclReduceScatter),
-	X(ncclSend),		  X(ncclRecv),		     X(ncclGroupStart),
+	X(cudaLaunchKernel),
+	X(cudaLaunchKernelExC),
+	X(cuLaunchKernel),
+	X(cuLaunchKernelEx),
+	X(cudaGraphLaunch),
+	X(cudaMalloc),
+	X(cudaMallocAsync),
+	X(cudaMallocManaged),
+	X(cudaMallocHost),
+	X(cuMemAlloc),
+	X(cuMemAllocAsync),
+	X(cuMemAllocManaged),
+	X(cuMemAllocHost),
+	X(cudaFree),
+	X(cudaFreeAsync),
+	X(cudaFreeHost),
+	X(cuMemFree),
+	X(cuMemFreeAsync),
+	X(cuMemFreeHost),
+	X(cudaMemcpy),
+	X(cudaMemcpyAsync),
+	X(cudaStreamSynchronize),
+	X(cudaDeviceSynchronize),
+	X(cudaEventSynchronize),
+	X(cuModuleGetFunction),
+	X(cuLibraryGetKernel),
+	X(ncclCommInitRank),
+	X(ncclCommInitRankConfig),
+	X(ncclAllReduce),
+	X(ncclBroadcast),
+	X(ncclReduce),
+	X(ncclAllGather),
+	X(ncclReduceScatter),
+	X(ncclSend),
+	X(ncclRecv),
+	X(ncclGroupStart),
 	X(ncclGroupEnd),
 #undef X
 };
@@ -46,7 +70,8 @@ int gpu_api_of_symbol(const char *name)
 		if (len < al || strncmp(name, api_names[api], al))
 			continue;
 		for (size_t i = 0; i < N(suffixes); i++)
-			if (len - al == strlen(suffixes[i]) && !strncmp(name + al, suffixes[i], len - al))
+			if (len - al == strlen(suffixes[i]) &&
+			    !strncmp(name + al, suffixes[i], len - al))
 				return (int)api;
 	}
 	return -1;
@@ -94,8 +119,8 @@ static const struct code_name cuda_drv[] = {
 };
 
 static const struct code_name nccl[] = {
-	{ 1, "ncclUnhandledCudaError" }, { 2, "ncclSystemError" },   { 3, "ncclInternalError" },
-	{ 4, "ncclInvalidArgument" },	 { 5, "ncclInvalidUsage" },  { 6, "ncclRemoteError" },
+	{ 1, "ncclUnhandledCudaError" }, { 2, "ncclSystemError" },  { 3, "ncclInternalError" },
+	{ 4, "ncclInvalidArgument" },	 { 5, "ncclInvalidUsage" }, { 6, "ncclRemoteError" },
 	{ 7, "ncclInProgress" },
 };
 
@@ -122,8 +147,9 @@ const char *gpu_ret_name(uint32_t api, int64_t code)
 
 const char *gpu_kind_name(uint32_t kind)
 {
-	static const char *const k[] = { "?",	 "launch", "alloc",	 "free", "copy", "sync",
-					 "lookup", "nccl_init", "collective", "p2p", "group" };
+	static const char *const k[] = { "?",	       "launch", "alloc",  "free",
+					 "copy",       "sync",	 "lookup", "nccl_init",
+					 "collective", "p2p",	 "group" };
 
 	return kind < N(k) ? k[kind] : "?";
 }
@@ -137,8 +163,8 @@ const char *gpu_nccl_op_name(uint32_t op)
 
 const char *gpu_nccl_dtype_name(uint32_t dtype)
 {
-	static const char *const d[] = { "int8",    "uint8",   "int32",   "uint32",
-					 "int64",   "uint64",  "float16", "float32",
+	static const char *const d[] = { "int8",    "uint8",	"int32",   "uint32",
+					 "int64",   "uint64",	"float16", "float32",
 					 "float64", "bfloat16", "fp8e4m3", "fp8e5m2" };
 
 	return dtype < N(d) ? d[dtype] : "?";

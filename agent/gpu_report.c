@@ -140,12 +140,13 @@ int gpu_data__write_leaks_text(const struct gpu_data *d, FILE *out)
 		char rank[32], name[256];
 
 		write_rank(d, l->tgid, rank, sizeof(rank));
-		fprintf(out, "%14" PRIu64 " %8" PRIu64 " %10.3f %14.0f %6u %-8s", l->bytes, l->count,
-			age, growth, l->tgid, rank);
+		fprintf(out, "%14" PRIu64 " %8" PRIu64 " %10.3f %14.0f %6u %-8s", l->bytes,
+			l->count, age, growth, l->tgid, rank);
 		if (!st || !st->nframes)
 			fprintf(out, " [stack unavailable]");
 		for (uint32_t k = 0; st && k < st->nframes; k++) {
-			const struct profile_frame *f = &d->frames->frames[st->frames[st->nframes - 1 - k]];
+			const struct profile_frame *f =
+				&d->frames->frames[st->frames[st->nframes - 1 - k]];
 
 			fprintf(out, "%s%s", k ? " <- " : " ",
 				profile__frame_name(f, name, sizeof(name)));
@@ -187,7 +188,8 @@ int gpu_data__write_leaks_pprof(const struct gpu_data *d, FILE *out)
 			idx[n++] = (uint32_t)fi;
 		}
 		if (!n) {
-			struct profile_frame f = { .func = "[stack unavailable]", .module = "[gpu]" };
+			struct profile_frame f = { .func = "[stack unavailable]",
+						   .module = "[gpu]" };
 			int64_t fi = profile__intern_frame(p, &f);
 
 			if (fi < 0) {

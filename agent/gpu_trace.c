@@ -40,8 +40,7 @@ static void call_args(FILE *out, const struct gpu_data *d, const struct gpu_even
 			",\"kernel\":\"%#" PRIx64 "\",\"grid\":[%u,%u,%u],\"block\":[%u,%u,%u],"
 			"\"shared_mem\":%" PRIu64 ",\"stream\":\"%#" PRIx64 "\"",
 			a[0], (uint32_t)a[1], (uint32_t)(a[1] >> 32), (uint32_t)a[2],
-			(uint32_t)(a[2] >> 32), (uint32_t)a[3], (uint32_t)(a[3] >> 32),
-			a[4], a[5]);
+			(uint32_t)(a[2] >> 32), (uint32_t)a[3], (uint32_t)(a[3] >> 32), a[4], a[5]);
 		break;
 	case GPU_KIND_ALLOC:
 	case GPU_KIND_FREE:
@@ -71,9 +70,10 @@ int gpu_data__write_trace(const struct gpu_data *d, FILE *out)
 {
 	int first = 1;
 
-	fprintf(out, "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"clock\":\"CLOCK_REALTIME\","
-		     "\"clock_error_ns\":%" PRIu64 ",\"dropped_calls\":%" PRIu64
-		     ",\"events_lost\":%" PRIu64 "},\n\"traceEvents\":[\n",
+	fprintf(out,
+		"{\"displayTimeUnit\":\"ns\",\"otherData\":{\"clock\":\"CLOCK_REALTIME\","
+		"\"clock_error_ns\":%" PRIu64 ",\"dropped_calls\":%" PRIu64
+		",\"events_lost\":%" PRIu64 "},\n\"traceEvents\":[\n",
 		d->clock_err_ns, d->dropped_calls, d->bpf[GPU_CNT_EVENTS_LOST]);
 	for (size_t i = 0; i < d->nprocs; i++) {
 		const struct gpu_proc_info *p = &d->procs[i];
@@ -81,7 +81,8 @@ int gpu_data__write_trace(const struct gpu_data *d, FILE *out)
 		char name[96];
 
 		if (rank >= 0)
-			snprintf(name, sizeof(name), "rank %d: %s (pid %u)", rank, p->comm, p->tgid);
+			snprintf(name, sizeof(name), "rank %d: %s (pid %u)", rank, p->comm,
+				 p->tgid);
 		else
 			snprintf(name, sizeof(name), "%s (pid %u)", p->comm, p->tgid);
 		fprintf(out,
@@ -102,9 +103,9 @@ int gpu_data__write_trace(const struct gpu_data *d, FILE *out)
 		fprintf(out,
 			"%s{\"ph\":\"X\",\"name\":\"%s\",\"cat\":\"%s\",\"pid\":%u,\"tid\":%u,"
 			"\"ts\":%" PRIu64 ".%03u,\"dur\":%" PRIu64 ".%03u,\"args\":{",
-			first ? "" : ",\n", gpu_api_name(e->api), gpu_kind_name(gpu_api_kind(e->api)),
-			e->tgid, e->tid, start / 1000, (unsigned)(start % 1000),
-			dur / 1000, (unsigned)(dur % 1000));
+			first ? "" : ",\n", gpu_api_name(e->api),
+			gpu_kind_name(gpu_api_kind(e->api)), e->tgid, e->tid, start / 1000,
+			(unsigned)(start % 1000), dur / 1000, (unsigned)(dur % 1000));
 		call_args(out, d, e);
 		fputs("}}", out);
 		first = 0;
