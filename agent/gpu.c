@@ -36,8 +36,8 @@
 #define GPU_MAX_ROWS 65536   /* per user-side table */
 #define GPU_MAX_CALLS 262144 /* call records kept for the trace */
 #define GPU_SCAN_FIRST_MS 5
-#define GPU_SCAN_MAX_MS 500 /* also how late a target whose exit events were missed is found dead \
-			     */
+/* also how late a target whose exit events were missed is found dead */
+#define GPU_SCAN_MAX_MS 500
 
 struct gpu_file {
 	dev_t dev;
