@@ -146,6 +146,14 @@ $(BUILD)/fixtures/%: tests/fixtures/%.cc
 # Fixtures that link fixture libraries.
 $(BUILD)/fixtures/libnofpa.so: $(BUILD)/fixtures/libnofpb.so
 $(BUILD)/fixtures/nofp_chain: $(BUILD)/fixtures/libnofpa.so $(BUILD)/fixtures/libnofpb.so
+# --- GPU layer: stand-in CUDA/NCCL libraries and the workloads on them ---
+GPU_SIM_HDRS := tests/fixtures/cuda_decls.h tests/fixtures/sim_device.h
+$(BUILD)/fixtures/libcuda.so: $(GPU_SIM_HDRS)
+$(BUILD)/fixtures/libcudart.so: $(BUILD)/fixtures/libcuda.so tests/fixtures/cudart.map $(GPU_SIM_HDRS)
+$(BUILD)/fixtures/libnccl.so: $(BUILD)/fixtures/libcuda.so $(GPU_SIM_HDRS)
+$(BUILD)/fixtures/gpu_workload $(BUILD)/fixtures/train_sim: $(BUILD)/fixtures/libcudart.so \
+	$(BUILD)/fixtures/libcuda.so $(BUILD)/fixtures/libnccl.so $(GPU_SIM_HDRS)
+# --- end GPU layer ---
 
 fixtures: $(FIXTURES)
 

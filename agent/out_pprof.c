@@ -366,15 +366,39 @@ err_out:
 	return err;
 }
 
+/* Sample values other than the CPU profile's (samples, cpu): n values per
+ * sample, n types with units, no period (heap profiles). */
+struct pp_values {
+	uint32_t n;
+	const char *const *types, *const *units;
+	const int64_t *v; /* nsamples * n */
+	const char *default_type;
+};
+
+static int write_pprof(const struct profile *p, FILE *out, const struct pp_values *pv);
+
 int profile__write_pprof(const struct profile *p, FILE *out)
 {
+	return write_pprof(p, out, NULL);
+}
+
+int profile__write_pprof_values(const struct profile *p, FILE *out, uint32_t n,
+				const char *const *types, const char *const *units,
+				const int64_t *values, const char *default_type)
+{
+	struct pp_values pv = { n, types, units, values, default_type };
+
+	if (!n || n > PROFILE_PPROF_MAX_VALUES || !types || !units || (!values && p->nsamples))
+		return -EINVAL;
+	return write_pprof(p, out, &pv);
+}
+
+static int write_pprof(const struct profile *p, FILE *out, const struct pp_values *pv)
+{
 	Perftools__Profiles__Profile prof = PERFTOOLS__PROFILES__PROFILE__INIT;
-	Perftools__Profiles__ValueType vt[3] = {
-		PERFTOOLS__PROFILES__VALUE_TYPE__INIT,
-		PERFTOOLS__PROFILES__VALUE_TYPE__INIT,
-		PERFTOOLS__PROFILES__VALUE_TYPE__INIT,
-	};
-	Perftools__Profiles__ValueType *vtp[2] = { &vt[0], &vt[1] };
+	Perftools__Profiles__ValueType vt[PROFILE_PPROF_MAX_VALUES + 1];
+	Perftools__Profiles__ValueType *vtp[PROFILE_PPROF_MAX_VALUES];
+	uint32_t nv = pv ? pv->n : 2;
 	Perftools__Profiles__Sample *samples = NULL, **samplep = NULL;
 	Perftools__Profiles__Label *labels = NULL, **labelp = NULL;
 	Perftools__Profiles__Mapping *maps = NULL, **mapp = NULL;
@@ -409,12 +433,30 @@ int profile__write_pprof(const struct profile *p, FILE *out)
 		for (size_t i = 0; i < sizeof(s) / sizeof(s[0]); i++)
 			if (s[i] < 0)
 				goto enomem;
+		for (uint32_t i = 0; i <= PROFILE_PPROF_MAX_VALUES; i++) {
+			Perftools__Profiles__ValueType init = PERFTOOLS__PROFILES__VALUE_TYPE__INIT;
+
+			vt[i] = init;
+			if (i < PROFILE_PPROF_MAX_VALUES)
+				vtp[i] = &vt[i];
+		}
 		vt[0].type = s[0];
 		vt[0].unit = s[1];
 		vt[1].type = vt[2].type = s[2];
 		vt[1].unit = vt[2].unit = s[3];
 		comment[0] = s[4];
 		prof.default_sample_type = s[2];
+	}
+	for (uint32_t i = 0; pv && i < pv->n; i++) {
+		vt[i].type = pp_str(&pp, pv->types[i]);
+		vt[i].unit = pp_str(&pp, pv->units[i]);
+		if (vt[i].type < 0 || vt[i].unit < 0)
+			goto enomem;
+	}
+	if (pv && pv->default_type) {
+		prof.default_sample_type = pp_str(&pp, pv->default_type);
+		if (prof.default_sample_type < 0)
+			goto enomem;
 	}
 	k_pid = pp_str(&pp, "pid");
 	k_tid = pp_str(&pp, "tid");
@@ -432,7 +474,7 @@ int profile__write_pprof(const struct profile *p, FILE *out)
 	samplep = calloc(p->nsamples + 1, sizeof(*samplep));
 	labels = calloc(3 * (size_t)p->nsamples + 1, sizeof(*labels));
 	labelp = calloc(3 * (size_t)p->nsamples + 1, sizeof(*labelp));
-	values = calloc(2 * (size_t)p->nsamples + 1, sizeof(*values));
+	values = calloc(nv * (size_t)p->nsamples + 1, sizeof(*values));
 	locids = calloc(nlocids + 1, sizeof(*locids));
 	if (!samples || !samplep || !labels || !labelp || !values || !locids)
 		goto enomem;
@@ -465,8 +507,13 @@ int profile__write_pprof(const struct profile *p, FILE *out)
 		}
 		used += nids;
 
-		values[2 * (size_t)i] = clamp_i64(s->count);
-		values[2 * (size_t)i + 1] = mul_sat(s->count, period);
+		if (pv) {
+			for (uint32_t k = 0; k < nv; k++)
+				values[nv * (size_t)i + k] = pv->v[nv * (size_t)i + k];
+		} else {
+			values[2 * (size_t)i] = clamp_i64(s->count);
+			values[2 * (size_t)i + 1] = mul_sat(s->count, period);
+		}
 		for (int k = 0; k < 3; k++) {
 			l[k] = li;
 			labelp[3 * (size_t)i + k] = &l[k];
@@ -482,8 +529,8 @@ int profile__write_pprof(const struct profile *p, FILE *out)
 
 		si.n_location_id = nids;
 		si.location_id = ids;
-		si.n_value = 2;
-		si.value = &values[2 * (size_t)i];
+		si.n_value = nv;
+		si.value = &values[nv * (size_t)i];
 		si.n_label = 3;
 		si.label = &labelp[3 * (size_t)i];
 		samples[i] = si;
@@ -536,7 +583,7 @@ int profile__write_pprof(const struct profile *p, FILE *out)
 	for (uint32_t i = 0; i < pp.nfns; i++)
 		fnp[i] = &pp.fns[i];
 
-	prof.n_sample_type = 2;
+	prof.n_sample_type = nv;
 	prof.sample_type = vtp;
 	prof.n_sample = p->nsamples;
 	prof.sample = samplep;
@@ -552,8 +599,10 @@ int profile__write_pprof(const struct profile *p, FILE *out)
 	prof.time_nanos = clamp_i64(p->start_ns);
 	if (p->end_ns > p->start_ns)
 		prof.duration_nanos = clamp_i64(p->end_ns - p->start_ns);
-	prof.period_type = &vt[2];
-	prof.period = clamp_i64(period);
+	if (!pv) { /* a heap profile has no sampling period */
+		prof.period_type = &vt[2];
+		prof.period = clamp_i64(period);
+	}
 	prof.n_comment = 1;
 	prof.comment = comment;
 

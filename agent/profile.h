@@ -93,6 +93,13 @@ const char *profile__frame_name(const struct profile_frame *f, char *buf, size_t
 /* Encoders: 0 or -errno.  Each writes the whole profile to out. */
 int profile__write_folded(const struct profile *p, FILE *out);
 int profile__write_pprof(const struct profile *p, FILE *out); /* gzipped */
+/* pprof with n caller-given values per sample (values[i * n + k] for sample
+ * i) instead of samples/cpu, and no period: e.g. the GPU leak report's
+ * inuse_space/inuse_objects/alloc_space/alloc_objects heap profile. */
+#define PROFILE_PPROF_MAX_VALUES 8
+int profile__write_pprof_values(const struct profile *p, FILE *out, uint32_t n,
+				const char *const *types, const char *const *units,
+				const int64_t *values, const char *default_type);
 int profile__write_svg(const struct profile *p, FILE *out, const char *title);
 int profile__write_json(const struct profile *p, FILE *out);
 

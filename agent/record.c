@@ -96,6 +96,51 @@ static int wait_child(pid_t child)
 	}
 }
 
+/* --leaks / --trace / --tally: written from the session's GPU layer (its
+ * last drain ran in session__take_profile). */
+static int record_gpu_outputs(struct session *s, const struct record_opts *opts)
+{
+	const struct gpu_data *d;
+	struct {
+		const char *path;
+		int (*fn)(const struct gpu_data *, FILE *);
+	} outs[] = {
+		{ opts->trace_path, gpu_data__write_trace },
+		{ opts->tally_path, gpu_data__write_tally },
+	};
+	int err;
+
+	if (!s->gpu) {
+		if (opts->leaks_path || opts->trace_path || opts->tally_path)
+			fprintf(stderr,
+				"strata: GPU layer off: no --leaks/--trace/--tally output\n");
+		return 0;
+	}
+	gpu__report(s->gpu);
+	d = gpu__data(s->gpu);
+	if (opts->leaks_path) {
+		err = gpu_data__write_leaks_file(d, opts->leaks_path);
+		if (err) {
+			fprintf(stderr, "strata: cannot write %s: %s\n", opts->leaks_path,
+				strerror(-err));
+			return err;
+		}
+		fprintf(stderr, "strata: wrote %s\n", opts->leaks_path);
+	}
+	for (size_t i = 0; i < sizeof(outs) / sizeof(outs[0]); i++) {
+		if (!outs[i].path)
+			continue;
+		err = gpu_data__write_file(d, outs[i].path, outs[i].fn);
+		if (err) {
+			fprintf(stderr, "strata: cannot write %s: %s\n", outs[i].path,
+				strerror(-err));
+			return err;
+		}
+		fprintf(stderr, "strata: wrote %s\n", outs[i].path);
+	}
+	return 0;
+}
+
 int record_run(const struct record_opts *opts)
 {
 	struct session *s;
@@ -168,6 +213,9 @@ int record_run(const struct record_opts *opts)
 	}
 	session__report(s, p);
 	fprintf(stderr, "strata: wrote %s\n", opts->output);
+	err = record_gpu_outputs(s, opts);
+	if (err)
+		goto out;
 out:
 	if (go_fd >= 0)
 		close(go_fd); /* the held child exits 127 */

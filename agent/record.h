@@ -13,6 +13,10 @@ struct record_opts {
 			     * command, profiling stops then and strata
 			     * waits for the command's exit code */
 	char *const *argv;  /* command to run, or NULL */
+	/* GPU layer outputs (NULL: not written) */
+	const char *leaks_path; /* .txt table or .pb.gz heap profile */
+	const char *trace_path; /* Perfetto/Chrome trace JSON */
+	const char *tally_path; /* per-API table */
 };
 
 /* Returns the command's exit status (128+signal when killed), or, without a

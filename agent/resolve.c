@@ -232,3 +232,24 @@ int resolver__add(void *ctx, const struct sampler_sample *s)
 		return err;
 	return profile__add_sample(r->out, k->tgid, k->tid, s->comm, b.idx, b.n, s->count);
 }
+
+/* --- GPU layer: call-site stacks (additive; see agent/gpu.c) --- */
+int resolver__user_stack(struct resolver *r, uint32_t tgid, uint64_t mm_id,
+			 const struct strata_stack *st, uint32_t *idx, uint32_t max)
+{
+	struct frame_buf b;
+	int err = 0;
+
+	b.n = 0;
+	/* Root first; every frame but the leaf (the probed function's first
+	 * instruction) is a return address. */
+	for (int i = (int)st->len - 1; i >= 0 && !err; i--)
+		err = push_user(r, &b, tgid, mm_id, st->ips[i], i > 0);
+	if (err)
+		return err;
+	if (b.n > max)
+		b.n = max;
+	for (uint32_t i = 0; i < b.n; i++)
+		idx[i] = b.idx[i];
+	return (int)b.n;
+}

@@ -28,4 +28,10 @@ struct resolver {
 /* sampler_sample_fn: adds one drained sample to r->out. */
 int resolver__add(void *r, const struct sampler_sample *s);
 
+/* GPU layer: resolves one user stack (leaf first, as captured) into frame
+ * indexes of r->out, root first.  Returns the frame count (at most max)
+ * or -errno. */
+int resolver__user_stack(struct resolver *r, uint32_t tgid, uint64_t mm_id,
+			 const struct strata_stack *st, uint32_t *idx, uint32_t max);
+
 #endif /* STRATA_RESOLVE_H */

@@ -58,6 +58,8 @@ static int on_event(void *ctx, const struct strata_proc_event *e)
 
 	if (proc_tracker__on_event(s->procs, e))
 		s->events_failed++;
+	if (s->gpu)
+		gpu__on_proc_event(s->gpu, e);
 	return 0;
 }
 
@@ -158,10 +160,17 @@ struct session *session__new(const struct session_opts *opts)
 		};
 		proc_tracker__set_hooks(s->procs, &hooks);
 	}
+	if (!opts->no_gpu) {
+		s->gpu = gpu__new(&opts->gpu, s->mods, s->procs, s->sym, s->ksyms);
+		if (!s->gpu)
+			pr_warn("session: GPU layer off: %s", strerror(errno));
+	}
 	for (size_t i = 0; i < opts->npids; i++) {
 		err = sampler__add_target(s->sampler, opts->pids[i]);
 		if (err)
 			goto err_out;
+		if (s->gpu)
+			gpu__watch(s->gpu, opts->pids[i]);
 	}
 
 	s->sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
@@ -180,6 +189,13 @@ struct session *session__new(const struct session_opts *opts)
 		err = -errno;
 		goto err_out;
 	}
+	if (s->gpu) {
+		ev.data.fd = gpu__event_fd(s->gpu);
+		if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, ev.data.fd, &ev)) {
+			err = -errno;
+			goto err_out;
+		}
+	}
 	return s;
 
 err_out:
@@ -192,6 +208,7 @@ void session__free(struct session *s)
 {
 	if (!s)
 		return;
+	gpu__free(s->gpu); /* resolves through the tracker: goes first */
 	/* The tracker's hooks feed the loader: free the tracker first. */
 	proc_tracker__free(s->procs);
 	unwind_loader__free(s->unwind);
@@ -210,7 +227,11 @@ void session__free(struct session *s)
 
 int session__add_target(struct session *s, uint32_t tgid)
 {
-	return sampler__add_target(s->sampler, tgid);
+	int err = sampler__add_target(s->sampler, tgid);
+
+	if (!err && s->gpu)
+		gpu__watch(s->gpu, tgid);
+	return err;
 }
 
 int session__start(struct session *s)
@@ -220,15 +241,21 @@ int session__start(struct session *s)
 
 int session__wait(struct session *s, int timeout_ms, struct session_signal *sig)
 {
-	struct epoll_event evs[2];
+	struct epoll_event evs[3];
 	uint64_t now = mono_ms();
 	int n, ret = SESSION_TIMEOUT;
 
+	if (s->gpu) {
+		int gpu_ms = gpu__poll(s->gpu); /* discovery and duty cycle deadlines */
+
+		if (gpu_ms < timeout_ms)
+			timeout_ms = gpu_ms;
+	}
 	if (s->next_drain_ms > now && s->next_drain_ms - now < (uint64_t)timeout_ms)
 		timeout_ms = (int)(s->next_drain_ms - now);
 	else if (s->next_drain_ms <= now)
 		timeout_ms = 0;
-	n = epoll_wait(s->epfd, evs, 2, timeout_ms);
+	n = epoll_wait(s->epfd, evs, 3, timeout_ms);
 	if (n < 0 && errno != EINTR)
 		return -errno;
 	sampler__consume_events(s->sampler);
@@ -260,6 +287,8 @@ int session__drain(struct session *s)
 	if (s->unwind)
 		unwind_loader__tick(s->unwind);
 	n = sampler__drain(s->sampler, resolver__add, &s->res);
+	if (s->gpu)
+		gpu__drain(s->gpu); /* before end_drain: exited processes still resolve */
 	if (s->unwind)
 		unwind_loader__flush(s->unwind);
 	proc_tracker__end_drain(s->procs);

@@ -12,6 +12,7 @@
 #include <sys/resource.h>
 #include <sys/types.h>
 
+#include "agent/gpu.h"
 #include "agent/modules.h"
 #include "agent/proc_tracker.h"
 #include "agent/profile.h"
@@ -27,6 +28,9 @@ struct session_opts {
 	const uint32_t *pids; /* initial targets (STRATA_FILTER_TGIDS) */
 	size_t npids;
 	uint32_t drain_ms; /* kernel maps drained this often; 0 = 1000 */
+	/* GPU layer (CUDA/NCCL uprobes) */
+	bool no_gpu;
+	struct gpu_opts gpu;
 };
 
 /* A signal that ended a wait: who sent it matters (0: the kernel, e.g. the
@@ -52,6 +56,7 @@ struct session {
 	struct rlimit nofile_orig; /* for children: they run as without us */
 	uint64_t events_failed;
 	struct sampler_stats base; /* counters at the last profile take */
+	struct gpu *gpu;	   /* NULL: --no-gpu, or the layer could not load */
 };
 
 enum session_wake { SESSION_TIMEOUT = 0, SESSION_SIGNAL = 1 };

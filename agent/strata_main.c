@@ -32,6 +32,16 @@ static void usage(FILE *f)
 	      "      --max-stacks N    distinct stacks kept in kernel per drain (8192)\n"
 	      "      --max-counts N    distinct (thread, stacks) counts per drain (16384)\n"
 	      "      --drain-interval MS  how often kernel maps are drained (1000)\n"
+	      "GPU (CUDA runtime/driver and NCCL uprobes, on when the target uses them):\n"
+	      "      --no-gpu          do not trace CUDA/NCCL\n"
+	      "      --leaks FILE      GPU allocations outstanding at exit by stack:\n"
+	      "                        .txt (table) or .pb.gz (pprof heap profile)\n"
+	      "      --trace FILE.json Perfetto/Chrome trace of launches, copies, syncs,\n"
+	      "                        collectives (per-call CUDA events on)\n"
+	      "      --tally FILE.txt  per-API calls, time in call, return codes\n"
+	      "      --probe-budget PCT  CPU share of one core the probes may take per\n"
+	      "                        process (default 1; 0: no limit); costly probes\n"
+	      "                        are duty-cycled beyond it\n"
 	      "  -v, --verbose         counters and libbpf messages (-vv: debug)\n"
 	      "With -- CMD, runs CMD, profiles it and its children until it exits,\n"
 	      "and returns its exit code.  Without CMD, --pid or --cgroup: whole host.\n",
@@ -54,6 +64,12 @@ static int cmd_record(int argc, char **argv)
 		{ "max-counts", required_argument, NULL, 'C' },
 		{ "unwind", required_argument, NULL, 'W' },
 		{ "max-unwind-rows", required_argument, NULL, 'R' },
+		{ "no-gpu", no_argument, NULL, 'g' },
+		{ "leaks", required_argument, NULL, 'L' },
+		{ "trace", required_argument, NULL, 'T' },
+		{ "tally", required_argument, NULL, 'Y' },
+		{ "probe-budget", required_argument, NULL, 'B' },
+		{ "gpu-probe-mode", required_argument, NULL, 'M' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
@@ -63,6 +79,7 @@ static int cmd_record(int argc, char **argv)
 		.sz = sizeof(o),
 		.output = "strata.svg",
 		.session = { .sz = sizeof(o.session),
+			     .gpu = { .sz = sizeof(o.session.gpu) },
 			     .sampler = { .sz = sizeof(o.session.sampler),
 					  .freq_hz = 49,
 					  .hybrid = true } },
@@ -119,6 +136,37 @@ static int cmd_record(int argc, char **argv)
 			break;
 		case 'I':
 			if (cli_parse_u32(optarg, 3600000, &o.session.drain_ms))
+				goto bad;
+			break;
+		case 'g':
+			o.session.no_gpu = true;
+			break;
+		case 'L':
+			if (!strstr(optarg, ".txt") && !strstr(optarg, ".pb.gz"))
+				goto bad;
+			o.leaks_path = optarg;
+			break;
+		case 'T':
+			o.trace_path = optarg;
+			o.session.gpu.trace = true;
+			break;
+		case 'Y':
+			o.tally_path = optarg;
+			break;
+		case 'B': {
+			double pct = strtod(optarg, &end);
+
+			if (*end || pct < 0 || pct > 100)
+				goto bad;
+			o.session.gpu.budget = pct > 0 ? pct / 100 : -1;
+			break;
+		}
+		case 'M': /* benchmarks: full (default), empty (floor), nostack */
+			if (!strcmp(optarg, "empty"))
+				o.session.gpu.empty_probes = true;
+			else if (!strcmp(optarg, "nostack"))
+				o.session.gpu.no_stacks = true;
+			else if (strcmp(optarg, "full"))
 				goto bad;
 			break;
 		case 'v':

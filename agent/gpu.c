@@ -1,0 +1,1109 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The GPU layer's user side (see agent/gpu.h).  Processes move through
+ * three states: watched (a session target whose mappings are scanned with
+ * back-off), target (maps a file with CUDA/NCCL entry points: in the BPF
+ * gpu_targets filter, holding a reference on each such file), exited (its
+ * rows are read one last time at the next drain, its outstanding
+ * allocations become the leaks at exit, and its BPF entries are removed).
+ */
+#include "agent/gpu.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "agent/clock.h"
+#include "agent/gpu_budget.h"
+#include "agent/gpu_elf.h"
+#include "agent/gpu_names.h"
+#include "agent/gpu_tables.h"
+#include "agent/log.h"
+#include "agent/proc_maps.h"
+#include "agent/resolve.h"
+#include "gpu.skel.h"
+
+#define GPU_MAX_FILES 64
+#define GPU_MAX_KNOWN 4096   /* files classified (GPU or not) */
+#define GPU_MAX_PROCS 4096   /* watched + targets + exited awaiting a drain */
+#define GPU_PROC_FILES 8     /* GPU files per process */
+#define GPU_MAX_ROWS 65536   /* per user-side table */
+#define GPU_MAX_CALLS 262144 /* call records kept for the trace */
+#define GPU_SCAN_FIRST_MS 5
+/* also how late a target whose exit events were missed is found dead */
+#define GPU_SCAN_MAX_MS 500
+
+struct gpu_file {
+	dev_t dev;
+	uint64_t ino;
+	struct module *mod;
+	struct gpu_elf_probes probes;
+	struct bpf_link *enter[GPU_ELF_MAX_PROBES], *exit[GPU_ELF_MAX_PROBES];
+	uint32_t refs;
+};
+
+struct gpu_known { /* key: dev, ino */
+	uint64_t dev, ino;
+	int file; /* index in files, or -1: not a GPU file */
+};
+
+enum gpu_proc_state { PROC_FREE = 0, PROC_WATCH, PROC_TARGET, PROC_EXITED };
+
+struct gpu_proc {
+	uint32_t tgid;
+	uint32_t state;
+	uint64_t next_scan_ms;
+	uint32_t backoff_ms;
+	uint32_t nfiles;
+	int files[GPU_PROC_FILES];
+	uint64_t mm_id;
+	struct gpu_proc_info info;
+};
+
+struct raw_stack { /* key: stack_id */
+	uint64_t stack_id;
+	uint32_t len;
+	uint64_t *ips;
+};
+
+struct stack_key {
+	uint32_t tgid, pad;
+	uint64_t stack_id;
+};
+
+struct stack_row {
+	struct stack_key key;
+	struct gpu_stack s;
+};
+
+struct leak_key {
+	uint32_t tgid, pad;
+	uint64_t stack_id;
+};
+
+struct leak_row {
+	struct leak_key key;
+	struct gpu_leak l;
+	uint64_t snap; /* drain that last refreshed bytes/count */
+};
+
+struct func_key {
+	uint32_t tgid, pad;
+	uint64_t object;
+};
+
+struct func_row {
+	struct func_key key;
+	const char *name;
+};
+
+struct gpu {
+	struct gpu_opts opts;
+	struct gpu_bpf *skel;
+	struct ring_buffer *rb;
+	struct module_registry *mods;
+	struct proc_tracker *procs_tracker;
+	struct resolver res;
+	struct gpu_budget budget;
+	uint64_t budget_next_ns, window_start_ns, window_on_ns;
+
+	struct gpu_file files[GPU_MAX_FILES];
+	int nfiles;
+	struct gpu_table known;
+	struct gpu_proc *procs;
+	uint64_t snap;
+
+	struct gpu_table raw_stacks, stacks, sites, tally, errs, leaks, colls, funcs;
+	struct gpu_call_rec *calls;
+	size_t ncalls;
+	uint64_t *prev_calls; /* per tally row: calls at the last budget plan */
+	size_t nprev;
+
+	struct gpu_data data;
+	uint64_t links, attach_failed, scans, scan_failed, files_dropped, procs_dropped;
+	uint64_t exits;
+};
+
+/* ---- clock: bpf_ktime_get_ns is CLOCK_MONOTONIC ------------------------ */
+
+/* realtime - monotonic, from the tightest of a few bracketed reads; the
+ * error of a converted timestamp is at most half the bracket (plus any
+ * step of the realtime clock between here and the event). */
+static void clock_calibrate(struct gpu *g)
+{
+	uint64_t best = UINT64_MAX;
+
+	for (int i = 0; i < 5; i++) {
+		uint64_t a = mono_ns(), r = realtime_ns(), b = mono_ns();
+
+		if (b - a < best) {
+			best = b - a;
+			g->data.clock_offset_ns = (int64_t)(r - (a + (b - a) / 2));
+		}
+	}
+	g->data.clock_err_ns = best / 2 + 1;
+}
+
+static uint64_t to_realtime(const struct gpu *g, uint64_t mono)
+{
+	return mono ? (uint64_t)((int64_t)mono + g->data.clock_offset_ns) : 0;
+}
+
+/* ---- files: discovery and attachment ---------------------------------- */
+
+static bool sheddable(uint32_t api)
+{
+	uint32_t k = gpu_api_kind(api);
+
+	/* Frees are never shed (a missed free must not become a leak), nor
+	 * NCCL calls (sequence numbers must stay exact; they are low-rate). */
+	return k == GPU_KIND_LAUNCH || k == GPU_KIND_ALLOC || k == GPU_KIND_COPY ||
+	       k == GPU_KIND_SYNC || k == GPU_KIND_LOOKUP;
+}
+
+static int attach_probe(struct gpu *g, struct gpu_file *f, size_t i)
+{
+	LIBBPF_OPTS(bpf_uprobe_opts, o, .bpf_cookie = f->probes.p[i].api);
+	struct bpf_program *enter =
+		g->opts.empty_probes ? g->skel->progs.gpu_empty : g->skel->progs.gpu_enter;
+	const char *path = f->mod->open_path;
+	uint64_t off = f->probes.p[i].offset;
+
+	if (!f->enter[i]) {
+		f->enter[i] = bpf_program__attach_uprobe_opts(enter, -1, path, off, &o);
+		if (!f->enter[i]) {
+			g->attach_failed++;
+			pr_debug("gpu: %s: uprobe %s at %#llx: %s", f->mod->path,
+				 gpu_api_name(f->probes.p[i].api), (unsigned long long)off,
+				 strerror(errno));
+			return -errno;
+		}
+		g->links++;
+	}
+	if (!f->exit[i] && !g->opts.empty_probes) {
+		o.retprobe = true;
+		f->exit[i] =
+			bpf_program__attach_uprobe_opts(g->skel->progs.gpu_exit, -1, path, off, &o);
+		if (!f->exit[i]) {
+			g->attach_failed++;
+			return -errno;
+		}
+		g->links++;
+	}
+	return 0;
+}
+
+static void detach_probe(struct gpu *g, struct gpu_file *f, size_t i)
+{
+	if (f->enter[i]) {
+		bpf_link__destroy(f->enter[i]);
+		f->enter[i] = NULL;
+		g->links--;
+	}
+	if (f->exit[i]) {
+		bpf_link__destroy(f->exit[i]);
+		f->exit[i] = NULL;
+		g->links--;
+	}
+}
+
+/* Attaches a file's probes (the sheddable ones only while the duty cycle
+ * has them on). */
+static void file_attach(struct gpu *g, struct gpu_file *f)
+{
+	for (size_t i = 0; i < f->probes.n; i++)
+		if (g->budget.attached || !sheddable(f->probes.p[i].api))
+			attach_probe(g, f, i);
+}
+
+static void file_detach(struct gpu *g, struct gpu_file *f)
+{
+	for (size_t i = 0; i < f->probes.n; i++)
+		detach_probe(g, f, i);
+}
+
+/* The GPU file index for a mapping, classifying the file on first sight;
+ * -1 for other files. */
+static int classify(struct gpu *g, int pid, const struct proc_map *m)
+{
+	struct gpu_known key = { .dev = makedev(m->dev_major, m->dev_minor), .ino = m->inode };
+	struct gpu_known *k = gpu_table__find(&g->known, &key);
+	struct module *mod;
+	struct gpu_file *f;
+	int err = 0;
+
+	if (k)
+		return k->file;
+	mod = modules__from_map(g->mods, pid, m);
+	if (!mod)
+		return -1; /* not now: retried at the next scan */
+	k = gpu_table__get(&g->known, &key, &err);
+	if (!k)
+		return -1;
+	k->file = -1;
+	if (g->nfiles >= GPU_MAX_FILES) {
+		g->files_dropped++;
+		return -1;
+	}
+	f = &g->files[g->nfiles];
+	memset(f, 0, sizeof(*f));
+	if (gpu_elf_scan(mod->fd, &f->probes) || !f->probes.n)
+		return -1;
+	f->dev = key.dev;
+	f->ino = key.ino;
+	f->mod = mod;
+	k->file = g->nfiles++;
+	pr_info("gpu: %s: %zu CUDA/NCCL entry points", mod->path, f->probes.n);
+	return k->file;
+}
+
+/* ---- processes --------------------------------------------------------- */
+
+static struct gpu_proc *proc_find(struct gpu *g, uint32_t tgid)
+{
+	for (size_t i = 0; i < GPU_MAX_PROCS; i++)
+		if (g->procs[i].state != PROC_FREE && g->procs[i].tgid == tgid &&
+		    g->procs[i].state != PROC_EXITED)
+			return &g->procs[i];
+	return NULL;
+}
+
+static void read_environ(struct gpu_proc *p)
+{
+	char path[64], buf[32768];
+	struct gpu_proc_info *in = &p->info;
+	size_t n;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%u/comm", p->tgid);
+	f = fopen(path, "r");
+	if (f) {
+		if (fgets(in->comm, sizeof(in->comm), f))
+			in->comm[strcspn(in->comm, "\n")] = 0;
+		fclose(f);
+	}
+	snprintf(path, sizeof(path), "/proc/%u/environ", p->tgid);
+	f = fopen(path, "r");
+	if (!f)
+		return;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	for (size_t i = 0; i < n; i += strlen(buf + i) + 1) {
+		const char *e = buf + i;
+
+		if (!strncmp(e, "RANK=", 5))
+			in->rank = atoi(e + 5);
+		else if (!strncmp(e, "LOCAL_RANK=", 11))
+			in->local_rank = atoi(e + 11);
+		else if (!strncmp(e, "WORLD_SIZE=", 11))
+			in->world_size = atoi(e + 11);
+		else if (!strncmp(e, "TORCHELASTIC_RUN_ID=", 20))
+			snprintf(in->run_id, sizeof(in->run_id), "%s", e + 20);
+		else if (!strncmp(e, "SLURM_JOB_ID=", 13))
+			snprintf(in->slurm_job, sizeof(in->slurm_job), "%s", e + 13);
+	}
+}
+
+static void proc_target(struct gpu *g, struct gpu_proc *p)
+{
+	struct gpu_target t = {};
+
+	if (bpf_map_update_elem(bpf_map__fd(g->skel->maps.gpu_targets), &p->tgid, &t, BPF_ANY)) {
+		pr_warn("gpu: pid %u: targets map full", p->tgid);
+		return;
+	}
+	p->state = PROC_TARGET;
+	read_environ(p);
+	pr_info("gpu: tracing pid %u (%s)", p->tgid, p->info.comm);
+}
+
+/* Scans a process's executable mappings for GPU files. */
+static void proc_scan(struct gpu *g, struct gpu_proc *p, uint64_t now_ms)
+{
+	struct proc_map *maps = NULL;
+	size_t n = 0;
+
+	g->scans++;
+	if (proc_maps__read((int)p->tgid, 1, &maps, &n)) {
+		g->scan_failed++;
+		/* Gone.  A target that died before its BPF filter entry was
+		 * made sends no exit event: finish it like an exited one (its
+		 * file references and filter entry are released). */
+		if (p->state == PROC_TARGET || p->nfiles) {
+			p->state = PROC_EXITED;
+			p->info.exited = true;
+			g->exits++;
+		} else {
+			p->state = PROC_FREE;
+		}
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		bool have = false;
+		int fi;
+
+		if (!maps[i].inode)
+			continue;
+		fi = classify(g, (int)p->tgid, &maps[i]);
+		if (fi < 0)
+			continue;
+		for (uint32_t j = 0; j < p->nfiles; j++)
+			have |= p->files[j] == fi;
+		if (have || p->nfiles >= GPU_PROC_FILES)
+			continue;
+		p->files[p->nfiles++] = fi;
+		if (g->files[fi].refs++ == 0)
+			file_attach(g, &g->files[fi]);
+	}
+	free(maps);
+	if (p->nfiles && p->state == PROC_WATCH)
+		proc_target(g, p);
+	/* dlopen can add a library later (PyTorch loads CUDA on import) */
+	p->next_scan_ms = now_ms + p->backoff_ms;
+	p->backoff_ms = p->backoff_ms * 2 > GPU_SCAN_MAX_MS ? GPU_SCAN_MAX_MS : p->backoff_ms * 2;
+}
+
+void gpu__watch(struct gpu *g, uint32_t tgid)
+{
+	struct gpu_proc *p = proc_find(g, tgid);
+
+	if (p) {
+		p->backoff_ms = GPU_SCAN_FIRST_MS; /* exec: a new image to look at */
+		p->next_scan_ms = 0;
+		return;
+	}
+	for (size_t i = 0; i < GPU_MAX_PROCS; i++) {
+		if (g->procs[i].state != PROC_FREE)
+			continue;
+		p = &g->procs[i];
+		memset(p, 0, sizeof(*p));
+		p->tgid = tgid;
+		p->state = PROC_WATCH;
+		p->backoff_ms = GPU_SCAN_FIRST_MS;
+		p->info.tgid = tgid;
+		p->info.rank = p->info.local_rank = p->info.world_size = -1;
+		p->info.nccl_rank = p->info.nccl_nranks = -1;
+		proc_scan(g, p, mono_ms());
+		return;
+	}
+	g->procs_dropped++;
+}
+
+/* A process exited (or exec'd: the BPF side dropped it as a target). */
+static void proc_exited(struct gpu *g, uint32_t tgid, uint64_t mm_id)
+{
+	struct gpu_proc *p = proc_find(g, tgid);
+
+	if (!p)
+		return;
+	if (!p->mm_id)
+		p->mm_id = mm_id;
+	if (p->state == PROC_TARGET || p->nfiles) {
+		p->state = PROC_EXITED; /* finished at the next drain */
+		p->info.exited = true;
+		g->exits++;
+	} else {
+		p->state = PROC_FREE;
+	}
+}
+
+void gpu__on_proc_event(struct gpu *g, const struct strata_proc_event *e)
+{
+	if (e->type == PROC_EV_NEW || e->type == PROC_EV_EXEC)
+		gpu__watch(g, e->tgid);
+	else if (e->type == PROC_EV_EXIT)
+		proc_exited(g, e->tgid, 0); /* whichever exit event comes first */
+}
+
+/* ---- events ------------------------------------------------------------ */
+
+static int on_event(void *ctx, void *data, size_t size)
+{
+	struct gpu *g = ctx;
+	const struct gpu_event *e = data;
+	struct gpu_call_rec *r;
+
+	if (size < sizeof(*e))
+		return 0;
+	if (e->type == GPU_EV_EXIT) {
+		proc_exited(g, e->tgid, e->a[0]);
+		return 0;
+	}
+	if (e->api < GPU_API_MAX && gpu_api_kind(e->api) == GPU_KIND_NCCL_INIT && !e->ret) {
+		struct gpu_proc *p = proc_find(g, e->tgid);
+
+		if (p && p->info.nccl_rank < 0) {
+			p->info.nccl_rank = (int32_t)(e->a[5] & 0xffffffff);
+			p->info.nccl_nranks = (int32_t)(e->a[5] >> 32);
+			p->info.comm_hash = e->a[0];
+		}
+	}
+	if (g->ncalls >= GPU_MAX_CALLS) {
+		g->data.dropped_calls++;
+		return 0;
+	}
+	r = &g->calls[g->ncalls++];
+	r->ev = *e;
+	r->ev.start_ns = to_realtime(g, e->start_ns);
+	r->ev.end_ns = to_realtime(g, e->end_ns);
+	return 0;
+}
+
+int gpu__event_fd(const struct gpu *g)
+{
+	return ring_buffer__epoll_fd(g->rb);
+}
+
+/* ---- duty cycle -------------------------------------------------------- */
+
+static void shed_set(struct gpu *g, bool attach)
+{
+	for (int fi = 0; fi < g->nfiles; fi++) {
+		struct gpu_file *f = &g->files[fi];
+
+		if (!f->refs)
+			continue;
+		for (size_t i = 0; i < f->probes.n; i++) {
+			if (!sheddable(f->probes.p[i].api))
+				continue;
+			if (attach)
+				attach_probe(g, f, i);
+			else
+				detach_probe(g, f, i);
+		}
+	}
+}
+
+/* Plans the next window's ratio from the tally's per-process deltas. */
+static void budget_plan(struct gpu *g, uint64_t now_ns)
+{
+	uint64_t shed[64] = { 0 }, fixed[64] = { 0 };
+	uint32_t tgids[64];
+	size_t np = 0;
+	const struct gpu_tally_row *rows = g->tally.rows;
+	uint64_t on = g->budget.on_ns - g->window_on_ns;
+
+	if (g->nprev < g->tally.n) {
+		uint64_t *p = realloc(g->prev_calls, g->tally.n * sizeof(*p));
+
+		if (!p)
+			return;
+		memset(p + g->nprev, 0, (g->tally.n - g->nprev) * sizeof(*p));
+		g->prev_calls = p;
+		g->nprev = g->tally.n;
+	}
+	for (size_t i = 0; i < g->tally.n; i++) {
+		uint64_t d = rows[i].val.calls - g->prev_calls[i];
+		size_t j;
+
+		g->prev_calls[i] = rows[i].val.calls;
+		for (j = 0; j < np && tgids[j] != rows[i].key.tgid; j++)
+			;
+		if (j == np) {
+			if (np == 64)
+				continue; /* the busiest 64 are enough to plan */
+			tgids[np++] = rows[i].key.tgid;
+		}
+		if (sheddable(rows[i].key.api))
+			shed[j] += d;
+		else
+			fixed[j] += d;
+	}
+	gpu_budget__plan(&g->budget, shed, fixed, np, on, now_ns - g->window_start_ns);
+	g->window_start_ns = now_ns;
+	g->window_on_ns = g->budget.on_ns;
+}
+
+int gpu__poll(struct gpu *g)
+{
+	uint64_t now = mono_ms(), next = now + 1000, now_ns = mono_ns(), bnext;
+
+	ring_buffer__consume(g->rb);
+	for (size_t i = 0; i < GPU_MAX_PROCS; i++) {
+		struct gpu_proc *p = &g->procs[i];
+
+		if (p->state != PROC_WATCH && p->state != PROC_TARGET)
+			continue;
+		if (p->next_scan_ms <= now)
+			proc_scan(g, p, now);
+		if (p->state != PROC_FREE && p->next_scan_ms < next)
+			next = p->next_scan_ms;
+	}
+	if (g->opts.budget >= 0 && gpu_budget__tick(&g->budget, now_ns, &bnext))
+		shed_set(g, g->budget.attached);
+	else if (g->opts.budget < 0)
+		bnext = now_ns + 1000000000ULL;
+	if (bnext / 1000000 < next)
+		next = bnext / 1000000;
+	return next > now ? (int)(next - now) : 0;
+}
+
+/* ---- drain ------------------------------------------------------------- */
+
+/* Copies new stacks out of BPF (and deletes them there: the map stays
+ * small; a stack seen again is simply stored again). */
+static void drain_stacks(struct gpu *g)
+{
+	int fd = bpf_map__fd(g->skel->maps.gpu_stacks), err = 0;
+	uint64_t key, next, *batch = NULL;
+	struct strata_stack st;
+	size_t nb = 0, cap = 0;
+	void *prev = NULL;
+
+	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+		key = next;
+		prev = &key;
+		if (nb == cap) {
+			uint64_t *b = realloc(batch, (cap ? 2 * cap : 256) * sizeof(*b));
+
+			if (!b)
+				break;
+			batch = b;
+			cap = cap ? 2 * cap : 256;
+		}
+		batch[nb++] = key;
+	}
+	for (size_t i = 0; i < nb; i++) {
+		struct raw_stack *r;
+
+		if (bpf_map_lookup_elem(fd, &batch[i], &st))
+			continue;
+		bpf_map_delete_elem(fd, &batch[i]);
+		r = gpu_table__get(&g->raw_stacks, &batch[i], &err);
+		if (!r) {
+			g->data.dropped_rows++;
+			continue;
+		}
+		if (r->ips)
+			continue;
+		if (st.len > STRATA_MAX_STACK_DEPTH)
+			st.len = STRATA_MAX_STACK_DEPTH;
+		r->ips = malloc((st.len ? st.len : 1) * sizeof(uint64_t));
+		if (!r->ips)
+			continue;
+		memcpy(r->ips, st.ips, st.len * sizeof(uint64_t));
+		r->len = st.len;
+	}
+	free(batch);
+}
+
+static uint64_t proc_mm_id(struct gpu *g, uint32_t tgid)
+{
+	struct gpu_target t;
+
+	if (bpf_map_lookup_elem(bpf_map__fd(g->skel->maps.gpu_targets), &tgid, &t))
+		return 0;
+	return t.mm_id;
+}
+
+/* Resolves (tgid, stack_id) once, while the process's mappings are known. */
+static void resolve_stack(struct gpu *g, uint32_t tgid, uint64_t stack_id, uint64_t mm_id)
+{
+	struct stack_key k = { .tgid = tgid, .stack_id = stack_id };
+	const struct raw_stack *raw;
+	struct strata_stack st;
+	uint32_t idx[PROFILE_MAX_FRAMES];
+	struct stack_row *row;
+	int n, err = 0;
+
+	if (stack_id <= STRATA_STACK_LOST || gpu_table__find(&g->stacks, &k))
+		return;
+	raw = gpu_table__find(&g->raw_stacks, &stack_id);
+	if (!raw || !raw->ips || !mm_id)
+		return; /* not copied yet (next drain), or process never called */
+	st.len = raw->len;
+	memcpy(st.ips, raw->ips, raw->len * sizeof(uint64_t));
+	n = resolver__user_stack(&g->res, tgid, mm_id, &st, idx, PROFILE_MAX_FRAMES);
+	if (n < 0)
+		return;
+	row = gpu_table__get(&g->stacks, &k, &err);
+	if (!row) {
+		g->data.dropped_rows++;
+		return;
+	}
+	row->s.tgid = tgid;
+	row->s.stack_id = stack_id;
+	row->s.frames = malloc(((size_t)n + 1) * sizeof(uint32_t));
+	if (row->s.frames)
+		memcpy(row->s.frames, idx, (size_t)n * sizeof(uint32_t));
+	row->s.nframes = row->s.frames ? (uint32_t)n : 0;
+}
+
+/* Name of a launched kernel: the driver handle's name from the lookup
+ * probes, else the host stub's symbol. */
+static const char *kernel_name(struct gpu *g, uint32_t tgid, uint64_t mm_id, uint32_t api,
+			       uint64_t object)
+{
+	struct func_key fk = { .tgid = tgid, .object = object };
+	struct func_row *fr = gpu_table__find(&g->funcs, &fk);
+	char buf[GPU_KERNEL_NAME_LEN + 32];
+	int err = 0;
+
+	if (fr)
+		return fr->name;
+	if (api == GPU_API_cuLaunchKernel || api == GPU_API_cuLaunchKernelEx) {
+		struct gpu_func_key bk = { .tgid = tgid, .handle = object };
+		struct gpu_func_name n;
+
+		if (bpf_map_lookup_elem(bpf_map__fd(g->skel->maps.gpu_funcs), &bk, &n))
+			return NULL;
+		n.name[sizeof(n.name) - 1] = 0;
+		snprintf(buf, sizeof(buf), "%s", n.name);
+	} else if (api == GPU_API_cudaGraphLaunch) {
+		snprintf(buf, sizeof(buf), "graph@%#llx", (unsigned long long)object);
+	} else {
+		struct strata_stack st = { .len = 1, .ips = { object } };
+		uint32_t idx[SYM_MAX_INLINE * 2];
+		int n = mm_id ? resolver__user_stack(&g->res, tgid, mm_id, &st, idx, 32) : -1;
+
+		if (n <= 0)
+			return NULL;
+		profile__frame_name(&g->data.frames->frames[idx[n - 1]], buf, sizeof(buf));
+	}
+	fr = gpu_table__get(&g->funcs, &fk, &err);
+	if (!fr)
+		return NULL;
+	/* interned in the frames profile, which owns its strings */
+	struct profile_frame f = { .func = buf, .module = "[kernel-name]" };
+	int64_t fi = profile__intern_frame(g->data.frames, &f);
+
+	fr->name = fi >= 0 ? g->data.frames->frames[fi].func : NULL;
+	return fr->name;
+}
+
+/* Reads every entry of a BPF hash map into a user table (cumulative
+ * values: BPF never deletes, so nothing is lost between read and clear). */
+static void read_map(struct gpu *g, struct bpf_map *m, struct gpu_table *t, size_t val_off)
+{
+	int fd = bpf_map__fd(m), err = 0;
+	size_t ks = bpf_map__key_size(m), vs = bpf_map__value_size(m);
+	char key[64], next[64], val[128];
+	void *prev = NULL;
+
+	while (bpf_map_get_next_key(fd, prev, next) == 0) {
+		char *row;
+
+		memcpy(key, next, ks);
+		prev = key;
+		if (bpf_map_lookup_elem(fd, key, val))
+			continue;
+		row = gpu_table__get(t, key, &err);
+		if (!row) {
+			g->data.dropped_rows++;
+			continue;
+		}
+		memcpy(row + val_off, val, vs);
+	}
+}
+
+/* Outstanding allocations, grouped by (process, stack). */
+static void snapshot_allocs(struct gpu *g)
+{
+	int fd = bpf_map__fd(g->skel->maps.gpu_allocs), err = 0;
+	struct gpu_alloc_key key, next;
+	struct gpu_alloc_val v;
+	uint64_t now = realtime_ns();
+	void *prev = NULL;
+
+	g->snap++;
+	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+		struct leak_key lk;
+		struct leak_row *r;
+		struct gpu_proc *p;
+
+		key = next;
+		prev = &key;
+		if (bpf_map_lookup_elem(fd, &key, &v))
+			continue;
+		p = proc_find(g, key.tgid);
+		if (!p) { /* exited: rows already final */
+			for (size_t i = 0; i < GPU_MAX_PROCS; i++)
+				if (g->procs[i].state == PROC_EXITED &&
+				    g->procs[i].tgid == key.tgid)
+					p = &g->procs[i];
+		}
+		lk = (struct leak_key){ .tgid = key.tgid, .stack_id = v.stack_id };
+		r = gpu_table__get(&g->leaks, &lk, &err);
+		if (!r) {
+			g->data.dropped_rows++;
+			continue;
+		}
+		if (r->snap != g->snap) {
+			if (!r->l.first_ns) {
+				r->l.first_ns = now;
+				r->l.first_bytes = 0;
+			}
+			r->l.bytes = r->l.count = 0;
+			r->l.oldest_ns = UINT64_MAX;
+			r->snap = g->snap;
+		}
+		r->l.tgid = key.tgid;
+		r->l.stack_id = v.stack_id;
+		r->l.bytes += v.size;
+		r->l.count++;
+		r->l.last_ns = now;
+		if (to_realtime(g, v.ts_ns) < r->l.oldest_ns)
+			r->l.oldest_ns = to_realtime(g, v.ts_ns);
+		r->l.at_exit = p && p->state == PROC_EXITED;
+		resolve_stack(g, key.tgid, v.stack_id, p ? p->mm_id : 0);
+	}
+	/* groups with nothing outstanding any more (all freed) */
+	for (size_t i = 0; i < g->leaks.n; i++) {
+		struct leak_row *r = (struct leak_row *)g->leaks.rows + i;
+
+		if (r->snap != g->snap && !r->l.at_exit)
+			r->l.bytes = r->l.count = 0;
+	}
+}
+
+/* Deletes every BPF entry of an exited process (its rows were read). */
+static void purge_bpf(struct gpu *g, uint32_t tgid)
+{
+	struct bpf_map *maps[] = { g->skel->maps.gpu_sites, g->skel->maps.gpu_tally,
+				   g->skel->maps.gpu_errs,  g->skel->maps.gpu_allocs,
+				   g->skel->maps.gpu_funcs, g->skel->maps.gpu_comms,
+				   g->skel->maps.gpu_colls };
+
+	for (size_t m = 0; m < sizeof(maps) / sizeof(maps[0]); m++) {
+		int fd = bpf_map__fd(maps[m]);
+		char key[64], next[64];
+		void *prev = NULL;
+
+		/* every key of these maps starts with the tgid */
+		while (bpf_map_get_next_key(fd, prev, next) == 0) {
+			memcpy(key, next, sizeof(key));
+			if (*(uint32_t *)key == tgid) {
+				bpf_map_delete_elem(fd, key);
+				prev = NULL; /* restart: the iteration order changed */
+				continue;
+			}
+			prev = key;
+		}
+	}
+	bpf_map_delete_elem(bpf_map__fd(g->skel->maps.gpu_targets), &tgid);
+}
+
+static void finish_exited(struct gpu *g)
+{
+	for (size_t i = 0; i < GPU_MAX_PROCS; i++) {
+		struct gpu_proc *p = &g->procs[i];
+
+		if (p->state != PROC_EXITED)
+			continue;
+		purge_bpf(g, p->tgid);
+		for (uint32_t j = 0; j < p->nfiles; j++) {
+			struct gpu_file *f = &g->files[p->files[j]];
+
+			if (f->refs && --f->refs == 0)
+				file_detach(g, f); /* no process maps it: no uprobes left */
+		}
+		p->nfiles = 0;
+		p->state = PROC_FREE; /* its info stays in the data's process table */
+	}
+}
+
+static void remember_procs(struct gpu *g);
+
+int gpu__drain(struct gpu *g)
+{
+	const size_t site_val = offsetof(struct gpu_site, val);
+
+	clock_calibrate(g);
+	ring_buffer__consume(g->rb);
+	drain_stacks(g);
+	for (size_t i = 0; i < GPU_MAX_PROCS; i++) {
+		struct gpu_proc *p = &g->procs[i];
+
+		if ((p->state == PROC_TARGET || p->state == PROC_EXITED) && !p->mm_id)
+			p->mm_id = proc_mm_id(g, p->tgid);
+	}
+	read_map(g, g->skel->maps.gpu_sites, &g->sites, site_val);
+	read_map(g, g->skel->maps.gpu_tally, &g->tally, offsetof(struct gpu_tally_row, val));
+	read_map(g, g->skel->maps.gpu_errs, &g->errs, offsetof(struct gpu_err_row, count));
+	read_map(g, g->skel->maps.gpu_colls, &g->colls, offsetof(struct gpu_coll_row, val));
+	for (size_t i = 0; i < g->sites.n; i++) {
+		struct gpu_site *s = (struct gpu_site *)g->sites.rows + i;
+		struct gpu_proc *p = proc_find(g, s->key.tgid);
+		uint64_t mm = p ? p->mm_id : 0;
+
+		for (size_t j = 0; !p && j < GPU_MAX_PROCS; j++)
+			if (g->procs[j].state == PROC_EXITED && g->procs[j].tgid == s->key.tgid)
+				mm = g->procs[j].mm_id;
+		resolve_stack(g, s->key.tgid, s->key.stack_id, mm);
+		if (gpu_api_kind(s->key.api) == GPU_KIND_LAUNCH && !s->kernel)
+			s->kernel = kernel_name(g, s->key.tgid, mm, s->key.api, s->key.object);
+	}
+	snapshot_allocs(g);
+	if (g->opts.budget >= 0)
+		budget_plan(g, mono_ns());
+	remember_procs(g);
+	finish_exited(g);
+	return 0;
+}
+
+/* ---- data view ---------------------------------------------------------- */
+
+static void remember_procs(struct gpu *g)
+{
+	/* the data's process table: every process ever traced */
+	for (size_t i = 0; i < GPU_MAX_PROCS; i++) {
+		const struct gpu_proc *p = &g->procs[i];
+		struct gpu_proc_info *in = NULL;
+
+		if (p->state != PROC_TARGET && p->state != PROC_EXITED)
+			continue;
+		for (size_t j = 0; j < g->data.nprocs; j++)
+			if (g->data.procs[j].tgid == p->tgid)
+				in = &g->data.procs[j];
+		if (!in) {
+			void *np = realloc(g->data.procs, (g->data.nprocs + 1) * sizeof(*in));
+
+			if (!np)
+				return;
+			g->data.procs = np;
+			in = &g->data.procs[g->data.nprocs++];
+		}
+		*in = p->info;
+	}
+}
+
+const struct gpu_data *gpu__data(struct gpu *g)
+{
+	struct gpu_data *d = &g->data;
+	uint64_t sum[GPU_CNT_MAX] = { 0 };
+	int ncpu = libbpf_num_possible_cpus();
+	uint64_t *v = calloc(ncpu > 0 ? ncpu : 1, sizeof(*v));
+
+	for (uint32_t c = 0; v && c < GPU_CNT_MAX; c++) {
+		if (bpf_map_lookup_elem(bpf_map__fd(g->skel->maps.gpu_counters), &c, v))
+			continue;
+		for (int i = 0; i < ncpu; i++)
+			sum[c] += v[i];
+	}
+	free(v);
+	memcpy(d->bpf, sum, sizeof(sum));
+	d->stacks = NULL;
+	d->nstacks = g->stacks.n;
+	d->sites = g->sites.rows;
+	d->nsites = g->sites.n;
+	d->tally = g->tally.rows;
+	d->ntally = g->tally.n;
+	d->errs = g->errs.rows;
+	d->nerrs = g->errs.n;
+	d->colls = g->colls.rows;
+	d->ncolls = g->colls.n;
+	d->calls = g->calls;
+	d->ncalls = g->ncalls;
+	d->end_ns = realtime_ns();
+	d->sampling_ratio = gpu_budget__achieved(&g->budget);
+	/* leaks: a compact copy of the groups with something outstanding */
+	free(d->leaks);
+	d->leaks = calloc(g->leaks.n + 1, sizeof(*d->leaks));
+	d->nleaks = 0;
+	for (size_t i = 0; d->leaks && i < g->leaks.n; i++) {
+		const struct leak_row *r = (const struct leak_row *)g->leaks.rows + i;
+
+		if (r->l.count)
+			d->leaks[d->nleaks++] = r->l;
+	}
+	/* stacks: pointers into the stack table's rows */
+	free(d->stacks_view);
+	d->stacks_view = calloc(g->stacks.n + 1, sizeof(*d->stacks_view));
+	for (size_t i = 0; d->stacks_view && i < g->stacks.n; i++)
+		d->stacks_view[i] = ((const struct stack_row *)g->stacks.rows + i)->s;
+	d->stacks = d->stacks_view;
+	d->stack_index = &g->stacks;
+	return d;
+}
+
+const struct gpu_stack *gpu_data__stack(const struct gpu_data *d, uint32_t tgid, uint64_t stack_id)
+{
+	struct stack_key k = { .tgid = tgid, .stack_id = stack_id };
+	const struct stack_row *r = d->stack_index ? gpu_table__find(d->stack_index, &k) : NULL;
+
+	return r ? &r->s : NULL;
+}
+
+const struct gpu_proc_info *gpu_data__proc(const struct gpu_data *d, uint32_t tgid)
+{
+	for (size_t i = 0; i < d->nprocs; i++)
+		if (d->procs[i].tgid == tgid)
+			return &d->procs[i];
+	return NULL;
+}
+
+/* ---- life cycle ---------------------------------------------------------- */
+
+struct gpu *gpu__new(const struct gpu_opts *opts, struct module_registry *mods,
+		     struct proc_tracker *procs, struct symbolizer *sym, struct ksyms *ksyms)
+{
+	struct gpu *g = calloc(1, sizeof(*g));
+	int err;
+
+	if (!g)
+		return NULL;
+	g->opts = *opts;
+	if (g->opts.budget == 0)
+		g->opts.budget = 0.01;
+	if (g->opts.probe_cost_ns <= 0)
+		g->opts.probe_cost_ns = 11000;
+	g->mods = mods;
+	g->procs_tracker = procs;
+	g->procs = calloc(GPU_MAX_PROCS, sizeof(*g->procs));
+	g->calls = calloc(GPU_MAX_CALLS, sizeof(*g->calls));
+	g->data.frames = profile__new(1);
+	if (!g->procs || !g->calls || !g->data.frames) {
+		err = -ENOMEM;
+		goto err_out;
+	}
+	g->res = (struct resolver){
+		.procs = procs, .sym = sym, .ksyms = ksyms, .out = g->data.frames
+	};
+	gpu_table__init(&g->known, sizeof(struct gpu_known), 0, 16, GPU_MAX_KNOWN);
+	gpu_table__init(&g->raw_stacks, sizeof(struct raw_stack), 0, 8, GPU_MAX_ROWS);
+	gpu_table__init(&g->stacks, sizeof(struct stack_row), 0, sizeof(struct stack_key),
+			GPU_MAX_ROWS);
+	gpu_table__init(&g->sites, sizeof(struct gpu_site), 0, sizeof(struct gpu_site_key),
+			GPU_MAX_ROWS);
+	gpu_table__init(&g->tally, sizeof(struct gpu_tally_row), 0, sizeof(struct gpu_tally_key),
+			GPU_MAX_ROWS);
+	gpu_table__init(&g->errs, sizeof(struct gpu_err_row), 0, sizeof(struct gpu_err_key),
+			GPU_MAX_ROWS);
+	gpu_table__init(&g->leaks, sizeof(struct leak_row), 0, sizeof(struct leak_key),
+			GPU_MAX_ROWS);
+	gpu_table__init(&g->colls, sizeof(struct gpu_coll_row), 0, sizeof(struct gpu_coll_key),
+			GPU_MAX_ROWS);
+	gpu_table__init(&g->funcs, sizeof(struct func_row), 0, sizeof(struct func_key),
+			GPU_MAX_ROWS);
+
+	g->skel = gpu_bpf__open();
+	if (!g->skel) {
+		err = -errno;
+		goto err_out;
+	}
+	g->skel->rodata->trace_cuda = opts->trace;
+	g->skel->rodata->want_stacks = !opts->no_stacks;
+	err = gpu_bpf__load(g->skel);
+	if (err) {
+		pr_warn("gpu: cannot load the BPF object: %s", strerror(-err));
+		goto err_out;
+	}
+	if (!bpf_program__attach(g->skel->progs.gpu_proc_exit) ||
+	    !bpf_program__attach(g->skel->progs.gpu_proc_exec)) {
+		err = -errno;
+		goto err_out;
+	}
+	g->rb = ring_buffer__new(bpf_map__fd(g->skel->maps.gpu_events), on_event, g, NULL);
+	if (!g->rb) {
+		err = -errno;
+		goto err_out;
+	}
+	clock_calibrate(g);
+	g->data.start_ns = realtime_ns();
+	gpu_budget__init(&g->budget, g->opts.budget, g->opts.probe_cost_ns, 1000000000ULL,
+			 mono_ns());
+	g->window_start_ns = mono_ns();
+	return g;
+err_out:
+	gpu__free(g);
+	errno = -err;
+	return NULL;
+}
+
+void gpu__free(struct gpu *g)
+{
+	if (!g)
+		return;
+	for (int i = 0; i < g->nfiles; i++)
+		file_detach(g, &g->files[i]);
+	ring_buffer__free(g->rb);
+	gpu_bpf__destroy(g->skel);
+	for (size_t i = 0; i < g->raw_stacks.n; i++)
+		free(((struct raw_stack *)g->raw_stacks.rows)[i].ips);
+	for (size_t i = 0; i < g->stacks.n; i++)
+		free(((struct stack_row *)g->stacks.rows)[i].s.frames);
+	gpu_table__fini(&g->known);
+	gpu_table__fini(&g->raw_stacks);
+	gpu_table__fini(&g->stacks);
+	gpu_table__fini(&g->sites);
+	gpu_table__fini(&g->tally);
+	gpu_table__fini(&g->errs);
+	gpu_table__fini(&g->leaks);
+	gpu_table__fini(&g->colls);
+	gpu_table__fini(&g->funcs);
+	profile__free(g->data.frames);
+	free(g->data.procs);
+	free(g->data.leaks);
+	free(g->data.stacks_view);
+	free(g->prev_calls);
+	free(g->procs);
+	free(g->calls);
+	free(g);
+}
+
+static uint64_t map_entries(struct bpf_map *m)
+{
+	int fd = bpf_map__fd(m);
+	char key[64], next[64];
+	void *prev = NULL;
+	uint64_t n = 0;
+
+	while (bpf_map_get_next_key(fd, prev, next) == 0) {
+		memcpy(key, next, sizeof(key));
+		prev = key;
+		n++;
+	}
+	return n;
+}
+
+void gpu__state(struct gpu *g, struct gpu_state *st)
+{
+	memset(st, 0, sizeof(*st));
+	for (int i = 0; i < g->nfiles; i++)
+		st->files_attached += g->files[i].refs > 0;
+	st->links = g->links;
+	for (size_t i = 0; i < GPU_MAX_PROCS; i++) {
+		st->targets += g->procs[i].state == PROC_TARGET;
+		st->watched += g->procs[i].state == PROC_WATCH;
+	}
+	st->bpf_targets = map_entries(g->skel->maps.gpu_targets);
+	st->bpf_allocs = map_entries(g->skel->maps.gpu_allocs);
+	st->bpf_inflight = map_entries(g->skel->maps.gpu_inflight);
+}
+
+void gpu__report(struct gpu *g)
+{
+	const struct gpu_data *d = gpu__data(g);
+	struct gpu_state st;
+
+	gpu__state(g, &st);
+	fprintf(stderr,
+		"strata: gpu: %zu processes traced, %d files with CUDA/NCCL, %zu call sites, "
+		"%zu NCCL/trace calls; sampled %.1f%% of the time (ratio %.3f, %llu toggles)\n",
+		d->nprocs, g->nfiles, d->nsites, d->ncalls, 100 * d->sampling_ratio,
+		g->budget.ratio, (unsigned long long)g->budget.toggles);
+	if (!log_enabled(LOG_INFO))
+		return;
+	fprintf(stderr, "  gpu.bpf:");
+	for (int i = 0; i < GPU_CNT_MAX; i++)
+		fprintf(stderr, " %s=%llu", gpu_counter_name(i), (unsigned long long)d->bpf[i]);
+	fprintf(stderr,
+		"\n  gpu: links=%llu attach_failed=%llu files_attached=%llu targets=%llu "
+		"watched=%llu exits=%llu scans=%llu bpf_targets=%llu bpf_allocs=%llu "
+		"bpf_inflight=%llu dropped_rows=%llu dropped_calls=%llu procs_dropped=%llu "
+		"clock_err_ns=%llu\n",
+		(unsigned long long)st.links, (unsigned long long)g->attach_failed,
+		(unsigned long long)st.files_attached, (unsigned long long)st.targets,
+		(unsigned long long)st.watched, (unsigned long long)g->exits,
+		(unsigned long long)g->scans, (unsigned long long)st.bpf_targets,
+		(unsigned long long)st.bpf_allocs, (unsigned long long)st.bpf_inflight,
+		(unsigned long long)d->dropped_rows, (unsigned long long)d->dropped_calls,
+		(unsigned long long)g->procs_dropped, (unsigned long long)d->clock_err_ns);
+}

@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The GPU layer of a session: finds CUDA/NCCL in target processes, attaches
+ * bpf/gpu.bpf.c's uprobes once per file, keeps the target filter in step
+ * with process starts and exits, enforces the probe budget, and drains the
+ * BPF maps into struct gpu_data.
+ */
+#ifndef STRATA_GPU_H
+#define STRATA_GPU_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "agent/gpu_data.h"
+#include "agent/modules.h"
+#include "agent/proc_tracker.h"
+#include "symbolize/symbolize.h"
+
+struct gpu_opts {
+	size_t sz;
+	bool trace;	      /* per-call CUDA events (--trace) */
+	double budget;	      /* CPU share per process for probes; 0: 0.01; < 0: no limit */
+	double probe_cost_ns; /* cost of one probe hit; 0: 11000 */
+	bool empty_probes;    /* benchmark: attach the empty program instead */
+	bool no_stacks;	      /* benchmark: no call-site stacks */
+};
+
+struct gpu;
+
+/* NULL with errno set (the BPF object could not be loaded). */
+struct gpu *gpu__new(const struct gpu_opts *opts, struct module_registry *mods,
+		     struct proc_tracker *procs, struct symbolizer *sym, struct ksyms *ksyms);
+void gpu__free(struct gpu *g);
+
+/* Starts looking at a process (a target of the session): its mappings are
+ * scanned now and again with back-off until CUDA/NCCL show up or it exits. */
+void gpu__watch(struct gpu *g, uint32_t tgid);
+/* Process events of the sampler: NEW/EXEC watch, EXIT forgets. */
+void gpu__on_proc_event(struct gpu *g, const struct strata_proc_event *e);
+
+/* Ring-buffer fd for epoll. */
+int gpu__event_fd(const struct gpu *g);
+/* Consumes events, rescans processes and runs the duty cycle.  Returns the
+ * milliseconds until it wants to run again. */
+int gpu__poll(struct gpu *g);
+/* Reads the BPF maps into the tables (and finishes exited processes). */
+int gpu__drain(struct gpu *g);
+/* The tables; valid until the next gpu__drain / gpu__free. */
+const struct gpu_data *gpu__data(struct gpu *g);
+/* Counters and table sizes to stderr (-v). */
+void gpu__report(struct gpu *g);
+
+struct gpu_state {
+	uint64_t files_attached, links, targets, watched;
+	uint64_t bpf_targets, bpf_allocs, bpf_inflight; /* entries in BPF maps now */
+};
+void gpu__state(struct gpu *g, struct gpu_state *st);
+
+#endif /* STRATA_GPU_H */

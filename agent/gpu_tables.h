@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Growable, bounded arrays with a hash index, the storage behind every
+ * struct gpu_data table: rows are found by a key the caller hashes and
+ * compares.  Past max rows, adds fail with -ENOSPC (the caller counts).
+ */
+#ifndef STRATA_GPU_TABLES_H
+#define STRATA_GPU_TABLES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agent/profile.h"
+
+struct gpu_table {
+	void *rows; /* elem-sized rows */
+	size_t n, cap, max, elem;
+	size_t key_off, key_len; /* the key: bytes [key_off, key_off + key_len) of a row */
+	struct profile_htab idx;
+};
+
+void gpu_table__init(struct gpu_table *t, size_t elem, size_t key_off, size_t key_len, size_t max);
+void gpu_table__fini(struct gpu_table *t);
+/* The row with this key, or NULL. */
+void *gpu_table__find(const struct gpu_table *t, const void *key);
+/* The row with this key, added zeroed (key copied) when absent; NULL with
+ * *err = -ENOSPC (table full) or -ENOMEM. */
+void *gpu_table__get(struct gpu_table *t, const void *key, int *err);
+/* Removes the rows for which keep() returns 0 (rebuilding the index). */
+int gpu_table__filter(struct gpu_table *t, int (*keep)(const void *row, void *ctx), void *ctx);
+
+#endif /* STRATA_GPU_TABLES_H */

@@ -1,0 +1,126 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * GPU layer: uprobes on the CUDA runtime, the CUDA driver and NCCL.
+ *
+ * Every probed function gets the same two programs: gpu_enter (uprobe)
+ * saves the arguments of the call, and gpu_exit (uretprobe) finishes it by
+ * kind (bpf/gpu_cuda.bpf.h, bpf/gpu_nccl.bpf.h).  Which API a hit belongs to
+ * comes from the attach cookie (enum gpu_api), so one program pair serves
+ * ~60 symbols and the attach code never needs one program per function.
+ *
+ * Uprobes are attached once per file, for every process mapping it; the
+ * gpu_targets map says which processes are traced (everyone else returns
+ * after one lookup).  One object holds CUDA and NCCL so both share the
+ * target filter, the in-flight call map, the stacks and the ring buffer.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "bpf/strata.h"
+#include "bpf/task_id.bpf.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+/* Settings written by user space between open and load. */
+const volatile bool trace_cuda = false; /* per-call CUDA events (--trace) */
+const volatile bool want_stacks = true;
+
+#include "bpf/gpu_maps.bpf.h"
+#include "bpf/gpu_stack.bpf.h"
+#include "bpf/gpu_call.bpf.h"
+#include "bpf/gpu_cuda.bpf.h"
+#include "bpf/gpu_nccl.bpf.h"
+
+SEC("uprobe")
+int gpu_enter(struct pt_regs *ctx)
+{
+	__u32 api = (__u32)bpf_get_attach_cookie(ctx);
+	struct gpu_call *c;
+
+	if (api >= GPU_API_MAX)
+		return 0;
+	c = call_enter(ctx, api);
+	if (!c)
+		return 0;
+	if (gpu_api_kind(api) == GPU_KIND_NCCL_INIT)
+		nccl_init_enter(ctx, c);
+	else if (api == GPU_API_cudaLaunchKernelExC || api == GPU_API_cuLaunchKernelEx)
+		launch_ex_enter(c);
+	return 0;
+}
+
+SEC("uretprobe")
+int gpu_exit(struct pt_regs *ctx)
+{
+	struct gpu_call c;
+	__s64 ret;
+	__u64 now;
+
+	if (!call_exit(ctx, &c))
+		return 0;
+	now = bpf_ktime_get_ns();
+	/* cudaError_t, CUresult and ncclResult_t are all C enums (int). */
+	ret = (__s32)PT_REGS_RC(ctx);
+	tally_add(c.tgid, c.api, now - c.start_ns, ret);
+	switch (gpu_api_kind(c.api)) {
+	case GPU_KIND_NCCL_INIT:
+	case GPU_KIND_COLL:
+	case GPU_KIND_P2P:
+	case GPU_KIND_GROUP:
+		nccl_exit(&c, ret, now);
+		break;
+	default:
+		cuda_exit(&c, ret, now);
+		break;
+	}
+	return 0;
+}
+
+/* Benchmark floor: the cheapest possible probe on the same functions. */
+SEC("uprobe")
+int gpu_empty(struct pt_regs *ctx)
+{
+	return 0;
+}
+
+/* A process that exec()s or exits stops being a target: its new image is
+ * discovered again, and user space sweeps its entries (allocations: the
+ * leak report at exit). */
+static __always_inline void target_gone(struct task_struct *task)
+{
+	__u32 tgid = BPF_CORE_READ(task, tgid);
+	struct gpu_event *e;
+
+	if (bpf_map_delete_elem(&gpu_targets, &tgid))
+		return;
+	e = bpf_ringbuf_reserve(&gpu_events, sizeof(*e), 0);
+	if (!e) {
+		gpu_count(GPU_CNT_EVENTS_LOST);
+		return;
+	}
+	__builtin_memset(e, 0, sizeof(*e));
+	e->type = GPU_EV_EXIT;
+	e->tgid = tgid;
+	e->end_ns = bpf_ktime_get_ns();
+	e->a[0] = mm_id_of(task); /* stacks of a process that never drained */
+	bpf_ringbuf_submit(e, 0);
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(gpu_proc_exit, struct task_struct *p)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+
+	if (BPF_CORE_READ(task, signal, live.counter) != 0)
+		return 0; /* other threads remain */
+	target_gone(task);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(gpu_proc_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	target_gone(p);
+	return 0;
+}

@@ -1,0 +1,181 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* Entry/return bookkeeping shared by every probed API. */
+#ifndef STRATA_BPF_GPU_CALL_BPF_H
+#define STRATA_BPF_GPU_CALL_BPF_H
+
+static __always_inline bool gpu_wants_stack(__u32 kind)
+{
+	return kind == GPU_KIND_LAUNCH || kind == GPU_KIND_ALLOC || kind == GPU_KIND_COPY ||
+	       kind == GPU_KIND_SYNC || kind == GPU_KIND_COLL || kind == GPU_KIND_P2P;
+}
+
+/*
+ * Starts a call of a target process.  Returns its state, or NULL when the
+ * process is not traced or the call runs inside another probed call on this
+ * thread (cudaMalloc -> cuMemAlloc, ncclAllReduce -> cudaLaunchKernel...):
+ * the outer call accounts for it.  An entry whose stack pointer is not
+ * above ours belongs to a call whose return we never saw (uretprobe
+ * detached by the duty cycle, longjmp): it is replaced.
+ */
+static __always_inline struct gpu_call *call_enter(struct pt_regs *ctx, __u32 api)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tgid = pid_tgid >> 32, tid = (__u32)pid_tgid;
+	__u64 sp = PT_REGS_SP(ctx);
+	struct gpu_target *t = bpf_map_lookup_elem(&gpu_targets, &tgid);
+	struct gpu_call *c;
+
+	if (!t) {
+		gpu_count(GPU_CNT_FILTERED);
+		return NULL;
+	}
+	gpu_count(GPU_CNT_HITS);
+	if (!t->mm_id)
+		t->mm_id = mm_id_of(bpf_get_current_task_btf());
+	c = bpf_map_lookup_elem(&gpu_inflight, &tid);
+	if (c && c->sp > sp) {
+		gpu_count(GPU_CNT_NESTED);
+		return NULL;
+	}
+	if (!c) {
+		struct gpu_call z = {};
+
+		if (bpf_map_update_elem(&gpu_inflight, &tid, &z, BPF_ANY)) {
+			gpu_count(GPU_CNT_STATE_FULL);
+			return NULL;
+		}
+		c = bpf_map_lookup_elem(&gpu_inflight, &tid);
+		if (!c)
+			return NULL;
+	}
+	c->sp = sp;
+	c->api = api;
+	c->tgid = tgid;
+	c->id_hash = 0;
+	c->a[0] = PT_REGS_PARM1(ctx);
+	c->a[1] = PT_REGS_PARM2(ctx);
+	c->a[2] = PT_REGS_PARM3(ctx);
+	c->a[3] = PT_REGS_PARM4(ctx);
+	c->a[4] = PT_REGS_PARM5(ctx);
+	c->a[5] = ctx->r9; /* PT_REGS_PARM6 (x86-64; libbpf 1.1 lacks the macro) */
+	/* Arguments 7-9 (x86-64 SysV: on the stack above the return address);
+	 * zero when the function has fewer and the read fails. */
+	if (bpf_probe_read_user(&c->a[6], 3 * sizeof(__u64), (void *)(sp + 8)))
+		__builtin_memset(&c->a[6], 0, 3 * sizeof(__u64));
+	c->stack_id = gpu_wants_stack(gpu_api_kind(api)) ? gpu_stack(ctx) : STRATA_STACK_NONE;
+	/* Last, so the time in call excludes our own work above. */
+	c->start_ns = bpf_ktime_get_ns();
+	return c;
+}
+
+/*
+ * Ends the call returning here: copies its state to *out and removes it.
+ * False for the return of a nested call (its entry was skipped: the stack
+ * pointer after return is not the outer entry's + 8) and for threads with
+ * no call in flight (other processes, calls entered before we attached).
+ */
+static __always_inline bool call_exit(struct pt_regs *ctx, struct gpu_call *out)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct gpu_call *c = bpf_map_lookup_elem(&gpu_inflight, &tid);
+
+	if (!c) {
+		__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+
+		if (bpf_map_lookup_elem(&gpu_targets, &tgid))
+			gpu_count(GPU_CNT_ORPHAN_RET);
+		return false;
+	}
+	if (c->sp + 8 != PT_REGS_SP(ctx))
+		return false;
+	__builtin_memcpy(out, c, sizeof(*out));
+	bpf_map_delete_elem(&gpu_inflight, &tid);
+	return true;
+}
+
+static __always_inline void tally_add(__u32 tgid, __u32 api, __u64 ns, __s64 ret)
+{
+	struct gpu_tally_key k = { .tgid = tgid, .api = api };
+	struct gpu_tally_val *v = bpf_map_lookup_elem(&gpu_tally, &k);
+
+	if (!v) {
+		struct gpu_tally_val z = { .min_ns = ~0ULL };
+
+		bpf_map_update_elem(&gpu_tally, &k, &z, BPF_NOEXIST);
+		v = bpf_map_lookup_elem(&gpu_tally, &k);
+		if (!v) {
+			gpu_count(GPU_CNT_TALLY_FULL);
+			return;
+		}
+	}
+	gpu_add(&v->calls, 1);
+	gpu_add(&v->total_ns, ns);
+	/* min/max: racy between CPUs (a concurrent extreme can be lost);
+	 * they are statistics, and atomics have no min/max. */
+	if (ns < v->min_ns)
+		v->min_ns = ns;
+	if (ns > v->max_ns)
+		v->max_ns = ns;
+	if (ret) {
+		struct gpu_err_key ek = { .tgid = tgid, .api = api, .code = ret };
+		__u64 one = 1, *n = bpf_map_lookup_elem(&gpu_errs, &ek);
+
+		if (n)
+			gpu_add(n, 1);
+		else if (bpf_map_update_elem(&gpu_errs, &ek, &one, BPF_NOEXIST))
+			gpu_count(GPU_CNT_TALLY_FULL);
+	}
+}
+
+/* Per (process, stack, API, object) aggregate. */
+static __always_inline void site_add(const struct gpu_call *c, __u64 object, __u64 ns, __u64 bytes,
+				     __s64 ret)
+{
+	struct gpu_site_key k = {
+		.tgid = c->tgid,
+		.api = c->api,
+		.stack_id = c->stack_id,
+		.object = object,
+	};
+	struct gpu_site_val *v = bpf_map_lookup_elem(&gpu_sites, &k);
+
+	if (!v) {
+		struct gpu_site_val z = {};
+
+		bpf_map_update_elem(&gpu_sites, &k, &z, BPF_NOEXIST);
+		v = bpf_map_lookup_elem(&gpu_sites, &k);
+		if (!v) {
+			gpu_count(GPU_CNT_SITES_FULL);
+			return;
+		}
+	}
+	gpu_add(&v->count, 1);
+	gpu_add(&v->time_ns, ns);
+	gpu_add(&v->bytes, bytes);
+	if (ret)
+		gpu_add(&v->errors, 1);
+}
+
+/* A per-call event for the ring buffer (caller fills a[] and submits). */
+static __always_inline struct gpu_event *event_new(const struct gpu_call *c, __s64 ret, __u64 now)
+{
+	struct gpu_event *e = bpf_ringbuf_reserve(&gpu_events, sizeof(*e), 0);
+
+	if (!e) {
+		gpu_count(GPU_CNT_EVENTS_LOST);
+		return NULL;
+	}
+	e->type = GPU_EV_CALL;
+	e->api = c->api;
+	e->tgid = c->tgid;
+	e->tid = (__u32)bpf_get_current_pid_tgid();
+	e->ret = ret;
+	e->start_ns = c->start_ns;
+	e->end_ns = now;
+	e->stack_id = c->stack_id;
+	for (int i = 0; i < 6; i++)
+		e->a[i] = 0;
+	return e;
+}
+
+#endif /* STRATA_BPF_GPU_CALL_BPF_H */

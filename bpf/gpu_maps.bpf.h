@@ -1,0 +1,128 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* Maps of bpf/gpu.bpf.c.  Every one is bounded; a full map is counted
+ * (enum gpu_counter), never silent.  User space may resize them before
+ * load. */
+#ifndef STRATA_BPF_GPU_MAPS_BPF_H
+#define STRATA_BPF_GPU_MAPS_BPF_H
+
+/* An API call between its entry and its return (BPF only). */
+struct gpu_call {
+	__u64 start_ns;
+	__u64 sp; /* user stack pointer at entry: tells a nested call (deeper)
+		   * and a stale entry (a detached uretprobe never fired) apart */
+	__u64 stack_id;
+	__u32 api;
+	__u32 tgid;
+	/* rdi, rsi, rdx, rcx, r8, r9, then the first three stack arguments;
+	 * launch-ex entries replace them with the config's fields */
+	__u64 a[9];
+	__u64 id_hash; /* ncclCommInitRank*: hash of the unique id */
+};
+_Static_assert(sizeof(struct gpu_call) == 32 + 72 + 8, "gpu_call layout");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct gpu_target);
+} gpu_targets SEC(".maps");
+
+/* Keyed by thread id.  LRU: a thread that dies inside a call leaves an
+ * entry nobody removes. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct gpu_call);
+} gpu_inflight SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, GPU_CNT_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} gpu_counters SEC(".maps");
+
+/* Call-site stacks, deduplicated by content hash; user space copies and
+ * deletes them every drain. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, struct strata_stack);
+} gpu_stacks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct strata_stack);
+} gpu_scratch SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct gpu_site_key);
+	__type(value, struct gpu_site_val);
+} gpu_sites SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct gpu_tally_key);
+	__type(value, struct gpu_tally_val);
+} gpu_tally SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct gpu_err_key);
+	__type(value, __u64);
+} gpu_errs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 262144);
+	__type(key, struct gpu_alloc_key);
+	__type(value, struct gpu_alloc_val);
+} gpu_allocs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct gpu_func_key);
+	__type(value, struct gpu_func_name);
+} gpu_funcs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct gpu_comm_key);
+	__type(value, struct gpu_comm_val);
+} gpu_comms SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct gpu_coll_key);
+	__type(value, struct gpu_coll_val);
+} gpu_colls SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1024 * 1024);
+} gpu_events SEC(".maps");
+
+static __always_inline void gpu_count(enum gpu_counter c)
+{
+	__u32 key = c;
+	__u64 *v = bpf_map_lookup_elem(&gpu_counters, &key);
+
+	if (v)
+		*v += 1; /* per-CPU; uprobe programs run with migration off */
+}
+
+/* Adds v to *p atomically (maps shared by every CPU). */
+#define gpu_add(p, v) __sync_fetch_and_add((p), (v))
+
+#endif /* STRATA_BPF_GPU_MAPS_BPF_H */

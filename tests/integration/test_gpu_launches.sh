@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Kernel launches counted exactly, with the right kernel names: runtime API
+# host stubs (symbolized), driver API handles (cuModuleGetFunction), ex and
+# graph launches; syncs recorded.
+source "$(dirname "$0")/lib.sh"
+require_bpf
+export SIM_INIT_MS=400 SIM_KERNEL_US=5
+n=300
+"$STRATA" record --drain-interval 100 -o "$T/p.folded" --tally "$T/tally.txt" \
+	--trace "$T/trace.json" -- "$FIX/gpu_workload" launches $n > "$T/out" 2>&1 ||
+	{ cat "$T/out"; fail "strata record failed"; }
+cat "$T/tally.txt"
+want() { grep -Eq "^$1 +$2 " "$T/tally.txt" || fail "$1: want $2 calls"; }
+want cudaLaunchKernel $((3 * n))
+want cuLaunchKernel $n
+want cudaLaunchKernelExC 1
+want cudaGraphLaunch 1
+want cudaEventSynchronize 1
+want cudaStreamSynchronize 1
+want cuModuleGetFunction 1
+python3 - "$T/trace.json" $n <<'PY' || fail "trace kernel names"
+import json, sys, collections
+d = json.load(open(sys.argv[1])); n = int(sys.argv[2])
+c = collections.Counter(e["args"].get("kernel_name") for e in d["traceEvents"] if e.get("cat") == "launch")
+print(dict(c))
+assert c["vector_add_kernel"] == n + 1, c   # + the cudaLaunchKernelExC
+assert c["softmax_kernel"] == 2 * n, c
+assert c["matmul_tile_kernel"] == n, c
+PY
+echo "ok: $((4 * n + 2)) launches with their kernel names"
