@@ -68,9 +68,9 @@ static void opts_fill(struct straggler_opts *o, const struct straggler_opts *in)
 	*o = defaults;
 	if (!in)
 		return;
-#define TAKE(f)        \
-	if (in->f)     \
-		o->f = in->f
+#define TAKE(f)    \
+	if (in->f) \
+	o->f = in->f
 	TAKE(min_lag_ratio);
 	TAKE(min_lag_ns);
 	TAKE(min_last_fraction);
@@ -87,7 +87,7 @@ static void opts_fill(struct straggler_opts *o, const struct straggler_opts *in)
 }
 
 struct straggler_detector *straggler_detector__new(const char *job,
-						    const struct straggler_opts *opts)
+						   const struct straggler_opts *opts)
 {
 	struct straggler_detector *d = calloc(1, sizeof(*d));
 	uint32_t cap = 1;
@@ -162,8 +162,8 @@ static void index_rebuild(struct straggler_detector *d)
 {
 	memset(d->index, 0, (d->index_mask + 1) * sizeof(*d->index));
 	for (uint32_t s = 0; s < d->nstates; s++) {
-		uint32_t i = hash_key(d->states[s].r.communicator, d->states[s].r.rank) &
-			     d->index_mask;
+		uint32_t i =
+			hash_key(d->states[s].r.communicator, d->states[s].r.rank) & d->index_mask;
 
 		while (d->index[i])
 			i = (i + 1) & d->index_mask;
@@ -183,8 +183,8 @@ static int cmp_rank_time(const void *pa, const void *pb)
 	const struct diag_coll_event *b = ((const struct slot *)pb)->e;
 	int c;
 
-	if ((c = cmp_u64(a->comm_hash, b->comm_hash)) || (c = cmp_u64(a->comm_instance, b->comm_instance)) ||
-	    (c = cmp_u64(a->rank, b->rank)))
+	if ((c = cmp_u64(a->comm_hash, b->comm_hash)) ||
+	    (c = cmp_u64(a->comm_instance, b->comm_instance)) || (c = cmp_u64(a->rank, b->rank)))
 		return c;
 	return (a->entry_ns > b->entry_ns) - (a->entry_ns < b->entry_ns);
 }
@@ -196,7 +196,8 @@ static int cmp_collective(const void *pa, const void *pb)
 	const struct diag_coll_event *a = x->e, *b = y->e;
 	int c;
 
-	if ((c = cmp_u64(a->comm_hash, b->comm_hash)) || (c = cmp_u64(a->comm_instance, b->comm_instance)) ||
+	if ((c = cmp_u64(a->comm_hash, b->comm_hash)) ||
+	    (c = cmp_u64(a->comm_instance, b->comm_instance)) ||
 	    (c = cmp_u64(x->epoch, y->epoch)) || (c = cmp_u64(a->seq, b->seq)) ||
 	    (c = cmp_u64(a->rank, b->rank)))
 		return c;
@@ -350,7 +351,8 @@ static void set_periods(struct straggler_detector *d, const struct coll_point *p
 
 		/* All points of this communicator (any instance / epoch). */
 		while (j < npts && pts[j].comm == comm) {
-			if (j > i && same_comm_run(&pts[j - 1], &pts[j]) && pts[j].seq > pts[j - 1].seq)
+			if (j > i && same_comm_run(&pts[j - 1], &pts[j]) &&
+			    pts[j].seq > pts[j - 1].seq)
 				tmp[k++] = (double)(pts[j].median_ns - pts[j - 1].median_ns) /
 					   (double)(pts[j].seq - pts[j - 1].seq);
 			j++;
@@ -381,8 +383,8 @@ static void emit(struct straggler_detector *d, struct straggler_transition *out,
 }
 
 /* Hysteresis: hot windows confirm, cool windows clear, others hold. */
-static void advance(struct straggler_detector *d, struct rank_state *s, int64_t start,
-		    int64_t end, struct straggler_transition *out, size_t max_out, size_t *nout)
+static void advance(struct straggler_detector *d, struct rank_state *s, int64_t start, int64_t end,
+		    struct straggler_transition *out, size_t max_out, size_t *nout)
 {
 	const struct straggler_opts *o = &d->o;
 	struct straggler_rank *r = &s->r;

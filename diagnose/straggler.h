@@ -42,26 +42,26 @@ struct diag_coll_event {
 };
 
 struct straggler_opts {
-	size_t sz;		      /* sizeof(struct straggler_opts) */
-	double min_lag_ratio;	      /* hot: median lag / period >= this (0.05) */
-	uint64_t min_lag_ns;	      /* hot: median lag >= this (2 ms) */
-	double min_last_fraction;     /* hot: arrives clearly last this often (0.5) */
-	double clear_ratio;	      /* cool: lag ratio < min_lag_ratio * this (0.5) */
-	uint32_t confirm_windows;     /* hot windows in a row to confirm (3) */
-	uint32_t clear_windows;	      /* cool windows in a row to clear (3) */
-	uint32_t missing_clear;	      /* windows without events that clear (10) */
-	uint32_t min_collectives;     /* collectives per window to judge a rank (5) */
-	double min_participation;     /* ranks present / nranks for a collective
-				       * to count (0.5) */
-	uint64_t max_skew_ns;	      /* arrivals further than this from the median
-				       * are misaligned, not late (30 s) */
-	double ewma_alpha;	      /* weight of the newest window in score (0.3) */
-	uint32_t max_tracked;	      /* (communicator, rank) states kept (4096) */
+	size_t sz;		  /* sizeof(struct straggler_opts) */
+	double min_lag_ratio;	  /* hot: median lag / period >= this (0.05) */
+	uint64_t min_lag_ns;	  /* hot: median lag >= this (2 ms) */
+	double min_last_fraction; /* hot: arrives clearly last this often (0.5) */
+	double clear_ratio;	  /* cool: lag ratio < min_lag_ratio * this (0.5) */
+	uint32_t confirm_windows; /* hot windows in a row to confirm (3) */
+	uint32_t clear_windows;	  /* cool windows in a row to clear (3) */
+	uint32_t missing_clear;	  /* windows without events that clear (10) */
+	uint32_t min_collectives; /* collectives per window to judge a rank (5) */
+	double min_participation; /* ranks present / nranks for a collective
+				   * to count (0.5) */
+	uint64_t max_skew_ns;	  /* arrivals further than this from the median
+				   * are misaligned, not late (30 s) */
+	double ewma_alpha;	  /* weight of the newest window in score (0.3) */
+	uint32_t max_tracked;	  /* (communicator, rank) states kept (4096) */
 };
 
 enum straggler_state {
 	STRAGGLER_OK = 0,
-	STRAGGLER_SUSPECT = 1,	 /* hot, not yet for confirm_windows */
+	STRAGGLER_SUSPECT = 1, /* hot, not yet for confirm_windows */
 	STRAGGLER_CONFIRMED = 2,
 };
 
@@ -87,32 +87,32 @@ struct straggler_rank {
 enum straggler_change { STRAGGLER_CONFIRM = 1, STRAGGLER_CLEAR = 2 };
 
 struct straggler_transition {
-	uint32_t change;   /* enum straggler_change */
-	bool missing;	   /* CLEAR because the rank stopped reporting */
-	int64_t at_ns;	   /* end of the window that decided it */
+	uint32_t change; /* enum straggler_change */
+	bool missing;	 /* CLEAR because the rank stopped reporting */
+	int64_t at_ns;	 /* end of the window that decided it */
 	struct straggler_rank r;
 };
 
 struct straggler_stats {
 	uint64_t windows;
-	uint64_t events;	     /* handed in */
-	uint64_t events_used;	     /* contributed a lag */
-	uint64_t events_misaligned;  /* further than max_skew from the median */
-	uint64_t events_duplicate;   /* same rank twice in one collective */
-	uint64_t events_bad;	     /* rank >= nranks, nranks 0 */
-	uint64_t collectives;	     /* judged */
-	uint64_t collectives_partial;/* too few ranks present: skipped */
-	uint64_t seq_resets;	     /* sequence went backwards on a rank */
-	uint64_t tracked_dropped;    /* (comm, rank) states refused: table full */
-	uint64_t transitions_dropped;/* out[] too small */
-	uint64_t tracked;	     /* states held now */
+	uint64_t events;	      /* handed in */
+	uint64_t events_used;	      /* contributed a lag */
+	uint64_t events_misaligned;   /* further than max_skew from the median */
+	uint64_t events_duplicate;    /* same rank twice in one collective */
+	uint64_t events_bad;	      /* rank >= nranks, nranks 0 */
+	uint64_t collectives;	      /* judged */
+	uint64_t collectives_partial; /* too few ranks present: skipped */
+	uint64_t seq_resets;	      /* sequence went backwards on a rank */
+	uint64_t tracked_dropped;     /* (comm, rank) states refused: table full */
+	uint64_t transitions_dropped; /* out[] too small */
+	uint64_t tracked;	      /* states held now */
 };
 
 struct straggler_detector;
 
 /* NULL opts: defaults.  Returns NULL (errno set) on bad options / memory. */
 struct straggler_detector *straggler_detector__new(const char *job,
-						    const struct straggler_opts *opts);
+						   const struct straggler_opts *opts);
 void straggler_detector__free(struct straggler_detector *d);
 
 /*

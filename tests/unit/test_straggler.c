@@ -25,14 +25,14 @@
 struct sim {
 	uint64_t comm;
 	uint32_t nranks;
-	uint32_t first_proc;   /* rank r is process first_proc + r*stride */
+	uint32_t first_proc; /* rank r is process first_proc + r*stride */
 	uint32_t stride;
-	int64_t lag[16];       /* per process: extra entry delay */
-	int64_t skew[16];      /* per process: clock offset */
-	uint64_t err[16];      /* per process: clock error bound */
-	bool down[16];	       /* per process: agent down (no events) */
+	int64_t lag[16];  /* per process: extra entry delay */
+	int64_t skew[16]; /* per process: clock offset */
+	uint64_t err[16]; /* per process: clock error bound */
+	bool down[16];	  /* per process: agent down (no events) */
 	uint32_t pid[16];
-	uint64_t seq0;	       /* first sequence number */
+	uint64_t seq0; /* first sequence number */
 	uint32_t seed;
 };
 
@@ -65,7 +65,8 @@ static size_t gen(struct sim *s, struct diag_coll_event *ev, size_t at, int64_t 
 				.seq = s->seq0 + k0 + k,
 				.rank = r,
 				.nranks = s->nranks,
-				.entry_ns = t0 + (int64_t)k * PERIOD + jitter + s->lag[p] + s->skew[p],
+				.entry_ns =
+					t0 + (int64_t)k * PERIOD + jitter + s->lag[p] + s->skew[p],
 				.clock_err_ns = s->err[p] ? s->err[p] : 100000,
 				.pid = s->pid[p] ? s->pid[p] : 1000 + p,
 				.node = node_of(p),
