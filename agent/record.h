@@ -8,11 +8,12 @@
 struct record_opts {
 	size_t sz;
 	struct session_opts session;
-	const char *output; /* file; its extension picks the format */
-	double duration_s;  /* 0: until the command exits / SIGINT; with a
-			     * command, profiling stops then and strata
-			     * waits for the command's exit code */
-	char *const *argv;  /* command to run, or NULL */
+	const char *output;	  /* file; its extension picks the format */
+	double duration_s;	  /* 0: until the command exits / SIGINT; with a
+				   * command, profiling stops then and strata
+				   * waits for the command's exit code */
+	char *const *argv;	  /* command to run, or NULL */
+	const char *sched_output; /* scheduler-layer JSON report, or NULL */
 };
 
 /* Returns the command's exit status (128+signal when killed), or, without a

@@ -132,6 +132,20 @@ struct session *session__new(const struct session_opts *opts)
 		proc_tracker__set_hooks(s->procs, &hooks);
 		s->res.unwind = s->unwind;
 	}
+	if (opts->sched) {
+		struct sched_collector_opts so = {
+			.sz = sizeof(so),
+			.filter = opts->sampler.filter,
+			.test_layer_binary = opts->sched_test_layer_binary,
+		};
+
+		sampler__filter_maps(s->sampler, &so.targets_fd, &so.cgroup_map_fd);
+		s->sched = sched_collector__new(&so);
+		if (!s->sched) {
+			err = -errno;
+			goto err_out;
+		}
+	}
 	for (size_t i = 0; i < opts->npids; i++) {
 		err = sampler__add_target(s->sampler, opts->pids[i]);
 		if (err)
@@ -169,6 +183,7 @@ void session__free(struct session *s)
 	/* The tracker's hooks feed the loader: free the tracker first. */
 	proc_tracker__free(s->procs);
 	unwind_loader__free(s->unwind);
+	sched_collector__free(s->sched);
 	sampler__free(s->sampler);
 	profile__free(s->res.out);
 	ksyms__free(s->ksyms);
@@ -188,7 +203,11 @@ int session__add_target(struct session *s, uint32_t tgid)
 
 int session__start(struct session *s)
 {
-	return sampler__start(s->sampler);
+	int err = sampler__start(s->sampler);
+
+	if (!err && s->sched)
+		err = sched_collector__start(s->sched);
+	return err;
 }
 
 int session__wait(struct session *s, int timeout_ms, struct session_signal *sig)

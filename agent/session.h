@@ -17,6 +17,7 @@
 #include "agent/profile.h"
 #include "agent/resolve.h"
 #include "agent/sampler.h"
+#include "agent/sched_collector.h"
 #include "agent/unwind_loader.h"
 #include "symbolize/symbolize.h"
 
@@ -26,6 +27,9 @@ struct session_opts {
 	const uint32_t *pids; /* initial targets (STRATA_FILTER_TGIDS) */
 	size_t npids;
 	uint32_t drain_ms; /* kernel maps drained this often; 0 = 1000 */
+	/* Scheduler layer (issue 7): on when sched is set. */
+	bool sched;
+	const char *sched_test_layer_binary; /* tests: API-layer uprobes */
 };
 
 /* A signal that ended a wait: who sent it matters (0: the kernel, e.g. the
@@ -41,7 +45,8 @@ struct session {
 	struct proc_tracker *procs;
 	struct symbolizer *sym;
 	struct ksyms *ksyms;
-	struct unwind_loader *unwind; /* NULL: frame pointers only */
+	struct unwind_loader *unwind;  /* NULL: frame pointers only */
+	struct sched_collector *sched; /* NULL: scheduler layer off */
 	struct resolver res;
 	int epfd, sigfd;
 	uint32_t freq_hz;

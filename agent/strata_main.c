@@ -31,6 +31,8 @@ static void usage(FILE *f)
 	      "      --max-stacks N    distinct stacks kept in kernel per drain (8192)\n"
 	      "      --max-counts N    distinct (thread, stacks) counts per drain (16384)\n"
 	      "      --drain-interval MS  how often kernel maps are drained (1000)\n"
+	      "      --sched FILE      also write the scheduler layer (on/off-CPU,\n"
+	      "                        runnable, blocking stacks, irq) as JSON\n"
 	      "  -v, --verbose         counters and libbpf messages (-vv: debug)\n"
 	      "With -- CMD, runs CMD, profiles it and its children until it exits,\n"
 	      "and returns its exit code.  Without CMD, --pid or --cgroup: whole host.\n",
@@ -52,6 +54,8 @@ static int cmd_record(int argc, char **argv)
 		{ "max-counts", required_argument, NULL, 'C' },
 		{ "unwind", required_argument, NULL, 'W' },
 		{ "max-unwind-rows", required_argument, NULL, 'R' },
+		{ "sched", required_argument, NULL, 's' },
+		{ "sched-test-layers", required_argument, NULL, 'L' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
@@ -115,6 +119,13 @@ static int cmd_record(int argc, char **argv)
 		case 'I':
 			if (cli_parse_u32(optarg, 3600000, &o.session.drain_ms))
 				goto bad;
+			break;
+		case 's':
+			o.sched_output = optarg;
+			o.session.sched = true;
+			break;
+		case 'L': /* tests: API-layer uprobes on this binary */
+			o.session.sched_test_layer_binary = optarg;
 			break;
 		case 'v':
 			verbose++;

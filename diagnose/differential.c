@@ -9,9 +9,9 @@
 
 #include "diagnose/robust.h"
 
-#define SCORE_CAP 1000.0      /* a 0-MAD peer set with no floor cannot give inf */
-#define STACK_CANDIDATES 64   /* flagged stacks compared one by one */
-#define STACK_FINDINGS 3      /* stack findings reported at most */
+#define SCORE_CAP 1000.0       /* a 0-MAD peer set with no floor cannot give inf */
+#define STACK_CANDIDATES 64    /* flagged stacks compared one by one */
+#define STACK_FINDINGS 3       /* stack findings reported at most */
 #define STACK_SHARE_FLOOR 0.02 /* 2% of on-CPU time */
 
 enum metric_id {
@@ -89,8 +89,8 @@ const char *diag_offcpu_reason_name(enum diag_offcpu_reason r)
 const char *diag_softirq_name(uint32_t vector)
 {
 	/* include/linux/interrupt.h, stable since 2.6 */
-	static const char *const names[] = { "HI",	 "TIMER", "NET_TX",  "NET_RX", "BLOCK",
-					     "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU" };
+	static const char *const names[] = { "HI",	 "TIMER",   "NET_TX", "NET_RX",	 "BLOCK",
+					     "IRQ_POLL", "TASKLET", "SCHED",  "HRTIMER", "RCU" };
 
 	return vector < sizeof(names) / sizeof(names[0]) ? names[vector] : "unknown";
 }
@@ -166,7 +166,8 @@ static void put_stack(char *dst, const char *frames, double share)
 	if (n <= room)
 		snprintf(dst, DIAG_EVIDENCE_LEN, "%5.1f%% %s", 100 * share, frames);
 	else
-		snprintf(dst, DIAG_EVIDENCE_LEN, "%5.1f%% ...%s", 100 * share, frames + n - room + 3);
+		snprintf(dst, DIAG_EVIDENCE_LEN, "%5.1f%% ...%s", 100 * share,
+			 frames + n - room + 3);
 }
 
 static int cmp_stack_desc(const void *pa, const void *pb)
@@ -395,8 +396,8 @@ int diag_differential(const struct diag_rank_window *flagged, const struct diag_
 		      size_t npeers, const struct diag_diff_opts *opts, struct diag_finding *out,
 		      size_t max)
 {
-	const char *const *pat = opts && opts->loader_patterns ? opts->loader_patterns
-							       : default_loader_patterns;
+	const char *const *pat =
+		opts && opts->loader_patterns ? opts->loader_patterns : default_loader_patterns;
 	double min = opts && opts->min_score > 0 ? opts->min_score : 3.0;
 	double fm[M_MAX], (*pm)[M_MAX] = NULL, *v = NULL;
 	struct diag_finding *cand = NULL;

@@ -27,10 +27,10 @@ enum diag_layer {
 };
 
 enum diag_offcpu_reason {
-	DIAG_OFF_IO = 0,  /* uninterruptible (D) / io_schedule */
-	DIAG_OFF_LOCK,	  /* futex */
-	DIAG_OFF_SLEEP,	  /* voluntary interruptible sleep */
-	DIAG_OFF_FAULT,	  /* blocked in a page fault */
+	DIAG_OFF_IO = 0, /* uninterruptible (D) / io_schedule */
+	DIAG_OFF_LOCK,	 /* futex */
+	DIAG_OFF_SLEEP,	 /* voluntary interruptible sleep */
+	DIAG_OFF_FAULT,	 /* blocked in a page fault */
 	DIAG_OFF_OTHER,
 	DIAG_OFF_MAX,
 };

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "diagnose/keymap.h"
 #include "diagnose/robust.h"
 
 /* Windows a rank may stay silent in the OK state before its slot is reused. */
@@ -23,8 +24,7 @@ struct straggler_detector {
 	char job[DIAG_NAME_LEN];
 	struct rank_state *states; /* [0, nstates) in use */
 	uint32_t nstates;
-	uint32_t *index; /* open addressing: state index + 1, 0 = empty */
-	uint32_t index_mask;
+	struct keymap index; /* (comm, rank) -> state */
 	struct straggler_stats st;
 };
 
@@ -90,7 +90,6 @@ struct straggler_detector *straggler_detector__new(const char *job,
 						   const struct straggler_opts *opts)
 {
 	struct straggler_detector *d = calloc(1, sizeof(*d));
-	uint32_t cap = 1;
 
 	if (!d)
 		return NULL;
@@ -102,12 +101,8 @@ struct straggler_detector *straggler_detector__new(const char *job,
 		return NULL;
 	}
 	snprintf(d->job, sizeof(d->job), "%s", job ? job : "");
-	while (cap < 2 * d->o.max_tracked)
-		cap <<= 1;
-	d->index_mask = cap - 1;
 	d->states = calloc(d->o.max_tracked, sizeof(*d->states));
-	d->index = calloc(cap, sizeof(*d->index));
-	if (!d->states || !d->index) {
+	if (!d->states || keymap__init(&d->index, d->o.max_tracked)) {
 		straggler_detector__free(d);
 		errno = ENOMEM;
 		return NULL;
@@ -120,55 +115,36 @@ void straggler_detector__free(struct straggler_detector *d)
 	if (!d)
 		return;
 	free(d->states);
-	free(d->index);
+	keymap__fini(&d->index);
 	free(d);
-}
-
-static uint32_t hash_key(uint64_t comm, uint32_t rank)
-{
-	uint64_t h = comm ^ ((uint64_t)rank * 0x9e3779b97f4a7c15ULL);
-
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdULL;
-	h ^= h >> 33;
-	return (uint32_t)h;
 }
 
 /* The state of (comm, rank), created when absent; -1 when the table is full. */
 static int64_t state_of(struct straggler_detector *d, uint64_t comm, uint32_t rank)
 {
-	for (uint32_t i = hash_key(comm, rank) & d->index_mask;; i = (i + 1) & d->index_mask) {
-		uint32_t v = d->index[i];
+	int64_t v = keymap__get(&d->index, comm, rank);
+	struct rank_state *s;
 
-		if (!v) {
-			if (d->nstates >= d->o.max_tracked) {
-				d->st.tracked_dropped++;
-				return -1;
-			}
-			struct rank_state *s = &d->states[d->nstates];
-			memset(s, 0, sizeof(*s));
-			snprintf(s->r.job, sizeof(s->r.job), "%s", d->job);
-			s->r.communicator = comm;
-			s->r.rank = rank;
-			d->index[i] = ++d->nstates;
-			return d->nstates - 1;
-		}
-		if (d->states[v - 1].r.communicator == comm && d->states[v - 1].r.rank == rank)
-			return v - 1;
+	if (v >= 0)
+		return v;
+	if (d->nstates >= d->o.max_tracked) {
+		d->st.tracked_dropped++;
+		return -1;
 	}
+	s = &d->states[d->nstates];
+	memset(s, 0, sizeof(*s));
+	snprintf(s->r.job, sizeof(s->r.job), "%s", d->job);
+	s->r.communicator = comm;
+	s->r.rank = rank;
+	keymap__put(&d->index, comm, rank, d->nstates);
+	return d->nstates++;
 }
 
 static void index_rebuild(struct straggler_detector *d)
 {
-	memset(d->index, 0, (d->index_mask + 1) * sizeof(*d->index));
-	for (uint32_t s = 0; s < d->nstates; s++) {
-		uint32_t i =
-			hash_key(d->states[s].r.communicator, d->states[s].r.rank) & d->index_mask;
-
-		while (d->index[i])
-			i = (i + 1) & d->index_mask;
-		d->index[i] = s + 1;
-	}
+	keymap__clear(&d->index);
+	for (uint32_t s = 0; s < d->nstates; s++)
+		keymap__put(&d->index, d->states[s].r.communicator, d->states[s].r.rank, s);
 }
 
 static int cmp_u64(uint64_t a, uint64_t b)

@@ -1,0 +1,80 @@
+# The scheduler layer on real workloads: each thread of sched_work spends
+# its time one known way, and the report must put it in that category: a
+# sleeper (sleep), fdatasync on the disk (io, kernel stack in the block
+# layer / journal), a contended mutex (lock, futex in the kernel stack), a
+# thread inside a marked API layer (collective), and two busy processes
+# pinned to one CPU (runnable ~50%).  The breakdown adds up exactly.
+source "$(dirname "$0")/lib.sh"
+require_bpf
+command -v python3 >/dev/null || skip "needs python3"
+
+"$STRATA" record --sched "$T/s.json" --sched-test-layers "$FIX/sched_work" -o "$T/s.folded" \
+	-- "$FIX/sched_work" 3 "$T" 2> "$T/err" || { cat "$T/err"; fail "record failed"; }
+
+python3 - "$T/s.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+threads = {t["comm"]: t for t in d["threads"]}
+def fail(msg):
+    print("FAIL:", msg); sys.exit(1)
+def total(t):
+    return t["oncpu_ns"] + t["runnable_ns"] + sum(t["offcpu_ns"].values())
+for t in d["threads"]:
+    if sum(t["time_ns"].values()) != total(t):
+        fail("%s: breakdown %d != accounted %d" % (t["comm"], sum(t["time_ns"].values()), total(t)))
+print("ok: breakdown adds up exactly for %d threads" % len(d["threads"]))
+def share(comm, field, key, pct):
+    t = threads.get(comm) or fail("no thread " + comm)
+    v = t[field][key] if key else t[field]
+    s = 100.0 * v / max(total(t), 1)
+    if s < pct:
+        fail("%s: %s.%s is %.1f%% of %.2f s, want >= %d%%" % (comm, field, key, s, total(t) / 1e9, pct))
+    print("ok: %s: %s %s %.1f%% of %.2f s" % (comm, field, key or "", s, total(t) / 1e9))
+share("t_sleep", "offcpu_ns", "sleep", 60)
+share("t_sleep", "time_ns", "other", 60)
+share("t_io", "offcpu_ns", "io", 20)
+share("t_io", "time_ns", "io_wait", 20)
+share("t_lock", "offcpu_ns", "lock", 60)
+share("t_lock", "time_ns", "lock_wait", 60)
+# Inside the marked call the whole time is collective, except waiting for a
+# CPU (runnable wins: the other spinning threads contend for 2 CPUs here).
+share("t_layer", "time_ns", "collective", 40)
+tl = threads["t_layer"]["time_ns"]
+inside = 100.0 * (tl["collective"] + tl["runnable"]) / total(threads["t_layer"])
+if inside < 97 or tl["cpu"] > 0.02 * total(threads["t_layer"]):
+    fail("t_layer: collective+runnable %.1f%%, cpu %d ns" % (inside, tl["cpu"]))
+print("ok: t_layer: collective+runnable %.1f%%" % inside)
+# Blocking stacks name the kernel path.
+def stacks(comm_tid, reason):
+    return [o for o in d["offcpu"] if o["tid"] == comm_tid and o["reason"] == reason]
+lock = stacks(threads["t_lock"]["tid"], "lock")
+if not any("futex" in f for o in lock for f in o["kernel"]):
+    fail("no futex frame in t_lock's lock stacks: %s" % lock[:2])
+print("ok: t_lock blocks in futex_wait (%d stacks)" % len(lock))
+io = stacks(threads["t_io"]["tid"], "io")
+if not io or not any(o["user"] for o in io):
+    fail("t_io: no io stacks with user frames")
+print("ok: t_io io stacks: %d" % len(io))
+if not d["irq"]:
+    fail("no interrupt time at all")
+print("ok: %d cpu/irq entries, counters %s" % (len(d["irq"]), d["counters"]))
+PY
+
+# CPU contention: two busy processes on one CPU each wait about half the time.
+"$STRATA" record --sched "$T/c.json" -o "$T/c.folded" -- sh -c \
+	"taskset -c 0 $FIX/sched_work spin 2 & taskset -c 0 $FIX/sched_work spin 2; wait" \
+	2> "$T/err" || { cat "$T/err"; fail "record failed"; }
+python3 - "$T/c.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+spins = [t for t in d["threads"] if t["comm"] == "t_spin"]
+if len(spins) != 2:
+    print("FAIL: want 2 t_spin threads, got", [t["comm"] for t in d["threads"]]); sys.exit(1)
+for t in spins:
+    run = t["oncpu_ns"] + t["runnable_ns"]
+    s = 100.0 * t["runnable_ns"] / max(run, 1)
+    # Other load on CPU 0 (the test machine is shared) only adds waiting.
+    if not 35 <= s <= 70:
+        print("FAIL: t_spin %d runnable %.1f%% of %.2f s, want ~50%%" % (t["tid"], s, run / 1e9)); sys.exit(1)
+    print("ok: t_spin %d runnable %.1f%% of %.2f s" % (t["tid"], s, run / 1e9))
+PY
