@@ -38,7 +38,8 @@ struct sched_collector *sched_collector__new(const struct sched_collector_opts *
 		bpf_map__set_max_entries(c->skel->maps.threads, opts->max_threads);
 	if (opts->max_offcpu)
 		bpf_map__set_max_entries(c->skel->maps.offcpu, opts->max_offcpu);
-	if (opts->targets_fd >= 0 && (err = bpf_map__reuse_fd(c->skel->maps.targets, opts->targets_fd))) {
+	if (opts->targets_fd >= 0 &&
+	    (err = bpf_map__reuse_fd(c->skel->maps.targets, opts->targets_fd))) {
 		pr_err("sched: cannot share the targets map: %s", strerror(-err));
 		goto err_out;
 	}
@@ -104,8 +105,8 @@ int sched_collector__start(struct sched_collector *c)
 		return err;
 	}
 	c->fault_links[0] = bpf_program__attach(c->skel->progs.fault_enter);
-	c->fault_links[1] = c->fault_links[0] ? bpf_program__attach(c->skel->progs.fault_exit)
-					      : NULL;
+	c->fault_links[1] =
+		c->fault_links[0] ? bpf_program__attach(c->skel->progs.fault_exit) : NULL;
 	if (!c->fault_links[1]) {
 		pr_info("sched: no kprobe on handle_mm_fault (%s): page-fault waits count as "
 			"their sleep state's reason",
@@ -279,8 +280,8 @@ const char *sched_collector__counter_name(enum strata_sched_counter i)
 const char *sched_collector__time_name(enum strata_time_cat i)
 {
 	static const char *const names[STRATA_TIME_MAX] = {
-		"cpu", "cuda_api", "gpu_wait", "collective", "io_wait", "lock_wait", "runnable",
-		"other",
+		"cpu",	   "cuda_api",	"gpu_wait", "collective",
+		"io_wait", "lock_wait", "runnable", "other",
 	};
 
 	return i < STRATA_TIME_MAX ? names[i] : "unknown";

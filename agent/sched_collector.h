@@ -19,11 +19,11 @@
 
 struct sched_collector_opts {
 	size_t sz;
-	uint32_t filter;	/* enum strata_filter */
-	int targets_fd;		/* the profile object's targets map (TGIDS), or -1 */
-	int cgroup_map_fd;	/* its cgroup_map (CGROUP), or -1 */
-	uint32_t max_threads;	/* per-thread accumulators; 0 = 16384 */
-	uint32_t max_offcpu;	/* (thread, reason, stacks) entries; 0 = 16384 */
+	uint32_t filter;	       /* enum strata_filter */
+	int targets_fd;		       /* the profile object's targets map (TGIDS), or -1 */
+	int cgroup_map_fd;	       /* its cgroup_map (CGROUP), or -1 */
+	uint32_t max_threads;	       /* per-thread accumulators; 0 = 16384 */
+	uint32_t max_offcpu;	       /* (thread, reason, stacks) entries; 0 = 16384 */
 	const char *test_layer_binary; /* attach the API-layer test uprobes to
 					* this file's strata_test_layer_enter/
 					* _exit (tests only) */

@@ -27,8 +27,9 @@ static int put_thread(void *ctx, const struct strata_sched_key *k,
 	sep(r);
 	fprintf(r->out, "{\"tgid\": %u, \"tid\": %u, \"comm\": ", k->tgid, k->tid);
 	json_write_str(r->out, comm);
-	fprintf(r->out, ", \"oncpu_ns\": %" PRIu64 ", \"runnable_ns\": %" PRIu64
-			", \"switches\": %" PRIu64 ", \"offcpu_ns\": {",
+	fprintf(r->out,
+		", \"oncpu_ns\": %" PRIu64 ", \"runnable_ns\": %" PRIu64 ", \"switches\": %" PRIu64
+		", \"offcpu_ns\": {",
 		(uint64_t)t->oncpu_ns, (uint64_t)t->runnable_ns, (uint64_t)t->switches);
 	for (int i = 0; i < STRATA_OFF_MAX; i++)
 		fprintf(r->out, "%s\"%s\": %" PRIu64, i ? ", " : "",
@@ -45,8 +46,8 @@ static void put_frames(struct report *r, const uint64_t *ips, size_t n, bool ker
 {
 	fputc('[', r->out);
 	for (size_t i = 0; i < n; i++) {
-		const char *name = kernel && r->ks ? ksyms__resolve(r->ks, ips[i], NULL, NULL)
-						   : NULL;
+		const char *name =
+			kernel && r->ks ? ksyms__resolve(r->ks, ips[i], NULL, NULL) : NULL;
 
 		if (i)
 			fputs(", ", r->out);
@@ -94,8 +95,8 @@ static int put_irq(void *ctx, uint32_t cpu, bool softirq, uint32_t vector, uint6
 	struct report *r = ctx;
 
 	sep(r);
-	fprintf(r->out, "{\"cpu\": %u, \"kind\": \"%s\", \"vector\": %u, \"ns\": %" PRIu64 "}",
-		cpu, softirq ? "softirq" : "irq", vector, ns);
+	fprintf(r->out, "{\"cpu\": %u, \"kind\": \"%s\", \"vector\": %u, \"ns\": %" PRIu64 "}", cpu,
+		softirq ? "softirq" : "irq", vector, ns);
 	return 0;
 }
 

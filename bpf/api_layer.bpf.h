@@ -20,7 +20,7 @@ struct {
 } api_layers SEC(".maps");
 
 static __always_inline struct strata_api_layer_state *api_layer_of(struct task_struct *t,
-								     bool create)
+								   bool create)
 {
 	return bpf_task_storage_get(&api_layers, t, NULL,
 				    create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);

@@ -148,7 +148,8 @@ static __always_inline struct strata_sched_thread *thread_acc(struct task_struct
 		return a;
 	struct strata_sched_thread init = { .first_ns = now };
 	bpf_probe_read_kernel_str(init.comm, sizeof(init.comm), t->comm);
-	if (bpf_map_update_elem(&threads, &key, &init, BPF_NOEXIST) && !bpf_map_lookup_elem(&threads, &key)) {
+	if (bpf_map_update_elem(&threads, &key, &init, BPF_NOEXIST) &&
+	    !bpf_map_lookup_elem(&threads, &key)) {
 		count(STRATA_SCHED_THREADS_FULL);
 		return NULL;
 	}
@@ -200,8 +201,8 @@ static __always_inline void close_blocked(struct task_struct *t, struct task_sch
 static __always_inline void switch_out(void *ctx, bool preempt, struct task_struct *prev,
 				       unsigned int prev_state, __u64 now)
 {
-	struct task_sched *ts = bpf_task_storage_get(&task_state, prev, NULL,
-						      BPF_LOCAL_STORAGE_GET_F_CREATE);
+	struct task_sched *ts =
+		bpf_task_storage_get(&task_state, prev, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	struct strata_api_layer_state *ls = api_layer_of(prev, false);
 	struct strata_sched_thread *a;
 	__u32 layer = STRATA_LAYER_NONE;
@@ -260,8 +261,8 @@ static __always_inline void switch_out(void *ctx, bool preempt, struct task_stru
 /* next gets the CPU: close its runnable (or missed-wakeup) interval. */
 static __always_inline void switch_in(struct task_struct *next, __u64 now)
 {
-	struct task_sched *ts = bpf_task_storage_get(&task_state, next, NULL,
-						      BPF_LOCAL_STORAGE_GET_F_CREATE);
+	struct task_sched *ts =
+		bpf_task_storage_get(&task_state, next, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	struct strata_api_layer_state *ls = api_layer_of(next, false);
 
 	if (!ts) {
@@ -320,10 +321,10 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	__u32 zero = 0;
 	struct cpu_run *cr = bpf_map_lookup_elem(&cpu_run, &zero);
 	bool prev_target = prev->pid && is_target_current(prev->tgid);
-	bool next_target = next->pid &&
-			   (filter_mode == STRATA_FILTER_CGROUP
-				    ? bpf_task_storage_get(&task_state, next, NULL, 0) != NULL
-				    : is_target_tgid(next->tgid));
+	bool next_target =
+		next->pid && (filter_mode == STRATA_FILTER_CGROUP
+				      ? bpf_task_storage_get(&task_state, next, NULL, 0) != NULL
+				      : is_target_tgid(next->tgid));
 
 	count(STRATA_SCHED_SWITCHES);
 	if (!cr)
@@ -383,7 +384,8 @@ int BPF_PROG(on_wakeup_new, struct task_struct *p)
 SEC("kprobe/handle_mm_fault")
 int BPF_KPROBE(fault_enter)
 {
-	struct task_sched *ts = bpf_task_storage_get(&task_state, bpf_get_current_task_btf(), NULL, 0);
+	struct task_sched *ts =
+		bpf_task_storage_get(&task_state, bpf_get_current_task_btf(), NULL, 0);
 
 	if (ts)
 		ts->in_fault++;
@@ -393,7 +395,8 @@ int BPF_KPROBE(fault_enter)
 SEC("kretprobe/handle_mm_fault")
 int BPF_KRETPROBE(fault_exit)
 {
-	struct task_sched *ts = bpf_task_storage_get(&task_state, bpf_get_current_task_btf(), NULL, 0);
+	struct task_sched *ts =
+		bpf_task_storage_get(&task_state, bpf_get_current_task_btf(), NULL, 0);
 
 	if (ts && ts->in_fault)
 		ts->in_fault--;
