@@ -10,8 +10,8 @@
 const char *diag_time_cat_name(uint32_t cat)
 {
 	static const char *const names[STRATA_TIME_MAX] = {
-		"cpu", "cuda_api", "gpu_wait", "collective", "io_wait", "lock_wait", "runnable",
-		"other",
+		"cpu",	   "cuda_api",	"gpu_wait", "collective",
+		"io_wait", "lock_wait", "runnable", "other",
 	};
 
 	return cat < STRATA_TIME_MAX ? names[cat] : "unknown";

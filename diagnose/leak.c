@@ -15,8 +15,8 @@ struct series {
 	uint64_t stack_id;
 	char stack[LEAK_STACK_LEN];
 	int64_t first_seen_ns;
-	uint32_t n, head;	      /* ring of the last n points, head = oldest */
-	uint32_t silent;	      /* windows without a point */
+	uint32_t n, head; /* ring of the last n points, head = oldest */
+	uint32_t silent;  /* windows without a point */
 	int64_t t[LEAK_HISTORY_MAX];
 	uint64_t bytes[LEAK_HISTORY_MAX];
 	bool updated;

@@ -48,10 +48,10 @@ struct diag_leak {
 
 struct leak_stats {
 	uint64_t windows;
-	uint64_t sites;		  /* handed in */
-	uint64_t series;	  /* tracked now */
-	uint64_t series_dropped;  /* refused: table full */
-	uint64_t series_evicted;  /* process or stack gone for a whole history */
+	uint64_t sites;		 /* handed in */
+	uint64_t series;	 /* tracked now */
+	uint64_t series_dropped; /* refused: table full */
+	uint64_t series_evicted; /* process or stack gone for a whole history */
 };
 
 struct leak_tracker;

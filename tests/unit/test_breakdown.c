@@ -33,11 +33,11 @@ static void overlapping_intervals_by_precedence(void **state)
 	 * runnable 700-750, a CUDA call 850-900 inside a CPU slice 800-950,
 	 * nothing known 950-1000. */
 	const struct diag_interval iv[] = {
-		{ 0, 300, STRATA_TIME_CPU },	       { 300, 800, STRATA_TIME_COLLECTIVE },
-		{ 350, 700, STRATA_TIME_LOCK_WAIT },   { 700, 750, STRATA_TIME_RUNNABLE },
-		{ 800, 950, STRATA_TIME_CPU },	       { 850, 900, STRATA_TIME_CUDA_API },
-		{ -100, 20, STRATA_TIME_IO_WAIT },     /* clipped to 0-20, beats cpu */
-		{ 990, 5000, STRATA_TIME_GPU_WAIT },  /* clipped to 990-1000 */
+		{ 0, 300, STRATA_TIME_CPU },	     { 300, 800, STRATA_TIME_COLLECTIVE },
+		{ 350, 700, STRATA_TIME_LOCK_WAIT }, { 700, 750, STRATA_TIME_RUNNABLE },
+		{ 800, 950, STRATA_TIME_CPU },	     { 850, 900, STRATA_TIME_CUDA_API },
+		{ -100, 20, STRATA_TIME_IO_WAIT },   /* clipped to 0-20, beats cpu */
+		{ 990, 5000, STRATA_TIME_GPU_WAIT }, /* clipped to 990-1000 */
 	};
 	struct diag_breakdown b;
 
@@ -69,8 +69,9 @@ static void empty_and_bad(void **state)
 static void counters_exact(void **state)
 {
 	uint64_t under[STRATA_TIME_MAX] = { [STRATA_TIME_CPU] = 600, [STRATA_TIME_RUNNABLE] = 100 };
-	uint64_t over[STRATA_TIME_MAX] = { [STRATA_TIME_CPU] = 700, [STRATA_TIME_IO_WAIT] = 401,
-					   [STRATA_TIME_COLLECTIVE] = 2 };
+	uint64_t over[STRATA_TIME_MAX] = {
+		[STRATA_TIME_CPU] = 700, [STRATA_TIME_IO_WAIT] = 401, [STRATA_TIME_COLLECTIVE] = 2
+	};
 	struct diag_breakdown b;
 
 	diag_breakdown_counters(under, 1000, &b);
@@ -84,13 +85,13 @@ static void counters_exact(void **state)
 
 static void block_reasons_and_categories(void **state)
 {
-	assert_int_equal(sched_block_reason(0x1, 0, 202), STRATA_OFF_LOCK);  /* futex */
-	assert_int_equal(sched_block_reason(0x1, 0, 449), STRATA_OFF_LOCK);  /* futex_waitv */
-	assert_int_equal(sched_block_reason(0x2, 0, 75), STRATA_OFF_IO);     /* fdatasync, D */
-	assert_int_equal(sched_block_reason(0x102, 0, 0), STRATA_OFF_IO);    /* TASK_KILLABLE */
-	assert_int_equal(sched_block_reason(0x1, 0, 0), STRATA_OFF_SLEEP);   /* read(pipe) */
-	assert_int_equal(sched_block_reason(0x2, 1, 0), STRATA_OFF_FAULT);   /* in a fault */
-	assert_int_equal(sched_block_reason(0x4, 0, -1), STRATA_OFF_OTHER);  /* stopped */
+	assert_int_equal(sched_block_reason(0x1, 0, 202), STRATA_OFF_LOCK); /* futex */
+	assert_int_equal(sched_block_reason(0x1, 0, 449), STRATA_OFF_LOCK); /* futex_waitv */
+	assert_int_equal(sched_block_reason(0x2, 0, 75), STRATA_OFF_IO);    /* fdatasync, D */
+	assert_int_equal(sched_block_reason(0x102, 0, 0), STRATA_OFF_IO);   /* TASK_KILLABLE */
+	assert_int_equal(sched_block_reason(0x1, 0, 0), STRATA_OFF_SLEEP);  /* read(pipe) */
+	assert_int_equal(sched_block_reason(0x2, 1, 0), STRATA_OFF_FAULT);  /* in a fault */
+	assert_int_equal(sched_block_reason(0x4, 0, -1), STRATA_OFF_OTHER); /* stopped */
 	assert_int_equal(sched_offcpu_cat(1, STRATA_OFF_IO, STRATA_LAYER_COLLECTIVE),
 			 STRATA_TIME_RUNNABLE);
 	assert_int_equal(sched_offcpu_cat(0, STRATA_OFF_LOCK, STRATA_LAYER_GPU_WAIT),
@@ -105,9 +106,9 @@ static void api_layer_stack(void **state)
 	struct strata_api_layer_state st;
 
 	memset(&st, 0, sizeof(st));
-	st.since_ns = 1000; /* switched in at 1000 */
-	api_layer_push(&st, STRATA_LAYER_COLLECTIVE, 1100);   /* 100 plain */
-	api_layer_push(&st, STRATA_LAYER_CUDA_API, 1300);     /* nested: stays collective */
+	st.since_ns = 1000;				    /* switched in at 1000 */
+	api_layer_push(&st, STRATA_LAYER_COLLECTIVE, 1100); /* 100 plain */
+	api_layer_push(&st, STRATA_LAYER_CUDA_API, 1300);   /* nested: stays collective */
 	assert_int_equal(api_layer_cur(&st), STRATA_LAYER_COLLECTIVE);
 	api_layer_pop(&st, 1350);
 	api_layer_pop(&st, 1400);

@@ -42,8 +42,10 @@ static uint64_t bytes_at(int stack, int w)
 
 static void feed(struct leak_tracker *t, int windows, uint32_t pid)
 {
-	static const char *const names[] = { "", "train;step;new_buffer;cudaMalloc",
-					     "train;cache_grad;cudaMalloc", "init;cache;cudaMalloc",
+	static const char *const names[] = { "",
+					     "train;step;new_buffer;cudaMalloc",
+					     "train;cache_grad;cudaMalloc",
+					     "init;cache;cudaMalloc",
 					     "forward;activations;cudaMalloc",
 					     "train;stats;cudaMalloc" };
 
