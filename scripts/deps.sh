@@ -6,7 +6,8 @@ pkgs=(make gcc clang llvm pkg-config libbpf-dev bpftool libelf-dev libdw-dev
       libdebuginfod-dev libunwind-dev zlib1g-dev libzstd-dev
       libcurl4-openssl-dev protobuf-c-compiler libprotobuf-c-dev
       libmicrohttpd-dev libsqlite3-dev libcmocka-dev libclang-rt-14-dev
-      libxml2-utils python3 golang-go linux-perf bpftrace)
+      libxml2-utils python3 golang-go linux-perf bpftrace
+      prometheus) # diagnosis (issue 7): promtool checks deploy/prometheus rules
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
