@@ -34,6 +34,13 @@ struct sched_collector *sched_collector__new(const struct sched_collector_opts *
 		goto err_out;
 	}
 	c->skel->rodata->filter_mode = opts->filter;
+	c->skel->rodata->stack_interval_ns = !opts->stack_interval_ns ? 1000000ULL
+					     : opts->stack_interval_ns == UINT64_MAX
+						     ? 0
+						     : opts->stack_interval_ns;
+	if (getenv("STRATA_SCHED_STACK_NS")) /* bench knob */
+		c->skel->rodata->stack_interval_ns =
+			strtoull(getenv("STRATA_SCHED_STACK_NS"), NULL, 10);
 	if (opts->max_threads)
 		bpf_map__set_max_entries(c->skel->maps.threads, opts->max_threads);
 	if (opts->max_offcpu)

@@ -24,6 +24,8 @@ struct sched_collector_opts {
 	int cgroup_map_fd;	       /* its cgroup_map (CGROUP), or -1 */
 	uint32_t max_threads;	       /* per-thread accumulators; 0 = 16384 */
 	uint32_t max_offcpu;	       /* (thread, reason, stacks) entries; 0 = 16384 */
+	uint64_t stack_interval_ns;    /* blocking stacks walked per thread at most this
+					* often; 0 = 1 ms, UINT64_MAX = every block */
 	const char *test_layer_binary; /* attach the API-layer test uprobes to
 					* this file's strata_test_layer_enter/
 					* _exit (tests only) */

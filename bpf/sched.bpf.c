@@ -24,6 +24,9 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 const volatile __u32 filter_mode = STRATA_FILTER_NONE;
 /* A CPU hosts targets if one ran there within this window. */
 const volatile __u64 foreign_window_ns = 1000000000ULL;
+/* Blocking stacks are walked at most this often per thread (0: always);
+ * blocks in between are keyed with STRATA_SCHED_STACK_SKIPPED. */
+const volatile __u64 stack_interval_ns = 0;
 
 enum run_state { ST_UNKNOWN = 0, ST_RUNNING, ST_RUNNABLE, ST_BLOCKED };
 
@@ -35,6 +38,7 @@ struct task_sched {
 	__u32 layer; /* API layer when it blocked */
 	__u32 in_fault;
 	__s32 user_stack, kern_stack;
+	__u64 stack_ts; /* last time its stacks were walked */
 };
 
 struct {
@@ -252,6 +256,11 @@ static __always_inline void switch_out(void *ctx, bool preempt, struct task_stru
 
 	ts->state = ST_BLOCKED;
 	ts->reason = sched_block_reason(prev_state, ts->in_fault, nr);
+	if (stack_interval_ns && now - ts->stack_ts < stack_interval_ns) {
+		ts->kern_stack = ts->user_stack = STRATA_SCHED_STACK_SKIPPED;
+		return;
+	}
+	ts->stack_ts = now;
 	ts->kern_stack = bpf_get_stackid(ctx, &sched_stacks, 0);
 	ts->user_stack = bpf_get_stackid(ctx, &sched_stacks, BPF_F_USER_STACK);
 	if (ts->kern_stack < 0 || ts->user_stack < 0)

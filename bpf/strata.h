@@ -254,6 +254,8 @@ struct strata_offcpu_key {
 	__s32 kern_stack;
 };
 
+#define STRATA_SCHED_STACK_SKIPPED (-2) /* rate limit: stack not walked */
+
 struct strata_offcpu_val {
 	__u64 ns;
 	__u64 count;

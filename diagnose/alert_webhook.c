@@ -25,8 +25,8 @@ static void rfc3339(char *buf, size_t sz, int64_t ns)
 	}
 	s = (time_t)(ns / 1000000000);
 	gmtime_r(&s, &tm);
-	snprintf(buf, sz, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-		 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ns / 1000000 % 1000));
+	size_t n = strftime(buf, sz, "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(buf + n, sz - n, ".%03dZ", (int)(ns / 1000000 % 1000));
 }
 
 /* Label values of one straggler, in sorted name order (as Alertmanager
@@ -105,8 +105,7 @@ static void put_alert(FILE *f, const struct straggler_transition *t,
 			 100 * r->window_score);
 	else
 		snprintf(buf, sizeof(buf), "rank %u of job %s on %s is no longer a straggler%s",
-			 r->rank, r->job, r->node,
-			 t->missing ? " (it stopped reporting)" : "");
+			 r->rank, r->job, r->node, t->missing ? " (it stopped reporting)" : "");
 	kv(f, "summary", buf, 1);
 	snprintf(buf, sizeof(buf), "%.6f", r->lag_seconds);
 	kv(f, "lag_seconds", buf, 0);
@@ -123,9 +122,9 @@ static void put_alert(FILE *f, const struct straggler_transition *t,
 int alert_webhook__build(const struct straggler_transition *tr, size_t n,
 			 const struct alert_webhook_opts *opts, char **json, size_t *len)
 {
-	struct alert_webhook_opts o = {
-		.receiver = "strata", .external_url = "", .severity = "warning"
-	};
+	struct alert_webhook_opts o = { .receiver = "strata",
+					.external_url = "",
+					.severity = "warning" };
 	bool any_firing = false;
 	char key[2 * DIAG_NAME_LEN + 64];
 	FILE *f;

@@ -30,9 +30,15 @@ static struct straggler_transition confirm(void)
 	struct straggler_transition t = {
 		.change = STRAGGLER_CONFIRM,
 		.at_ns = 1700000030LL * SEC,
-		.r = { .communicator = 0xabcdef, .rank = 37, .pid = 4242, .lag_seconds = 0.18,
-		       .score = 0.2, .window_score = 0.18, .last_fraction = 0.95,
-		       .since_ns = 1700000000LL * SEC + 123456789, .state = STRAGGLER_CONFIRMED },
+		.r = { .communicator = 0xabcdef,
+		       .rank = 37,
+		       .pid = 4242,
+		       .lag_seconds = 0.18,
+		       .score = 0.2,
+		       .window_score = 0.18,
+		       .last_fraction = 0.95,
+		       .since_ns = 1700000000LL * SEC + 123456789,
+		       .state = STRAGGLER_CONFIRMED },
 	};
 
 	snprintf(t.r.job, sizeof(t.r.job), "llama-70b");
@@ -132,7 +138,8 @@ static void *serve(void *arg)
 		r->req[r->len] = '\0';
 		hdr_end = strstr(r->req, "\r\n\r\n");
 		cl = strcasestr(r->req, "Content-Length:");
-		if (hdr_end && cl && r->len >= (size_t)(hdr_end + 4 - r->req) + (size_t)atol(cl + 15))
+		if (hdr_end && cl &&
+		    r->len >= (size_t)(hdr_end + 4 - r->req) + (size_t)atol(cl + 15))
 			break;
 	}
 	snprintf(resp, sizeof(resp), "HTTP/1.1 %d X\r\nContent-Length: 2\r\n\r\nok", r->status);
