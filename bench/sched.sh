@@ -37,10 +37,9 @@ done
 # In-kernel cost per sched_switch invocation (host-wide: every switch on
 # the machine runs the program, target or not), over one more sched run.
 build/strata record -F 49 --sched "$T/s.json" -o "$T/c.folded" -- \
-	perf bench sched pipe -l "$LOOPS" >/dev/null 2>&1 &
+	perf bench sched pipe -l $((LOOPS * 10)) >/dev/null 2>&1 &
 rec=$!
-sleep 1
-bpftool prog show 2>/dev/null | awk '/ on_switch / || / on_wakeup / { getline; print }' | head -0
+sleep 3
 bpftool -j prog show 2>/dev/null | python3 -c '
 import json, sys
 for p in json.load(sys.stdin):
