@@ -52,7 +52,7 @@ int diag_breakdown_intervals(const struct diag_interval *iv, size_t n, int64_t s
 	if (end_ns < start_ns)
 		return -EINVAL;
 	memset(out, 0, sizeof(*out));
-	out->wall_ns = (uint64_t)(end_ns - start_ns);
+	out->wall_ns = (uint64_t)end_ns - (uint64_t)start_ns; /* no signed overflow */
 	e = malloc((2 * n + 1) * sizeof(*e));
 	if (!e)
 		return -ENOMEM;
@@ -75,12 +75,12 @@ int diag_breakdown_intervals(const struct diag_interval *iv, size_t n, int64_t s
 	t = start_ns;
 	for (size_t i = 0; i < ne; i++) {
 		if (e[i].t > t) {
-			out->ns[top_cat(open)] += (uint64_t)(e[i].t - t);
+			out->ns[top_cat(open)] += (uint64_t)e[i].t - (uint64_t)t;
 			t = e[i].t;
 		}
 		open[e[i].cat] += e[i].delta;
 	}
-	out->ns[STRATA_TIME_OTHER] += (uint64_t)(end_ns - t);
+	out->ns[STRATA_TIME_OTHER] += (uint64_t)end_ns - (uint64_t)t;
 	free(e);
 	return 0;
 }

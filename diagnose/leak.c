@@ -194,7 +194,7 @@ static bool judge(const struct leak_tracker *t, const struct series *s, int64_t 
 	for (uint32_t k = 0; k < s->n; k++) {
 		uint32_t i = (s->head + k) % h;
 
-		x[k] = (double)(s->t[i] - s->t[s->head]) / 1e9;
+		x[k] = ((double)s->t[i] - (double)s->t[s->head]) / 1e9;
 		y[k] = (double)s->bytes[i];
 	}
 	tau = robust_kendall_tau(y, s->n);
@@ -209,7 +209,7 @@ static bool judge(const struct leak_tracker *t, const struct series *s, int64_t 
 	out->outstanding_bytes = (uint64_t)y[s->n - 1];
 	out->growth_bytes_per_s = slope;
 	out->first_seen_ns = s->first_seen_ns;
-	out->age_seconds = s->first_seen_ns ? (double)(now - s->first_seen_ns) / 1e9 : 0;
+	out->age_seconds = s->first_seen_ns ? ((double)now - (double)s->first_seen_ns) / 1e9 : 0;
 	out->tau = tau;
 	out->windows = s->n;
 	return true;

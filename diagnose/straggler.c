@@ -257,7 +257,7 @@ static void judge_collective(struct straggler_detector *d, const struct slot *sl
 
 	for (uint32_t i = 0; i < present; i++) {
 		const struct diag_coll_event *e = uniq[i]->e;
-		int64_t lag = e->entry_ns - median;
+		int64_t lag;
 		double bound = (double)(e->clock_err_ns & INT64_MAX) + (double)err_med;
 
 		if (e->entry_ns > t1) {
@@ -267,7 +267,9 @@ static void judge_collective(struct straggler_detector *d, const struct slot *sl
 		} else if (e->entry_ns > t2) {
 			t2 = e->entry_ns;
 		}
-		if ((uint64_t)(lag < 0 ? -lag : lag) > d->o.max_skew_ns) {
+		/* Hostile timestamps: a difference that overflows is misaligned. */
+		if (__builtin_sub_overflow(e->entry_ns, median, &lag) || lag == INT64_MIN ||
+		    (uint64_t)(lag < 0 ? -lag : lag) > d->o.max_skew_ns) {
 			d->st.events_misaligned++;
 			continue;
 		}
@@ -299,7 +301,7 @@ static void judge_collective(struct straggler_detector *d, const struct slot *sl
 	/* Clearly last: later than the runner-up by more than both clocks'
 	 * error bounds. */
 	if (!latest || t2 == INT64_MIN ||
-	    (double)(t1 - t2) <= (double)(latest->clock_err_ns & INT64_MAX) + (double)err_med)
+	    (double)t1 - (double)t2 <= (double)(latest->clock_err_ns & INT64_MAX) + (double)err_med)
 		return;
 	for (size_t k = first; k < *narr; k++)
 		if (d->states[arr[k].state].r.rank == latest->rank)
@@ -329,8 +331,9 @@ static void set_periods(struct straggler_detector *d, const struct coll_point *p
 		while (j < npts && pts[j].comm == comm) {
 			if (j > i && same_comm_run(&pts[j - 1], &pts[j]) &&
 			    pts[j].seq > pts[j - 1].seq)
-				tmp[k++] = (double)(pts[j].median_ns - pts[j - 1].median_ns) /
-					   (double)(pts[j].seq - pts[j - 1].seq);
+				tmp[k++] =
+					((double)pts[j].median_ns - (double)pts[j - 1].median_ns) /
+					(double)(pts[j].seq - pts[j - 1].seq);
 			j++;
 		}
 		if (k) {

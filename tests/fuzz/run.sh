@@ -14,6 +14,7 @@ cflags="-std=gnu11 -g -O1 -Wall -Wextra -Werror -Wno-unused-parameter \
 	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined"
 
 mkdir -p "$out/corpus/buildid" "$out/corpus/proc_maps" "$out/corpus/unwind_table"
+mkdir -p "$out/corpus/diagnose" # issue 7
 cd "$root"
 
 echo "  FUZZ-CC  $out/fuzz_buildid"
@@ -25,6 +26,10 @@ $clang $cflags tests/fuzz/fuzz_proc_maps.c agent/proc_maps.c \
 echo "  FUZZ-CC  $out/fuzz_unwind_table"
 $clang $cflags tests/fuzz/fuzz_unwind_table.c unwind/*.c \
 	-ldw -lelf -lz -o "$out/fuzz_unwind_table"
+# issue 7: the detectors on hostile event streams
+echo "  FUZZ-CC  $out/fuzz_diagnose"
+$clang $cflags tests/fuzz/fuzz_diagnose.c diagnose/straggler.c diagnose/leak.c \
+	diagnose/breakdown.c diagnose/robust.c diagnose/keymap.c -lm -o "$out/fuzz_diagnose"
 
 # Seeds: small real ELF files (one of them tiny, with a build-id), and
 # real maps lines.  Re-seeding an existing corpus is harmless.
@@ -53,7 +58,7 @@ for v in "eh:-O2 -fomit-frame-pointer" "fp:-O1 -fno-omit-frame-pointer" \
 done
 
 fail=0
-for t in buildid proc_maps unwind_table; do
+for t in buildid proc_maps unwind_table diagnose; do
 	echo "  FUZZ     $t for ${secs}s"
 	if ! "$out/fuzz_$t" -max_total_time="$secs" -timeout=10 \
 		-max_len=65536 -rss_limit_mb=2048 -print_final_stats=1 \
