@@ -355,6 +355,16 @@ void session__report(struct session *s, const struct profile *p)
 			(unsigned long long)ul.procs_failed, (unsigned long long)ul.maps_truncated,
 			ul.build_ns / 1e6);
 	}
+	if (s->sched) { /* scheduler layer (issue 7) */
+		uint64_t sc[STRATA_SCHED_CNT_MAX];
+
+		sched_collector__counters(s->sched, sc);
+		fprintf(stderr, "  sched:");
+		for (int i = 0; i < STRATA_SCHED_CNT_MAX; i++)
+			fprintf(stderr, " %s=%llu", sched_collector__counter_name(i),
+				(unsigned long long)sc[i]);
+		fputc('\n', stderr);
+	}
 	fprintf(stderr,
 		"  symbolizer: lookups=%llu cache_hits=%llu unresolved=%llu open_failed=%llu\n",
 		(unsigned long long)ss.lookups, (unsigned long long)ss.cache_hits,

@@ -21,8 +21,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void straggler(const uint8_t *d, size_t n)
 {
-	struct straggler_opts o = { .sz = sizeof(o), .max_tracked = 16, .min_collectives = 1,
-				    .confirm_windows = 1, .clear_windows = 1 };
+	struct straggler_opts o = { .sz = sizeof(o),
+				    .max_tracked = 16,
+				    .min_collectives = 1,
+				    .confirm_windows = 1,
+				    .clear_windows = 1 };
 	struct straggler_detector *det = straggler_detector__new("fuzz", &o);
 	struct diag_coll_event *ev = calloc(n / REC + 1, sizeof(*ev));
 	struct straggler_transition out[4];
@@ -48,8 +51,8 @@ static void straggler(const uint8_t *d, size_t n)
 		};
 	for (int w = 0; w < 3; w++) {
 		size_t part = k / 3, first = (size_t)w * part;
-		int r = straggler_detector__window(det, ev + first, w == 2 ? k - first : part,
-						   w, w + 1, out, 4);
+		int r = straggler_detector__window(det, ev + first, w == 2 ? k - first : part, w,
+						   w + 1, out, 4);
 
 		if (r < 0 || r > 4)
 			__builtin_trap();
