@@ -45,6 +45,9 @@ PROTO_C    := $(patsubst proto/%.proto,$(GEN)/%.pb-c.c,$(PROTOS))
 PROTO_H    := $(PROTO_C:.c=.h)
 MAINS      := agent/strata_main.c agent/agent_main.c
 LIB_SRCS   := $(filter-out $(MAINS),$(wildcard agent/*.c symbolize/*.c unwind/*.c uploader/*.c))
+# --- diagnose (issue 7): pure analysis library + webhook sender ---
+LIB_SRCS   += $(wildcard diagnose/*.c)
+LDLIBS     += -lcurl -lm
 LIB_OBJS   := $(patsubst %.c,$(OBJ)/%.o,$(LIB_SRCS)) $(patsubst $(GEN)/%.c,$(OBJ)/gen/%.o,$(PROTO_C))
 ASAN_OBJS  := $(patsubst $(OBJ)/%,$(ASAN_OBJ)/%,$(LIB_OBJS))
 # --- serverx: ClickHouse client and store backend (server/) ---

@@ -8,52 +8,10 @@
 #include <inttypes.h>
 #include <stdlib.h>
 
+#include "agent/json_str.h"
 #include "agent/profile.h"
 
 #define JSON_VERSION 1
-
-/* A JSON string (or null): always valid UTF-8, whatever s holds. */
-static void json_str(FILE *out, const char *s)
-{
-	if (!s) {
-		fputs("null", out);
-		return;
-	}
-	fputc('"', out);
-	while (*s) {
-		uint32_t cp;
-		size_t n = profile__utf8_next(s, &cp);
-
-		switch (cp) {
-		case '"':
-			fputs("\\\"", out);
-			break;
-		case '\\':
-			fputs("\\\\", out);
-			break;
-		case '\n':
-			fputs("\\n", out);
-			break;
-		case '\r':
-			fputs("\\r", out);
-			break;
-		case '\t':
-			fputs("\\t", out);
-			break;
-		case 0xfffd:
-			/* also what invalid input decodes to */
-			fputs("\\ufffd", out);
-			break;
-		default:
-			if (cp < 0x20 || cp == 0x7f)
-				fprintf(out, "\\u%04" PRIx32, cp);
-			else
-				fwrite(s, 1, n, out);
-		}
-		s += n;
-	}
-	fputc('"', out);
-}
 
 static const char *json_bool(int v)
 {
@@ -84,13 +42,13 @@ int profile__write_json(const struct profile *p, FILE *out)
 		const struct profile_frame *f = &p->frames[i];
 
 		fputs(i ? ",\n{\"name\": " : "\n{\"name\": ", out);
-		json_str(out, names[i]);
+		json_write_str(out, names[i]);
 		fputs(", \"func\": ", out);
-		json_str(out, f->func);
+		json_write_str(out, f->func);
 		fputs(", \"file\": ", out);
-		json_str(out, f->file);
+		json_write_str(out, f->file);
 		fprintf(out, ", \"line\": %" PRIu32 ", \"module\": ", f->line);
-		json_str(out, f->module);
+		json_write_str(out, f->module);
 		/* a string: kernel addresses exceed what a JSON number keeps
 		 * exactly in most parsers (2^53) */
 		fprintf(out,
@@ -109,7 +67,7 @@ int profile__write_json(const struct profile *p, FILE *out)
 
 		fprintf(out, "%s{\"pid\": %" PRIu32 ", \"tid\": %" PRIu32 ", \"comm\": ",
 			i ? ",\n" : "\n", s->pid, s->tid);
-		json_str(out, s->comm);
+		json_write_str(out, s->comm);
 		fprintf(out, ", \"count\": %" PRIu64 ", \"frames\": [", s->count);
 		for (uint32_t j = 0; j < s->nframes; j++)
 			fprintf(out, j ? ", %" PRIu32 : "%" PRIu32, s->frames[j]);

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "agent/record.h"
+#include "agent/sched_report.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -216,6 +217,14 @@ int record_run(const struct record_opts *opts)
 	err = record_gpu_outputs(s, opts);
 	if (err)
 		goto out;
+	if (s->sched && opts->sched_output) {
+		err = sched_report__write_file(s->sched, s->ksyms, opts->sched_output);
+		if (err) {
+			fprintf(stderr, "strata: cannot write %s: %s\n", opts->sched_output,
+				strerror(-err));
+			goto out;
+		}
+	}
 out:
 	if (go_fd >= 0)
 		close(go_fd); /* the held child exits 127 */

@@ -14,9 +14,10 @@ struct record_opts {
 			     * waits for the command's exit code */
 	char *const *argv;  /* command to run, or NULL */
 	/* GPU layer outputs (NULL: not written) */
-	const char *leaks_path; /* .txt table or .pb.gz heap profile */
-	const char *trace_path; /* Perfetto/Chrome trace JSON */
-	const char *tally_path; /* per-API table */
+	const char *leaks_path;	  /* .txt table or .pb.gz heap profile */
+	const char *trace_path;	  /* Perfetto/Chrome trace JSON */
+	const char *tally_path;	  /* per-API table */
+	const char *sched_output; /* scheduler-layer JSON report, or NULL */
 };
 
 /* Returns the command's exit status (128+signal when killed), or, without a

@@ -475,6 +475,12 @@ void sampler__stats(const struct sampler *s, struct sampler_stats *st)
 	st->events_malformed = s->events_malformed;
 }
 
+void sampler__filter_maps(const struct sampler *s, int *targets_fd, int *cgroup_map_fd)
+{
+	*targets_fd = bpf_map__fd(s->skel->maps.targets);
+	*cgroup_map_fd = bpf_map__fd(s->skel->maps.cgroup_map);
+}
+
 void sampler__unwind_maps(const struct sampler *s, int *rows_fd, uint32_t *max_rows, int *procs_fd)
 {
 	*rows_fd = bpf_map__fd(s->skel->maps.unwind_rows);

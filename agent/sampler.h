@@ -78,6 +78,9 @@ int sampler__drain(struct sampler *s, sampler_sample_fn fn, void *ctx);
 
 void sampler__stats(const struct sampler *s, struct sampler_stats *st);
 
+/* The target maps (targets, cgroup_map), shared with the scheduler layer. */
+void sampler__filter_maps(const struct sampler *s, int *targets_fd, int *cgroup_map_fd);
+
 /* The hybrid unwinder's maps, for the loader that fills them. */
 void sampler__unwind_maps(const struct sampler *s, int *rows_fd, uint32_t *max_rows, int *procs_fd);
 /* Per-reason unwinder counters summed over CPUs (UNWIND_ERR_MAX entries). */

@@ -165,6 +165,20 @@ struct session *session__new(const struct session_opts *opts)
 		if (!s->gpu)
 			pr_warn("session: GPU layer off: %s", strerror(errno));
 	}
+	if (opts->sched) {
+		struct sched_collector_opts so = {
+			.sz = sizeof(so),
+			.filter = opts->sampler.filter,
+			.test_layer_binary = opts->sched_test_layer_binary,
+		};
+
+		sampler__filter_maps(s->sampler, &so.targets_fd, &so.cgroup_map_fd);
+		s->sched = sched_collector__new(&so);
+		if (!s->sched) {
+			err = -errno;
+			goto err_out;
+		}
+	}
 	for (size_t i = 0; i < opts->npids; i++) {
 		err = sampler__add_target(s->sampler, opts->pids[i]);
 		if (err)
@@ -213,6 +227,7 @@ void session__free(struct session *s)
 	proc_tracker__free(s->procs);
 	unwind_loader__free(s->unwind);
 	python__free(s->python);
+	sched_collector__free(s->sched);
 	sampler__free(s->sampler);
 	profile__free(s->res.out);
 	ksyms__free(s->ksyms);
@@ -236,7 +251,11 @@ int session__add_target(struct session *s, uint32_t tgid)
 
 int session__start(struct session *s)
 {
-	return sampler__start(s->sampler);
+	int err = sampler__start(s->sampler);
+
+	if (!err && s->sched)
+		err = sched_collector__start(s->sched);
+	return err;
 }
 
 int session__wait(struct session *s, int timeout_ms, struct session_signal *sig)
@@ -418,6 +437,16 @@ void session__report(struct session *s, const struct profile *p)
 			(unsigned long long)sy.lookups, (unsigned long long)sy.hits,
 			(unsigned long long)sy.evictions, (unsigned long long)sy.read_failed,
 			(unsigned long long)sy.stale, (unsigned long long)sy.no_line);
+	}
+	if (s->sched) { /* scheduler layer (issue 7) */
+		uint64_t sc[STRATA_SCHED_CNT_MAX];
+
+		sched_collector__counters(s->sched, sc);
+		fprintf(stderr, "  sched:");
+		for (int i = 0; i < STRATA_SCHED_CNT_MAX; i++)
+			fprintf(stderr, " %s=%llu", sched_collector__counter_name(i),
+				(unsigned long long)sc[i]);
+		fputc('\n', stderr);
 	}
 	fprintf(stderr,
 		"  symbolizer: lookups=%llu cache_hits=%llu unresolved=%llu open_failed=%llu\n",

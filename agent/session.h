@@ -19,6 +19,7 @@
 #include "agent/python.h"
 #include "agent/resolve.h"
 #include "agent/sampler.h"
+#include "agent/sched_collector.h"
 #include "agent/unwind_loader.h"
 #include "symbolize/symbolize.h"
 
@@ -31,6 +32,9 @@ struct session_opts {
 	/* GPU layer (CUDA/NCCL uprobes) */
 	bool no_gpu;
 	struct gpu_opts gpu;
+	/* Scheduler layer (issue 7): on when sched is set. */
+	bool sched;
+	const char *sched_test_layer_binary; /* tests: API-layer uprobes */
 };
 
 /* A signal that ended a wait: who sent it matters (0: the kernel, e.g. the
@@ -46,8 +50,9 @@ struct session {
 	struct proc_tracker *procs;
 	struct symbolizer *sym;
 	struct ksyms *ksyms;
-	struct unwind_loader *unwind; /* NULL: frame pointers only */
-	struct python *python;	      /* NULL: no Python frames (--no-python) */
+	struct unwind_loader *unwind;  /* NULL: frame pointers only */
+	struct python *python;	       /* NULL: no Python frames (--no-python) */
+	struct sched_collector *sched; /* NULL: scheduler layer off */
 	struct resolver res;
 	int epfd, sigfd;
 	uint32_t freq_hz;

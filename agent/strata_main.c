@@ -42,6 +42,8 @@ static void usage(FILE *f)
 	      "      --probe-budget PCT  CPU share of one core the probes may take per\n"
 	      "                        process (default 1; 0: no limit); costly probes\n"
 	      "                        are duty-cycled beyond it\n"
+	      "      --sched FILE      also write the scheduler layer (on/off-CPU,\n"
+	      "                        runnable, blocking stacks, irq) as JSON\n"
 	      "  -v, --verbose         counters and libbpf messages (-vv: debug)\n"
 	      "With -- CMD, runs CMD, profiles it and its children until it exits,\n"
 	      "and returns its exit code.  Without CMD, --pid or --cgroup: whole host.\n",
@@ -70,6 +72,8 @@ static int cmd_record(int argc, char **argv)
 		{ "tally", required_argument, NULL, 'Y' },
 		{ "probe-budget", required_argument, NULL, 'B' },
 		{ "gpu-probe-mode", required_argument, NULL, 'M' },
+		{ "sched", required_argument, NULL, 's' },
+		{ "sched-test-layers", required_argument, NULL, 'J' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
@@ -168,6 +172,13 @@ static int cmd_record(int argc, char **argv)
 				o.session.gpu.no_stacks = true;
 			else if (strcmp(optarg, "full"))
 				goto bad;
+			break;
+		case 's':
+			o.sched_output = optarg;
+			o.session.sched = true;
+			break;
+		case 'J': /* tests: API-layer uprobes on this binary */
+			o.session.sched_test_layer_binary = optarg;
 			break;
 		case 'v':
 			verbose++;

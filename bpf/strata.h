@@ -270,10 +270,9 @@ _Static_assert(sizeof(struct strata_py_proc) == 48, "py_proc layout");
 _Static_assert(sizeof(struct strata_py_frame) == 24, "py_frame layout");
 _Static_assert(sizeof(struct strata_py_stack) == 8 + 24 * STRATA_PY_MAX_DEPTH, "py_stack layout");
 
-/* ==== GPU layer (CUDA runtime/driver and NCCL uprobes) ==================
- * Owned by the GPU layer (bpf/cuda.bpf.c, bpf/nccl.bpf.c, agent/gpu_*).
- * One id per probed API; the _ptsz and versioned variants of a function
- * share its id.  The order is the tally's order.
+/* ==== GPU layer (CUDA runtime/driver and NCCL uprobes) =========== * Owned by the GPU layer
+ * (bpf/cuda.bpf.c, bpf/nccl.bpf.c, agent/gpu_*). One id per probed API; the _ptsz and versioned
+ * variants of a function share its id.  The order is the tally's order.
  */
 enum gpu_api {
 	GPU_API_cudaLaunchKernel,
@@ -555,5 +554,142 @@ _Static_assert(sizeof(struct gpu_coll_val) == 48, "gpu_coll_val layout");
 _Static_assert(sizeof(struct gpu_event) == 40 + 8 + 48, "gpu_event layout");
 _Static_assert(sizeof(struct gpu_target) == 8, "gpu_target layout");
 /* ==== end GPU layer ===================================================== */
+
+/* ---- Scheduler layer and time breakdown (issue 7; bpf/sched.bpf.c) ------ */
+
+/* Where a thread's wall time went.  Every nanosecond of a targeted thread
+ * lands in exactly one category (precedence: bpf/sched_account.h). */
+enum strata_time_cat {
+	STRATA_TIME_CPU = 0,	    /* on CPU, outside any API layer below */
+	STRATA_TIME_CUDA_API = 1,   /* inside a CUDA API call */
+	STRATA_TIME_GPU_WAIT = 2,   /* blocked waiting for the GPU (syncs) */
+	STRATA_TIME_COLLECTIVE = 3, /* inside an NCCL collective */
+	STRATA_TIME_IO_WAIT = 4,    /* blocked on I/O or a page fault */
+	STRATA_TIME_LOCK_WAIT = 5,  /* blocked on a futex */
+	STRATA_TIME_RUNNABLE = 6,   /* ready, waiting for a CPU */
+	STRATA_TIME_OTHER = 7,	    /* sleeping, stopped, ... */
+	STRATA_TIME_MAX = 8,
+};
+
+/* Why a thread left the CPU without being preempted. */
+enum strata_offcpu_reason {
+	STRATA_OFF_IO = 0,    /* uninterruptible (D) sleep: storage, io_schedule */
+	STRATA_OFF_LOCK = 1,  /* in futex(2) / futex_waitv(2) */
+	STRATA_OFF_SLEEP = 2, /* interruptible sleep: pipes, sockets, nanosleep */
+	STRATA_OFF_FAULT = 3, /* blocked inside a page fault */
+	STRATA_OFF_OTHER = 4, /* stopped, traced, dead, ... */
+	STRATA_OFF_MAX = 5,
+};
+
+/*
+ * The API layer a thread is in, kept per thread (task storage map
+ * "api_layers", defined in bpf/api_layer.bpf.h).  GPU-layer uprobes push on
+ * entry and pop on exit; the scheduler program splits on-CPU time by the
+ * layer and charges off-CPU time to the layer the thread blocked in.  The
+ * values are ordered by precedence: inside a collective, a nested CUDA call
+ * still counts as collective.
+ */
+enum strata_api_layer {
+	STRATA_LAYER_NONE = 0,
+	STRATA_LAYER_CUDA_API = 1,
+	STRATA_LAYER_GPU_WAIT = 2,
+	STRATA_LAYER_COLLECTIVE = 3,
+	STRATA_LAYER_MAX = 4,
+};
+
+#define STRATA_LAYER_DEPTH 8 /* nested API calls tracked; deeper ones counted */
+
+struct strata_api_layer_state {
+	__u8 stack[STRATA_LAYER_DEPTH]; /* effective layer at each depth */
+	__u32 depth;
+	__u32 overflow;			  /* pushes beyond STRATA_LAYER_DEPTH */
+	__u64 since_ns;			  /* on-CPU time before this is accounted */
+	__u64 oncpu_ns[STRATA_LAYER_MAX]; /* since the last switch-in, per layer */
+};
+
+/* Per targeted thread, cumulative since the thread was first seen. */
+struct strata_sched_key {
+	__u32 tgid;
+	__u32 tid;
+};
+
+struct strata_sched_thread {
+	__u64 oncpu_ns;
+	__u64 runnable_ns;
+	__u64 offcpu_ns[STRATA_OFF_MAX];
+	__u64 time_ns[STRATA_TIME_MAX]; /* the breakdown: sums to the time
+					 * accounted (oncpu+runnable+offcpu) */
+	__u64 switches;
+	__u64 first_ns; /* bpf_ktime_get_ns of the first transition seen */
+	char comm[STRATA_COMM_LEN];
+};
+
+/* Blocked time by (thread, reason, stacks).  Stack ids index the
+ * sched_stacks STACK_TRACE map; negative: not captured (counted). */
+struct strata_offcpu_key {
+	__u32 tgid;
+	__u32 tid;
+	__u32 reason; /* enum strata_offcpu_reason */
+	__u32 layer;  /* enum strata_api_layer at block time */
+	__s32 user_stack;
+	__s32 kern_stack;
+};
+
+#define STRATA_SCHED_STACK_SKIPPED (-2) /* rate limit: stack not walked */
+
+struct strata_offcpu_val {
+	__u64 ns;
+	__u64 count;
+};
+
+/* A non-target process that ran on a CPU where a target ran. */
+struct strata_foreign_key {
+	__u32 cpu;
+	__u32 tgid;
+};
+
+struct strata_foreign_val {
+	__u64 ns;
+	char comm[STRATA_COMM_LEN];
+};
+
+#define STRATA_SOFTIRQS 10  /* NR_SOFTIRQS */
+#define STRATA_HARDIRQS 256 /* irq numbers >= this share the last slot */
+
+/* Per CPU: interrupt time (index: softirq vector, or irq number). */
+struct strata_irq_time {
+	__u64 softirq_ns[STRATA_SOFTIRQS];
+	__u64 hardirq_ns[STRATA_HARDIRQS];
+	__u64 softirq_start[STRATA_SOFTIRQS]; /* in progress */
+	__u64 hardirq_start;
+	__u32 hardirq_cur;
+	__u32 pad;
+};
+
+enum strata_sched_counter {
+	STRATA_SCHED_SWITCHES = 0,   /* sched_switch events seen */
+	STRATA_SCHED_THREADS_FULL,   /* per-thread map full: time lost */
+	STRATA_SCHED_OFFCPU_FULL,    /* off-CPU stack map full: time kept
+				      * per thread, stack lost */
+	STRATA_SCHED_FOREIGN_FULL,   /* foreign-process map full */
+	STRATA_SCHED_STACK_LOST,     /* bpf_get_stackid failed */
+	STRATA_SCHED_STORAGE_FAILED, /* task storage could not be created */
+	STRATA_SCHED_MISSED_WAKEUP,  /* switched in while marked blocked */
+	STRATA_SCHED_CNT_MAX,
+};
+
+_Static_assert(sizeof(struct strata_api_layer_state) == 24 + 8 * STRATA_LAYER_MAX,
+	       "api_layer_state layout");
+_Static_assert(sizeof(struct strata_sched_key) == 8, "sched_key layout");
+_Static_assert(sizeof(struct strata_sched_thread) ==
+		       8 * (2 + STRATA_OFF_MAX + STRATA_TIME_MAX + 2) + STRATA_COMM_LEN,
+	       "sched_thread layout");
+_Static_assert(sizeof(struct strata_offcpu_key) == 24, "offcpu_key layout");
+_Static_assert(sizeof(struct strata_offcpu_val) == 16, "offcpu_val layout");
+_Static_assert(sizeof(struct strata_foreign_key) == 8, "foreign_key layout");
+_Static_assert(sizeof(struct strata_foreign_val) == 24, "foreign_val layout");
+_Static_assert(sizeof(struct strata_irq_time) ==
+		       8 * (2 * STRATA_SOFTIRQS + STRATA_HARDIRQS + 1) + 8,
+	       "irq_time layout");
 
 #endif /* STRATA_BPF_STRATA_H */

@@ -13,6 +13,8 @@ pkgs+=(python3-yaml clickhouse-server)
 # Python frames (issue 4): the PyTorch test workload and the 3.11 headers
 # the offsets table is checked against.
 pkgs+=(python3-torch python3.11-dev)
+# Diagnosis (issue 7): promtool checks deploy/prometheus rules.
+pkgs+=(prometheus)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")

@@ -15,6 +15,8 @@ cflags="-std=gnu11 -g -O1 -Wall -Wextra -Werror -Wno-unused-parameter \
 
 mkdir -p "$out/corpus/buildid" "$out/corpus/proc_maps" "$out/corpus/unwind_table" \
 	"$out/corpus/py_linetable"
+mkdir -p "$out/corpus/buildid" "$out/corpus/proc_maps" "$out/corpus/unwind_table"
+mkdir -p "$out/corpus/diagnose" # issue 7
 cd "$root"
 
 echo "  FUZZ-CC  $out/fuzz_buildid"
@@ -29,6 +31,10 @@ $clang $cflags tests/fuzz/fuzz_py_linetable.c unwind/python_lines.c agent/python
 echo "  FUZZ-CC  $out/fuzz_unwind_table"
 $clang $cflags tests/fuzz/fuzz_unwind_table.c unwind/*.c \
 	-ldw -lelf -lz -o "$out/fuzz_unwind_table"
+# issue 7: the detectors on hostile event streams
+echo "  FUZZ-CC  $out/fuzz_diagnose"
+$clang $cflags tests/fuzz/fuzz_diagnose.c diagnose/straggler.c diagnose/leak.c \
+	diagnose/breakdown.c diagnose/robust.c diagnose/keymap.c -lm -o "$out/fuzz_diagnose"
 
 # Seeds: small real ELF files (one of them tiny, with a build-id), and
 # real maps lines.  Re-seeding an existing corpus is harmless.
@@ -62,6 +68,7 @@ printf '\001\000\010\200\210\351\001\360\006\002\005\011' > "$out/corpus/py_line
 
 fail=0
 for t in buildid proc_maps unwind_table py_linetable; do
+for t in buildid proc_maps unwind_table diagnose; do
 	echo "  FUZZ     $t for ${secs}s"
 	if ! "$out/fuzz_$t" -max_total_time="$secs" -timeout=10 \
 		-max_len=65536 -rss_limit_mb=2048 -print_final_stats=1 \

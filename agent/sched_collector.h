@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The scheduler collector: loads bpf/sched.bpf.c and reads what it counts
+ * for the targeted threads (on-CPU, runnable, off-CPU by reason, the time
+ * breakdown), the blocking stacks, per-CPU irq/softirq time and the other
+ * processes that ran on the targets' CPUs.  It shares the profile object's
+ * target maps, so both follow the same processes and their forks.
+ */
+#ifndef STRATA_SCHED_COLLECTOR_H
+#define STRATA_SCHED_COLLECTOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <linux/types.h>
+
+#include "bpf/strata.h"
+
+struct sched_collector_opts {
+	size_t sz;
+	uint32_t filter;	       /* enum strata_filter */
+	int targets_fd;		       /* the profile object's targets map (TGIDS), or -1 */
+	int cgroup_map_fd;	       /* its cgroup_map (CGROUP), or -1 */
+	uint32_t max_threads;	       /* per-thread accumulators; 0 = 16384 */
+	uint32_t max_offcpu;	       /* (thread, reason, stacks) entries; 0 = 16384 */
+	uint64_t stack_interval_ns;    /* blocking stacks walked per thread at most this
+					* often; 0 = 1 ms, UINT64_MAX = every block */
+	const char *test_layer_binary; /* attach the API-layer test uprobes to
+					* this file's strata_test_layer_enter/
+					* _exit (tests only) */
+};
+
+struct sched_collector;
+
+/* NULL with errno set (message logged) on failure. */
+struct sched_collector *sched_collector__new(const struct sched_collector_opts *opts);
+void sched_collector__free(struct sched_collector *c);
+int sched_collector__start(struct sched_collector *c);
+
+/* The API-layer map, for the GPU layer's object (bpf_map__reuse_fd). */
+int sched_collector__api_layers_fd(const struct sched_collector *c);
+
+typedef int (*sched_thread_fn)(void *ctx, const struct strata_sched_key *k,
+			       const struct strata_sched_thread *t);
+/* Every thread's cumulative counters.  Returns the count or -errno. */
+int sched_collector__threads(struct sched_collector *c, sched_thread_fn fn, void *ctx);
+
+/* One blocking site; stacks are innermost first, n = 0 when lost. */
+struct sched_offcpu {
+	const struct strata_offcpu_key *key;
+	uint64_t ns, count;
+	const uint64_t *user, *kern;
+	size_t n_user, n_kern;
+};
+typedef int (*sched_offcpu_fn)(void *ctx, const struct sched_offcpu *o);
+/* Hands out and removes the off-CPU aggregate.  Returns the count or -errno. */
+int sched_collector__drain_offcpu(struct sched_collector *c, sched_offcpu_fn fn, void *ctx);
+
+typedef int (*sched_foreign_fn)(void *ctx, const struct strata_foreign_key *k,
+				const struct strata_foreign_val *v);
+int sched_collector__foreign(struct sched_collector *c, sched_foreign_fn fn, void *ctx);
+
+/* Interrupt time per CPU (cumulative); only non-zero entries. */
+typedef int (*sched_irq_fn)(void *ctx, uint32_t cpu, bool softirq, uint32_t vector, uint64_t ns);
+int sched_collector__irq(struct sched_collector *c, sched_irq_fn fn, void *ctx);
+
+/* STRATA_SCHED_CNT_MAX counters summed over CPUs. */
+void sched_collector__counters(const struct sched_collector *c, uint64_t *out);
+const char *sched_collector__counter_name(enum strata_sched_counter i);
+const char *sched_collector__time_name(enum strata_time_cat i);
+const char *sched_collector__reason_name(enum strata_offcpu_reason i);
+
+#endif /* STRATA_SCHED_COLLECTOR_H */

@@ -1,0 +1,486 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The scheduler layer: for every targeted thread, on-CPU time, run-queue
+ * wait (runnable, not running), and off-CPU time by reason with the
+ * blocking stacks; the time breakdown per thread, split by the API layer
+ * the GPU uprobes mark (bpf/api_layer.bpf.h); per-CPU irq and softirq time;
+ * and which other processes ran on the CPUs targets ran on.
+ *
+ * Blocking stacks are frame-pointer stacks from bpf_get_stackid (kernel and
+ * user) taken at sched_switch, where the blocking thread is current: the
+ * kernel stack (futex_wait, io_schedule, ...) carries the reason, and the
+ * hybrid DWARF unwinder's tables live in the profile object, whose maps
+ * this object does not share (see docs/diagnosis.md).
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "bpf/strata.h"
+#include "bpf/api_layer.bpf.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+const volatile __u32 filter_mode = STRATA_FILTER_NONE;
+/* A CPU hosts targets if one ran there within this window. */
+const volatile __u64 foreign_window_ns = 1000000000ULL;
+/* Blocking stacks are walked at most this often per thread (0: always);
+ * blocks in between are keyed with STRATA_SCHED_STACK_SKIPPED. */
+const volatile __u64 stack_interval_ns = 0;
+
+enum run_state { ST_UNKNOWN = 0, ST_RUNNING, ST_RUNNABLE, ST_BLOCKED };
+
+/* Per thread: the open interval. */
+struct task_sched {
+	__u64 ts; /* start of the current state */
+	__u32 state;
+	__u32 reason;
+	__u32 layer; /* API layer when it blocked */
+	__u32 in_fault;
+	__s32 user_stack, kern_stack;
+	__u64 stack_ts; /* last time its stacks were walked */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct task_sched);
+} task_state SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct strata_sched_key);
+	__type(value, struct strata_sched_thread);
+} threads SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct strata_offcpu_key);
+	__type(value, struct strata_offcpu_val);
+} offcpu SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__uint(value_size, STRATA_MAX_STACK_DEPTH * sizeof(__u64));
+} sched_stacks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct strata_foreign_key);
+	__type(value, struct strata_foreign_val);
+} foreign SEC(".maps");
+
+/* Per CPU: when the running task started, and when a target last ran. */
+struct cpu_run {
+	__u64 start;
+	__u64 target_seen;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct cpu_run);
+} cpu_run SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct strata_irq_time);
+} irq_time SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, STRATA_SCHED_CNT_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} sched_counters SEC(".maps");
+
+/* Shared with the profile object (bpf_map__reuse_fd): the same targets. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u32);
+	__type(value, __u32);
+} targets SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_CGROUP_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} cgroup_map SEC(".maps");
+
+static __always_inline void count(enum strata_sched_counter c)
+{
+	__u32 key = c;
+	__u64 *v = bpf_map_lookup_elem(&sched_counters, &key);
+
+	if (v)
+		__sync_fetch_and_add(v, 1);
+}
+
+/* Cgroup filtering tests the current task, so it is only exact for prev at
+ * sched_switch; for next / wakeups a task with storage is a target. */
+static __always_inline bool is_target_tgid(__u32 tgid)
+{
+	if (filter_mode == STRATA_FILTER_TGIDS)
+		return bpf_map_lookup_elem(&targets, &tgid) != NULL;
+	return filter_mode == STRATA_FILTER_NONE;
+}
+
+static __always_inline bool is_target_current(__u32 tgid)
+{
+	if (filter_mode == STRATA_FILTER_CGROUP)
+		return bpf_current_task_under_cgroup(&cgroup_map, 0) == 1;
+	return is_target_tgid(tgid);
+}
+
+static __always_inline struct strata_sched_thread *thread_acc(struct task_struct *t, __u64 now)
+{
+	struct strata_sched_key key = { .tgid = t->tgid, .tid = t->pid };
+	struct strata_sched_thread *a = bpf_map_lookup_elem(&threads, &key);
+
+	if (a)
+		return a;
+	struct strata_sched_thread init = { .first_ns = now };
+	bpf_probe_read_kernel_str(init.comm, sizeof(init.comm), t->comm);
+	if (bpf_map_update_elem(&threads, &key, &init, BPF_NOEXIST) &&
+	    !bpf_map_lookup_elem(&threads, &key)) {
+		count(STRATA_SCHED_THREADS_FULL);
+		return NULL;
+	}
+	return bpf_map_lookup_elem(&threads, &key);
+}
+
+static __always_inline void add(__u64 *p, __u64 v)
+{
+	__sync_fetch_and_add(p, v);
+}
+
+/* Closes a blocked interval: reason, breakdown category and stacks. */
+static __always_inline void close_blocked(struct task_struct *t, struct task_sched *ts, __u64 now)
+{
+	struct strata_sched_thread *a = thread_acc(t, now);
+	__u64 d = now - ts->ts;
+	__u32 r = ts->reason < STRATA_OFF_MAX ? ts->reason : STRATA_OFF_OTHER;
+
+	if (a) {
+		add(&a->offcpu_ns[r & 7], d);
+		add(&a->time_ns[sched_offcpu_cat(0, r, ts->layer) & 7], d);
+	}
+	struct strata_offcpu_key k = {
+		.tgid = t->tgid,
+		.tid = t->pid,
+		.reason = r,
+		.layer = ts->layer,
+		.user_stack = ts->user_stack,
+		.kern_stack = ts->kern_stack,
+	};
+	struct strata_offcpu_val *v = bpf_map_lookup_elem(&offcpu, &k);
+	if (!v) {
+		struct strata_offcpu_val init = {};
+
+		if (bpf_map_update_elem(&offcpu, &k, &init, BPF_NOEXIST) &&
+		    !bpf_map_lookup_elem(&offcpu, &k)) {
+			count(STRATA_SCHED_OFFCPU_FULL);
+			return;
+		}
+		v = bpf_map_lookup_elem(&offcpu, &k);
+		if (!v)
+			return;
+	}
+	add(&v->ns, d);
+	add(&v->count, 1);
+}
+
+/* prev leaves the CPU: close its on-CPU interval, open the next one. */
+static __always_inline void switch_out(void *ctx, bool preempt, struct task_struct *prev,
+				       unsigned int prev_state, __u64 now)
+{
+	struct task_sched *ts =
+		bpf_task_storage_get(&task_state, prev, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	struct strata_api_layer_state *ls = api_layer_of(prev, false);
+	struct strata_sched_thread *a;
+	__u32 layer = STRATA_LAYER_NONE;
+
+	if (!ts) {
+		count(STRATA_SCHED_STORAGE_FAILED);
+		return;
+	}
+	a = thread_acc(prev, now);
+	if (a) /* threads rename themselves (prctl) after they start */
+		bpf_probe_read_kernel_str(a->comm, sizeof(a->comm), prev->comm);
+	if (ls) {
+		/* On-CPU time before the switch-in belongs to an earlier slice. */
+		if (ts->state == ST_RUNNING && ls->since_ns < ts->ts)
+			ls->since_ns = ts->ts;
+		api_layer_charge(ls, now);
+		layer = api_layer_cur(ls);
+	}
+	if (a && ts->state == ST_RUNNING && ts->ts) {
+		__u64 d = now - ts->ts, layered = 0;
+
+		add(&a->oncpu_ns, d);
+		add(&a->switches, 1);
+		/* Layered time, capped by the slice; the rest is plain CPU,
+		 * so the categories add up to the slice exactly. */
+		for (int l = STRATA_LAYER_CUDA_API; ls && l < STRATA_LAYER_MAX; l++) {
+			__u64 c = ls->oncpu_ns[l];
+
+			if (c > d - layered)
+				c = d - layered;
+			add(&a->time_ns[sched_layer_cat(l) & 7], c);
+			layered += c;
+		}
+		add(&a->time_ns[STRATA_TIME_CPU], d - layered);
+	}
+	if (ls)
+		for (int l = 0; l < STRATA_LAYER_MAX; l++)
+			ls->oncpu_ns[l] = 0;
+	ts->ts = now;
+	ts->layer = layer;
+	if (preempt || prev_state == 0) {
+		ts->state = ST_RUNNABLE; /* still TASK_RUNNING: back in the run queue */
+		return;
+	}
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(prev);
+	long nr = regs ? BPF_CORE_READ(regs, orig_ax) : -1;
+
+	ts->state = ST_BLOCKED;
+	ts->reason = sched_block_reason(prev_state, ts->in_fault, nr);
+	if (stack_interval_ns && now - ts->stack_ts < stack_interval_ns) {
+		ts->kern_stack = ts->user_stack = STRATA_SCHED_STACK_SKIPPED;
+		return;
+	}
+	ts->stack_ts = now;
+	ts->kern_stack = bpf_get_stackid(ctx, &sched_stacks, 0);
+	ts->user_stack = bpf_get_stackid(ctx, &sched_stacks, BPF_F_USER_STACK);
+	if (ts->kern_stack < 0 || ts->user_stack < 0)
+		count(STRATA_SCHED_STACK_LOST);
+}
+
+/* next gets the CPU: close its runnable (or missed-wakeup) interval. */
+static __always_inline void switch_in(struct task_struct *next, __u64 now)
+{
+	struct task_sched *ts =
+		bpf_task_storage_get(&task_state, next, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	struct strata_api_layer_state *ls = api_layer_of(next, false);
+
+	if (!ts) {
+		count(STRATA_SCHED_STORAGE_FAILED);
+		return;
+	}
+	if (ts->ts && ts->state == ST_BLOCKED) {
+		/* Woken before we attached, or the wakeup was not seen. */
+		count(STRATA_SCHED_MISSED_WAKEUP);
+		close_blocked(next, ts, now);
+	} else if (ts->ts && ts->state == ST_RUNNABLE) {
+		struct strata_sched_thread *a = thread_acc(next, now);
+
+		if (a) {
+			add(&a->runnable_ns, now - ts->ts);
+			add(&a->time_ns[STRATA_TIME_RUNNABLE], now - ts->ts);
+		}
+	}
+	ts->state = ST_RUNNING;
+	ts->ts = now;
+	if (ls)
+		ls->since_ns = now;
+}
+
+/* A non-target ran on a CPU that hosts targets: who, for how long. */
+static __always_inline void charge_foreign(struct task_struct *prev, __u64 now, struct cpu_run *cr)
+{
+	struct strata_foreign_key k = { .cpu = bpf_get_smp_processor_id(), .tgid = prev->tgid };
+	struct strata_foreign_val *v;
+
+	if (!cr->target_seen || now - cr->target_seen > foreign_window_ns || !cr->start ||
+	    prev->pid == 0)
+		return;
+	v = bpf_map_lookup_elem(&foreign, &k);
+	if (!v) {
+		struct strata_foreign_val init = {};
+
+		bpf_probe_read_kernel_str(init.comm, sizeof(init.comm), prev->comm);
+		if (bpf_map_update_elem(&foreign, &k, &init, BPF_NOEXIST) &&
+		    !bpf_map_lookup_elem(&foreign, &k)) {
+			count(STRATA_SCHED_FOREIGN_FULL);
+			return;
+		}
+		v = bpf_map_lookup_elem(&foreign, &k);
+		if (!v)
+			return;
+	}
+	add(&v->ns, now - cr->start);
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
+	     unsigned int prev_state)
+{
+	__u64 now = bpf_ktime_get_ns();
+	__u32 zero = 0;
+	struct cpu_run *cr = bpf_map_lookup_elem(&cpu_run, &zero);
+	bool prev_target = prev->pid && is_target_current(prev->tgid);
+	bool next_target =
+		next->pid && (filter_mode == STRATA_FILTER_CGROUP
+				      ? bpf_task_storage_get(&task_state, next, NULL, 0) != NULL
+				      : is_target_tgid(next->tgid));
+
+	count(STRATA_SCHED_SWITCHES);
+	if (!cr)
+		return 0;
+	if (prev_target)
+		switch_out(ctx, preempt, prev, prev_state, now);
+	else
+		charge_foreign(prev, now, cr);
+	if (next_target) {
+		switch_in(next, now);
+		cr->target_seen = now;
+	} else if (prev_target) {
+		cr->target_seen = now;
+	}
+	cr->start = now;
+	return 0;
+}
+
+static __always_inline void wakeup(struct task_struct *p)
+{
+	struct task_sched *ts = bpf_task_storage_get(&task_state, p, NULL, 0);
+	__u64 now;
+
+	if (!ts || ts->state != ST_BLOCKED)
+		return;
+	now = bpf_ktime_get_ns();
+	close_blocked(p, ts, now);
+	ts->state = ST_RUNNABLE;
+	ts->ts = now;
+}
+
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(on_wakeup, struct task_struct *p)
+{
+	wakeup(p);
+	return 0;
+}
+
+SEC("tp_btf/sched_wakeup_new")
+int BPF_PROG(on_wakeup_new, struct task_struct *p)
+{
+	struct task_sched *ts;
+
+	if (!is_target_tgid(p->tgid) && filter_mode != STRATA_FILTER_CGROUP)
+		return 0;
+	ts = bpf_task_storage_get(&task_state, p, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!ts)
+		return 0;
+	ts->state = ST_RUNNABLE;
+	ts->ts = bpf_ktime_get_ns();
+	return 0;
+}
+
+/* Page faults: a thread that blocks inside one blocks on the fault.
+ * kprobes, not fentry: some kernels refuse trampolines (seen: EPERM on a
+ * 6.18 VM); user space turns these off when they cannot load. */
+SEC("kprobe/handle_mm_fault")
+int BPF_KPROBE(fault_enter)
+{
+	struct task_sched *ts =
+		bpf_task_storage_get(&task_state, bpf_get_current_task_btf(), NULL, 0);
+
+	if (ts)
+		ts->in_fault++;
+	return 0;
+}
+
+SEC("kretprobe/handle_mm_fault")
+int BPF_KRETPROBE(fault_exit)
+{
+	struct task_sched *ts =
+		bpf_task_storage_get(&task_state, bpf_get_current_task_btf(), NULL, 0);
+
+	if (ts && ts->in_fault)
+		ts->in_fault--;
+	return 0;
+}
+
+static __always_inline struct strata_irq_time *irq_slot(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&irq_time, &zero);
+}
+
+SEC("tp_btf/softirq_entry")
+int BPF_PROG(on_softirq_entry, unsigned int vec)
+{
+	struct strata_irq_time *t = irq_slot();
+
+	if (t && vec < STRATA_SOFTIRQS)
+		t->softirq_start[vec] = bpf_ktime_get_ns();
+	return 0;
+}
+
+SEC("tp_btf/softirq_exit")
+int BPF_PROG(on_softirq_exit, unsigned int vec)
+{
+	struct strata_irq_time *t = irq_slot();
+
+	if (!t || vec >= STRATA_SOFTIRQS || !t->softirq_start[vec])
+		return 0;
+	t->softirq_ns[vec] += bpf_ktime_get_ns() - t->softirq_start[vec];
+	t->softirq_start[vec] = 0;
+	return 0;
+}
+
+SEC("tp_btf/irq_handler_entry")
+int BPF_PROG(on_irq_entry, int irq)
+{
+	struct strata_irq_time *t = irq_slot();
+
+	if (!t)
+		return 0;
+	t->hardirq_start = bpf_ktime_get_ns();
+	t->hardirq_cur = irq >= 0 && irq < STRATA_HARDIRQS ? irq : STRATA_HARDIRQS - 1;
+	return 0;
+}
+
+SEC("tp_btf/irq_handler_exit")
+int BPF_PROG(on_irq_exit, int irq)
+{
+	struct strata_irq_time *t = irq_slot();
+
+	if (!t || !t->hardirq_start)
+		return 0;
+	t->hardirq_ns[t->hardirq_cur & (STRATA_HARDIRQS - 1)] +=
+		bpf_ktime_get_ns() - t->hardirq_start;
+	t->hardirq_start = 0;
+	return 0;
+}
+
+/*
+ * Test hooks: uprobes on a fixture's strata_test_layer_enter(layer) /
+ * strata_test_layer_exit() exercise the API-layer accounting exactly as the
+ * GPU layer's uprobes will.  Not loaded unless asked for.
+ */
+SEC("uprobe")
+int BPF_KPROBE(test_layer_enter, int layer)
+{
+	api_layer_enter((__u32)layer);
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(test_layer_exit)
+{
+	api_layer_exit();
+	return 0;
+}

@@ -1,0 +1,119 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * libFuzzer target: the detectors on hostile event streams (they come from
+ * agents' batches).  Bytes become collective events (small value ranges, so
+ * collectives, ranks and restarts collide), allocation sites and breakdown
+ * intervals; checks what the APIs promise: bounded outputs, states within
+ * the table, breakdowns that add up to the window.
+ */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "diagnose/breakdown.h"
+#include "diagnose/leak.h"
+#include "diagnose/straggler.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define REC 8 /* bytes per record */
+
+static void straggler(const uint8_t *d, size_t n)
+{
+	struct straggler_opts o = { .sz = sizeof(o),
+				    .max_tracked = 16,
+				    .min_collectives = 1,
+				    .confirm_windows = 1,
+				    .clear_windows = 1 };
+	struct straggler_detector *det = straggler_detector__new("fuzz", &o);
+	struct diag_coll_event *ev = calloc(n / REC + 1, sizeof(*ev));
+	struct straggler_transition out[4];
+	struct straggler_rank list[32];
+	struct straggler_stats st;
+	size_t k = 0;
+
+	if (!det || !ev)
+		goto out;
+	for (size_t i = 0; i + REC <= n; i += REC, k++)
+		ev[k] = (struct diag_coll_event){
+			.comm_hash = d[i] & 3,
+			.comm_instance = d[i + 1] & 1,
+			.seq = d[i + 2] & 15,
+			.rank = d[i + 3] & 7,
+			.nranks = d[i + 4] & 7,
+			/* Any int64, extremes included. */
+			.entry_ns = (int64_t)(((uint64_t)d[i + 5] << ((d[i + 7] & 7) * 8)) ^
+					      (d[i + 7] & 8 ? ~0ULL : 0)),
+			.clock_err_ns = (uint64_t)d[i + 6] << 16,
+			.pid = d[i + 7] & 3,
+			.node = (d[i] & 4) ? "n" : NULL,
+		};
+	for (int w = 0; w < 3; w++) {
+		size_t part = k / 3, first = (size_t)w * part;
+		int r = straggler_detector__window(det, ev + first, w == 2 ? k - first : part, w,
+						   w + 1, out, 4);
+
+		if (r < 0 || r > 4)
+			__builtin_trap();
+	}
+	if (straggler_detector__list(det, false, list, 32) > 16)
+		__builtin_trap();
+	straggler_detector__stats(det, &st);
+	if (st.tracked > 16 || st.events_used > st.events)
+		__builtin_trap();
+out:
+	straggler_detector__free(det);
+	free(ev);
+}
+
+static void leak(const uint8_t *d, size_t n)
+{
+	struct leak_opts o = { .sz = sizeof(o), .max_series = 8, .min_windows = 3, .history = 4 };
+	struct leak_tracker *t = leak_tracker__new(&o);
+	struct diag_leak out[16];
+
+	if (!t)
+		return;
+	for (size_t i = 0; i + REC <= n; i += REC) {
+		struct diag_alloc_site s = {
+			.pid = d[i] & 3,
+			.stack_id = d[i + 1] & 7,
+			.stack = "s",
+			.outstanding_bytes = (uint64_t)d[i + 2] << (d[i + 3] & 63),
+		};
+		leak_tracker__window(t, &s, 1, (int64_t)i * 1000000000);
+		if (leak_tracker__list(t, out, 16) > 8)
+			__builtin_trap();
+	}
+	leak_tracker__free(t);
+}
+
+static void breakdown(const uint8_t *d, size_t n)
+{
+	struct diag_interval *iv = calloc(n / REC + 1, sizeof(*iv));
+	struct diag_breakdown b;
+	uint64_t sum = 0;
+	size_t k = 0;
+
+	if (!iv)
+		return;
+	for (size_t i = 0; i + REC <= n; i += REC, k++)
+		iv[k] = (struct diag_interval){ (int8_t)d[i] * 1000, (int8_t)d[i + 1] * 1000,
+						d[i + 2] % STRATA_TIME_MAX };
+	if (!diag_breakdown_intervals(iv, k, -50000, 50000, &b)) {
+		for (int c = 0; c < STRATA_TIME_MAX; c++)
+			sum += b.ns[c];
+		if (sum != b.wall_ns || b.wall_ns != 100000)
+			__builtin_trap();
+	}
+	free(iv);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	straggler(data, size);
+	leak(data, size);
+	breakdown(data, size);
+	return 0;
+}
