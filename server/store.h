@@ -1,0 +1,257 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The storage interface of strata-server: one vtable, two backends
+ * (server/store_sqlite.c: embedded default; server/store_clickhouse.c:
+ * scale-out over ClickHouse's HTTP interface).  Schema concepts and their
+ * tables are documented in docs/server.md.
+ *
+ * Ingest gets a batch that is already decoded, validated (every index in
+ * range, see server/batch_decode.h) and symbolized: each wire stack comes
+ * with its resolved frames (inline expansion included) and a 64-bit id
+ * derived from those frames, so backends deduplicate stacks by id across
+ * batches.  Queries hand rows to a callback; every string and frame array
+ * a callback sees is valid only during that call.
+ *
+ * Thread safety: libmicrohttpd serves requests on several threads; every
+ * function here may be called concurrently on one store.
+ *
+ * Errors: 0 or -errno; a callback's non-zero return stops the query and is
+ * returned as is.
+ */
+#ifndef STRATA_SERVER_STORE_H
+#define STRATA_SERVER_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "strata.pb-c.h"
+
+/* ---- symbolized frames and stacks ---------------------------------------- */
+
+enum store_frame_kind {
+	STORE_FRAME_NATIVE = 1, /* = Strata__V1__Frame__Kind values */
+	STORE_FRAME_KERNEL = 2,
+	STORE_FRAME_PYTHON = 3,
+	STORE_FRAME_LOST = 4,
+	STORE_FRAME_UNKNOWN = 5,
+};
+
+struct store_frame {
+	uint32_t kind;	      /* enum store_frame_kind */
+	uint32_t flags;	      /* PROFILE_FRAME_* (agent/profile.h): inlined, unresolved... */
+	const char *func;     /* NULL when unresolved (never a nearby wrong name) */
+	const char *file;     /* NULL when unknown */
+	uint32_t line;	      /* 0 when unknown */
+	const char *module;   /* path of the ELF, "[kernel]"/module, "[python]"... */
+	const char *build_id; /* lowercase hex, NULL/"" when none */
+	uint64_t addr;	      /* NATIVE: file offset; KERNEL/UNKNOWN: ip */
+};
+
+struct store_stack {
+	uint64_t id; /* hash of the frames below (server/stack_id.c); never 0 */
+	uint32_t nframes;
+	const struct store_frame *frames; /* root first */
+};
+
+/* ---- ingest ---------------------------------------------------------------- */
+
+struct store_batch {
+	const Strata__V1__Batch *pb;	 /* decoded and validated */
+	const struct store_stack *stacks; /* stacks[i] is pb->stacks[i], symbolized */
+	uint64_t received_ns;		 /* CLOCK_REALTIME at the server */
+	uint64_t wire_bytes;		 /* compressed size as received */
+};
+
+/* ---- query filters ----------------------------------------------------------- */
+
+/*
+ * Every query takes one filter.  A zero field does not filter; strings are
+ * exact matches.  A time range selects records whose batch window overlaps
+ * [from_ns, to_ns) (events: whose own time lies in it).  Negated matches
+ * ("rank=!3": every rank but 3) serve differential views (one rank against
+ * the others).
+ */
+struct store_filter {
+	uint64_t from_ns, to_ns; /* 0: open */
+	const char *node;
+	uint32_t pid; /* 0: any */
+	const char *job;
+	const char *container;
+	int has_rank;
+	int32_t rank;
+	int rank_negate; /* with has_rank: every rank but this one */
+};
+
+/* ---- query rows ---------------------------------------------------------------- */
+
+struct store_job {
+	const char *job;
+	uint32_t nodes, processes, ranks; /* distinct */
+	int32_t world_size;		  /* -1 unknown */
+	uint64_t first_ns, last_ns;
+	uint64_t cpu_samples;
+};
+
+struct store_node {
+	const char *node;
+	const char *agent_version;
+	uint64_t first_ns, last_ns;
+	uint64_t batches, cpu_samples;
+	uint64_t drops; /* sum of every Drops field the node reported */
+};
+
+struct store_process {
+	const char *node;
+	uint32_t pid;
+	uint64_t start_time_ns;
+	const char *comm, *cmdline, *container, *pod, *job;
+	int has_rank;
+	int32_t rank, local_rank, world_size;
+	uint64_t first_ns, last_ns;
+	uint64_t cpu_samples;
+};
+
+enum store_profile_kind {
+	STORE_PROFILE_CPU = 0,	  /* CpuSample counts */
+	STORE_PROFILE_OFFCPU = 1, /* OffCpuSample ns */
+};
+
+/* One aggregated profile row: summed over the filter's time range. */
+struct store_sample {
+	const char *node;
+	uint32_t pid, tid;
+	const char *comm; /* thread name */
+	int has_rank;
+	int32_t rank;
+	const struct store_stack *stack;
+	uint64_t value; /* CPU: samples; off-CPU: ns */
+};
+
+/* Device memory outstanding at the filter's to_ns (or now), by stack. */
+struct store_leak {
+	const char *node;
+	uint32_t pid;
+	int has_rank;
+	int32_t rank;
+	const struct store_stack *stack;
+	uint64_t bytes, allocations;
+	uint64_t oldest_ns; /* earliest alloc_ns among them */
+};
+
+struct store_api_code {
+	int32_t code;
+	const char *name;
+	uint64_t count;
+};
+
+/* CUDA API tally, summed per (node, pid, fn) over the time range. */
+struct store_tally {
+	const char *node;
+	uint32_t pid;
+	int has_rank;
+	int32_t rank;
+	const char *fn;
+	uint64_t calls, total_ns, min_ns, max_ns;
+	uint32_t ncodes;
+	const struct store_api_code *codes; /* non-success codes */
+};
+
+enum store_event_kind {
+	STORE_EVENT_COLLECTIVE = 1u << 0, /* NcclCollective */
+	STORE_EVENT_TRANSFER = 1u << 1,	  /* CudaTransfer with start_ns (memcpy/sync) */
+	STORE_EVENT_LAUNCH = 1u << 2,	  /* CudaLaunch aggregates (at batch start) */
+};
+
+/* A timed event for collectives and the Perfetto trace. */
+struct store_event {
+	uint32_t kind; /* one enum store_event_kind bit */
+	const char *node;
+	uint32_t pid, tid;
+	const char *job;
+	int has_rank;
+	int32_t rank;
+	const char *name; /* collective op, CUDA API, kernel name */
+	uint64_t start_ns, dur_ns;
+	uint64_t bytes, count;
+	/* collectives */
+	uint64_t comm_hash, seq;
+	int32_t comm_rank, comm_nranks; /* -1 unknown */
+	const char *dtype;
+	/* transfers */
+	uint32_t transfer_kind, direction; /* Strata__V1__CudaTransfer__Kind/Direction */
+};
+
+struct store_stats {
+	uint64_t batches, duplicates; /* stored, refused as already stored */
+	uint64_t stacks, cpu_rows, event_rows;
+	uint64_t bytes_on_disk; /* 0 unknown */
+	uint64_t retention_deleted;
+};
+
+typedef int (*store_job_fn)(void *ctx, const struct store_job *j);
+typedef int (*store_node_fn)(void *ctx, const struct store_node *n);
+typedef int (*store_process_fn)(void *ctx, const struct store_process *p);
+typedef int (*store_sample_fn)(void *ctx, const struct store_sample *s);
+typedef int (*store_leak_fn)(void *ctx, const struct store_leak *l);
+typedef int (*store_tally_fn)(void *ctx, const struct store_tally *t);
+typedef int (*store_event_fn)(void *ctx, const struct store_event *e);
+
+/* ---- the vtable ------------------------------------------------------------- */
+
+struct store;
+
+struct store_ops {
+	const char *name; /* "sqlite", "clickhouse" */
+	/*
+	 * Stores the whole batch atomically (all rows or none).  Returns 0,
+	 * 1 when a batch with this batch_id is already stored (nothing
+	 * written: the agent retried), or -errno.
+	 */
+	int (*ingest)(struct store *s, const struct store_batch *b);
+	int (*jobs)(struct store *s, const struct store_filter *f, store_job_fn fn, void *ctx);
+	int (*nodes)(struct store *s, const struct store_filter *f, store_node_fn fn, void *ctx);
+	/* Processes (ranks are processes with has_rank). */
+	int (*processes)(struct store *s, const struct store_filter *f, store_process_fn fn,
+			 void *ctx);
+	int (*profile)(struct store *s, const struct store_filter *f, enum store_profile_kind kind,
+		       store_sample_fn fn, void *ctx);
+	int (*leaks)(struct store *s, const struct store_filter *f, store_leak_fn fn, void *ctx);
+	int (*tally)(struct store *s, const struct store_filter *f, store_tally_fn fn, void *ctx);
+	/*
+	 * Timed events of the kinds in the kinds mask, oldest first; at most
+	 * limit (0 = 100000) are handed out, *truncated set when more matched.
+	 */
+	int (*events)(struct store *s, const struct store_filter *f, uint32_t kinds, uint32_t limit,
+		      int *truncated, store_event_fn fn, void *ctx);
+	/* Deletes everything whose batch window ended before before_ns. */
+	int (*retain)(struct store *s, uint64_t before_ns, uint64_t *deleted_batches);
+	int (*stats)(struct store *s, struct store_stats *st);
+	void (*close)(struct store *s);
+};
+
+/* Backends embed this first. */
+struct store {
+	const struct store_ops *ops;
+};
+
+/*
+ * Opens "sqlite:PATH" or "clickhouse://HOST:PORT/DB".  On failure returns
+ * NULL with errno set and a message in err (errsz bytes).
+ */
+struct store *store__open(const char *spec, char *err, size_t errsz);
+static inline void store__close(struct store *s)
+{
+	if (s)
+		s->ops->close(s);
+}
+
+/* Backend constructors (same contract as store__open). */
+struct store *store_sqlite__open(const char *path, char *err, size_t errsz);
+struct store *store_clickhouse__open(const char *url, char *err, size_t errsz);
+
+/* True when the filter's process-level fields (pid, job, rank, container,
+ * node) accept this process; shared by the backends' row filtering. */
+int store_filter__match_process(const struct store_filter *f, const char *node, uint32_t pid,
+				const char *job, const char *container, int has_rank, int32_t rank);
+
+#endif /* STRATA_SERVER_STORE_H */
