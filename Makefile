@@ -30,7 +30,7 @@ CFLAGS     += -std=gnu11 -Wall -Wextra -Werror -Wno-unused-parameter \
 	      $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 DEPFLAGS    = -MMD -MP
 LDLIBS     := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lbpf -ldw -lelf -lz -lzstd) \
-	      -lprotobuf-c -lstdc++ -lpthread
+	      -lprotobuf-c -lstdc++ -lpthread $(SERVER_LDLIBS)
 SAN_FLAGS  := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 
 BPF_CFLAGS := -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) -Ivmlinux/$(ARCH) \
@@ -44,7 +44,11 @@ PROTOS     := $(wildcard proto/*.proto)
 PROTO_C    := $(patsubst proto/%.proto,$(GEN)/%.pb-c.c,$(PROTOS))
 PROTO_H    := $(PROTO_C:.c=.h)
 MAINS      := agent/strata_main.c agent/agent_main.c
-LIB_SRCS   := $(filter-out $(MAINS),$(wildcard agent/*.c symbolize/*.c unwind/*.c uploader/*.c))
+# --- strata-server (issue 6) ---
+MAINS      += server/server_main.c
+SERVER_LDLIBS := -lsqlite3 -lmicrohttpd -lcurl
+# --- end strata-server ---
+LIB_SRCS   := $(filter-out $(MAINS),$(wildcard agent/*.c symbolize/*.c unwind/*.c uploader/*.c server/*.c))
 LIB_OBJS   := $(patsubst %.c,$(OBJ)/%.o,$(LIB_SRCS)) $(patsubst $(GEN)/%.c,$(OBJ)/gen/%.o,$(PROTO_C))
 ASAN_OBJS  := $(patsubst $(OBJ)/%,$(ASAN_OBJ)/%,$(LIB_OBJS))
 UNIT_SRCS  := $(wildcard tests/unit/test_*.c)
@@ -54,7 +58,7 @@ FIXTURES   := $(patsubst tests/fixtures/%.c,$(BUILD)/fixtures/%,$(FIXTURE_SRCS))
 	      $(patsubst tests/fixtures/%.cc,$(BUILD)/fixtures/%,$(wildcard tests/fixtures/*.cc))
 CXX        ?= c++
 
-BINS       := $(BUILD)/strata $(BUILD)/strata-agent
+BINS       := $(BUILD)/strata $(BUILD)/strata-agent $(BUILD)/strata-server
 
 .PHONY: all test unit demo bench lint deps vmlinux clean fixtures format fuzz
 all: $(BINS)
@@ -113,6 +117,10 @@ $(BUILD)/strata: $(OBJ)/agent/strata_main.o $(BUILD)/libstrata.a
 	$(Q)$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
 
 $(BUILD)/strata-agent: $(OBJ)/agent/agent_main.o $(BUILD)/libstrata.a
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
+
+$(BUILD)/strata-server: $(OBJ)/server/server_main.o $(BUILD)/libstrata.a
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
 
