@@ -30,7 +30,7 @@ CFLAGS     += -std=gnu11 -Wall -Wextra -Werror -Wno-unused-parameter \
 	      $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 DEPFLAGS    = -MMD -MP
 LDLIBS     := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lbpf -ldw -lelf -lz -lzstd) \
-	      -lprotobuf-c -lstdc++ -lpthread $(SERVER_LDLIBS)
+	      -lprotobuf-c -lstdc++ -lpthread
 SAN_FLAGS  := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 
 BPF_CFLAGS := -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) -Ivmlinux/$(ARCH) \
@@ -46,7 +46,7 @@ PROTO_H    := $(PROTO_C:.c=.h)
 MAINS      := agent/strata_main.c agent/agent_main.c
 # --- strata-server (issue 6) ---
 MAINS      += server/server_main.c
-SERVER_LDLIBS := -lsqlite3 -lmicrohttpd -lcurl
+LDLIBS     += -lsqlite3 -lmicrohttpd -lcurl
 # --- end strata-server ---
 LIB_SRCS   := $(filter-out $(MAINS),$(wildcard agent/*.c symbolize/*.c unwind/*.c uploader/*.c server/*.c))
 LIB_OBJS   := $(patsubst %.c,$(OBJ)/%.o,$(LIB_SRCS)) $(patsubst $(GEN)/%.c,$(OBJ)/gen/%.o,$(PROTO_C))
