@@ -140,6 +140,7 @@ int api_processes(struct server *srv, const struct request *r, FILE *out)
 
 struct load_ctx {
 	struct profile *p;
+	struct central_sym *sym;
 };
 
 static int to_profile_frame(struct profile *p, const struct store_frame *sf, uint32_t *idx)
@@ -150,7 +151,7 @@ static int to_profile_frame(struct profile *p, const struct store_frame *sf, uin
 		.line = sf->line,
 		.module = sf->module ? sf->module : "[unknown]",
 		.addr = sf->addr,
-		.flags = sf->flags,
+		.flags = sf->flags & ~STORE_FRAME_RETURN,
 	};
 	int64_t i = profile__intern_frame(p, &f);
 
@@ -163,13 +164,27 @@ static int to_profile_frame(struct profile *p, const struct store_frame *sf, uin
 static int load_row(void *ctx, const struct store_sample *s)
 {
 	struct load_ctx *l = ctx;
-	uint32_t idx[PROFILE_MAX_FRAMES];
-	uint32_t n = s->stack->nframes < PROFILE_MAX_FRAMES ? s->stack->nframes
-							    : PROFILE_MAX_FRAMES;
+	uint32_t idx[PROFILE_MAX_FRAMES], n = 0;
 
-	for (uint32_t i = 0; i < n; i++) {
-		int err = to_profile_frame(l->p, &s->stack->frames[i], &idx[i]);
+	for (uint32_t i = 0; i < s->stack->nframes && n < PROFILE_MAX_FRAMES; i++) {
+		const struct store_frame *sf = &s->stack->frames[i];
+		struct sym_frame late[SYM_MAX_INLINE];
+		int nl = central_sym__resolve_late(l->sym, sf, late, SYM_MAX_INLINE);
+		int err = 0;
 
+		if (nl <= 0) {
+			err = to_profile_frame(l->p, sf, &idx[n++]);
+		}
+		/* Resolved now: outermost (real) function first, as at ingest. */
+		for (int j = nl - 1; j >= 0 && !err && n < PROFILE_MAX_FRAMES; j--) {
+			struct store_frame g = *sf;
+
+			g.func = late[j].func;
+			g.file = late[j].file;
+			g.line = late[j].line;
+			g.flags = late[j].inlined ? PROFILE_FRAME_INLINED : 0;
+			err = to_profile_frame(l->p, &g, &idx[n++]);
+		}
 		if (err)
 			return err;
 	}
@@ -179,7 +194,7 @@ static int load_row(void *ctx, const struct store_sample *s)
 int server__load_profile(struct server *srv, const struct store_filter *f,
 			 enum store_profile_kind kind, struct profile **out)
 {
-	struct load_ctx l = { profile__new(49) };
+	struct load_ctx l = { profile__new(49), srv->sym };
 	int err;
 
 	if (!l.p)

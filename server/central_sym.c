@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,14 +115,14 @@ static void note_missing(struct central_sym *c, struct sym_batch *sb, const char
  * file debuginfod has.  Returns 0 with path filled, or -ENOENT.
  */
 static int file_for(struct central_sym *c, const char *hex, const uint8_t *id, size_t idlen,
-		    char *path, size_t sz)
+		    char *path, size_t sz, int ask_debuginfod)
 {
 	char *dpath = NULL;
 	int fd;
 
 	if (!buildid_store__path(c->bids, hex, path, sz))
 		return 0;
-	if (!c->dbgd)
+	if (!c->dbgd || !ask_debuginfod)
 		return -ENOENT;
 	fd = debuginfod__find_debuginfo(c->dbgd, id, idlen, &dpath);
 	if (fd < 0) {
@@ -147,7 +148,7 @@ static int native_frames(struct central_sym *c, const Strata__V1__Batch *b, stru
 
 	c->st.frames_native++;
 	if (m->build_id.len && file_for(c, hex, m->build_id.data, m->build_id.len, path,
-					sizeof(path)) == 0) {
+					sizeof(path), 1) == 0) {
 		uint64_t q = wf->is_return && wf->address > 0 ? wf->address - 1 : wf->address;
 
 		n = symbolizer__resolve(c->sym, path, m->build_id.data, m->build_id.len, q, sf,
@@ -161,7 +162,7 @@ static int native_frames(struct central_sym *c, const Strata__V1__Batch *b, stru
 		if (!f)
 			return -ENOMEM;
 		f->kind = STORE_FRAME_NATIVE;
-		f->flags = PROFILE_FRAME_UNRESOLVED;
+		f->flags = PROFILE_FRAME_UNRESOLVED | (wf->is_return ? STORE_FRAME_RETURN : 0);
 		f->module = module;
 		f->build_id = hex;
 		f->addr = wf->address;
@@ -260,6 +261,48 @@ int central_sym__batch(struct central_sym *c, const Strata__V1__Batch *b, struct
 	}
 	free(first);
 	return err;
+}
+
+static int unhex(const char *hex, uint8_t *out, size_t max)
+{
+	size_t n = strlen(hex) / 2;
+
+	if (n > max || n == 0)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		unsigned v;
+
+		if (sscanf(hex + 2 * i, "%2x", &v) != 1)
+			return -EINVAL;
+		out[i] = (uint8_t)v;
+	}
+	return (int)n;
+}
+
+int central_sym__resolve_late(struct central_sym *c, const struct store_frame *f,
+			      struct sym_frame *out, int max)
+{
+	uint8_t id[64];
+	char path[PATH_MAX];
+	int n = 0, len;
+
+	if (f->kind != STORE_FRAME_NATIVE || !(f->flags & PROFILE_FRAME_UNRESOLVED) ||
+	    !f->build_id || !buildid_hex_valid(f->build_id))
+		return 0;
+	len = unhex(f->build_id, id, sizeof(id));
+	if (len <= 0)
+		return 0;
+	pthread_mutex_lock(&c->lock);
+	/* Uploaded files only: debuginfod was asked at ingest already. */
+	if (!file_for(c, f->build_id, id, (size_t)len, path, sizeof(path), 0)) {
+		uint64_t q = (f->flags & STORE_FRAME_RETURN) && f->addr ? f->addr - 1 : f->addr;
+
+		n = symbolizer__resolve(c->sym, path, id, (size_t)len, q, out, max);
+		if (n > 0)
+			c->st.late_resolved++;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return n > 0 ? n : 0;
 }
 
 void central_sym__stats(struct central_sym *c, struct central_sym_stats *st)

@@ -16,6 +16,7 @@
 
 #include "server/buildid_store.h"
 #include "server/store.h"
+#include "symbolize/symbolize.h"
 #include "strata.pb-c.h"
 
 #define CENTRAL_SYM_MAX_MISSING 32 /* build-ids asked for per batch */
@@ -25,6 +26,7 @@ struct central_sym_stats {
 	uint64_t lookups, cache_hits;		 /* symbolizer */
 	uint64_t missing_build_ids;		 /* frames whose file the server lacks */
 	uint64_t debuginfod_found, debuginfod_failed;
+	uint64_t late_resolved; /* stored unresolved, resolved at query time */
 };
 
 /* One batch's symbolized stacks; owns its memory. */
@@ -47,6 +49,15 @@ void central_sym__free(struct central_sym *c);
  * out's strings point into b, the symbolizer's cache and out itself. */
 int central_sym__batch(struct central_sym *c, const Strata__V1__Batch *b, struct sym_batch *out);
 void sym_batch__fini(struct sym_batch *sb);
+
+/*
+ * A native frame stored unresolved (its file came later, e.g. uploaded
+ * after the server asked): resolves it now into out[0..n) (innermost
+ * first, as symbolizer__resolve).  Returns n, 0 when still unresolved.
+ * Strings live as long as c.
+ */
+int central_sym__resolve_late(struct central_sym *c, const struct store_frame *f,
+			      struct sym_frame *out, int max);
 
 void central_sym__stats(struct central_sym *c, struct central_sym_stats *st);
 

@@ -70,6 +70,8 @@ int api_metrics(struct server *srv, FILE *o)
 		cs.frames_resolved);
 	gauge(o, "strata_symbolize_hit_rate", "resolved / native frames since start",
 	      cs.frames_native ? (double)cs.frames_resolved / (double)cs.frames_native : 0);
+	counter(o, "strata_symbolize_late_resolved_total",
+		"frames stored unresolved and resolved at query time", cs.late_resolved);
 	counter(o, "strata_symbolize_cache_lookups_total", "symbolizer lookups", cs.lookups);
 	counter(o, "strata_symbolize_cache_hits_total", "symbolizer cache hits", cs.cache_hits);
 	counter(o, "strata_symbolize_missing_build_id_frames_total",

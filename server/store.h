@@ -36,9 +36,14 @@ enum store_frame_kind {
 	STORE_FRAME_UNKNOWN = 5,
 };
 
+/* A store_frame flag beside the PROFILE_FRAME_* ones: addr is a return
+ * address (symbolized at addr - 1).  Kept so that a frame stored
+ * unresolved can be resolved later, when its file has been uploaded. */
+#define STORE_FRAME_RETURN (1u << 16)
+
 struct store_frame {
 	uint32_t kind;	      /* enum store_frame_kind */
-	uint32_t flags;	      /* PROFILE_FRAME_* (agent/profile.h): inlined, unresolved... */
+	uint32_t flags;	      /* PROFILE_FRAME_* (agent/profile.h) | STORE_FRAME_RETURN */
 	const char *func;     /* NULL when unresolved (never a nearby wrong name) */
 	const char *file;     /* NULL when unknown */
 	uint32_t line;	      /* 0 when unknown */
