@@ -146,6 +146,10 @@ $(BUILD)/fixtures/%: tests/fixtures/%.cc
 $(BUILD)/fixtures/libnofpa.so: $(BUILD)/fixtures/libnofpb.so
 $(BUILD)/fixtures/nofp_chain: $(BUILD)/fixtures/libnofpa.so $(BUILD)/fixtures/libnofpb.so
 
+# --- strata-server (issue 6): the synthetic batch generator links the lib ---
+$(BUILD)/fixtures/gen_batch: $(BUILD)/libstrata.a $(PROTO_H)
+# --- end strata-server ---
+
 fixtures: $(FIXTURES)
 
 $(BPFOUT) $(GEN):

@@ -136,22 +136,37 @@ static int file_for(struct central_sym *c, const char *hex, const uint8_t *id, s
 	return 0;
 }
 
+/* Per mapping of one batch: the file to symbolize with, looked up once. */
+struct mapping_file {
+	int state; /* 0 not looked up, 1 found (path), -1 missing */
+	char *path;
+};
+
 static int native_frames(struct central_sym *c, const Strata__V1__Batch *b, struct sym_batch *sb,
-			 const Strata__V1__Frame *wf)
+			 struct mapping_file *mf, const Strata__V1__Frame *wf)
 {
 	const Strata__V1__Mapping *m = b->mappings[wf->mapping];
 	const char *hex = sb->hex[wf->mapping];
 	const char *module = b->strings[m->path_str];
+	struct mapping_file *f0 = &mf[wf->mapping];
 	struct sym_frame sf[SYM_MAX_INLINE];
-	char path[PATH_MAX];
 	int n = 0;
 
 	c->st.frames_native++;
-	if (m->build_id.len && file_for(c, hex, m->build_id.data, m->build_id.len, path,
-					sizeof(path), 1) == 0) {
+	if (!f0->state) {
+		char path[PATH_MAX];
+
+		f0->state = -1;
+		if (m->build_id.len && file_for(c, hex, m->build_id.data, m->build_id.len, path,
+						sizeof(path), 1) == 0) {
+			f0->path = strdup(path);
+			f0->state = f0->path ? 1 : -1;
+		}
+	}
+	if (f0->state > 0) {
 		uint64_t q = wf->is_return && wf->address > 0 ? wf->address - 1 : wf->address;
 
-		n = symbolizer__resolve(c->sym, path, m->build_id.data, m->build_id.len, q, sf,
+		n = symbolizer__resolve(c->sym, f0->path, m->build_id.data, m->build_id.len, q, sf,
 					SYM_MAX_INLINE);
 	} else if (m->build_id.len) {
 		note_missing(c, sb, hex);
@@ -224,6 +239,7 @@ static int other_frame(const Strata__V1__Batch *b, struct sym_batch *sb,
 
 int central_sym__batch(struct central_sym *c, const Strata__V1__Batch *b, struct sym_batch *sb)
 {
+	struct mapping_file *mf;
 	size_t *first;
 	int err = 0;
 
@@ -231,8 +247,10 @@ int central_sym__batch(struct central_sym *c, const Strata__V1__Batch *b, struct
 	sb->stacks = calloc(b->n_stacks ? b->n_stacks : 1, sizeof(*sb->stacks));
 	sb->hex = calloc(b->n_mappings ? b->n_mappings : 1, sizeof(*sb->hex));
 	first = calloc(b->n_stacks ? b->n_stacks : 1, sizeof(*first));
-	if (!sb->stacks || !sb->hex || !first) {
+	mf = calloc(b->n_mappings ? b->n_mappings : 1, sizeof(*mf));
+	if (!sb->stacks || !sb->hex || !first || !mf) {
 		free(first);
+		free(mf);
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < b->n_mappings; i++)
@@ -246,7 +264,7 @@ int central_sym__batch(struct central_sym *c, const Strata__V1__Batch *b, struct
 			const Strata__V1__Frame *wf = b->stacks[i]->frames[j];
 
 			err = wf->kind == STRATA__V1__FRAME__KIND__NATIVE
-				      ? native_frames(c, b, sb, wf)
+				      ? native_frames(c, b, sb, mf, wf)
 				      : other_frame(b, sb, wf);
 		}
 	}
@@ -260,6 +278,9 @@ int central_sym__batch(struct central_sym *c, const Strata__V1__Batch *b, struct
 		sb->stacks[i].id = store_stack__id(sb->stacks[i].frames, sb->stacks[i].nframes);
 	}
 	free(first);
+	for (size_t i = 0; i < b->n_mappings; i++)
+		free(mf[i].path);
+	free(mf);
 	return err;
 }
 
