@@ -109,6 +109,20 @@ void shipper__free(struct shipper *sh, uint32_t drain_ms)
 		return;
 	if (sh->up && drain_ms && uploader__drain(sh->up, drain_ms))
 		pr_warn("agent: server not reached before exit: batches stay in the spool");
+	if (sh->up && sh->bb && log_enabled(LOG_INFO)) {
+		struct batch_builder_stats bs;
+		struct uploader_stats us;
+
+		batch_builder__stats(sh->bb, &bs);
+		uploader__stats(sh->up, &us);
+		fprintf(stderr,
+			"agent: final batches: built=%llu samples=%llu rows_dropped=%llu sent=%llu "
+			"duplicates=%llu rejected=%llu spooled=%llu\n",
+			(unsigned long long)bs.batches, (unsigned long long)bs.samples,
+			(unsigned long long)bs.rows_dropped, (unsigned long long)us.sent,
+			(unsigned long long)us.duplicates, (unsigned long long)us.rejected,
+			(unsigned long long)us.spool.files);
+	}
 	uploader__free(sh->up);
 	batch_builder__free(sh->bb);
 	free(sh);
