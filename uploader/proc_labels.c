@@ -111,11 +111,13 @@ void proc_labels__parse_cgroup(const char *path, char *container, size_t csz, ch
 				break;
 			}
 		}
-		/* kubepods-burstable-pod<uid>.slice or pod<uid> */
-		pd = memmem(seg, len, "pod", 3);
-		if (pd && (size_t)(pd - seg) + 3 + 36 <= len) {
+		/* kubepods-burstable-pod<uid>.slice or pod<uid>; "kubepods"
+		 * itself holds "pod", so every occurrence is tried. */
+		for (pd = seg; (pd = memmem(pd, len - (size_t)(pd - seg), "pod", 3)); pd += 3) {
 			size_t ul = 0;
 
+			if ((size_t)(pd - seg) + 3 + 36 > len)
+				break;
 			while (ul < 36 && (isxdigit((unsigned char)pd[3 + ul]) || pd[3 + ul] == '-' ||
 					   pd[3 + ul] == '_'))
 				ul++;
@@ -124,6 +126,7 @@ void proc_labels__parse_cgroup(const char *path, char *container, size_t csz, ch
 				for (char *c = pod; *c; c++)
 					if (*c == '_')
 						*c = '-'; /* systemd escapes '-' as '_' */
+				break;
 			}
 		}
 		p += len;

@@ -106,7 +106,8 @@ static int scan(struct spool *s)
 	}
 	closedir(d);
 	if (!err) {
-		qsort(found, n, sizeof(*found), entry_cmp);
+		if (n)
+			qsort(found, n, sizeof(*found), entry_cmp);
 		for (size_t i = 0; i < n && !err; i++) {
 			err = q_push(s, found[i].seq, found[i].size);
 			if (found[i].seq >= s->next_seq)
