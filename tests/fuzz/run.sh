@@ -14,6 +14,7 @@ cflags="-std=gnu11 -g -O1 -Wall -Wextra -Werror -Wno-unused-parameter \
 	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined"
 
 mkdir -p "$out/corpus/buildid" "$out/corpus/proc_maps" "$out/corpus/unwind_table"
+mkdir -p "$out/corpus/batch_decode" # strata-server (issue 6)
 cd "$root"
 
 echo "  FUZZ-CC  $out/fuzz_buildid"
@@ -25,6 +26,22 @@ $clang $cflags tests/fuzz/fuzz_proc_maps.c agent/proc_maps.c \
 echo "  FUZZ-CC  $out/fuzz_unwind_table"
 $clang $cflags tests/fuzz/fuzz_unwind_table.c unwind/*.c \
 	-ldw -lelf -lz -o "$out/fuzz_unwind_table"
+
+# --- strata-server (issue 6): the batch decoder --------------------------
+echo "  FUZZ-CC  $out/fuzz_batch_decode"
+$clang $cflags -I$root/build/gen -c build/gen/strata.pb-c.c -Wno-error -o "$out/strata.pb-c.o"
+$clang $cflags -I$root/build/gen tests/fuzz/fuzz_batch_decode.c server/batch_decode.c \
+	"$out/strata.pb-c.o" -lprotobuf-c -lzstd -o "$out/fuzz_batch_decode"
+# Seeds: real batches, as sent (odd first byte) and as protobuf (even).
+if [ -x build/fixtures/gen_batch ]; then
+	for g in "--stacks 3 --depth 4 --ranks 2 --samples 50" "--gpu --stacks 2 --depth 3 --ranks 2 --samples 20"; do
+		# shellcheck disable=SC2086
+		build/fixtures/gen_batch write "$out/seed.zst" $g > /dev/null
+		{ printf '\001'; cat "$out/seed.zst"; } > "$out/corpus/batch_decode/seed-wire-${#g}"
+		{ printf '\000'; zstd -dcq "$out/seed.zst"; } > "$out/corpus/batch_decode/seed-pb-${#g}"
+	done
+fi
+# --- end strata-server ---
 
 # Seeds: small real ELF files (one of them tiny, with a build-id), and
 # real maps lines.  Re-seeding an existing corpus is harmless.
@@ -53,7 +70,7 @@ for v in "eh:-O2 -fomit-frame-pointer" "fp:-O1 -fno-omit-frame-pointer" \
 done
 
 fail=0
-for t in buildid proc_maps unwind_table; do
+for t in buildid proc_maps unwind_table batch_decode; do
 	echo "  FUZZ     $t for ${secs}s"
 	if ! "$out/fuzz_$t" -max_total_time="$secs" -timeout=10 \
 		-max_len=65536 -rss_limit_mb=2048 -print_final_stats=1 \
