@@ -37,7 +37,9 @@ int api_ingest(struct server *srv, const struct request *r, FILE *out)
 	}
 	add(&srv->m.raw_bytes, raw_len);
 	build_id_hex(b->batch_id.data, b->batch_id.len, id, sizeof(id));
+	t0 = mono_ns();
 	ret = central_sym__batch(srv->sym, b, &sb);
+	latency_hist__add(&srv->m.symbolize, mono_ns() - t0);
 	if (ret) {
 		status = json_error(out, 503, "symbolization failed: %s", strerror(-ret));
 		goto out;

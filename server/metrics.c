@@ -60,6 +60,7 @@ int api_metrics(struct server *srv, FILE *o)
 	counter(o, "strata_ingest_cpu_samples_total", "CPU samples stored", ld(&m->cpu_samples));
 	histogram(o, "strata_store_ingest_seconds", "time to store one batch", &m->store_ingest);
 	histogram(o, "strata_query_seconds", "time to answer one API query", &m->query);
+	histogram(o, "strata_symbolize_seconds", "time to symbolize one batch", &m->symbolize);
 	counter(o, "strata_queries_total", "API queries", ld(&m->queries));
 	counter(o, "strata_query_errors_total", "API queries answered 5xx", ld(&m->query_errors));
 

@@ -34,7 +34,7 @@ struct server_metrics {
 	uint64_t symbol_uploads, symbol_upload_rejected;
 	uint64_t queries, query_errors;
 	uint64_t retention_runs, retention_deleted;
-	struct latency_hist store_ingest, query;
+	struct latency_hist store_ingest, query, symbolize;
 };
 
 struct server {
