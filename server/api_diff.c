@@ -157,9 +157,11 @@ static void draw(FILE *out, const struct dtree *t, uint32_t i, double x, uint32_
 	double y = (double)(maxd - depth) * ROW_H;
 	fprintf(out, "<g><title>");
 	xml_text(out, i ? n->name : "all");
-	fprintf(out, " (selection %" PRIu64 " = %.2f%%, base %" PRIu64 " = %.2f%%, %+.2f pp)</title>",
+	fprintf(out,
+		" (selection %" PRIu64 " = %.2f%%, base %" PRIu64 " = %.2f%%, %+.2f pp)</title>",
 		n->a, 100 * sa, n->b, 100 * sb, 100 * delta);
-	fprintf(out, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%d\" fill=\"rgb(%d,%d,%d)\"/>",
+	fprintf(out,
+		"<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%d\" fill=\"rgb(%d,%d,%d)\"/>",
 		x, y, w, ROW_H - 1, delta > 0 ? 255 : shade, shade, delta < 0 ? 255 : shade);
 	if (w > 40) {
 		fprintf(out, "<text x=\"%.1f\" y=\"%.1f\" clip-path=\"inset(0 0 0 0)\">", x + 3,
@@ -216,7 +218,8 @@ static void write_json(FILE *out, const struct dtree *t, uint32_t i, int *first,
 		*first = 0;
 		fputs("{\"stack\":", out);
 		json_str(out, path);
-		fprintf(out, ",\"selection\":%" PRIu64 ",\"base\":%" PRIu64 "}", n->a - ca, n->b - cb);
+		fprintf(out, ",\"selection\":%" PRIu64 ",\"base\":%" PRIu64 "}", n->a - ca,
+			n->b - cb);
 	}
 	for (uint32_t c = n->first_child; c; c = t->v[c].next_sibling)
 		write_json(out, t, c, first, path, nl, cap);
@@ -273,7 +276,8 @@ int api_profile_diff(struct server *srv, const struct request *r, FILE *out, con
 		char path[8192] = "";
 		int first = 1;
 
-		fprintf(out, "{\"selection_total\":%" PRIu64 ",\"base_total\":%" PRIu64 ",\"stacks\":[",
+		fprintf(out,
+			"{\"selection_total\":%" PRIu64 ",\"base_total\":%" PRIu64 ",\"stacks\":[",
 			t.total_a, t.total_b);
 		write_json(out, &t, 0, &first, path, 0, sizeof(path));
 		fputs("]}\n", out);

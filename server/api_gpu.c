@@ -129,8 +129,8 @@ static int coll_row(void *ctx, const struct store_event *e)
 		if (profile_htab__insert(&c->seq_ids, sh, (uint32_t)si))
 			return -ENOMEM;
 		sa = &c->seqs[c->nseqs++];
-		*sa = (struct seq_agg){ e->comm_hash, e->seq, e->start_ns, e->start_ns,
-					(uint32_t)ri, 0 };
+		*sa = (struct seq_agg){ e->comm_hash, e->seq,	    e->start_ns,
+					e->start_ns,  (uint32_t)ri, 0 };
 	}
 	sa = &c->seqs[si];
 	sa->nseen++;
@@ -183,7 +183,8 @@ int api_collectives(struct server *srv, const struct request *r, FILE *out)
 		int first = i == 0 || c.ranks[i - 1].comm_hash != a->comm_hash;
 
 		if (first)
-			fprintf(out, "%s{\"comm_hash\":\"%016" PRIx64 "\",\"nranks\":%d,\"ranks\":[",
+			fprintf(out,
+				"%s{\"comm_hash\":\"%016" PRIx64 "\",\"nranks\":%d,\"ranks\":[",
 				i ? "]}," : "", a->comm_hash, a->nranks);
 		else
 			fputc(',', out);
@@ -191,8 +192,8 @@ int api_collectives(struct server *srv, const struct request *r, FILE *out)
 		json_str(out, a->node);
 		fprintf(out,
 			",\"pid\":%u,\"collectives\":%" PRIu64 ",\"bytes\":%" PRIu64
-			",\"total_ns\":%" PRIu64 ",\"max_ns\":%" PRIu64 ",\"last_arrivals\":%" PRIu64
-			",\"wait_caused_ns\":%" PRIu64 "}",
+			",\"total_ns\":%" PRIu64 ",\"max_ns\":%" PRIu64
+			",\"last_arrivals\":%" PRIu64 ",\"wait_caused_ns\":%" PRIu64 "}",
 			a->pid, a->count, a->bytes, a->total_ns, a->max_ns, a->last_arrivals,
 			a->wait_caused_ns);
 	}
@@ -243,7 +244,8 @@ static int trace_row(void *ctx, const struct store_event *e)
 			return -ENOMEM;
 		t->pids = nv;
 		t->pids[t->npids++] = tpid;
-		fprintf(o, "%s{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%u,\"args\":{\"name\":",
+		fprintf(o,
+			"%s{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%u,\"args\":{\"name\":",
 			t->n++ ? "," : "", tpid);
 		char name[256];
 		if (e->has_rank)
@@ -280,10 +282,9 @@ int api_trace(struct server *srv, const struct request *r, FILE *out)
 	if (request__filter(r, "", &f, ferr, sizeof(ferr)))
 		return json_error(out, 400, "%s", ferr);
 	fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", out);
-	err = srv->store->ops->events(srv->store, &f,
-				      STORE_EVENT_COLLECTIVE | STORE_EVENT_TRANSFER |
-					      STORE_EVENT_LAUNCH,
-				      limit_arg(r), &truncated, trace_row, &t);
+	err = srv->store->ops->events(
+		srv->store, &f, STORE_EVENT_COLLECTIVE | STORE_EVENT_TRANSFER | STORE_EVENT_LAUNCH,
+		limit_arg(r), &truncated, trace_row, &t);
 	free(t.pids);
 	profile_htab__fini(&t.seen);
 	if (err) {

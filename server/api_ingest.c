@@ -66,8 +66,9 @@ int api_ingest(struct server *srv, const struct request *r, FILE *out)
 		add(&srv->m.batches_stored, 1);
 		add(&srv->m.cpu_samples, samples);
 	}
-	fprintf(out, "{\"status\":\"%s\",\"batch_id\":\"%s\",\"cpu_samples\":%llu,"
-		     "\"missing_build_ids\":[",
+	fprintf(out,
+		"{\"status\":\"%s\",\"batch_id\":\"%s\",\"cpu_samples\":%llu,"
+		"\"missing_build_ids\":[",
 		ret == 1 ? "duplicate" : "stored", id, (unsigned long long)samples);
 	for (size_t i = 0; i < sb.nmissing; i++)
 		fprintf(out, "%s\"%s\"", i ? "," : "", sb.missing[i]);

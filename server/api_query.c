@@ -12,11 +12,11 @@
 #include "agent/profile.h"
 #include "server/server.h"
 
-#define FILTER_OR_400(r, prefix, f)                                                \
-	do {                                                                       \
-		char ferr_[128];                                                   \
-		if (request__filter((r), (prefix), (f), ferr_, sizeof(ferr_)))     \
-			return json_error(out, 400, "%s", ferr_);                  \
+#define FILTER_OR_400(r, prefix, f)                                            \
+	do {                                                                   \
+		char ferr_[128];                                               \
+		if (request__filter((r), (prefix), (f), ferr_, sizeof(ferr_))) \
+			return json_error(out, 400, "%s", ferr_);              \
 	} while (0)
 
 struct list_ctx {
@@ -51,8 +51,8 @@ static int job_row(void *ctx, const struct store_job *j)
 	fprintf(l->out,
 		",\"nodes\":%u,\"processes\":%u,\"ranks\":%u,\"world_size\":%d,\"first\":%.3f,"
 		"\"last\":%.3f,\"cpu_samples\":%" PRIu64 "}",
-		j->nodes, j->processes, j->ranks, j->world_size, j->first_ns / 1e9, j->last_ns / 1e9,
-		j->cpu_samples);
+		j->nodes, j->processes, j->ranks, j->world_size, j->first_ns / 1e9,
+		j->last_ns / 1e9, j->cpu_samples);
 	return 0;
 }
 
@@ -296,7 +296,8 @@ static int leak_row(void *ctx, const struct store_leak *lk)
 	json_str(l->out, lk->node);
 	fprintf(l->out, ",\"pid\":%u", lk->pid);
 	json_rank(l->out, lk->has_rank, lk->rank);
-	fprintf(l->out, ",\"bytes\":%" PRIu64 ",\"allocations\":%" PRIu64 ",\"oldest\":%.3f,\"stack\":",
+	fprintf(l->out,
+		",\"bytes\":%" PRIu64 ",\"allocations\":%" PRIu64 ",\"oldest\":%.3f,\"stack\":",
 		lk->bytes, lk->allocations, lk->oldest_ns / 1e9);
 	json_stack(l->out, lk->stack);
 	fputc('}', l->out);

@@ -116,15 +116,23 @@ struct vctx {
 	size_t errsz;
 };
 
-#define CHECK(cond, ...)                                                         \
-	do {                                                                     \
-		if (!(cond))                                                     \
+#define CHECK(cond, ...)                                                           \
+	do {                                                                       \
+		if (!(cond))                                                       \
 			return fail(v->err, v->errsz, BATCH_INVALID, __VA_ARGS__); \
 	} while (0)
-#define STR(field, what, i) CHECK((field) < v->b->n_strings, "%s[%zu]: string %u out of range", what, i, (unsigned)(field))
-#define PROC(field, what, i) CHECK((field) < v->b->n_processes, "%s[%zu]: process %u out of range", what, i, (unsigned)(field))
-#define STACK(field, what, i) CHECK((field) < v->b->n_stacks, "%s[%zu]: stack %u out of range", what, i, (unsigned)(field))
-#define MAPPING(field, what, i) CHECK((field) < v->b->n_mappings, "%s[%zu]: mapping %u out of range", what, i, (unsigned)(field))
+#define STR(field, what, i)                                                          \
+	CHECK((field) < v->b->n_strings, "%s[%zu]: string %u out of range", what, i, \
+	      (unsigned)(field))
+#define PROC(field, what, i)                                                            \
+	CHECK((field) < v->b->n_processes, "%s[%zu]: process %u out of range", what, i, \
+	      (unsigned)(field))
+#define STACK(field, what, i)                                                      \
+	CHECK((field) < v->b->n_stacks, "%s[%zu]: stack %u out of range", what, i, \
+	      (unsigned)(field))
+#define MAPPING(field, what, i)                                                        \
+	CHECK((field) < v->b->n_mappings, "%s[%zu]: mapping %u out of range", what, i, \
+	      (unsigned)(field))
 
 static enum batch_error check_processes(const struct vctx *v)
 {
@@ -148,8 +156,8 @@ static enum batch_error check_processes(const struct vctx *v)
 		}
 		for (size_t j = 0; j < p->n_maps; j++) {
 			MAPPING(p->maps[j]->mapping, "processes.maps", i);
-			CHECK(p->maps[j]->start < p->maps[j]->end, "processes[%zu].maps[%zu]: empty range",
-			      i, j);
+			CHECK(p->maps[j]->start < p->maps[j]->end,
+			      "processes[%zu].maps[%zu]: empty range", i, j);
 		}
 	}
 	return BATCH_OK;
@@ -158,19 +166,20 @@ static enum batch_error check_processes(const struct vctx *v)
 static enum batch_error check_stacks(const struct vctx *v)
 {
 	const Strata__V1__Batch *b = v->b;
-	uint32_t max = v->lim && v->lim->max_stack_frames ? v->lim->max_stack_frames
-							  : DEFAULT_MAX_FRAMES;
+	uint32_t max =
+		v->lim && v->lim->max_stack_frames ? v->lim->max_stack_frames : DEFAULT_MAX_FRAMES;
 
 	for (size_t i = 0; i < b->n_mappings; i++) {
-		CHECK(b->mappings[i]->build_id.len <= MAX_BUILD_ID, "mappings[%zu]: build-id of %zu bytes", i,
-		      b->mappings[i]->build_id.len);
+		CHECK(b->mappings[i]->build_id.len <= MAX_BUILD_ID,
+		      "mappings[%zu]: build-id of %zu bytes", i, b->mappings[i]->build_id.len);
 		STR(b->mappings[i]->path_str, "mappings", i);
 	}
 	CHECK(b->n_stacks == 0 || b->stacks[0]->n_frames == 0, "stacks[0] must be the empty stack");
 	for (size_t i = 0; i < b->n_stacks; i++) {
 		const Strata__V1__Stack *s = b->stacks[i];
 
-		CHECK(s->n_frames <= max, "stacks[%zu]: %zu frames (at most %u)", i, s->n_frames, max);
+		CHECK(s->n_frames <= max, "stacks[%zu]: %zu frames (at most %u)", i, s->n_frames,
+		      max);
 		for (size_t j = 0; j < s->n_frames; j++) {
 			const Strata__V1__Frame *f = s->frames[j];
 
@@ -281,8 +290,8 @@ enum batch_error batch_validate(const Strata__V1__Batch *b, const struct batch_l
 			    STRATA__V1__WIRE_VERSION__WIRE_VERSION_CURRENT);
 	CHECK(b->batch_id.len == BATCH_ID_LEN, "batch_id must be %d bytes, not %zu", BATCH_ID_LEN,
 	      b->batch_id.len);
-	CHECK(b->node && b->node[0] && strlen(b->node) <= MAX_NODE_NAME,
-	      "node must be 1..%d bytes", MAX_NODE_NAME);
+	CHECK(b->node && b->node[0] && strlen(b->node) <= MAX_NODE_NAME, "node must be 1..%d bytes",
+	      MAX_NODE_NAME);
 	CHECK(b->end_ns >= b->start_ns && b->start_ns > 0, "bad time window [%llu, %llu)",
 	      (unsigned long long)b->start_ns, (unsigned long long)b->end_ns);
 	CHECK(b->n_strings == 0 || (b->strings[0] && !b->strings[0][0]), "strings[0] must be \"\"");
@@ -314,7 +323,8 @@ enum batch_error batch_decode(const void *wire, size_t n, const struct batch_lim
 	b = strata__v1__batch__unpack(NULL, len, raw);
 	free(raw);
 	if (!b)
-		return fail(err, errsz, BATCH_BAD_PROTO, "not a strata batch (protobuf decode failed)");
+		return fail(err, errsz, BATCH_BAD_PROTO,
+			    "not a strata batch (protobuf decode failed)");
 	e = batch_validate(b, lim, err, errsz);
 	if (e) {
 		strata__v1__batch__free_unpacked(b, NULL);

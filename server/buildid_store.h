@@ -16,7 +16,7 @@
 #define BUILDID_HEX_MAX 129 /* 64 bytes of id as hex + NUL */
 
 struct buildid_store_stats {
-	uint64_t files, bytes;		      /* now */
+	uint64_t files, bytes;			  /* now */
 	uint64_t uploads, rejected, refused_full; /* since start */
 };
 

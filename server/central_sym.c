@@ -254,8 +254,8 @@ int central_sym__batch(struct central_sym *c, const Strata__V1__Batch *b, struct
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < b->n_mappings; i++)
-		build_id_hex(b->mappings[i]->build_id.data, b->mappings[i]->build_id.len, sb->hex[i],
-			     BUILDID_HEX_MAX);
+		build_id_hex(b->mappings[i]->build_id.data, b->mappings[i]->build_id.len,
+			     sb->hex[i], BUILDID_HEX_MAX);
 
 	pthread_mutex_lock(&c->lock);
 	for (size_t i = 0; i < b->n_stacks && !err; i++) {

@@ -66,8 +66,8 @@ int json_error(FILE *out, int status, const char *fmt, ...)
 
 void latency_hist__add(struct latency_hist *h, uint64_t ns)
 {
-	static const uint64_t bounds_us[METRIC_BUCKETS] = { 1000,   5000,    25000,	100000,
-							     250000, 1000000, 5000000, 30000000 };
+	static const uint64_t bounds_us[METRIC_BUCKETS] = { 1000,   5000,    25000,   100000,
+							    250000, 1000000, 5000000, 30000000 };
 
 	for (int i = 0; i < METRIC_BUCKETS; i++)
 		if (ns <= bounds_us[i] * 1000)
@@ -85,10 +85,12 @@ static int parse_u64(const char *s, uint64_t *v)
 	return errno || end == s || *end ? -EINVAL : 0;
 }
 
-int request__filter(const struct request *r, const char *prefix, struct store_filter *f,
-		    char *err, size_t errsz)
+int request__filter(const struct request *r, const char *prefix, struct store_filter *f, char *err,
+		    size_t errsz)
 {
-	static const char *const keys[] = { "from", "to", "node", "pid", "job", "rank", "container" };
+	static const char *const keys[] = {
+		"from", "to", "node", "pid", "job", "rank", "container"
+	};
 	const char *v[7];
 	char key[64];
 	uint64_t n;
@@ -234,7 +236,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		if (!cs)
 			return MHD_NO;
 		cs->max = !strncmp(url, "/api/v1/symbols/", 16) ? srv->max_symbol_upload
-								 : srv->limits.max_wire;
+								: srv->limits.max_wire;
 		*con_cls = cs;
 		return MHD_YES;
 	}
@@ -267,8 +269,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		return MHD_NO;
 	is_query = !strncmp(url, "/api/v1/", 8) && strcmp(url, "/api/v1/batches") &&
 		   strncmp(url, "/api/v1/symbols/", 16);
-	if (srv->token && strcmp(url, "/healthz") && strcmp(url, "/metrics") &&
-	    !token_ok(srv, c)) {
+	if (srv->token && strcmp(url, "/healthz") && strcmp(url, "/metrics") && !token_ok(srv, c)) {
 		__atomic_fetch_add(&srv->m.rejected_unauthorized, 1, __ATOMIC_RELAXED);
 		status = json_error(out, 401, "missing or wrong bearer token");
 	} else if (cs->too_large) {
@@ -328,8 +329,8 @@ static int parse_addr(const char *addr, struct sockaddr_in *sa)
 	return 0;
 }
 
-struct http_daemon *http__start(struct server *srv, const char *addr, int threads,
-				uint16_t *port, char *err, size_t errsz)
+struct http_daemon *http__start(struct server *srv, const char *addr, int threads, uint16_t *port,
+				char *err, size_t errsz)
 {
 	struct http_daemon *d;
 	struct sockaddr_in sa;
@@ -344,13 +345,12 @@ struct http_daemon *http__start(struct server *srv, const char *addr, int thread
 		snprintf(err, errsz, "out of memory");
 		return NULL;
 	}
-	d->mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
-					  MHD_USE_ERROR_LOG,
-				  0, NULL, NULL, on_request, srv, MHD_OPTION_SOCK_ADDR, &sa,
-				  MHD_OPTION_THREAD_POOL_SIZE, (unsigned)threads,
-				  MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
-				  MHD_OPTION_CONNECTION_LIMIT, 1024u,
-				  MHD_OPTION_CONNECTION_TIMEOUT, 60u, MHD_OPTION_END);
+	d->mhd = MHD_start_daemon(
+		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+		on_request, srv, MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_THREAD_POOL_SIZE,
+		(unsigned)threads, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+		MHD_OPTION_CONNECTION_LIMIT, 1024u, MHD_OPTION_CONNECTION_TIMEOUT, 60u,
+		MHD_OPTION_END);
 	if (!d->mhd) {
 		snprintf(err, errsz, "cannot listen on %s: %s", addr, strerror(errno));
 		free(d);

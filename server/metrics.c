@@ -22,7 +22,7 @@ static void gauge(FILE *o, const char *name, const char *help, double v)
 static void histogram(FILE *o, const char *name, const char *help, const struct latency_hist *h)
 {
 	static const char *const le[METRIC_BUCKETS] = { "0.001", "0.005", "0.025", "0.1",
-							 "0.25",  "1",	   "5",	    "30" };
+							"0.25",	 "1",	  "5",	   "30" };
 
 	fprintf(o, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
 	for (int i = 0; i < METRIC_BUCKETS; i++)
@@ -33,7 +33,7 @@ static void histogram(FILE *o, const char *name, const char *help, const struct 
 
 int api_metrics(struct server *srv, FILE *o)
 {
-	static const char *const reasons[] = { "ok",	      "too_large",   "not_zstd",
+	static const char *const reasons[] = { "ok",	       "too_large",   "not_zstd",
 					       "bad_protobuf", "bad_version", "invalid" };
 	const struct server_metrics *m = &srv->m;
 	struct central_sym_stats cs;
@@ -54,7 +54,8 @@ int api_metrics(struct server *srv, FILE *o)
 		ld(&m->rejected_unauthorized));
 	fprintf(o, "strata_batches_rejected_total{reason=\"store_error\"} %" PRIu64 "\n",
 		ld(&m->rejected_store_error));
-	counter(o, "strata_ingest_wire_bytes_total", "compressed bytes received", ld(&m->wire_bytes));
+	counter(o, "strata_ingest_wire_bytes_total", "compressed bytes received",
+		ld(&m->wire_bytes));
 	counter(o, "strata_ingest_raw_bytes_total", "decompressed bytes of decoded batches",
 		ld(&m->raw_bytes));
 	counter(o, "strata_ingest_cpu_samples_total", "CPU samples stored", ld(&m->cpu_samples));
@@ -86,12 +87,14 @@ int api_metrics(struct server *srv, FILE *o)
 	gauge(o, "strata_buildid_store_bytes", "bytes in the build-id store", (double)bs.bytes);
 	counter(o, "strata_symbol_uploads_total", "symbol files accepted", ld(&m->symbol_uploads));
 	counter(o, "strata_symbol_uploads_rejected_total",
-		"symbol uploads refused (not that ELF, store full)", ld(&m->symbol_upload_rejected));
+		"symbol uploads refused (not that ELF, store full)",
+		ld(&m->symbol_upload_rejected));
 
 	if (!srv->store->ops->stats(srv->store, &ss)) {
 		gauge(o, "strata_store_stacks", "distinct stacks stored", (double)ss.stacks);
 		gauge(o, "strata_store_cpu_rows", "CPU sample rows stored", (double)ss.cpu_rows);
-		gauge(o, "strata_store_event_rows", "timed event rows stored", (double)ss.event_rows);
+		gauge(o, "strata_store_event_rows", "timed event rows stored",
+		      (double)ss.event_rows);
 		gauge(o, "strata_store_bytes", "store size on disk", (double)ss.bytes_on_disk);
 	}
 	counter(o, "strata_retention_runs_total", "retention passes", ld(&m->retention_runs));

@@ -60,8 +60,8 @@ const char *request__arg(const struct request *r, const char *key);
 
 /* Parses from/to/node/pid/job/rank/container (with prefix, e.g. "base.")
  * into f.  0, or -EINVAL with err set. */
-int request__filter(const struct request *r, const char *prefix, struct store_filter *f,
-		    char *err, size_t errsz);
+int request__filter(const struct request *r, const char *prefix, struct store_filter *f, char *err,
+		    size_t errsz);
 
 void latency_hist__add(struct latency_hist *h, uint64_t ns);
 
@@ -93,8 +93,8 @@ int server__load_profile(struct server *srv, const struct store_filter *f,
 /* Starts the HTTP daemon on addr ("HOST:PORT", ":PORT"); returns an
  * opaque handle and the bound port, or NULL with err set. */
 struct http_daemon;
-struct http_daemon *http__start(struct server *srv, const char *addr, int threads,
-				uint16_t *port, char *err, size_t errsz);
+struct http_daemon *http__start(struct server *srv, const char *addr, int threads, uint16_t *port,
+				char *err, size_t errsz);
 void http__stop(struct http_daemon *d);
 
 #endif /* STRATA_SERVER_SERVER_H */

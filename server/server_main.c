@@ -26,7 +26,8 @@ struct server_opts {
 
 static void usage(FILE *f)
 {
-	fputs("usage: strata-server --listen HOST:PORT --store sqlite:PATH|clickhouse://HOST:PORT/DB\n"
+	fputs("usage: strata-server --listen HOST:PORT --store "
+	      "sqlite:PATH|clickhouse://HOST:PORT/DB\n"
 	      "  -l, --listen ADDR        address to serve HTTP on (port 0: any free port)\n"
 	      "  -s, --store SPEC         sqlite:PATH or clickhouse://HOST:PORT/DB\n"
 	      "  -t, --token-file F       require \"Authorization: Bearer <contents of F>\"\n"
@@ -127,8 +128,7 @@ static int serve(const struct server_opts *o)
 		uint64_t keep_ns = (uint64_t)o->retention_h * 3600 * 1000000000ull;
 		uint64_t now = realtime_ns();
 
-		if (now > keep_ns &&
-		    !srv.store->ops->retain(srv.store, now - keep_ns, &deleted)) {
+		if (now > keep_ns && !srv.store->ops->retain(srv.store, now - keep_ns, &deleted)) {
 			__atomic_fetch_add(&srv.m.retention_runs, 1, __ATOMIC_RELAXED);
 			__atomic_fetch_add(&srv.m.retention_deleted, deleted, __ATOMIC_RELAXED);
 		}
@@ -210,8 +210,8 @@ int main(int argc, char **argv)
 			return 2;
 		}
 		if (bad) {
-			fprintf(stderr, "strata-server: bad value for --%s: %s\n",
-				longopts[0].name, optarg);
+			fprintf(stderr, "strata-server: bad value for --%s: %s\n", longopts[0].name,
+				optarg);
 			return 2;
 		}
 	}

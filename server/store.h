@@ -61,10 +61,10 @@ struct store_stack {
 /* ---- ingest ---------------------------------------------------------------- */
 
 struct store_batch {
-	const Strata__V1__Batch *pb;	 /* decoded and validated */
+	const Strata__V1__Batch *pb;	  /* decoded and validated */
 	const struct store_stack *stacks; /* stacks[i] is pb->stacks[i], symbolized */
-	uint64_t received_ns;		 /* CLOCK_REALTIME at the server */
-	uint64_t wire_bytes;		 /* compressed size as received */
+	uint64_t received_ns;		  /* CLOCK_REALTIME at the server */
+	uint64_t wire_bytes;		  /* compressed size as received */
 };
 
 /* ---- query filters ----------------------------------------------------------- */

@@ -260,12 +260,15 @@ static int ingest_processes(struct ingest *in)
 		 " last_ns=max(last_ns,excluded.last_ns), first_ns=min(first_ns,excluded.first_ns),"
 		 " comm=excluded.comm,"
 		 " job=CASE WHEN excluded.job<>'' THEN excluded.job ELSE job END,"
-		 " container=CASE WHEN excluded.container<>'' THEN excluded.container ELSE container END,"
+		 " container=CASE WHEN excluded.container<>'' THEN excluded.container ELSE "
+		 "container END,"
 		 " pod=CASE WHEN excluded.pod<>'' THEN excluded.pod ELSE pod END,"
 		 " has_rank=max(has_rank,excluded.has_rank),"
 		 " rank=CASE WHEN excluded.has_rank THEN excluded.rank ELSE rank END,"
-		 " local_rank=CASE WHEN excluded.has_rank THEN excluded.local_rank ELSE local_rank END,"
-		 " world_size=CASE WHEN excluded.has_rank THEN excluded.world_size ELSE world_size END"
+		 " local_rank=CASE WHEN excluded.has_rank THEN excluded.local_rank ELSE local_rank "
+		 "END,"
+		 " world_size=CASE WHEN excluded.has_rank THEN excluded.world_size ELSE world_size "
+		 "END"
 		 " RETURNING id",
 		 &st))
 		return -EIO;
@@ -277,8 +280,9 @@ static int ingest_processes(struct ingest *in)
 		/* The job falls back to the launcher's ids when the agent did
 		 * not name one. */
 		if (!job[0])
-			job = S(in, p->torchelastic_run_id_str)[0] ? S(in, p->torchelastic_run_id_str)
-								   : S(in, p->slurm_job_id_str);
+			job = S(in, p->torchelastic_run_id_str)[0]
+				      ? S(in, p->torchelastic_run_id_str)
+				      : S(in, p->slurm_job_id_str);
 		sqlite3_bind_text(st, 1, b->node, -1, SQLITE_STATIC);
 		sqlite3_bind_int64(st, 2, p->pid);
 		sqlite3_bind_int64(st, 3, i64(p->start_time_ns));
@@ -311,8 +315,7 @@ static int ingest_stacks(struct ingest *in)
 	const Strata__V1__Batch *b = in->b;
 	sqlite3_stmt *ins, *fr;
 
-	if (stmt(in, "INSERT INTO stacks(id,nframes) VALUES(?,?) ON CONFLICT DO NOTHING",
-		 &ins) ||
+	if (stmt(in, "INSERT INTO stacks(id,nframes) VALUES(?,?) ON CONFLICT DO NOTHING", &ins) ||
 	    stmt(in,
 		 "INSERT INTO stack_frames(stack_id,depth,kind,flags,func,file,line,module,"
 		 "build_id,addr) VALUES(?,?,?,?,?,?,?,?,?,?)",
@@ -777,7 +780,7 @@ struct stack_cache {
 		struct store_stack st;
 		struct store_frame *frames;
 		char *strings; /* one block for all the frames' strings */
-	} *v;
+	} * v;
 	uint32_t n, cap;
 };
 
@@ -886,7 +889,7 @@ nomem:
 
 /* ---- queries ------------------------------------------------------------------------------ */
 
-#define FROM_PROC_BATCH(table)                                                   \
+#define FROM_PROC_BATCH(table)                                                                    \
 	" FROM " table " t JOIN batches b ON b.id = t.batch JOIN processes p ON p.id = t.process" \
 	" WHERE 1"
 
@@ -1142,7 +1145,7 @@ static int sq_leaks(struct store *base, const struct store_filter *f, store_leak
 	g.to_ns = 0;
 	q_add(&q, "SELECT p.node, p.pid, p.has_rank, p.rank, t.stack_id, SUM(t.size), COUNT(*),"
 		  " MIN(t.alloc_ns)" FROM_PROC_BATCH("cuda_allocs") " AND NOT t.free_only"
-		  " AND t.alloc_ns < ?");
+								    " AND t.alloc_ns < ?");
 	q_int(&q, i64(at));
 	q_add(&q, " AND NOT (t.freed AND t.free_ns < ?)");
 	q_int(&q, i64(at));
@@ -1187,13 +1190,14 @@ static int tally_row(void *rc, sqlite3_stmt *st)
 		for (char *save = NULL, *rec = strtok_r(buf, "\x1e", &save);
 		     rec && t.ncodes < MAX_CODES; rec = strtok_r(NULL, "\x1e", &save)) {
 			char *s2 = NULL, *code = strtok_r(rec, "\x1f", &s2);
-			char *name = strtok_r(NULL, "\x1f", &s2), *cnt = strtok_r(NULL, "\x1f", &s2);
+			char *name = strtok_r(NULL, "\x1f", &s2),
+			     *cnt = strtok_r(NULL, "\x1f", &s2);
 
 			if (!code || !name || !cnt)
 				continue;
-			codes[t.ncodes++] = (struct store_api_code){ (int32_t)strtol(code, NULL, 10),
-								     name,
-								     strtoull(cnt, NULL, 10) };
+			codes[t.ncodes++] =
+				(struct store_api_code){ (int32_t)strtol(code, NULL, 10), name,
+							 strtoull(cnt, NULL, 10) };
 		}
 	}
 	return ((store_tally_fn)r->fn)(r->ctx, &t);
@@ -1209,8 +1213,8 @@ static int sq_tally(struct store *base, const struct store_filter *f, store_tall
 	int err;
 
 	q_add(&q, "WITH tl AS (SELECT p.id AS proc, p.node, p.pid, p.has_rank, p.rank, t.fn,"
-		  " SUM(t.calls) calls, SUM(t.total_ns) total, MIN(t.min_ns) mn, MAX(t.max_ns) mx"
-		  FROM_PROC_BATCH("cuda_api_tally"));
+		  " SUM(t.calls) calls, SUM(t.total_ns) total, MIN(t.min_ns) mn, MAX(t.max_ns) "
+		  "mx" FROM_PROC_BATCH("cuda_api_tally"));
 	q_filter(&q, f, NULL);
 	q_add(&q, " GROUP BY p.id, t.fn), er AS (SELECT p.id AS proc, t.fn, t.code, t.name,"
 		  " SUM(t.count) n" FROM_PROC_BATCH("cuda_api_errors"));
@@ -1245,8 +1249,9 @@ static int event_row(void *rc, sqlite3_stmt *st)
 		.count = col_u64(st, 11),
 		.comm_hash = col_u64(st, 12),
 		.seq = col_u64(st, 13),
-		.comm_rank = sqlite3_column_type(st, 14) == SQLITE_NULL ? -1
-									: sqlite3_column_int(st, 14),
+		.comm_rank = sqlite3_column_type(st, 14) == SQLITE_NULL
+				     ? -1
+				     : sqlite3_column_int(st, 14),
 		.comm_nranks = sqlite3_column_type(st, 15) == SQLITE_NULL
 				       ? -1
 				       : sqlite3_column_int(st, 15),
@@ -1282,28 +1287,31 @@ static int sq_events(struct store *base, const struct store_filter *f, uint32_t 
 
 	*r.truncated = 0;
 	if (kinds & STORE_EVENT_COLLECTIVE) {
-		q_add(&q, "SELECT %u," EV_COLS "t.op, t.entry_ns, t.exit_ns - t.entry_ns, t.bytes, 1,"
-			  " t.comm_hash, t.seq,"
-			  " (SELECT rank FROM nccl_comms c WHERE c.process = t.process AND"
-			  "  c.comm_hash = t.comm_hash ORDER BY c.init_ns DESC LIMIT 1),"
-			  " (SELECT nranks FROM nccl_comms c WHERE c.process = t.process AND"
-			  "  c.comm_hash = t.comm_hash ORDER BY c.init_ns DESC LIMIT 1),"
-			  " t.dtype, 0, 0" FROM_PROC_BATCH("nccl_collectives"),
+		q_add(&q,
+		      "SELECT %u," EV_COLS "t.op, t.entry_ns, t.exit_ns - t.entry_ns, t.bytes, 1,"
+		      " t.comm_hash, t.seq,"
+		      " (SELECT rank FROM nccl_comms c WHERE c.process = t.process AND"
+		      "  c.comm_hash = t.comm_hash ORDER BY c.init_ns DESC LIMIT 1),"
+		      " (SELECT nranks FROM nccl_comms c WHERE c.process = t.process AND"
+		      "  c.comm_hash = t.comm_hash ORDER BY c.init_ns DESC LIMIT 1),"
+		      " t.dtype, 0, 0" FROM_PROC_BATCH("nccl_collectives"),
 		      STORE_EVENT_COLLECTIVE, "t.tid");
 		q_filter(&q, f, "t.entry_ns");
 		sep = " UNION ALL ";
 	}
 	if (kinds & STORE_EVENT_TRANSFER) {
-		q_add(&q, "%sSELECT %u," EV_COLS "t.api, t.start_ns, t.ns, t.bytes, t.count, 0, 0,"
-			  " NULL, NULL, '', t.kind, t.direction" FROM_PROC_BATCH("cuda_transfers")
-			  " AND t.start_ns > 0",
+		q_add(&q,
+		      "%sSELECT %u," EV_COLS "t.api, t.start_ns, t.ns, t.bytes, t.count, 0, 0,"
+		      " NULL, NULL, '', t.kind, t.direction" FROM_PROC_BATCH(
+			      "cuda_transfers") " AND t.start_ns > 0",
 		      sep, STORE_EVENT_TRANSFER, "t.tid");
 		q_filter(&q, f, "t.start_ns");
 		sep = " UNION ALL ";
 	}
 	if (kinds & STORE_EVENT_LAUNCH) {
-		q_add(&q, "%sSELECT %u," EV_COLS "t.kernel, b.start_ns, t.ns_in_call, 0, t.count, 0,"
-			  " 0, NULL, NULL, '', 0, 0" FROM_PROC_BATCH("cuda_launches"),
+		q_add(&q,
+		      "%sSELECT %u," EV_COLS "t.kernel, b.start_ns, t.ns_in_call, 0, t.count, 0,"
+		      " 0, NULL, NULL, '', 0, 0" FROM_PROC_BATCH("cuda_launches"),
 		      sep, STORE_EVENT_LAUNCH, "0");
 		q_filter(&q, f, "b.start_ns");
 	}

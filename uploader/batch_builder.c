@@ -222,7 +222,7 @@ static uint32_t intern(struct batch_builder *bb, const char *s)
 static int mapping_eq(uint32_t id, const void *key, const void *ctx)
 {
 	const struct wmapping *a = &((const struct wmapping *)((const struct batch_builder *)ctx)
-					      ->mappings.v)[id],
+					     ->mappings.v)[id],
 			      *b = key;
 
 	return a->idlen == b->idlen && a->path == b->path && !memcmp(a->id, b->id, a->idlen);
@@ -321,8 +321,8 @@ static int64_t intern_stack(struct batch_builder *bb, uint32_t first)
 
 static int proc_eq(uint32_t id, const void *key, const void *ctx)
 {
-	const struct wproc *p = &((const struct wproc *)((const struct batch_builder *)ctx)
-					  ->procs.v)[id];
+	const struct wproc *p =
+		&((const struct wproc *)((const struct batch_builder *)ctx)->procs.v)[id];
 	const struct bb_process *k = key;
 
 	return p->pid == k->pid && p->start_time_ns == k->start_time_ns;
@@ -460,9 +460,8 @@ uint64_t batch_builder__pending(const struct batch_builder *bb)
 
 static int cache_eq(uint32_t id, const void *key, const void *ctx)
 {
-	const struct cached_proc *c = &((const struct cached_proc *)((const struct batch_builder *)
-									     ctx)
-						->cache.v)[id];
+	const struct cached_proc *c =
+		&((const struct cached_proc *)((const struct batch_builder *)ctx)->cache.v)[id];
 	const uint64_t *k = key;
 
 	return c->tgid == (uint32_t)k[0] && c->mm_id == k[1];
@@ -574,7 +573,8 @@ int batch_builder__add_sampled(void *ctx, const struct sampler_sample *s)
 
 			if (bb->src.ksyms)
 				/* Name return addresses by their call instruction. */
-				name = ksyms__resolve(bb->src.ksyms, i > 0 ? ip - 1 : ip, &mod, NULL);
+				name = ksyms__resolve(bb->src.ksyms, i > 0 ? ip - 1 : ip, &mod,
+						      NULL);
 			fr[n++] = (struct bb_frame){ .kind = STRATA__V1__FRAME__KIND__KERNEL,
 						     .addr = ip,
 						     .is_return = i > 0,

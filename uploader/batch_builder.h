@@ -48,8 +48,8 @@ struct bb_frame {
 	uint32_t kind;		 /* Strata__V1__Frame__Kind */
 	const uint8_t *build_id; /* NATIVE */
 	size_t build_id_len;
-	const char *path;	 /* NATIVE: mapped file's path */
-	uint64_t addr;		 /* NATIVE: file offset; KERNEL/UNKNOWN: ip */
+	const char *path; /* NATIVE: mapped file's path */
+	uint64_t addr;	  /* NATIVE: file offset; KERNEL/UNKNOWN: ip */
 	int is_return;
 	const char *name;   /* KERNEL/PYTHON */
 	const char *module; /* KERNEL: module, NULL = vmlinux */

@@ -41,8 +41,8 @@ static uint64_t boot_epoch_ns(void)
 
 	clock_gettime(CLOCK_REALTIME, &rt);
 	clock_gettime(CLOCK_BOOTTIME, &bt);
-	return ((uint64_t)rt.tv_sec - (uint64_t)bt.tv_sec) * 1000000000ull +
-	       (uint64_t)rt.tv_nsec - (uint64_t)bt.tv_nsec;
+	return ((uint64_t)rt.tv_sec - (uint64_t)bt.tv_sec) * 1000000000ull + (uint64_t)rt.tv_nsec -
+	       (uint64_t)bt.tv_nsec;
 }
 
 static int read_stat(uint32_t pid, struct proc_labels *o)
@@ -62,8 +62,9 @@ static int read_stat(uint32_t pid, struct proc_labels *o)
 		return -EINVAL;
 	snprintf(o->comm, sizeof(o->comm), "%.*s", (int)(close_p - open_p - 1), open_p + 1);
 	/* After ") ": state(3) ppid(4) ... starttime(22). */
-	if (sscanf(close_p + 2, "%*c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
-				"%*d %*d %*d %llu",
+	if (sscanf(close_p + 2,
+		   "%*c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
+		   "%*d %*d %*d %llu",
 		   &ppid, &start) != 2)
 		return -EINVAL;
 	o->ppid = (uint32_t)ppid;
@@ -95,8 +96,7 @@ static int is_hex(const char *s, size_t n)
 	return 1;
 }
 
-void proc_labels__parse_cgroup(const char *path, char *container, size_t csz, char *pod,
-			       size_t psz)
+void proc_labels__parse_cgroup(const char *path, char *container, size_t csz, char *pod, size_t psz)
 {
 	container[0] = pod[0] = 0;
 	for (const char *p = path; *p;) {
@@ -105,7 +105,8 @@ void proc_labels__parse_cgroup(const char *path, char *container, size_t csz, ch
 
 		/* docker-<id>.scope, cri-containerd-<id>.scope, crio-<id>, <id> */
 		for (size_t i = 0; i + 64 <= len; i++) {
-			if (is_hex(seg + i, 64) && (i + 64 == len || !isxdigit((unsigned char)seg[i + 64])) &&
+			if (is_hex(seg + i, 64) &&
+			    (i + 64 == len || !isxdigit((unsigned char)seg[i + 64])) &&
 			    (i == 0 || !isxdigit((unsigned char)seg[i - 1]))) {
 				snprintf(container, csz, "%.64s", seg + i);
 				break;
@@ -118,8 +119,8 @@ void proc_labels__parse_cgroup(const char *path, char *container, size_t csz, ch
 
 			if ((size_t)(pd - seg) + 3 + 36 > len)
 				break;
-			while (ul < 36 && (isxdigit((unsigned char)pd[3 + ul]) || pd[3 + ul] == '-' ||
-					   pd[3 + ul] == '_'))
+			while (ul < 36 && (isxdigit((unsigned char)pd[3 + ul]) ||
+					   pd[3 + ul] == '-' || pd[3 + ul] == '_'))
 				ul++;
 			if (ul == 36) {
 				snprintf(pod, psz, "%.36s", pd + 3);
@@ -143,11 +144,14 @@ static void read_cgroup(uint32_t pid, struct proc_labels *o)
 	if (read_file(path, buf, sizeof(buf)) <= 0)
 		return;
 	/* cgroup v2: "0::/path"; with v1 also present, the v2 line wins. */
-	for (char *save = NULL, *l = strtok_r(buf, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+	for (char *save = NULL, *l = strtok_r(buf, "\n", &save); l;
+	     l = strtok_r(NULL, "\n", &save)) {
 		line = strstr(l, "::");
 		if (line || !o->cgroup[0])
 			snprintf(o->cgroup, sizeof(o->cgroup), "%s",
-				 line ? line + 2 : strchr(l, ':') ? strrchr(l, ':') + 1 : l);
+				 line		  ? line + 2
+				 : strchr(l, ':') ? strrchr(l, ':') + 1
+						  : l);
 	}
 	proc_labels__parse_cgroup(o->cgroup, o->container, sizeof(o->container), o->pod,
 				  sizeof(o->pod));
@@ -189,7 +193,8 @@ static void read_environ(uint32_t pid, struct proc_labels *o)
 		else if (ENV_IS("WORLD_SIZE"))
 			env_int(ENV_VAL, &o->world_size);
 		else if (ENV_IS("TORCHELASTIC_RUN_ID"))
-			snprintf(o->torchelastic_run_id, sizeof(o->torchelastic_run_id), "%s", ENV_VAL);
+			snprintf(o->torchelastic_run_id, sizeof(o->torchelastic_run_id), "%s",
+				 ENV_VAL);
 		else if (ENV_IS("SLURM_JOB_ID"))
 			snprintf(o->slurm_job_id, sizeof(o->slurm_job_id), "%s", ENV_VAL);
 		else if (ENV_IS("STRATA_JOB"))

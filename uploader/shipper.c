@@ -90,7 +90,8 @@ void shipper__report(struct shipper *sh)
 		"proc_read_failed=%llu\n"
 		"  upload: sent=%llu duplicates=%llu attempts=%llu failures=%llu rejected=%llu "
 		"backoff_ms=%u last_status=%d symbols sent=%llu failed=%llu skipped=%llu\n"
-		"  spool: files=%llu bytes=%llu dropped_full=%llu write_failed=%llu recovered=%llu\n",
+		"  spool: files=%llu bytes=%llu dropped_full=%llu write_failed=%llu "
+		"recovered=%llu\n",
 		(unsigned long long)bs.batches, (unsigned long long)bs.samples,
 		(unsigned long long)bs.rows_dropped, (unsigned long long)bs.raw_bytes,
 		(unsigned long long)bs.wire_bytes, (unsigned long long)bs.proc_read_failed,

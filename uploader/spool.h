@@ -14,11 +14,11 @@
 #include <stdint.h>
 
 struct spool_stats {
-	uint64_t files, bytes;	/* now */
-	uint64_t written;	/* batches put */
-	uint64_t dropped_full;	/* oldest batches deleted to make room */
-	uint64_t write_failed;	/* put failed (disk full, ...) */
-	uint64_t recovered;	/* found at open (left by an earlier run) */
+	uint64_t files, bytes; /* now */
+	uint64_t written;      /* batches put */
+	uint64_t dropped_full; /* oldest batches deleted to make room */
+	uint64_t write_failed; /* put failed (disk full, ...) */
+	uint64_t recovered;    /* found at open (left by an earlier run) */
 };
 
 struct spool;

@@ -138,7 +138,8 @@ int uploader__parse_missing(const char *json, char (*ids)[HEX_LEN], int max)
 		int ok = len >= 2 && len < HEX_LEN && len % 2 == 0;
 
 		for (size_t i = 0; ok && i < len; i++)
-			ok = (q[1 + i] >= '0' && q[1 + i] <= '9') || (q[1 + i] >= 'a' && q[1 + i] <= 'f');
+			ok = (q[1 + i] >= '0' && q[1 + i] <= '9') ||
+			     (q[1 + i] >= 'a' && q[1 + i] <= 'f');
 		if (ok) {
 			memcpy(ids[n], q + 1, len);
 			ids[n++][len] = 0;
@@ -195,8 +196,8 @@ static void upload_symbols(struct uploader *u, const char *hex)
 
 	pthread_mutex_lock(&u->lock);
 	f = file_slot(u, hex);
-	if (!f || !f->hex[0] || f->tried || u->st.symbols_sent + u->st.symbols_failed >=
-						   u->o.max_symbol_uploads) {
+	if (!f || !f->hex[0] || f->tried ||
+	    u->st.symbols_sent + u->st.symbols_failed >= u->o.max_symbol_uploads) {
 		if (!f || !f->hex[0] || !f->tried)
 			u->st.symbols_skipped++;
 		pthread_mutex_unlock(&u->lock);
@@ -225,16 +226,15 @@ static void upload_symbols(struct uploader *u, const char *hex)
 		return;
 	}
 	snprintf(api, sizeof(api), "/api/v1/symbols/%.128s", hex);
-	status = post(u, api, "application/octet-stream", NULL, map, (size_t)st.st_size, resp,
-		      &why);
+	status =
+		post(u, api, "application/octet-stream", NULL, map, (size_t)st.st_size, resp, &why);
 	munmap(map, (size_t)st.st_size);
 	pthread_mutex_lock(&u->lock);
 	if (status / 100 == 2) {
 		u->st.symbols_sent++;
 	} else {
 		u->st.symbols_failed++;
-		pr_warn("uploader: symbols for %s: %s", hex,
-			status ? resp->data : why);
+		pr_warn("uploader: symbols for %s: %s", hex, status ? resp->data : why);
 	}
 	pthread_mutex_unlock(&u->lock);
 	free(resp);

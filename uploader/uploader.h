@@ -28,20 +28,20 @@ struct uploader_opts {
 	const char *token_file; /* NULL: no Authorization header */
 	const char *ca_file;	/* NULL: the system's CAs */
 	const char *spool_dir;
-	uint64_t spool_max_bytes; /* 0 = 256 MiB */
-	uint32_t timeout_ms;	  /* per request; 0 = 10000 */
-	uint32_t backoff_min_ms;  /* 0 = 500 */
-	uint32_t backoff_max_ms;  /* 0 = 60000 */
-	uint64_t max_symbol_file; /* bytes; 0 = 512 MiB */
+	uint64_t spool_max_bytes;    /* 0 = 256 MiB */
+	uint32_t timeout_ms;	     /* per request; 0 = 10000 */
+	uint32_t backoff_min_ms;     /* 0 = 500 */
+	uint32_t backoff_max_ms;     /* 0 = 60000 */
+	uint64_t max_symbol_file;    /* bytes; 0 = 512 MiB */
 	uint32_t max_symbol_uploads; /* distinct build-ids ever sent; 0 = 1024 */
 };
 
 struct uploader_stats {
-	uint64_t sent, duplicates, attempts, failures; /* failures: no 2xx, retried */
-	uint64_t rejected; /* refused for good, dropped */
+	uint64_t sent, duplicates, attempts, failures;		/* failures: no 2xx, retried */
+	uint64_t rejected;					/* refused for good, dropped */
 	uint64_t symbols_sent, symbols_failed, symbols_skipped; /* skipped: unknown/too big/bound */
-	uint32_t backoff_ms;				/* now; 0 when healthy */
-	int last_status;				/* last HTTP status, 0 transport error */
+	uint32_t backoff_ms;					/* now; 0 when healthy */
+	int last_status; /* last HTTP status, 0 transport error */
 	struct spool_stats spool;
 };
 

@@ -71,12 +71,19 @@ static uint8_t *make_batch(uint64_t start_s, size_t *len, uint8_t *self_id, int 
 	assert_true(*self_len > 0);
 	/* a frame inside make_batch itself */
 	struct bb_frame f[3] = {
-		{ .kind = STRATA__V1__FRAME__KIND__NATIVE, .build_id = self_id,
-		  .build_id_len = (size_t)*self_len, .path = "/proc/self/exe",
+		{ .kind = STRATA__V1__FRAME__KIND__NATIVE,
+		  .build_id = self_id,
+		  .build_id_len = (size_t)*self_len,
+		  .path = "/proc/self/exe",
 		  .addr = self_offset((const void *)make_batch) + 4 },
-		{ .kind = STRATA__V1__FRAME__KIND__NATIVE, .build_id = fake, .build_id_len = 20,
-		  .path = "/opt/libfake.so", .addr = 0x1234, .is_return = 1 },
-		{ .kind = STRATA__V1__FRAME__KIND__KERNEL, .addr = 0xffffffff81000000ull,
+		{ .kind = STRATA__V1__FRAME__KIND__NATIVE,
+		  .build_id = fake,
+		  .build_id_len = 20,
+		  .path = "/opt/libfake.so",
+		  .addr = 0x1234,
+		  .is_return = 1 },
+		{ .kind = STRATA__V1__FRAME__KIND__KERNEL,
+		  .addr = 0xffffffff81000000ull,
 		  .name = "schedule" },
 	};
 	for (int r = 0; r < 2; r++) {
@@ -92,7 +99,8 @@ static uint8_t *make_batch(uint64_t start_s, size_t *len, uint8_t *self_id, int 
 		int64_t i = batch_builder__process(bb, &p);
 
 		assert_true(i >= 0);
-		assert_int_equal(batch_builder__add(bb, (uint32_t)i, 100, "t", f, 3, 10 + (uint64_t)r), 0);
+		assert_int_equal(
+			batch_builder__add(bb, (uint32_t)i, 100, "t", f, 3, 10 + (uint64_t)r), 0);
 	}
 	assert_int_equal(batch_builder__finish(bb, &m, &z, len), 0);
 	batch_builder__free(bb);
@@ -113,9 +121,11 @@ static void test_decode_limits(void **state)
 	assert_int_equal(batch_decode(z, len, &lim, &b, &raw, err, sizeof(err)), BATCH_OK);
 	assert_true(raw > len);
 	batch_decode__free(b);
-	assert_int_equal(batch_decode(z, len / 2, &lim, &b, NULL, err, sizeof(err)), BATCH_NOT_ZSTD);
+	assert_int_equal(batch_decode(z, len / 2, &lim, &b, NULL, err, sizeof(err)),
+			 BATCH_NOT_ZSTD);
 	assert_null(b);
-	assert_int_equal(batch_decode("hello", 5, &lim, &b, NULL, err, sizeof(err)), BATCH_NOT_ZSTD);
+	assert_int_equal(batch_decode("hello", 5, &lim, &b, NULL, err, sizeof(err)),
+			 BATCH_NOT_ZSTD);
 	lim.max_wire = len - 1;
 	assert_int_equal(batch_decode(z, len, &lim, &b, NULL, err, sizeof(err)), BATCH_TOO_LARGE);
 	lim.max_wire = 1 << 20;
@@ -188,7 +198,8 @@ static int sum_row(void *ctx, const struct store_sample *s)
 		if (f->module && !strcmp(f->module, "/proc/self/exe")) {
 			struct sym_frame late[SYM_MAX_INLINE];
 
-			if (late_sym && central_sym__resolve_late(late_sym, f, late, SYM_MAX_INLINE) > 0)
+			if (late_sym &&
+			    central_sym__resolve_late(late_sym, f, late, SYM_MAX_INLINE) > 0)
 				c->late_resolved = !strcmp(late[0].func, "make_batch");
 			if (f->func)
 				c->resolved_self = 1;
@@ -220,7 +231,9 @@ static int ingest(struct store *st, struct central_sym *cs, uint64_t start_s,
 
 	assert_int_equal(batch_decode(z, len, NULL, &b, NULL, err, sizeof(err)), BATCH_OK);
 	assert_int_equal(central_sym__batch(cs, b, &sb), 0);
-	struct store_batch stb = { .pb = b, .stacks = sb.stacks, .received_ns = 1, .wire_bytes = len };
+	struct store_batch stb = {
+		.pb = b, .stacks = sb.stacks, .received_ns = 1, .wire_bytes = len
+	};
 	ret = st->ops->ingest(st, &stb);
 	if (sb_out) {
 		*sb_out = sb;
@@ -274,8 +287,9 @@ static void test_store_and_symbolize(void **state)
 	size_t n;
 	void *elf = read_all("/proc/self/exe", &n);
 	build_id_hex(id, (size_t)idlen, hex, sizeof(hex));
-	assert_int_equal(buildid_store__put(bids, "00112233445566778899aabbccddeeff00112233", elf, n),
-			 -ENOEXEC);
+	assert_int_equal(
+		buildid_store__put(bids, "00112233445566778899aabbccddeeff00112233", elf, n),
+		-ENOEXEC);
 	assert_int_equal(buildid_store__put(bids, hex, elf, n), 0);
 	assert_int_equal(buildid_store__put(bids, "ZZ", elf, n), -EINVAL);
 	free(elf);
@@ -361,8 +375,10 @@ static void test_stack_id(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_decode_limits),	   cmocka_unit_test(test_validate),
-		cmocka_unit_test(test_store_and_symbolize), cmocka_unit_test(test_filter_match),
+		cmocka_unit_test(test_decode_limits),
+		cmocka_unit_test(test_validate),
+		cmocka_unit_test(test_store_and_symbolize),
+		cmocka_unit_test(test_filter_match),
 		cmocka_unit_test(test_stack_id),
 	};
 

@@ -24,16 +24,25 @@
 #include "uploader/proc_labels.h"
 #include "uploader/uploader.h"
 
-static const uint8_t ID[20] = { 0xde, 0xad, 0xbe, 0xef, 1, 2, 3, 4, 5, 6,
-				7,    8,    9,    10,   11, 12, 13, 14, 15, 16 };
+static const uint8_t ID[20] = { 0xde, 0xad, 0xbe, 0xef, 1,  2,	3,  4,	5,  6,
+				7,    8,    9,	  10,	11, 12, 13, 14, 15, 16 };
 
 static const struct bb_frame CHAIN[] = {
-	{ .kind = STRATA__V1__FRAME__KIND__NATIVE, .build_id = ID, .build_id_len = 20,
-	  .path = "/usr/bin/app", .addr = 0x1100, .is_return = 1 },
-	{ .kind = STRATA__V1__FRAME__KIND__NATIVE, .build_id = ID, .build_id_len = 20,
-	  .path = "/usr/bin/app", .addr = 0x1200, .is_return = 1 },
+	{ .kind = STRATA__V1__FRAME__KIND__NATIVE,
+	  .build_id = ID,
+	  .build_id_len = 20,
+	  .path = "/usr/bin/app",
+	  .addr = 0x1100,
+	  .is_return = 1 },
+	{ .kind = STRATA__V1__FRAME__KIND__NATIVE,
+	  .build_id = ID,
+	  .build_id_len = 20,
+	  .path = "/usr/bin/app",
+	  .addr = 0x1200,
+	  .is_return = 1 },
 	{ .kind = STRATA__V1__FRAME__KIND__UNKNOWN, .addr = 0x7fff0000, .is_return = 1 },
-	{ .kind = STRATA__V1__FRAME__KIND__KERNEL, .addr = 0xffffffff81000000ull,
+	{ .kind = STRATA__V1__FRAME__KIND__KERNEL,
+	  .addr = 0xffffffff81000000ull,
 	  .name = "do_syscall_64" },
 };
 
@@ -144,18 +153,18 @@ static void test_parse_missing(void **state)
 {
 	char ids[4][129];
 
-	assert_int_equal(uploader__parse_missing("{\"status\":\"stored\",\"missing_build_ids\":[]}",
-						 ids, 4),
-			 0);
+	assert_int_equal(
+		uploader__parse_missing("{\"status\":\"stored\",\"missing_build_ids\":[]}", ids, 4),
+		0);
 	assert_int_equal(uploader__parse_missing("{\"missing_build_ids\":[\"abcd\",\"XYZ!\","
 						 "\"0123456789\",\"abc\"]}",
 						 ids, 4),
 			 2); /* not hex, odd length: ignored */
 	assert_string_equal(ids[0], "abcd");
 	assert_string_equal(ids[1], "0123456789");
-	assert_int_equal(uploader__parse_missing("{\"missing_build_ids\":[\"aa\",\"bb\",\"cc\"]}",
-						 ids, 2),
-			 2); /* bounded */
+	assert_int_equal(
+		uploader__parse_missing("{\"missing_build_ids\":[\"aa\",\"bb\",\"cc\"]}", ids, 2),
+		2); /* bounded */
 	assert_int_equal(uploader__parse_missing("garbage", ids, 4), 0);
 }
 
