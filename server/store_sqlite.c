@@ -887,12 +887,6 @@ nomem:
 	return NULL;
 }
 
-/* ---- queries ------------------------------------------------------------------------------ */
-
-#define FROM_PROC_BATCH(table)                                                                    \
-	" FROM " table " t JOIN batches b ON b.id = t.batch JOIN processes p ON p.id = t.process" \
-	" WHERE 1"
-
 struct row_ctx {
 	void *fn;
 	void *ctx;
@@ -900,6 +894,36 @@ struct row_ctx {
 	uint32_t limit, n;
 	int *truncated;
 };
+
+/*
+ * Runs the built query q on a reader connection, handing rows to row(r);
+ * with_stacks: r->stacks is a stack cache on that connection for the
+ * rows' stack ids.
+ */
+static int exec_query(struct sqlite_store *s, struct query *q,
+		      int (*row)(void *ctx, sqlite3_stmt *st), struct row_ctx *r, int with_stacks)
+{
+	struct conn *c = reader(s);
+	struct stack_cache sc;
+	sqlite3_stmt *st;
+	int err = with_stacks ? stack_cache__init(&sc, c->db) : 0;
+
+	r->stacks = with_stacks ? &sc : NULL;
+	if (!err)
+		err = q_prepare(q, c->db, &st);
+	if (!err)
+		err = q_run(st, row, r);
+	if (with_stacks)
+		stack_cache__fini(&sc);
+	pthread_mutex_unlock(&c->lock);
+	return err;
+}
+
+/* ---- queries ------------------------------------------------------------------------------ */
+
+#define FROM_PROC_BATCH(table)                                                                    \
+	" FROM " table " t JOIN batches b ON b.id = t.batch JOIN processes p ON p.id = t.process" \
+	" WHERE 1"
 
 static int job_row(void *rc, sqlite3_stmt *st)
 {
@@ -938,11 +962,8 @@ static void q_proc_filter(struct query *q, const struct store_filter *f)
 static int sq_jobs(struct store *base, const struct store_filter *f, store_job_fn fn, void *ctx)
 {
 	struct sqlite_store *s = (struct sqlite_store *)base;
-	struct conn *c = reader(s);
 	struct row_ctx r = { .fn = (void *)fn, .ctx = ctx };
 	struct query q = { .len = 0 };
-	sqlite3_stmt *st;
-	int err;
 
 	q_add(&q, "SELECT p.job, COUNT(DISTINCT p.node), COUNT(*),"
 		  " COUNT(DISTINCT CASE WHEN p.has_rank THEN p.rank END), MAX(p.world_size),"
@@ -952,11 +973,7 @@ static int sq_jobs(struct store *base, const struct store_filter *f, store_job_f
 		  " FROM processes p WHERE p.job <> ''");
 	q_proc_filter(&q, f);
 	q_add(&q, " GROUP BY p.job ORDER BY MAX(p.last_ns) DESC");
-	err = q_prepare(&q, c->db, &st);
-	if (!err)
-		err = q_run(st, job_row, &r);
-	pthread_mutex_unlock(&c->lock);
-	return err;
+	return exec_query(s, &q, job_row, &r, 0);
 }
 
 static int node_row(void *rc, sqlite3_stmt *st)
@@ -978,11 +995,8 @@ static int node_row(void *rc, sqlite3_stmt *st)
 static int sq_nodes(struct store *base, const struct store_filter *f, store_node_fn fn, void *ctx)
 {
 	struct sqlite_store *s = (struct sqlite_store *)base;
-	struct conn *c = reader(s);
 	struct row_ctx r = { .fn = (void *)fn, .ctx = ctx };
 	struct query q = { .len = 0 };
-	sqlite3_stmt *st;
-	int err;
 
 	q_add(&q, "SELECT b.node, MAX(b.agent_version), MIN(b.start_ns), MAX(b.end_ns), COUNT(*),"
 		  " SUM(b.cpu_samples), SUM(b.drops) FROM batches b WHERE 1");
@@ -1007,11 +1021,7 @@ static int sq_nodes(struct store *base, const struct store_filter *f, store_node
 		q_add(&q, ")");
 	}
 	q_add(&q, " GROUP BY b.node ORDER BY b.node");
-	err = q_prepare(&q, c->db, &st);
-	if (!err)
-		err = q_run(st, node_row, &r);
-	pthread_mutex_unlock(&c->lock);
-	return err;
+	return exec_query(s, &q, node_row, &r, 0);
 }
 
 static int process_row(void *rc, sqlite3_stmt *st)
@@ -1042,11 +1052,8 @@ static int sq_processes(struct store *base, const struct store_filter *f, store_
 			void *ctx)
 {
 	struct sqlite_store *s = (struct sqlite_store *)base;
-	struct conn *c = reader(s);
 	struct row_ctx r = { .fn = (void *)fn, .ctx = ctx };
 	struct query q = { .len = 0 };
-	sqlite3_stmt *st;
-	int err;
 
 	q_add(&q, "SELECT p.node, p.pid, p.start_time_ns, p.comm, p.cmdline, p.container, p.pod,"
 		  " p.job, p.has_rank, p.rank, p.local_rank, p.world_size, p.first_ns, p.last_ns,"
@@ -1054,11 +1061,7 @@ static int sq_processes(struct store *base, const struct store_filter *f, store_
 		  " FROM processes p WHERE 1");
 	q_proc_filter(&q, f);
 	q_add(&q, " ORDER BY p.job, p.rank, p.node, p.pid");
-	err = q_prepare(&q, c->db, &st);
-	if (!err)
-		err = q_run(st, process_row, &r);
-	pthread_mutex_unlock(&c->lock);
-	return err;
+	return exec_query(s, &q, process_row, &r, 0);
 }
 
 static int sample_row(void *rc, sqlite3_stmt *st)
@@ -1084,12 +1087,8 @@ static int sq_profile(struct store *base, const struct store_filter *f,
 		      enum store_profile_kind kind, store_sample_fn fn, void *ctx)
 {
 	struct sqlite_store *s = (struct sqlite_store *)base;
-	struct conn *c = reader(s);
-	struct stack_cache sc;
-	struct row_ctx r = { .fn = (void *)fn, .ctx = ctx, .stacks = &sc };
+	struct row_ctx r = { .fn = (void *)fn, .ctx = ctx };
 	struct query q = { .len = 0 };
-	sqlite3_stmt *st;
-	int err = stack_cache__init(&sc, c->db);
 
 	if (kind == STORE_PROFILE_OFFCPU)
 		q_add(&q, "SELECT p.node, p.pid, t.tid, p.comm, p.has_rank, p.rank, t.stack_id,"
@@ -1100,13 +1099,7 @@ static int sq_profile(struct store *base, const struct store_filter *f,
 	q_filter(&q, f, NULL);
 	q_add(&q, " GROUP BY p.node, p.pid, t.tid, %s, t.stack_id",
 	      kind == STORE_PROFILE_OFFCPU ? "p.comm" : "t.comm");
-	if (!err)
-		err = q_prepare(&q, c->db, &st);
-	if (!err)
-		err = q_run(st, sample_row, &r);
-	stack_cache__fini(&sc);
-	pthread_mutex_unlock(&c->lock);
-	return err;
+	return exec_query(s, &q, sample_row, &r, 1);
 }
 
 static int leak_row(void *rc, sqlite3_stmt *st)
@@ -1131,14 +1124,10 @@ static int leak_row(void *rc, sqlite3_stmt *st)
 static int sq_leaks(struct store *base, const struct store_filter *f, store_leak_fn fn, void *ctx)
 {
 	struct sqlite_store *s = (struct sqlite_store *)base;
-	struct conn *c = reader(s);
-	struct stack_cache sc;
-	struct row_ctx r = { .fn = (void *)fn, .ctx = ctx, .stacks = &sc };
+	struct row_ctx r = { .fn = (void *)fn, .ctx = ctx };
 	struct query q = { .len = 0 };
 	struct store_filter g = *f;
 	uint64_t at = f->to_ns ? f->to_ns : INT64_MAX;
-	sqlite3_stmt *st;
-	int err = stack_cache__init(&sc, c->db);
 
 	/* Outstanding at `at`: made before it (in range) and not freed before
 	 * it, whether the free came in the same record or a later one. */
@@ -1154,13 +1143,7 @@ static int sq_leaks(struct store *base, const struct store_filter *f, store_leak
 	q_int(&q, i64(at));
 	q_filter(&q, &g, "t.alloc_ns");
 	q_add(&q, " GROUP BY p.node, p.pid, t.stack_id ORDER BY SUM(t.size) DESC");
-	if (!err)
-		err = q_prepare(&q, c->db, &st);
-	if (!err)
-		err = q_run(st, leak_row, &r);
-	stack_cache__fini(&sc);
-	pthread_mutex_unlock(&c->lock);
-	return err;
+	return exec_query(s, &q, leak_row, &r, 1);
 }
 
 #define MAX_CODES 64
@@ -1206,11 +1189,8 @@ static int tally_row(void *rc, sqlite3_stmt *st)
 static int sq_tally(struct store *base, const struct store_filter *f, store_tally_fn fn, void *ctx)
 {
 	struct sqlite_store *s = (struct sqlite_store *)base;
-	struct conn *c = reader(s);
 	struct row_ctx r = { .fn = (void *)fn, .ctx = ctx };
 	struct query q = { .len = 0 };
-	sqlite3_stmt *st;
-	int err;
 
 	q_add(&q, "WITH tl AS (SELECT p.id AS proc, p.node, p.pid, p.has_rank, p.rank, t.fn,"
 		  " SUM(t.calls) calls, SUM(t.total_ns) total, MIN(t.min_ns) mn, MAX(t.max_ns) "
@@ -1224,11 +1204,7 @@ static int sq_tally(struct store *base, const struct store_filter *f, store_tall
 		  " tl.mx, (SELECT group_concat(er.code || char(31) || er.name || char(31) || er.n,"
 		  " char(30)) FROM er WHERE er.proc = tl.proc AND er.fn = tl.fn)"
 		  " FROM tl ORDER BY tl.total DESC");
-	err = q_prepare(&q, c->db, &st);
-	if (!err)
-		err = q_run(st, tally_row, &r);
-	pthread_mutex_unlock(&c->lock);
-	return err;
+	return exec_query(s, &q, tally_row, &r, 0);
 }
 
 static int event_row(void *rc, sqlite3_stmt *st)
@@ -1274,7 +1250,6 @@ static int sq_events(struct store *base, const struct store_filter *f, uint32_t 
 		     uint32_t limit, int *truncated, store_event_fn fn, void *ctx)
 {
 	struct sqlite_store *s = (struct sqlite_store *)base;
-	struct conn *c = reader(s);
 	int trunc = 0;
 	struct row_ctx r = { .fn = (void *)fn,
 			     .ctx = ctx,
@@ -1282,7 +1257,6 @@ static int sq_events(struct store *base, const struct store_filter *f, uint32_t 
 			     .truncated = truncated ? truncated : &trunc };
 	struct query q = { .len = 0 };
 	const char *sep = "";
-	sqlite3_stmt *st;
 	int err;
 
 	*r.truncated = 0;
@@ -1315,16 +1289,11 @@ static int sq_events(struct store *base, const struct store_filter *f, uint32_t 
 		      sep, STORE_EVENT_LAUNCH, "0");
 		q_filter(&q, f, "b.start_ns");
 	}
-	if (!kinds) {
-		pthread_mutex_unlock(&c->lock);
+	if (!kinds)
 		return 0;
-	}
 	q_add(&q, " ORDER BY 9 LIMIT %u", r.limit + 1);
-	err = q_prepare(&q, c->db, &st);
-	if (!err)
-		err = q_run(st, event_row, &r);
-	pthread_mutex_unlock(&c->lock);
-	return err == 1 ? 0 : err;
+	err = exec_query(s, &q, event_row, &r, 0);
+	return err == 1 ? 0 : err; /* 1: stopped at the limit */
 }
 
 static int sq_retain(struct store *base, uint64_t before_ns, uint64_t *deleted)
