@@ -43,6 +43,23 @@ static void *vec_push(struct vec *a, size_t size)
 }
 
 /* Compared and hashed as bytes: no implicit padding. */
+/* Appends a copy of elem to a and indexes it under hash in h: the one way
+ * every interned table of a batch grows.  Its index, or -ENOMEM. */
+static int64_t vec_add_indexed(struct vec *a, struct profile_htab *h, uint64_t hash,
+			       const void *elem, size_t size)
+{
+	void *slot = vec_push(a, size);
+
+	if (!slot)
+		return -ENOMEM;
+	memcpy(slot, elem, size);
+	if (profile_htab__insert(h, hash, a->n - 1)) {
+		a->n--;
+		return -ENOMEM;
+	}
+	return a->n - 1;
+}
+
 struct wframe {
 	uint64_t addr;
 	uint32_t kind, mapping, is_return, name, module, file, line, pad;
@@ -238,7 +255,6 @@ static void announce_file(struct batch_builder *bb, const uint8_t *id, size_t le
 			  const char *open_path)
 {
 	uint64_t h = hash_bytes(id, len, 7);
-	uint64_t *slot;
 	char hex[2 * 64 + 1];
 
 	if (!bb->o.on_file || !open_path || !len || bb->known.n >= KNOWN_FILES_MAX)
@@ -246,11 +262,7 @@ static void announce_file(struct batch_builder *bb, const uint8_t *id, size_t le
 	/* By hash only: a collision (2^-64) costs one missed announcement. */
 	if (profile_htab__find(&bb->known_ids, h, known_eq, &h, bb) >= 0)
 		return;
-	slot = vec_push(&bb->known, sizeof(h));
-	if (!slot)
-		return;
-	*slot = h;
-	if (profile_htab__insert(&bb->known_ids, h, bb->known.n - 1))
+	if (vec_add_indexed(&bb->known, &bb->known_ids, h, &h, sizeof(h)) < 0)
 		return;
 	build_id_hex(id, len, hex, sizeof(hex));
 	bb->o.on_file(bb->o.on_file_ctx, hex, open_path);
@@ -262,7 +274,6 @@ static uint32_t intern_mapping(struct batch_builder *bb, const uint8_t *id, size
 	struct wmapping m = { .idlen = (uint32_t)(idlen < 64 ? idlen : 64) };
 	uint64_t h;
 	int64_t found;
-	struct wmapping *slot;
 
 	m.path = intern(bb, path ? path : "[unknown]");
 	if (m.path == UINT32_MAX)
@@ -271,15 +282,9 @@ static uint32_t intern_mapping(struct batch_builder *bb, const uint8_t *id, size
 		memcpy(m.id, id, m.idlen);
 	h = hash_bytes(m.id, m.idlen, m.path);
 	found = profile_htab__find(&bb->mapping_ids, h, mapping_eq, &m, bb);
-	if (found >= 0)
-		return (uint32_t)found;
-	slot = vec_push(&bb->mappings, sizeof(m));
-	if (!slot)
-		return UINT32_MAX;
-	*slot = m;
-	if (profile_htab__insert(&bb->mapping_ids, h, bb->mappings.n - 1))
-		return UINT32_MAX;
-	return bb->mappings.n - 1;
+	if (found < 0)
+		found = vec_add_indexed(&bb->mappings, &bb->mapping_ids, h, &m, sizeof(m));
+	return found < 0 ? UINT32_MAX : (uint32_t)found;
 }
 
 static int stack_eq(uint32_t id, const void *key, const void *ctx)
@@ -300,7 +305,6 @@ static int64_t intern_stack(struct batch_builder *bb, uint32_t first)
 	uint64_t h = hash_bytes((const char *)bb->frames.v + (size_t)first * sizeof(struct wframe),
 				(size_t)k.n * sizeof(struct wframe), 0);
 	int64_t id = profile_htab__find(&bb->stack_ids, h, stack_eq, &k, bb);
-	struct wstack *slot;
 
 	if (id >= 0) {
 		bb->frames.n = first;
@@ -310,13 +314,7 @@ static int64_t intern_stack(struct batch_builder *bb, uint32_t first)
 		bb->frames.n = first;
 		return -E2BIG;
 	}
-	slot = vec_push(&bb->stacks, sizeof(*slot));
-	if (!slot)
-		return -ENOMEM;
-	*slot = k;
-	if (profile_htab__insert(&bb->stack_ids, h, bb->stacks.n - 1))
-		return -ENOMEM;
-	return bb->stacks.n - 1;
+	return vec_add_indexed(&bb->stacks, &bb->stack_ids, h, &k, sizeof(k));
 }
 
 static int proc_eq(uint32_t id, const void *key, const void *ctx)
@@ -341,7 +339,7 @@ int64_t batch_builder__process(struct batch_builder *bb, const struct bb_process
 		.rank = p->rank,
 		.local_rank = p->local_rank,
 		.world_size = p->world_size,
-	}, *slot;
+	};
 
 	if (id >= 0)
 		return id;
@@ -357,13 +355,7 @@ int64_t batch_builder__process(struct batch_builder *bb, const struct bb_process
 	    w.container == UINT32_MAX || w.pod == UINT32_MAX || w.job == UINT32_MAX ||
 	    w.te == UINT32_MAX || w.slurm == UINT32_MAX)
 		return -ENOMEM;
-	slot = vec_push(&bb->procs, sizeof(w));
-	if (!slot)
-		return -ENOMEM;
-	*slot = w;
-	if (profile_htab__insert(&bb->proc_ids, h, bb->procs.n - 1))
-		return -ENOMEM;
-	return bb->procs.n - 1;
+	return vec_add_indexed(&bb->procs, &bb->proc_ids, h, &w, sizeof(w));
 }
 
 static int sample_eq(uint32_t id, const void *key, const void *ctx)
@@ -425,18 +417,12 @@ int batch_builder__add(struct batch_builder *bb, uint32_t process, uint32_t tid,
 	h = hash_bytes(&k, offsetof(struct wsample, count), 0);
 	id = profile_htab__find(&bb->sample_ids, h, sample_eq, &k, bb);
 	if (id < 0) {
-		struct wsample *slot;
-
 		if (bb->samples.n >= bb->o.max_samples)
 			goto dropped;
-		slot = vec_push(&bb->samples, sizeof(*slot));
-		if (!slot)
-			return -ENOMEM;
-		*slot = k;
-		slot->count = 0;
-		id = bb->samples.n - 1;
-		if (profile_htab__insert(&bb->sample_ids, h, (uint32_t)id))
-			return -ENOMEM;
+		k.count = 0;
+		id = vec_add_indexed(&bb->samples, &bb->sample_ids, h, &k, sizeof(k));
+		if (id < 0)
+			return (int)id;
 	}
 	((struct wsample *)bb->samples.v)[id].count += count;
 	bb->pending += count;
