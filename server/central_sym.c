@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "server/central_sym.h"
 
+#include "server/sym_cache.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -15,11 +17,15 @@
 #include "symbolize/hash.h"
 #include "symbolize/symbolize.h"
 
+#define STACK_CACHE_ENTRIES (256u * 1024)
+#define STACK_CACHE_STRING_BYTES (256u << 20)
+
 struct central_sym {
 	pthread_mutex_t lock; /* the symbolizer and debuginfod are not thread-safe */
 	struct symbolizer *sym;
 	struct debuginfod *dbgd; /* NULL without use_debuginfod */
 	struct buildid_store *bids;
+	struct sym_cache *stacks; /* symbolized stacks by wire stack */
 	struct central_sym_stats st;
 };
 
@@ -37,9 +43,10 @@ struct central_sym *central_sym__new(struct buildid_store *bids, int use_debugin
 		return NULL;
 	c->bids = bids;
 	c->sym = symbolizer__new(&o);
+	c->stacks = sym_cache__new(STACK_CACHE_ENTRIES, STACK_CACHE_STRING_BYTES);
 	if (use_debuginfod)
 		c->dbgd = debuginfod__new();
-	if (!c->sym) {
+	if (!c->sym || !c->stacks) {
 		central_sym__free(c);
 		errno = ENOMEM;
 		return NULL;
@@ -53,6 +60,7 @@ void central_sym__free(struct central_sym *c)
 	if (!c)
 		return;
 	symbolizer__free(c->sym);
+	sym_cache__free(c->stacks);
 	debuginfod__free(c->dbgd);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
@@ -103,6 +111,7 @@ static struct store_frame *frame_push(struct sym_batch *sb)
 static void note_missing(struct central_sym *c, struct sym_batch *sb, const char *hex)
 {
 	c->st.missing_build_ids++;
+	sb->uncacheable = 1;
 	for (size_t i = 0; i < sb->nmissing; i++)
 		if (!strcmp(sb->missing[i], hex))
 			return;
@@ -237,46 +246,135 @@ static int other_frame(const Strata__V1__Batch *b, struct sym_batch *sb,
 	return 0;
 }
 
+/* Per batch: two independent hashes of every string and mapping, so a
+ * stack's key costs a few words per frame, not its strings' bytes. */
+struct key_hashes {
+	uint64_t (*str)[2];
+	uint64_t (*map)[2];
+};
+
+static int key_hashes__init(struct key_hashes *kh, const Strata__V1__Batch *b,
+			    const struct sym_batch *sb)
+{
+	static const uint64_t seeds[2] = { 0x9ae16a3b2f90404fULL, 0xc3a5c85c97cb3127ULL };
+
+	kh->str = calloc(b->n_strings ? b->n_strings : 1, sizeof(*kh->str));
+	kh->map = calloc(b->n_mappings ? b->n_mappings : 1, sizeof(*kh->map));
+	if (!kh->str || !kh->map)
+		return -ENOMEM;
+	for (int k = 0; k < 2; k++) {
+		for (size_t i = 0; i < b->n_strings; i++)
+			kh->str[i][k] = hash_bytes(b->strings[i], strlen(b->strings[i]), seeds[k]);
+		for (size_t i = 0; i < b->n_mappings; i++) {
+			const char *path = b->strings[b->mappings[i]->path_str];
+			uint64_t h = hash_bytes(sb->hex[i], strlen(sb->hex[i]) + 1, seeds[k]);
+
+			kh->map[i][k] = hash_bytes(path, strlen(path), h);
+		}
+	}
+	return 0;
+}
+
+static void key_hashes__fini(struct key_hashes *kh)
+{
+	free(kh->str);
+	free(kh->map);
+}
+
+/* The cache key of a wire stack: everything its symbolized frames depend
+ * on (file identity, offset, return flag, names), under both seeds. */
+static void wire_stack_key(const struct key_hashes *kh, const Strata__V1__Stack *s, uint64_t key[2])
+{
+	key[0] = key[1] = s->n_frames;
+	for (size_t j = 0; j < s->n_frames; j++) {
+		const Strata__V1__Frame *f = s->frames[j];
+		int native = f->kind == STRATA__V1__FRAME__KIND__NATIVE;
+
+		for (int k = 0; k < 2; k++) {
+			uint64_t w[8] = { key[k],
+					  (uint64_t)f->kind,
+					  f->address,
+					  (uint64_t)f->is_return << 32 | f->line,
+					  native ? kh->map[f->mapping][k] : 0,
+					  kh->str[f->name_str][k],
+					  kh->str[f->module_str][k],
+					  kh->str[f->file_str][k] };
+
+			key[k] = hash_bytes(w, sizeof(w), (uint64_t)k);
+		}
+	}
+}
+
 int central_sym__batch(struct central_sym *c, const Strata__V1__Batch *b, struct sym_batch *sb)
 {
+	struct key_hashes kh = { 0 };
 	struct mapping_file *mf;
-	size_t *first;
+	size_t *first; /* per stack: its first frame in sb->frames */
 	int err = 0;
 
 	sb->nstacks = b->n_stacks;
 	sb->stacks = calloc(b->n_stacks ? b->n_stacks : 1, sizeof(*sb->stacks));
 	sb->hex = calloc(b->n_mappings ? b->n_mappings : 1, sizeof(*sb->hex));
-	first = calloc(b->n_stacks ? b->n_stacks : 1, sizeof(*first));
 	mf = calloc(b->n_mappings ? b->n_mappings : 1, sizeof(*mf));
-	if (!sb->stacks || !sb->hex || !first || !mf) {
-		free(first);
+	first = calloc(b->n_stacks ? b->n_stacks : 1, sizeof(*first));
+	if (!sb->stacks || !sb->hex || !mf || !first) {
 		free(mf);
+		free(first);
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < b->n_mappings; i++)
 		build_id_hex(b->mappings[i]->build_id.data, b->mappings[i]->build_id.len,
 			     sb->hex[i], BUILDID_HEX_MAX);
+	err = key_hashes__init(&kh, b, sb);
+	if (err)
+		goto out;
 
 	pthread_mutex_lock(&c->lock);
 	for (size_t i = 0; i < b->n_stacks && !err; i++) {
-		first[i] = sb->nframes;
-		for (size_t j = 0; j < b->stacks[i]->n_frames && !err; j++) {
-			const Strata__V1__Frame *wf = b->stacks[i]->frames[j];
+		const struct store_stack *hit;
+		uint64_t key[2];
 
-			err = wf->kind == STRATA__V1__FRAME__KIND__NATIVE
-				      ? native_frames(c, b, sb, mf, wf)
-				      : other_frame(b, sb, wf);
+		first[i] = sb->nframes;
+		wire_stack_key(&kh, b->stacks[i], key);
+		hit = sym_cache__get(c->stacks, key);
+		if (hit) {
+			for (uint32_t j = 0; j < hit->nframes && !err; j++) {
+				struct store_frame *f = frame_push(sb);
+
+				if (f)
+					*f = hit->frames[j];
+				else
+					err = -ENOMEM;
+			}
+			sb->stacks[i].id = hit->id;
+		} else {
+			sb->uncacheable = 0;
+			for (size_t j = 0; j < b->stacks[i]->n_frames && !err; j++) {
+				const Strata__V1__Frame *wf = b->stacks[i]->frames[j];
+
+				err = wf->kind == STRATA__V1__FRAME__KIND__NATIVE
+					      ? native_frames(c, b, sb, mf, wf)
+					      : other_frame(b, sb, wf);
+			}
+			sb->stacks[i].id = store_stack__id(sb->frames + first[i],
+							   (uint32_t)(sb->nframes - first[i]));
+			/* A failed put (bound reached) only costs a lookup later. */
+			if (!err && !sb->uncacheable) {
+				struct store_stack st = { sb->stacks[i].id,
+							  (uint32_t)(sb->nframes - first[i]),
+							  sb->frames + first[i] };
+
+				sym_cache__put(c->stacks, key, &st);
+			}
 		}
+		sb->stacks[i].nframes = (uint32_t)(sb->nframes - first[i]);
 	}
 	pthread_mutex_unlock(&c->lock);
-	/* Frames are final now: point the stacks into the array. */
-	for (size_t i = 0; i < b->n_stacks && !err; i++) {
-		size_t end = i + 1 < b->n_stacks ? first[i + 1] : sb->nframes;
-
-		sb->stacks[i].nframes = (uint32_t)(end - first[i]);
+	/* Frames are final now (no more reallocs): point the stacks at them. */
+	for (size_t i = 0; i < b->n_stacks && !err; i++)
 		sb->stacks[i].frames = sb->frames ? sb->frames + first[i] : NULL;
-		sb->stacks[i].id = store_stack__id(sb->stacks[i].frames, sb->stacks[i].nframes);
-	}
+out:
+	key_hashes__fini(&kh);
 	free(first);
 	for (size_t i = 0; i < b->n_mappings; i++)
 		free(mf[i].path);
@@ -333,6 +431,7 @@ void central_sym__stats(struct central_sym *c, struct central_sym_stats *st)
 	pthread_mutex_lock(&c->lock);
 	symbolizer__stats(c->sym, &ss);
 	*st = c->st;
+	sym_cache__stats(c->stacks, &st->stacks);
 	pthread_mutex_unlock(&c->lock);
 	st->lookups = ss.lookups;
 	st->cache_hits = ss.cache_hits;

@@ -16,6 +16,7 @@
 
 #include "server/buildid_store.h"
 #include "server/store.h"
+#include "server/sym_cache.h"
 #include "symbolize/symbolize.h"
 #include "strata.pb-c.h"
 
@@ -26,7 +27,8 @@ struct central_sym_stats {
 	uint64_t lookups, cache_hits;		 /* symbolizer */
 	uint64_t missing_build_ids;		 /* frames whose file the server lacks */
 	uint64_t debuginfod_found, debuginfod_failed;
-	uint64_t late_resolved; /* stored unresolved, resolved at query time */
+	uint64_t late_resolved;	       /* stored unresolved, resolved at query time */
+	struct sym_cache_stats stacks; /* whole symbolized stacks reused */
 };
 
 /* One batch's symbolized stacks; owns its memory. */
@@ -38,6 +40,7 @@ struct sym_batch {
 	char (*hex)[BUILDID_HEX_MAX]; /* per mapping */
 	char missing[CENTRAL_SYM_MAX_MISSING][BUILDID_HEX_MAX];
 	size_t nmissing;
+	int uncacheable; /* the stack being symbolized lacked a file */
 };
 
 struct central_sym;

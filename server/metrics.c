@@ -74,6 +74,16 @@ int api_metrics(struct server *srv, FILE *o)
 	      cs.frames_native ? (double)cs.frames_resolved / (double)cs.frames_native : 0);
 	counter(o, "strata_symbolize_late_resolved_total",
 		"frames stored unresolved and resolved at query time", cs.late_resolved);
+	counter(o, "strata_symbolize_stack_cache_hits_total",
+		"wire stacks whose symbolized frames were reused", cs.stacks.hits);
+	counter(o, "strata_symbolize_stack_cache_misses_total", "wire stacks symbolized",
+		cs.stacks.misses);
+	gauge(o, "strata_symbolize_stack_cache_entries", "symbolized stacks cached",
+	      (double)cs.stacks.entries);
+	counter(o, "strata_symbolize_stack_cache_resets_total",
+		"times the full stack cache was emptied", cs.stacks.resets);
+	counter(o, "strata_symbolize_stack_cache_refused_total",
+		"stacks not cached: string pool at its bound", cs.stacks.refused_full);
 	counter(o, "strata_symbolize_cache_lookups_total", "symbolizer lookups", cs.lookups);
 	counter(o, "strata_symbolize_cache_hits_total", "symbolizer cache hits", cs.cache_hits);
 	counter(o, "strata_symbolize_missing_build_id_frames_total",
