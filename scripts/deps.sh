@@ -7,6 +7,8 @@ pkgs=(make gcc clang llvm pkg-config libbpf-dev bpftool libelf-dev libdw-dev
       libcurl4-openssl-dev protobuf-c-compiler libprotobuf-c-dev
       libmicrohttpd-dev libsqlite3-dev libcmocka-dev libclang-rt-14-dev
       libxml2-utils python3 golang-go linux-perf bpftrace)
+# strata-server (issue 6): the server tests drive it with these CLIs.
+pkgs+=(curl zstd sqlite3)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
