@@ -47,6 +47,9 @@ MAINS      := agent/strata_main.c agent/agent_main.c
 # --- strata-server (issue 6) ---
 MAINS      += server/server_main.c
 LDLIBS     += -lsqlite3 -lmicrohttpd -lcurl
+ifneq ($(wildcard server/store_clickhouse.c),)
+CFLAGS     += -DSTRATA_HAVE_CLICKHOUSE
+endif
 # --- end strata-server ---
 LIB_SRCS   := $(filter-out $(MAINS),$(wildcard agent/*.c symbolize/*.c unwind/*.c uploader/*.c server/*.c))
 LIB_OBJS   := $(patsubst %.c,$(OBJ)/%.o,$(LIB_SRCS)) $(patsubst $(GEN)/%.c,$(OBJ)/gen/%.o,$(PROTO_C))

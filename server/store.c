@@ -5,23 +5,20 @@
 #include <stdio.h>
 #include <string.h>
 
-/*
- * The ClickHouse backend lives in its own object; a build without it
- * answers clickhouse:// specs with a clear error instead of failing to link.
- */
-struct store *store_clickhouse__open(const char *url, char *err, size_t errsz)
-	__attribute__((weak));
-
 struct store *store__open(const char *spec, char *err, size_t errsz)
 {
 	if (!strncmp(spec, "sqlite:", 7) && spec[7])
 		return store_sqlite__open(spec + 7, err, errsz);
 	if (!strncmp(spec, "clickhouse://", 13)) {
-		if (store_clickhouse__open)
-			return store_clickhouse__open(spec, err, errsz);
+		/* The Makefile defines this when server/store_clickhouse.c is
+		 * in the tree; a build without it says so plainly. */
+#ifdef STRATA_HAVE_CLICKHOUSE
+		return store_clickhouse__open(spec, err, errsz);
+#else
 		snprintf(err, errsz, "this build has no ClickHouse backend");
 		errno = ENOTSUP;
 		return NULL;
+#endif
 	}
 	snprintf(err, errsz, "bad store \"%s\": want sqlite:PATH or clickhouse://HOST:PORT/DB",
 		 spec);
