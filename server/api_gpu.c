@@ -176,7 +176,8 @@ int api_collectives(struct server *srv, const struct request *r, FILE *out)
 		c.ranks[s->last_rank_idx].last_arrivals++;
 		c.ranks[s->last_rank_idx].wait_caused_ns += s->last_entry - s->first_entry;
 	}
-	qsort(c.ranks, c.nranks, sizeof(*c.ranks), rank_cmp);
+	if (c.nranks)
+		qsort(c.ranks, c.nranks, sizeof(*c.ranks), rank_cmp);
 	fputs("{\"communicators\":[", out);
 	for (uint32_t i = 0; i < c.nranks; i++) {
 		const struct rank_agg *a = &c.ranks[i];
