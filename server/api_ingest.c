@@ -61,8 +61,19 @@ int api_ingest(struct server *srv, const struct request *r, FILE *out)
 	if (ret == 1) {
 		add(&srv->m.batches_duplicate, 1);
 	} else {
+		const Strata__V1__Drops *d = b->drops;
+
 		for (size_t i = 0; i < b->n_cpu_samples; i++)
 			samples += b->cpu_samples[i]->count;
+		if (d) {
+			const uint64_t v[8] = { d->map_full,	     d->stack_lost,
+						d->proc_unknown,     d->other,
+						d->spool_dropped,    d->cuda_events_lost,
+						d->nccl_events_lost, d->batch_rows_dropped };
+
+			for (int i = 0; i < 8; i++)
+				add(&srv->m.agent_drops[i], v[i]);
+		}
 		add(&srv->m.batches_stored, 1);
 		add(&srv->m.cpu_samples, samples);
 	}

@@ -59,6 +59,16 @@ int api_metrics(struct server *srv, FILE *o)
 	counter(o, "strata_ingest_raw_bytes_total", "decompressed bytes of decoded batches",
 		ld(&m->raw_bytes));
 	counter(o, "strata_ingest_cpu_samples_total", "CPU samples stored", ld(&m->cpu_samples));
+	static const char *const drops[8] = { "map_full",	  "stack_lost",
+					      "proc_unknown",	  "other",
+					      "spool_dropped",	  "cuda_events_lost",
+					      "nccl_events_lost", "batch_rows_dropped" };
+	fputs("# HELP strata_agent_drops_total what agents reported losing, by kind\n"
+	      "# TYPE strata_agent_drops_total counter\n",
+	      o);
+	for (int i = 0; i < 8; i++)
+		fprintf(o, "strata_agent_drops_total{kind=\"%s\"} %" PRIu64 "\n", drops[i],
+			ld(&m->agent_drops[i]));
 	histogram(o, "strata_store_ingest_seconds", "time to store one batch", &m->store_ingest);
 	histogram(o, "strata_query_seconds", "time to answer one API query", &m->query);
 	histogram(o, "strata_symbolize_seconds", "time to symbolize one batch", &m->symbolize);

@@ -136,8 +136,11 @@ int page_job(struct server *srv, const struct request *r, const char *job, FILE 
 	html(out, job);
 	fputs("</h1><h2>CPU flame graph</h2><div class=\"svg\">", out);
 	if (!server__load_profile(srv, &f, STORE_PROFILE_CPU, &prof)) {
+		/* Frames under 0.5 px are left out: a page, not an archive. */
+		struct profile_svg_opts so = { .sz = sizeof(so), .min_width_px = 0.5 };
+
 		if (profile__total(prof))
-			profile__write_svg(prof, out, job);
+			profile__write_svg_opts(prof, out, job, &so);
 		else
 			fputs("<p>no CPU samples</p>", out);
 		profile__free(prof);

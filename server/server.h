@@ -31,6 +31,7 @@ struct server_metrics {
 	uint64_t rejected[BATCH_INVALID + 1]; /* by enum batch_error */
 	uint64_t rejected_unauthorized, rejected_store_error;
 	uint64_t wire_bytes, raw_bytes, cpu_samples;
+	uint64_t agent_drops[8]; /* Drops fields the agents reported, in wire order */
 	uint64_t symbol_uploads, symbol_upload_rejected;
 	uint64_t queries, query_errors;
 	uint64_t retention_runs, retention_deleted;
