@@ -70,7 +70,7 @@ static uint8_t *make_batch(uint64_t start_s, size_t *len, uint8_t *self_id, int 
 	*self_len = build_id_read("/proc/self/exe", -1, self_id, BUILD_ID_MAX);
 	assert_true(*self_len > 0);
 	/* a frame inside make_batch itself */
-	struct bb_frame f[3] = {
+	struct bb_frame f[4] = {
 		{ .kind = STRATA__V1__FRAME__KIND__NATIVE,
 		  .build_id = self_id,
 		  .build_id_len = (size_t)*self_len,
@@ -82,6 +82,10 @@ static uint8_t *make_batch(uint64_t start_s, size_t *len, uint8_t *self_id, int 
 		  .path = "/opt/libfake.so",
 		  .addr = 0x1234,
 		  .is_return = 1 },
+		{ .kind = STRATA__V1__FRAME__KIND__PYTHON,
+		  .name = "Trainer.step",
+		  .file = "train.py",
+		  .line = 42 },
 		{ .kind = STRATA__V1__FRAME__KIND__KERNEL,
 		  .addr = 0xffffffff81000000ull,
 		  .name = "schedule" },
@@ -100,7 +104,7 @@ static uint8_t *make_batch(uint64_t start_s, size_t *len, uint8_t *self_id, int 
 
 		assert_true(i >= 0);
 		assert_int_equal(
-			batch_builder__add(bb, (uint32_t)i, 100, "t", f, 3, 10 + (uint64_t)r), 0);
+			batch_builder__add(bb, (uint32_t)i, 100, "t", f, 4, 10 + (uint64_t)r), 0);
 	}
 	assert_int_equal(batch_builder__finish(bb, &m, &z, len), 0);
 	batch_builder__free(bb);
@@ -179,7 +183,8 @@ struct sum_ctx {
 	int named_fake; /* a frame of the fake library got a name */
 	int named_make_batch;
 	int resolved_self;
-	int late_resolved; /* an unresolved stored frame resolved at query time */
+	int late_resolved;  /* an unresolved stored frame resolved at query time */
+	int python, kernel; /* frames passed through with the agent's names */
 	int unresolved_self;
 };
 
@@ -195,6 +200,13 @@ static int sum_row(void *ctx, const struct store_sample *s)
 
 		if (f->module && !strcmp(f->module, "/opt/libfake.so") && f->func)
 			c->named_fake = 1;
+		if (f->kind == STORE_FRAME_PYTHON && f->func && !strcmp(f->func, "Trainer.step") &&
+		    f->file && !strcmp(f->file, "train.py") && f->line == 42 &&
+		    (f->flags & PROFILE_FRAME_PYTHON))
+			c->python = 1;
+		if (f->kind == STORE_FRAME_KERNEL && f->func && !strcmp(f->func, "schedule") &&
+		    (f->flags & PROFILE_FRAME_KERNEL))
+			c->kernel = 1;
 		if (f->module && !strcmp(f->module, "/proc/self/exe")) {
 			struct sym_frame late[SYM_MAX_INLINE];
 
@@ -282,6 +294,8 @@ static void test_store_and_symbolize(void **state)
 	assert_false(c.named_fake);
 	assert_false(c.resolved_self);
 	assert_true(c.unresolved_self);
+	assert_true(c.python);
+	assert_true(c.kernel);
 
 	/* upload this binary: a wrong id is refused, the right one stored */
 	size_t n;
