@@ -240,9 +240,17 @@ int api_profile(struct server *srv, const struct request *r, FILE *out, const ch
 	if (strcmp(fmt, "folded") && strcmp(fmt, "pprof") && strcmp(fmt, "svg") &&
 	    strcmp(fmt, "json"))
 		return json_error(out, 400, "format: want folded, pprof, svg or json");
+	const char *freq = request__arg(r, "freq");
+	unsigned long hz = freq ? strtoul(freq, NULL, 10) : 49;
+
+	if (hz == 0 || hz > 100000)
+		return json_error(out, 400, "freq: want the agents' sampling rate in Hz");
 	err = server__load_profile(srv, &f, kind, &p);
 	if (err)
 		return json_error(out, 503, "store query failed: %s", strerror(-err));
+	/* pprof states a sample's period; stored samples carry no rate, so it
+	 * is the agents' (default 49 Hz, --freq) unless the query says. */
+	p->freq_hz = (uint32_t)hz;
 	if (!strcmp(fmt, "folded")) {
 		*ctype = "text/plain; charset=utf-8";
 		err = profile__write_folded(p, out);
