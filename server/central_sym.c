@@ -120,8 +120,10 @@ static void note_missing(struct central_sym *c, struct sym_batch *sb, const char
 }
 
 /*
- * The file to symbolize a build-id with: the uploaded one, else the debug
- * file debuginfod has.  Returns 0 with path filled, or -ENOENT.
+ * The file to symbolize a build-id with: the uploaded one, else the
+ * executable debuginfod has (a debug file alone lacks the loaded segments
+ * that map file offsets; the symbolizer fetches the debug file for the
+ * executable itself).  Returns 0 with path filled, or -ENOENT.
  */
 static int file_for(struct central_sym *c, const char *hex, const uint8_t *id, size_t idlen,
 		    char *path, size_t sz, int ask_debuginfod)
@@ -133,7 +135,7 @@ static int file_for(struct central_sym *c, const char *hex, const uint8_t *id, s
 		return 0;
 	if (!c->dbgd || !ask_debuginfod)
 		return -ENOENT;
-	fd = debuginfod__find_debuginfo(c->dbgd, id, idlen, &dpath);
+	fd = debuginfod__find_executable(c->dbgd, id, idlen, &dpath);
 	if (fd < 0) {
 		c->st.debuginfod_failed++;
 		return -ENOENT;
