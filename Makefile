@@ -44,21 +44,16 @@ PROTOS     := $(wildcard proto/*.proto)
 PROTO_C    := $(patsubst proto/%.proto,$(GEN)/%.pb-c.c,$(PROTOS))
 PROTO_H    := $(PROTO_C:.c=.h)
 MAINS      := agent/strata_main.c agent/agent_main.c
-LIB_SRCS   := $(filter-out $(MAINS),$(wildcard agent/*.c symbolize/*.c unwind/*.c uploader/*.c))
+# --- strata-server (issue 6) ---
+MAINS      += server/server_main.c
+LDLIBS     += -lsqlite3 -lmicrohttpd -lcurl
+# --- end strata-server ---
+LIB_SRCS   := $(filter-out $(MAINS),$(wildcard agent/*.c symbolize/*.c unwind/*.c uploader/*.c server/*.c))
 # --- diagnose (issue 7): pure analysis library + webhook sender ---
 LIB_SRCS   += $(wildcard diagnose/*.c)
-LDLIBS     += -lcurl -lm
+LDLIBS     += -lm
 LIB_OBJS   := $(patsubst %.c,$(OBJ)/%.o,$(LIB_SRCS)) $(patsubst $(GEN)/%.c,$(OBJ)/gen/%.o,$(PROTO_C))
 ASAN_OBJS  := $(patsubst $(OBJ)/%,$(ASAN_OBJ)/%,$(LIB_OBJS))
-# --- serverx: ClickHouse client and store backend (server/) ---
-SERVERX_SRCS := $(filter-out $(LIB_SRCS),$(wildcard server/clickhouse_http.c server/store_clickhouse.c))
-LIB_OBJS   += $(patsubst %.c,$(OBJ)/%.o,$(SERVERX_SRCS))
-ASAN_OBJS  += $(patsubst %.c,$(ASAN_OBJ)/%.o,$(SERVERX_SRCS))
-LDLIBS     += $(shell pkg-config --libs libcurl 2>/dev/null || echo -lcurl)
-# server/store.c refers to store_clickhouse__open weakly, which does not pull
-# an archive member in: strata-server links the backend's objects directly.
-$(BUILD)/strata-server: $(OBJ)/server/store_clickhouse.o $(OBJ)/server/clickhouse_http.o
-# --- end serverx ---
 UNIT_SRCS  := $(wildcard tests/unit/test_*.c)
 UNIT_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 FIXTURE_SRCS := $(wildcard tests/fixtures/*.c)
@@ -66,7 +61,7 @@ FIXTURES   := $(patsubst tests/fixtures/%.c,$(BUILD)/fixtures/%,$(FIXTURE_SRCS))
 	      $(patsubst tests/fixtures/%.cc,$(BUILD)/fixtures/%,$(wildcard tests/fixtures/*.cc))
 CXX        ?= c++
 
-BINS       := $(BUILD)/strata $(BUILD)/strata-agent
+BINS       := $(BUILD)/strata $(BUILD)/strata-agent $(BUILD)/strata-server
 
 .PHONY: all test unit demo bench lint deps vmlinux clean fixtures format fuzz
 all: $(BINS)
@@ -128,6 +123,10 @@ $(BUILD)/strata-agent: $(OBJ)/agent/agent_main.o $(BUILD)/libstrata.a
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
 
+$(BUILD)/strata-server: $(OBJ)/server/server_main.o $(BUILD)/libstrata.a
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
+
 # Unit tests run under ASan/UBSan.
 $(BUILD)/tests/%: $(ASAN_OBJ)/tests/unit/%.o $(BUILD)/libstrata-san.a
 	@mkdir -p $(@D)
@@ -157,6 +156,10 @@ $(BUILD)/fixtures/libnccl.so: $(BUILD)/fixtures/libcuda.so $(GPU_SIM_HDRS)
 $(BUILD)/fixtures/gpu_workload $(BUILD)/fixtures/train_sim: $(BUILD)/fixtures/libcudart.so \
 	$(BUILD)/fixtures/libcuda.so $(BUILD)/fixtures/libnccl.so $(GPU_SIM_HDRS)
 # --- end GPU layer ---
+
+# --- strata-server (issue 6): the synthetic batch generator links the lib ---
+$(BUILD)/fixtures/gen_batch: $(BUILD)/libstrata.a $(PROTO_H)
+# --- end strata-server ---
 
 fixtures: $(FIXTURES)
 

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * strata-agent: the node daemon.  Samples continuously and, every period,
- * turns what it drained into one profile.  This build writes profiles to a
- * directory (--output); shipping to strata-server is the uploader's job.
+ * turns what it drained into one profile written to a directory (--output),
+ * or into one wire batch shipped to strata-server (--server, uploader/).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -19,17 +19,21 @@
 #include "agent/clock.h"
 #include "agent/log.h"
 #include "agent/session.h"
+#include "uploader/shipper.h"
 
 struct agent_opts {
 	struct session_opts session;
 	const char *output_dir;
 	const char *format; /* file extension */
 	uint32_t period_s;
+	/* --server mode */
+	struct shipper_opts ship;
+	uint32_t spool_max_mb;
 };
 
 static void usage(FILE *f)
 {
-	fputs("usage: strata-agent --output DIR [options]\n"
+	fputs("usage: strata-agent --output DIR | --server URL [options]\n"
 	      "  -o, --output DIR      write one profile per period into DIR\n"
 	      "  -P, --period SEC      profile period (default 10)\n"
 	      "  -F, --freq HZ         samples per second per CPU (default 49)\n"
@@ -38,7 +42,12 @@ static void usage(FILE *f)
 	      "  -G, --cgroup DIR      only tasks in this cgroup v2 directory\n"
 	      "  -W, --unwind MODE     hybrid (CFI tables + frame pointers, default) or fp\n"
 	      "      --no-python       no CPython frames in native stacks\n"
-	      "  -s, --server URL      ship to strata-server (not in this build)\n"
+	      "  -s, --server URL      ship batches to strata-server (http[s]://HOST:PORT)\n"
+	      "      --token-file F    bearer token for the server\n"
+	      "      --ca-file F       CA bundle for an https server\n"
+	      "      --spool DIR       unsent batches (default /var/lib/strata/spool)\n"
+	      "      --spool-max MB    spool bound, oldest dropped first (default 256)\n"
+	      "      --node NAME       node name sent with batches (default: hostname)\n"
 	      "  -v, --verbose         print counters every period\n",
 	      f);
 }
@@ -61,15 +70,23 @@ static int write_period(const struct agent_opts *o, struct profile *p)
 static int run(const struct agent_opts *o)
 {
 	struct session *s = session__new(&o->session);
+	struct shipper *sh = NULL;
 	int err, stop = 0;
 
 	if (!s)
 		return -errno;
+	if (o->ship.upload.url) {
+		sh = shipper__new(&o->ship, s);
+		if (!sh) {
+			err = -errno;
+			goto out;
+		}
+	}
 	err = session__start(s);
 	if (err)
 		goto out;
-	pr_info("agent: sampling at %u Hz, a profile every %u s into %s",
-		o->session.sampler.freq_hz, o->period_s, o->output_dir);
+	pr_info("agent: sampling at %u Hz, every %u s to %s", o->session.sampler.freq_hz,
+		o->period_s, sh ? o->ship.upload.url : o->output_dir);
 	while (!stop) {
 		uint64_t deadline = mono_ms() + (uint64_t)o->period_s * 1000;
 
@@ -85,6 +102,15 @@ static int run(const struct agent_opts *o)
 				stop = 1;
 		} while (!stop && mono_ms() < deadline);
 
+		if (sh) {
+			err = shipper__period(sh, s);
+			if (err == -ENOMEM)
+				goto out;
+			if (log_enabled(LOG_INFO))
+				shipper__report(sh);
+			err = 0;
+			continue;
+		}
 		struct profile *p = session__take_profile(s);
 		if (!p) {
 			err = -ENOMEM;
@@ -99,12 +125,16 @@ static int run(const struct agent_opts *o)
 		err = 0;
 	}
 out:
+	/* Batches still spooled get a few seconds to go out; the rest wait
+	 * on disk for the next start. */
+	shipper__free(sh, 5000);
 	session__free(s);
 	return err;
 }
 
 int main(int argc, char **argv)
 {
+	enum { OPT_TOKEN = 256, OPT_CA, OPT_SPOOL, OPT_SPOOL_MAX, OPT_NODE };
 	static const struct option longopts[] = {
 		{ "output", required_argument, NULL, 'o' },
 		{ "period", required_argument, NULL, 'P' },
@@ -116,6 +146,11 @@ int main(int argc, char **argv)
 		{ "unwind", required_argument, NULL, 'W' },
 		{ "no-python", no_argument, NULL, 'Y' },
 		{ "verbose", no_argument, NULL, 'v' },
+		{ "token-file", required_argument, NULL, OPT_TOKEN },
+		{ "ca-file", required_argument, NULL, OPT_CA },
+		{ "spool", required_argument, NULL, OPT_SPOOL },
+		{ "spool-max", required_argument, NULL, OPT_SPOOL_MAX },
+		{ "node", required_argument, NULL, OPT_NODE },
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
@@ -123,6 +158,10 @@ int main(int argc, char **argv)
 	struct agent_opts o = {
 		.format = "pb.gz",
 		.period_s = 10,
+		.ship = { .sz = sizeof(o.ship),
+			  .upload = { .sz = sizeof(o.ship.upload),
+				      .spool_dir = "/var/lib/strata/spool" } },
+		.spool_max_mb = 256,
 		.session = { .sz = sizeof(o.session),
 			     .sampler = { .sz = sizeof(o.session.sampler),
 					  .freq_hz = 49,
@@ -161,9 +200,24 @@ int main(int argc, char **argv)
 			o.session.sampler.no_python = true;
 			break;
 		case 's':
-			fprintf(stderr, "strata-agent: --server is not in this build yet; use "
-					"--output DIR\n");
-			return 2;
+			o.ship.upload.url = optarg;
+			break;
+		case OPT_TOKEN:
+			o.ship.upload.token_file = optarg;
+			break;
+		case OPT_CA:
+			o.ship.upload.ca_file = optarg;
+			break;
+		case OPT_SPOOL:
+			o.ship.upload.spool_dir = optarg;
+			break;
+		case OPT_SPOOL_MAX:
+			if (cli_parse_u32(optarg, 1 << 20, &o.spool_max_mb))
+				goto bad;
+			break;
+		case OPT_NODE:
+			o.ship.node = optarg;
+			break;
 		case 'v':
 			verbose++;
 			break;
@@ -175,11 +229,13 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (!o.output_dir || optind != argc) {
+	if (!o.output_dir == !o.ship.upload.url || optind != argc) {
 		usage(stderr);
 		return 2;
 	}
-	if (stat(o.output_dir, &st) || !S_ISDIR(st.st_mode)) {
+	o.ship.upload.spool_max_bytes = (uint64_t)o.spool_max_mb << 20;
+	o.ship.freq_hz = o.session.sampler.freq_hz;
+	if (o.output_dir && (stat(o.output_dir, &st) || !S_ISDIR(st.st_mode))) {
 		fprintf(stderr, "strata-agent: %s is not a directory\n", o.output_dir);
 		return 2;
 	}

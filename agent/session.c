@@ -296,6 +296,12 @@ int session__wait(struct session *s, int timeout_ms, struct session_signal *sig)
 	return ret;
 }
 
+void session__set_consumer(struct session *s, sampler_sample_fn fn, void *ctx)
+{
+	s->consume = fn;
+	s->consume_ctx = ctx;
+}
+
 int session__drain(struct session *s)
 {
 	int n;
@@ -305,7 +311,8 @@ int session__drain(struct session *s)
 	sampler__consume_events(s->sampler);
 	if (s->unwind)
 		unwind_loader__tick(s->unwind);
-	n = sampler__drain(s->sampler, resolver__add, &s->res);
+	n = s->consume ? sampler__drain(s->sampler, s->consume, s->consume_ctx)
+		       : sampler__drain(s->sampler, resolver__add, &s->res);
 	if (s->gpu)
 		gpu__drain(s->gpu); /* before end_drain: exited processes still resolve */
 	if (s->unwind)

@@ -62,6 +62,10 @@ struct session {
 	uint64_t events_failed;
 	struct sampler_stats base; /* counters at the last profile take */
 	struct gpu *gpu;	   /* NULL: --no-gpu, or the layer could not load */
+	/* Who takes drained samples: the resolver (symbolized profile) unless
+	 * set (strata-agent --server: the wire batch builder). */
+	sampler_sample_fn consume;
+	void *consume_ctx;
 };
 
 enum session_wake { SESSION_TIMEOUT = 0, SESSION_SIGNAL = 1 };
@@ -79,6 +83,9 @@ int session__start(struct session *s);
  * Returns SESSION_SIGNAL with *sig set, SESSION_TIMEOUT, or -errno.
  */
 int session__wait(struct session *s, int timeout_ms, struct session_signal *sig);
+
+/* Hands drained samples to fn(ctx) instead of the resolver. */
+void session__set_consumer(struct session *s, sampler_sample_fn fn, void *ctx);
 
 /* Moves everything sampled so far into the current profile. */
 int session__drain(struct session *s);

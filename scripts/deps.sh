@@ -15,6 +15,8 @@ pkgs+=(python3-yaml clickhouse-server)
 pkgs+=(python3-torch python3.11-dev)
 # Diagnosis (issue 7): promtool checks deploy/prometheus rules.
 pkgs+=(prometheus)
+# strata-server (issue 6): the server tests drive it with these CLIs.
+pkgs+=(curl zstd sqlite3)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")

@@ -36,9 +36,14 @@ enum store_frame_kind {
 	STORE_FRAME_UNKNOWN = 5,
 };
 
+/* A store_frame flag beside the PROFILE_FRAME_* ones: addr is a return
+ * address (symbolized at addr - 1).  Kept so that a frame stored
+ * unresolved can be resolved later, when its file has been uploaded. */
+#define STORE_FRAME_RETURN (1u << 16)
+
 struct store_frame {
 	uint32_t kind;	      /* enum store_frame_kind */
-	uint32_t flags;	      /* PROFILE_FRAME_* (agent/profile.h): inlined, unresolved... */
+	uint32_t flags;	      /* PROFILE_FRAME_* (agent/profile.h) | STORE_FRAME_RETURN */
 	const char *func;     /* NULL when unresolved (never a nearby wrong name) */
 	const char *file;     /* NULL when unknown */
 	uint32_t line;	      /* 0 when unknown */
@@ -56,10 +61,10 @@ struct store_stack {
 /* ---- ingest ---------------------------------------------------------------- */
 
 struct store_batch {
-	const Strata__V1__Batch *pb;	 /* decoded and validated */
+	const Strata__V1__Batch *pb;	  /* decoded and validated */
 	const struct store_stack *stacks; /* stacks[i] is pb->stacks[i], symbolized */
-	uint64_t received_ns;		 /* CLOCK_REALTIME at the server */
-	uint64_t wire_bytes;		 /* compressed size as received */
+	uint64_t received_ns;		  /* CLOCK_REALTIME at the server */
+	uint64_t wire_bytes;		  /* compressed size as received */
 };
 
 /* ---- query filters ----------------------------------------------------------- */

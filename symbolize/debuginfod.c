@@ -31,6 +31,7 @@ struct dbgd_api {
 	debuginfod_client *(*begin)(void);
 	void (*end)(debuginfod_client *c);
 	int (*find_debuginfo)(debuginfod_client *c, const unsigned char *id, int len, char **path);
+	int (*find_executable)(debuginfod_client *c, const unsigned char *id, int len, char **path);
 	void (*set_progressfn)(debuginfod_client *c, dbgd_progressfn_t fn);
 	void (*set_user_data)(debuginfod_client *c, void *data);
 	void *(*get_user_data)(debuginfod_client *c);
@@ -103,6 +104,7 @@ static int load(struct debuginfod *d)
 	*(void **)&d->api.begin = dlsym(d->so, "debuginfod_begin");
 	*(void **)&d->api.end = dlsym(d->so, "debuginfod_end");
 	*(void **)&d->api.find_debuginfo = dlsym(d->so, "debuginfod_find_debuginfo");
+	*(void **)&d->api.find_executable = dlsym(d->so, "debuginfod_find_executable");
 	*(void **)&d->api.set_progressfn = dlsym(d->so, "debuginfod_set_progressfn");
 	*(void **)&d->api.set_user_data = dlsym(d->so, "debuginfod_set_user_data");
 	if (!d->api.begin || !d->api.end || !d->api.find_debuginfo)
@@ -142,10 +144,14 @@ void debuginfod__free(struct debuginfod *d)
 	free(d);
 }
 
-int debuginfod__find_debuginfo(struct debuginfod *d, const uint8_t *id, size_t len, char **path)
+typedef int (*find_fn)(debuginfod_client *c, const unsigned char *id, int len, char **path);
+
+/* One query of either kind: the same URL check, back-off and counting. */
+static int find(struct debuginfod *d, int executable, const uint8_t *id, size_t len, char **path)
 {
 	const char *urls = getenv("DEBUGINFOD_URLS");
 	uint64_t now;
+	find_fn fn;
 	int fd;
 
 	if (!d || !id || len == 0 || len > 64 || !path)
@@ -160,13 +166,14 @@ int debuginfod__find_debuginfo(struct debuginfod *d, const uint8_t *id, size_t l
 		d->st.skipped++;
 		return -EAGAIN;
 	}
-	if (load(d)) {
+	fn = load(d) ? NULL : executable ? d->api.find_executable : d->api.find_debuginfo;
+	if (!fn) {
 		d->st.skipped++;
 		return -ENOSYS;
 	}
 	d->st.queries++;
 	d->started_ns = now;
-	fd = d->api.find_debuginfo(d->client, id, (int)len, path);
+	fd = fn(d->client, id, (int)len, path);
 	if (fd < 0) {
 		d->st.failed++;
 		free(*path);
@@ -178,6 +185,16 @@ int debuginfod__find_debuginfo(struct debuginfod *d, const uint8_t *id, size_t l
 	}
 	d->st.found++;
 	return fd;
+}
+
+int debuginfod__find_debuginfo(struct debuginfod *d, const uint8_t *id, size_t len, char **path)
+{
+	return find(d, 0, id, len, path);
+}
+
+int debuginfod__find_executable(struct debuginfod *d, const uint8_t *id, size_t len, char **path)
+{
+	return find(d, 1, id, len, path);
 }
 
 void debuginfod__stats(const struct debuginfod *d, struct debuginfod_stats *st)

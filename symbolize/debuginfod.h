@@ -28,6 +28,9 @@ void debuginfod__free(struct debuginfod *d);
  * -ENOSYS when no server/library is available, -EAGAIN while backing off.
  */
 int debuginfod__find_debuginfo(struct debuginfod *d, const uint8_t *id, size_t len, char **path);
+/* The same for the executable (the ELF with code and program headers, which
+ * strata-server symbolizes file offsets against). */
+int debuginfod__find_executable(struct debuginfod *d, const uint8_t *id, size_t len, char **path);
 void debuginfod__stats(const struct debuginfod *d, struct debuginfod_stats *st);
 
 #endif /* STRATA_DEBUGINFOD_H */

@@ -17,6 +17,7 @@ mkdir -p "$out/corpus/buildid" "$out/corpus/proc_maps" "$out/corpus/unwind_table
 	"$out/corpus/py_linetable"
 mkdir -p "$out/corpus/buildid" "$out/corpus/proc_maps" "$out/corpus/unwind_table"
 mkdir -p "$out/corpus/diagnose" # issue 7
+mkdir -p "$out/corpus/batch_decode" # strata-server (issue 6)
 cd "$root"
 
 echo "  FUZZ-CC  $out/fuzz_buildid"
@@ -35,6 +36,22 @@ $clang $cflags tests/fuzz/fuzz_unwind_table.c unwind/*.c \
 echo "  FUZZ-CC  $out/fuzz_diagnose"
 $clang $cflags tests/fuzz/fuzz_diagnose.c diagnose/straggler.c diagnose/leak.c \
 	diagnose/breakdown.c diagnose/robust.c diagnose/keymap.c -lm -o "$out/fuzz_diagnose"
+
+# --- strata-server (issue 6): the batch decoder --------------------------
+echo "  FUZZ-CC  $out/fuzz_batch_decode"
+$clang $cflags -I$root/build/gen -c build/gen/strata.pb-c.c -Wno-error -o "$out/strata.pb-c.o"
+$clang $cflags -I$root/build/gen tests/fuzz/fuzz_batch_decode.c server/batch_decode.c \
+	"$out/strata.pb-c.o" -lprotobuf-c -lzstd -o "$out/fuzz_batch_decode"
+# Seeds: real batches, as sent (odd first byte) and as protobuf (even).
+if [ -x build/fixtures/gen_batch ]; then
+	for g in "--stacks 3 --depth 4 --ranks 2 --samples 50" "--gpu --stacks 2 --depth 3 --ranks 2 --samples 20"; do
+		# shellcheck disable=SC2086
+		build/fixtures/gen_batch write "$out/seed.zst" $g > /dev/null
+		{ printf '\001'; cat "$out/seed.zst"; } > "$out/corpus/batch_decode/seed-wire-${#g}"
+		{ printf '\000'; zstd -dcq "$out/seed.zst"; } > "$out/corpus/batch_decode/seed-pb-${#g}"
+	done
+fi
+# --- end strata-server ---
 
 # Seeds: small real ELF files (one of them tiny, with a build-id), and
 # real maps lines.  Re-seeding an existing corpus is harmless.
@@ -67,8 +84,7 @@ printf '\000\000\010\004\001\014\001\012\003' > "$out/corpus/py_linetable/seed-3
 printf '\001\000\010\200\210\351\001\360\006\002\005\011' > "$out/corpus/py_linetable/seed-311"
 
 fail=0
-for t in buildid proc_maps unwind_table py_linetable; do
-for t in buildid proc_maps unwind_table diagnose; do
+for t in buildid proc_maps unwind_table py_linetable diagnose batch_decode; do
 	echo "  FUZZ     $t for ${secs}s"
 	if ! "$out/fuzz_$t" -max_total_time="$secs" -timeout=10 \
 		-max_len=65536 -rss_limit_mb=2048 -print_final_stats=1 \

@@ -1,0 +1,440 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "server/central_sym.h"
+
+#include "server/sym_cache.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent/profile.h"
+#include "symbolize/buildid.h"
+#include "symbolize/debuginfod.h"
+#include "symbolize/hash.h"
+#include "symbolize/symbolize.h"
+
+#define STACK_CACHE_ENTRIES (256u * 1024)
+#define STACK_CACHE_STRING_BYTES (256u << 20)
+
+struct central_sym {
+	pthread_mutex_t lock; /* the symbolizer and debuginfod are not thread-safe */
+	struct symbolizer *sym;
+	struct debuginfod *dbgd; /* NULL without use_debuginfod */
+	struct buildid_store *bids;
+	struct sym_cache *stacks; /* symbolized stacks by wire stack */
+	struct central_sym_stats st;
+};
+
+struct central_sym *central_sym__new(struct buildid_store *bids, int use_debuginfod)
+{
+	struct symbolizer_opts o = {
+		.sz = sizeof(o),
+		.max_modules = 256,
+		.max_cache = 1 << 20,
+		.use_debuginfod = use_debuginfod,
+	};
+	struct central_sym *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->bids = bids;
+	c->sym = symbolizer__new(&o);
+	c->stacks = sym_cache__new(STACK_CACHE_ENTRIES, STACK_CACHE_STRING_BYTES);
+	if (use_debuginfod)
+		c->dbgd = debuginfod__new();
+	if (!c->sym || !c->stacks) {
+		central_sym__free(c);
+		errno = ENOMEM;
+		return NULL;
+	}
+	pthread_mutex_init(&c->lock, NULL);
+	return c;
+}
+
+void central_sym__free(struct central_sym *c)
+{
+	if (!c)
+		return;
+	symbolizer__free(c->sym);
+	sym_cache__free(c->stacks);
+	debuginfod__free(c->dbgd);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}
+
+void sym_batch__fini(struct sym_batch *sb)
+{
+	free(sb->stacks);
+	free(sb->frames);
+	free(sb->hex);
+	memset(sb, 0, sizeof(*sb));
+}
+
+uint64_t store_stack__id(const struct store_frame *frames, uint32_t n)
+{
+	uint64_t h = 0x5354524154410001ULL;
+
+	for (uint32_t i = 0; i < n; i++) {
+		const struct store_frame *f = &frames[i];
+		uint64_t fixed[4] = { f->kind, f->flags, f->line, f->addr };
+		const char *strs[4] = { f->func, f->file, f->module, f->build_id };
+
+		h = hash_bytes(fixed, sizeof(fixed), h);
+		for (int k = 0; k < 4; k++)
+			/* NULL and "" hash apart: an unresolved frame never
+			 * collides with one named "". */
+			h = strs[k] ? hash_bytes(strs[k], strlen(strs[k]) + 1, h)
+				    : hash_bytes("\xff", 1, h);
+	}
+	return h ? h : 1;
+}
+
+static struct store_frame *frame_push(struct sym_batch *sb)
+{
+	if (sb->nframes == sb->cap) {
+		size_t ncap = sb->cap ? sb->cap * 2 : 1024;
+		struct store_frame *nf = realloc(sb->frames, ncap * sizeof(*nf));
+
+		if (!nf)
+			return NULL;
+		sb->frames = nf;
+		sb->cap = ncap;
+	}
+	memset(&sb->frames[sb->nframes], 0, sizeof(sb->frames[0]));
+	return &sb->frames[sb->nframes++];
+}
+
+static void note_missing(struct central_sym *c, struct sym_batch *sb, const char *hex)
+{
+	c->st.missing_build_ids++;
+	sb->uncacheable = 1;
+	for (size_t i = 0; i < sb->nmissing; i++)
+		if (!strcmp(sb->missing[i], hex))
+			return;
+	if (sb->nmissing < CENTRAL_SYM_MAX_MISSING)
+		snprintf(sb->missing[sb->nmissing++], BUILDID_HEX_MAX, "%s", hex);
+}
+
+/*
+ * The file to symbolize a build-id with: the uploaded one, else the
+ * executable debuginfod has (a debug file alone lacks the loaded segments
+ * that map file offsets; the symbolizer fetches the debug file for the
+ * executable itself).  Returns 0 with path filled, or -ENOENT.
+ */
+static int file_for(struct central_sym *c, const char *hex, const uint8_t *id, size_t idlen,
+		    char *path, size_t sz, int ask_debuginfod)
+{
+	char *dpath = NULL;
+	int fd;
+
+	if (!buildid_store__path(c->bids, hex, path, sz))
+		return 0;
+	if (!c->dbgd || !ask_debuginfod)
+		return -ENOENT;
+	fd = debuginfod__find_executable(c->dbgd, id, idlen, &dpath);
+	if (fd < 0) {
+		c->st.debuginfod_failed++;
+		return -ENOENT;
+	}
+	close(fd);
+	snprintf(path, sz, "%s", dpath);
+	free(dpath);
+	c->st.debuginfod_found++;
+	return 0;
+}
+
+/* Per mapping of one batch: the file to symbolize with, looked up once. */
+struct mapping_file {
+	int state; /* 0 not looked up, 1 found (path), -1 missing */
+	char *path;
+};
+
+static int native_frames(struct central_sym *c, const Strata__V1__Batch *b, struct sym_batch *sb,
+			 struct mapping_file *mf, const Strata__V1__Frame *wf)
+{
+	const Strata__V1__Mapping *m = b->mappings[wf->mapping];
+	const char *hex = sb->hex[wf->mapping];
+	const char *module = b->strings[m->path_str];
+	struct mapping_file *f0 = &mf[wf->mapping];
+	struct sym_frame sf[SYM_MAX_INLINE];
+	int n = 0;
+
+	c->st.frames_native++;
+	if (!f0->state) {
+		char path[PATH_MAX];
+
+		f0->state = -1;
+		if (m->build_id.len && file_for(c, hex, m->build_id.data, m->build_id.len, path,
+						sizeof(path), 1) == 0) {
+			f0->path = strdup(path);
+			f0->state = f0->path ? 1 : -1;
+		}
+	}
+	if (f0->state > 0) {
+		uint64_t q = wf->is_return && wf->address > 0 ? wf->address - 1 : wf->address;
+
+		n = symbolizer__resolve(c->sym, f0->path, m->build_id.data, m->build_id.len, q, sf,
+					SYM_MAX_INLINE);
+	} else if (m->build_id.len) {
+		note_missing(c, sb, hex);
+	}
+	if (n <= 0) {
+		struct store_frame *f = frame_push(sb);
+
+		if (!f)
+			return -ENOMEM;
+		f->kind = STORE_FRAME_NATIVE;
+		f->flags = PROFILE_FRAME_UNRESOLVED | (wf->is_return ? STORE_FRAME_RETURN : 0);
+		f->module = module;
+		f->build_id = hex;
+		f->addr = wf->address;
+		return 0;
+	}
+	c->st.frames_resolved++;
+	/* Outermost (the real function) first: stacks are root first. */
+	for (int i = n - 1; i >= 0; i--) {
+		struct store_frame *f = frame_push(sb);
+
+		if (!f)
+			return -ENOMEM;
+		f->kind = STORE_FRAME_NATIVE;
+		f->flags = sf[i].inlined ? PROFILE_FRAME_INLINED : 0;
+		f->func = sf[i].func;
+		f->file = sf[i].file;
+		f->line = sf[i].line;
+		f->module = module;
+		f->build_id = hex;
+		f->addr = wf->address;
+	}
+	return 0;
+}
+
+static int other_frame(const Strata__V1__Batch *b, struct sym_batch *sb,
+		       const Strata__V1__Frame *wf)
+{
+	struct store_frame *f = frame_push(sb);
+	const char *name = b->strings[wf->name_str];
+
+	if (!f)
+		return -ENOMEM;
+	f->kind = (uint32_t)wf->kind;
+	f->addr = wf->address;
+	switch (wf->kind) {
+	case STRATA__V1__FRAME__KIND__KERNEL:
+		f->flags = PROFILE_FRAME_KERNEL | (name[0] ? 0 : PROFILE_FRAME_UNRESOLVED);
+		f->func = name[0] ? name : NULL;
+		f->module = b->strings[wf->module_str][0] ? b->strings[wf->module_str] : "[kernel]";
+		break;
+	case STRATA__V1__FRAME__KIND__PYTHON:
+		f->flags = PROFILE_FRAME_PYTHON | (name[0] ? 0 : PROFILE_FRAME_UNRESOLVED);
+		f->func = name[0] ? name : NULL;
+		f->file = b->strings[wf->file_str][0] ? b->strings[wf->file_str] : NULL;
+		f->line = wf->line;
+		f->module = "[python]";
+		break;
+	case STRATA__V1__FRAME__KIND__LOST:
+		f->func = "[stack lost]";
+		f->module = "[lost]";
+		break;
+	default: /* UNKNOWN: a user ip in no known mapping */
+		f->flags = PROFILE_FRAME_UNRESOLVED;
+		f->module = "[unknown]";
+		break;
+	}
+	return 0;
+}
+
+/* Per batch: two independent hashes of every string and mapping, so a
+ * stack's key costs a few words per frame, not its strings' bytes. */
+struct key_hashes {
+	uint64_t (*str)[2];
+	uint64_t (*map)[2];
+};
+
+static int key_hashes__init(struct key_hashes *kh, const Strata__V1__Batch *b,
+			    const struct sym_batch *sb)
+{
+	static const uint64_t seeds[2] = { 0x9ae16a3b2f90404fULL, 0xc3a5c85c97cb3127ULL };
+
+	kh->str = calloc(b->n_strings ? b->n_strings : 1, sizeof(*kh->str));
+	kh->map = calloc(b->n_mappings ? b->n_mappings : 1, sizeof(*kh->map));
+	if (!kh->str || !kh->map)
+		return -ENOMEM;
+	for (int k = 0; k < 2; k++) {
+		for (size_t i = 0; i < b->n_strings; i++)
+			kh->str[i][k] = hash_bytes(b->strings[i], strlen(b->strings[i]), seeds[k]);
+		for (size_t i = 0; i < b->n_mappings; i++) {
+			const char *path = b->strings[b->mappings[i]->path_str];
+			uint64_t h = hash_bytes(sb->hex[i], strlen(sb->hex[i]) + 1, seeds[k]);
+
+			kh->map[i][k] = hash_bytes(path, strlen(path), h);
+		}
+	}
+	return 0;
+}
+
+static void key_hashes__fini(struct key_hashes *kh)
+{
+	free(kh->str);
+	free(kh->map);
+}
+
+/* The cache key of a wire stack: everything its symbolized frames depend
+ * on (file identity, offset, return flag, names), under both seeds. */
+static void wire_stack_key(const struct key_hashes *kh, const Strata__V1__Stack *s, uint64_t key[2])
+{
+	key[0] = key[1] = s->n_frames;
+	for (size_t j = 0; j < s->n_frames; j++) {
+		const Strata__V1__Frame *f = s->frames[j];
+		int native = f->kind == STRATA__V1__FRAME__KIND__NATIVE;
+
+		for (int k = 0; k < 2; k++) {
+			uint64_t w[8] = { key[k],
+					  (uint64_t)f->kind,
+					  f->address,
+					  (uint64_t)f->is_return << 32 | f->line,
+					  native ? kh->map[f->mapping][k] : 0,
+					  kh->str[f->name_str][k],
+					  kh->str[f->module_str][k],
+					  kh->str[f->file_str][k] };
+
+			key[k] = hash_bytes(w, sizeof(w), (uint64_t)k);
+		}
+	}
+}
+
+int central_sym__batch(struct central_sym *c, const Strata__V1__Batch *b, struct sym_batch *sb)
+{
+	struct key_hashes kh = { 0 };
+	struct mapping_file *mf;
+	size_t *first; /* per stack: its first frame in sb->frames */
+	int err = 0;
+
+	sb->nstacks = b->n_stacks;
+	sb->stacks = calloc(b->n_stacks ? b->n_stacks : 1, sizeof(*sb->stacks));
+	sb->hex = calloc(b->n_mappings ? b->n_mappings : 1, sizeof(*sb->hex));
+	mf = calloc(b->n_mappings ? b->n_mappings : 1, sizeof(*mf));
+	first = calloc(b->n_stacks ? b->n_stacks : 1, sizeof(*first));
+	if (!sb->stacks || !sb->hex || !mf || !first) {
+		free(mf);
+		free(first);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < b->n_mappings; i++)
+		build_id_hex(b->mappings[i]->build_id.data, b->mappings[i]->build_id.len,
+			     sb->hex[i], BUILDID_HEX_MAX);
+	err = key_hashes__init(&kh, b, sb);
+	if (err)
+		goto out;
+
+	pthread_mutex_lock(&c->lock);
+	for (size_t i = 0; i < b->n_stacks && !err; i++) {
+		const struct store_stack *hit;
+		uint64_t key[2];
+
+		first[i] = sb->nframes;
+		wire_stack_key(&kh, b->stacks[i], key);
+		hit = sym_cache__get(c->stacks, key);
+		if (hit) {
+			for (uint32_t j = 0; j < hit->nframes && !err; j++) {
+				struct store_frame *f = frame_push(sb);
+
+				if (f)
+					*f = hit->frames[j];
+				else
+					err = -ENOMEM;
+			}
+			sb->stacks[i].id = hit->id;
+		} else {
+			sb->uncacheable = 0;
+			for (size_t j = 0; j < b->stacks[i]->n_frames && !err; j++) {
+				const Strata__V1__Frame *wf = b->stacks[i]->frames[j];
+
+				err = wf->kind == STRATA__V1__FRAME__KIND__NATIVE
+					      ? native_frames(c, b, sb, mf, wf)
+					      : other_frame(b, sb, wf);
+			}
+			sb->stacks[i].id = store_stack__id(sb->frames + first[i],
+							   (uint32_t)(sb->nframes - first[i]));
+			/* A failed put (bound reached) only costs a lookup later. */
+			if (!err && !sb->uncacheable) {
+				struct store_stack st = { sb->stacks[i].id,
+							  (uint32_t)(sb->nframes - first[i]),
+							  sb->frames + first[i] };
+
+				sym_cache__put(c->stacks, key, &st);
+			}
+		}
+		sb->stacks[i].nframes = (uint32_t)(sb->nframes - first[i]);
+	}
+	pthread_mutex_unlock(&c->lock);
+	/* Frames are final now (no more reallocs): point the stacks at them. */
+	for (size_t i = 0; i < b->n_stacks && !err; i++)
+		sb->stacks[i].frames = sb->frames ? sb->frames + first[i] : NULL;
+out:
+	key_hashes__fini(&kh);
+	free(first);
+	for (size_t i = 0; i < b->n_mappings; i++)
+		free(mf[i].path);
+	free(mf);
+	return err;
+}
+
+static int unhex(const char *hex, uint8_t *out, size_t max)
+{
+	size_t n = strlen(hex) / 2;
+
+	if (n > max || n == 0)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		unsigned v;
+
+		if (sscanf(hex + 2 * i, "%2x", &v) != 1)
+			return -EINVAL;
+		out[i] = (uint8_t)v;
+	}
+	return (int)n;
+}
+
+int central_sym__resolve_late(struct central_sym *c, const struct store_frame *f,
+			      struct sym_frame *out, int max)
+{
+	uint8_t id[64];
+	char path[PATH_MAX];
+	int n = 0, len;
+
+	if (f->kind != STORE_FRAME_NATIVE || !(f->flags & PROFILE_FRAME_UNRESOLVED) ||
+	    !f->build_id || !buildid_hex_valid(f->build_id))
+		return 0;
+	len = unhex(f->build_id, id, sizeof(id));
+	if (len <= 0)
+		return 0;
+	pthread_mutex_lock(&c->lock);
+	/* Uploaded files only: debuginfod was asked at ingest already. */
+	if (!file_for(c, f->build_id, id, (size_t)len, path, sizeof(path), 0)) {
+		uint64_t q = (f->flags & STORE_FRAME_RETURN) && f->addr ? f->addr - 1 : f->addr;
+
+		n = symbolizer__resolve(c->sym, path, id, (size_t)len, q, out, max);
+		if (n > 0)
+			c->st.late_resolved++;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return n > 0 ? n : 0;
+}
+
+void central_sym__stats(struct central_sym *c, struct central_sym_stats *st)
+{
+	struct symbolizer_stats ss;
+
+	pthread_mutex_lock(&c->lock);
+	symbolizer__stats(c->sym, &ss);
+	*st = c->st;
+	sym_cache__stats(c->stacks, &st->stacks);
+	pthread_mutex_unlock(&c->lock);
+	st->lookups = ss.lookups;
+	st->cache_hits = ss.cache_hits;
+}

@@ -1,0 +1,124 @@
+// SPDX-License-Identifier: Apache-2.0
+/* GET /metrics: Prometheus text exposition of the server's counters. */
+#include <inttypes.h>
+
+#include "server/server.h"
+
+static uint64_t ld(const uint64_t *v)
+{
+	return __atomic_load_n(v, __ATOMIC_RELAXED);
+}
+
+static void counter(FILE *o, const char *name, const char *help, uint64_t v)
+{
+	fprintf(o, "# HELP %s %s\n# TYPE %s counter\n%s %" PRIu64 "\n", name, help, name, name, v);
+}
+
+static void gauge(FILE *o, const char *name, const char *help, double v)
+{
+	fprintf(o, "# HELP %s %s\n# TYPE %s gauge\n%s %g\n", name, help, name, name, v);
+}
+
+static void histogram(FILE *o, const char *name, const char *help, const struct latency_hist *h)
+{
+	static const char *const le[METRIC_BUCKETS] = { "0.001", "0.005", "0.025", "0.1",
+							"0.25",	 "1",	  "5",	   "30" };
+
+	fprintf(o, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+	for (int i = 0; i < METRIC_BUCKETS; i++)
+		fprintf(o, "%s_bucket{le=\"%s\"} %" PRIu64 "\n", name, le[i], ld(&h->buckets[i]));
+	fprintf(o, "%s_bucket{le=\"+Inf\"} %" PRIu64 "\n%s_sum %.6f\n%s_count %" PRIu64 "\n", name,
+		ld(&h->count), name, ld(&h->sum_ns) / 1e9, name, ld(&h->count));
+}
+
+int api_metrics(struct server *srv, FILE *o)
+{
+	static const char *const reasons[] = { "ok",	       "too_large",   "not_zstd",
+					       "bad_protobuf", "bad_version", "invalid" };
+	const struct server_metrics *m = &srv->m;
+	struct central_sym_stats cs;
+	struct buildid_store_stats bs;
+	struct store_stats ss;
+
+	counter(o, "strata_batches_received_total", "POSTed batches", ld(&m->batches_received));
+	counter(o, "strata_batches_stored_total", "batches stored", ld(&m->batches_stored));
+	counter(o, "strata_batches_duplicate_total", "batches already stored (agent retries)",
+		ld(&m->batches_duplicate));
+	fputs("# HELP strata_batches_rejected_total batches refused, by reason\n"
+	      "# TYPE strata_batches_rejected_total counter\n",
+	      o);
+	for (int i = 1; i <= BATCH_INVALID; i++)
+		fprintf(o, "strata_batches_rejected_total{reason=\"%s\"} %" PRIu64 "\n", reasons[i],
+			ld(&m->rejected[i]));
+	fprintf(o, "strata_batches_rejected_total{reason=\"unauthorized\"} %" PRIu64 "\n",
+		ld(&m->rejected_unauthorized));
+	fprintf(o, "strata_batches_rejected_total{reason=\"store_error\"} %" PRIu64 "\n",
+		ld(&m->rejected_store_error));
+	counter(o, "strata_ingest_wire_bytes_total", "compressed bytes received",
+		ld(&m->wire_bytes));
+	counter(o, "strata_ingest_raw_bytes_total", "decompressed bytes of decoded batches",
+		ld(&m->raw_bytes));
+	counter(o, "strata_ingest_cpu_samples_total", "CPU samples stored", ld(&m->cpu_samples));
+	static const char *const drops[8] = { "map_full",	  "stack_lost",
+					      "proc_unknown",	  "other",
+					      "spool_dropped",	  "cuda_events_lost",
+					      "nccl_events_lost", "batch_rows_dropped" };
+	fputs("# HELP strata_agent_drops_total what agents reported losing, by kind\n"
+	      "# TYPE strata_agent_drops_total counter\n",
+	      o);
+	for (int i = 0; i < 8; i++)
+		fprintf(o, "strata_agent_drops_total{kind=\"%s\"} %" PRIu64 "\n", drops[i],
+			ld(&m->agent_drops[i]));
+	histogram(o, "strata_store_ingest_seconds", "time to store one batch", &m->store_ingest);
+	histogram(o, "strata_query_seconds", "time to answer one API query", &m->query);
+	histogram(o, "strata_symbolize_seconds", "time to symbolize one batch", &m->symbolize);
+	counter(o, "strata_queries_total", "API queries", ld(&m->queries));
+	counter(o, "strata_query_errors_total", "API queries answered 5xx", ld(&m->query_errors));
+
+	central_sym__stats(srv->sym, &cs);
+	counter(o, "strata_symbolize_native_frames_total", "native frames symbolized",
+		cs.frames_native);
+	counter(o, "strata_symbolize_resolved_frames_total", "native frames given a function",
+		cs.frames_resolved);
+	gauge(o, "strata_symbolize_hit_rate", "resolved / native frames since start",
+	      cs.frames_native ? (double)cs.frames_resolved / (double)cs.frames_native : 0);
+	counter(o, "strata_symbolize_late_resolved_total",
+		"frames stored unresolved and resolved at query time", cs.late_resolved);
+	counter(o, "strata_symbolize_stack_cache_hits_total",
+		"wire stacks whose symbolized frames were reused", cs.stacks.hits);
+	counter(o, "strata_symbolize_stack_cache_misses_total", "wire stacks symbolized",
+		cs.stacks.misses);
+	gauge(o, "strata_symbolize_stack_cache_entries", "symbolized stacks cached",
+	      (double)cs.stacks.entries);
+	counter(o, "strata_symbolize_stack_cache_resets_total",
+		"times the full stack cache was emptied", cs.stacks.resets);
+	counter(o, "strata_symbolize_stack_cache_refused_total",
+		"stacks not cached: string pool at its bound", cs.stacks.refused_full);
+	counter(o, "strata_symbolize_cache_lookups_total", "symbolizer lookups", cs.lookups);
+	counter(o, "strata_symbolize_cache_hits_total", "symbolizer cache hits", cs.cache_hits);
+	counter(o, "strata_symbolize_missing_build_id_frames_total",
+		"frames whose build-id the server lacks", cs.missing_build_ids);
+	counter(o, "strata_debuginfod_found_total", "debug files from debuginfod",
+		cs.debuginfod_found);
+	counter(o, "strata_debuginfod_failed_total", "debuginfod misses", cs.debuginfod_failed);
+
+	buildid_store__stats(srv->bids, &bs);
+	gauge(o, "strata_buildid_store_files", "files in the build-id store", (double)bs.files);
+	gauge(o, "strata_buildid_store_bytes", "bytes in the build-id store", (double)bs.bytes);
+	counter(o, "strata_symbol_uploads_total", "symbol files accepted", ld(&m->symbol_uploads));
+	counter(o, "strata_symbol_uploads_rejected_total",
+		"symbol uploads refused (not that ELF, store full)",
+		ld(&m->symbol_upload_rejected));
+
+	if (!srv->store->ops->stats(srv->store, &ss)) {
+		gauge(o, "strata_store_stacks", "distinct stacks stored", (double)ss.stacks);
+		gauge(o, "strata_store_cpu_rows", "CPU sample rows stored", (double)ss.cpu_rows);
+		gauge(o, "strata_store_event_rows", "timed event rows stored",
+		      (double)ss.event_rows);
+		gauge(o, "strata_store_bytes", "store size on disk", (double)ss.bytes_on_disk);
+	}
+	counter(o, "strata_retention_runs_total", "retention passes", ld(&m->retention_runs));
+	counter(o, "strata_retention_deleted_batches_total", "batches deleted by retention",
+		ld(&m->retention_deleted));
+	return 200;
+}

@@ -1,0 +1,101 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * strata-server's context (no globals: every handler gets this) and the
+ * handlers behind the HTTP routes (server/http.c routes, the api_*.c files
+ * answer).  A handler writes its body to out and returns the HTTP status;
+ * *ctype is set when the body is not JSON.
+ */
+#ifndef STRATA_SERVER_SERVER_H
+#define STRATA_SERVER_SERVER_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "server/batch_decode.h"
+#include "server/buildid_store.h"
+#include "server/central_sym.h"
+#include "server/store.h"
+
+/* Request latency buckets (seconds) of the /metrics histograms. */
+#define METRIC_BUCKETS 8
+
+struct latency_hist {
+	uint64_t buckets[METRIC_BUCKETS]; /* cumulative per bound */
+	uint64_t count;
+	uint64_t sum_ns;
+};
+
+/* Counters for /metrics; updated with atomics from every request thread. */
+struct server_metrics {
+	uint64_t batches_received, batches_stored, batches_duplicate;
+	uint64_t rejected[BATCH_INVALID + 1]; /* by enum batch_error */
+	uint64_t rejected_unauthorized, rejected_store_error;
+	uint64_t wire_bytes, raw_bytes, cpu_samples;
+	uint64_t agent_drops[8]; /* Drops fields the agents reported, in wire order */
+	uint64_t symbol_uploads, symbol_upload_rejected;
+	uint64_t queries, query_errors;
+	uint64_t retention_runs, retention_deleted;
+	struct latency_hist store_ingest, query, symbolize;
+};
+
+struct server {
+	struct store *store;
+	struct central_sym *sym;
+	struct buildid_store *bids;
+	const char *token; /* NULL: no auth */
+	struct batch_limits limits;
+	size_t max_symbol_upload; /* bytes */
+	struct server_metrics m;
+};
+
+/* A request as the handlers see it. */
+struct request {
+	const char *method, *path;
+	void *conn; /* struct MHD_Connection */
+	const char *body;
+	size_t body_len;
+};
+
+/* Query-string value (NULL when absent). */
+const char *request__arg(const struct request *r, const char *key);
+
+/* Parses from/to/node/pid/job/rank/container (with prefix, e.g. "base.")
+ * into f.  0, or -EINVAL with err set. */
+int request__filter(const struct request *r, const char *prefix, struct store_filter *f, char *err,
+		    size_t errsz);
+
+void latency_hist__add(struct latency_hist *h, uint64_t ns);
+
+/* Handlers: return the HTTP status. */
+int api_ingest(struct server *srv, const struct request *r, FILE *out);
+int api_symbols(struct server *srv, const struct request *r, const char *hex, FILE *out);
+int api_jobs(struct server *srv, const struct request *r, FILE *out);
+int api_nodes(struct server *srv, const struct request *r, FILE *out);
+int api_processes(struct server *srv, const struct request *r, FILE *out);
+int api_profile(struct server *srv, const struct request *r, FILE *out, const char **ctype);
+int api_profile_diff(struct server *srv, const struct request *r, FILE *out, const char **ctype);
+int api_leaks(struct server *srv, const struct request *r, FILE *out);
+int api_tally(struct server *srv, const struct request *r, FILE *out);
+int api_collectives(struct server *srv, const struct request *r, FILE *out);
+int api_trace(struct server *srv, const struct request *r, FILE *out);
+int api_metrics(struct server *srv, FILE *out);
+int page_job(struct server *srv, const struct request *r, const char *job, FILE *out);
+int page_index(struct server *srv, const struct request *r, FILE *out);
+
+/* JSON helpers. */
+void json_str(FILE *out, const char *s); /* quoted, escaped; NULL -> null */
+int json_error(FILE *out, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Builds an agent/profile.h profile from the store for f. */
+struct profile;
+int server__load_profile(struct server *srv, const struct store_filter *f,
+			 enum store_profile_kind kind, struct profile **out);
+
+/* Starts the HTTP daemon on addr ("HOST:PORT", ":PORT"); returns an
+ * opaque handle and the bound port, or NULL with err set. */
+struct http_daemon;
+struct http_daemon *http__start(struct server *srv, const char *addr, int threads, uint16_t *port,
+				char *err, size_t errsz);
+void http__stop(struct http_daemon *d);
+
+#endif /* STRATA_SERVER_SERVER_H */

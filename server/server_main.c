@@ -1,0 +1,223 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * strata-server --listen ADDR --store sqlite:PATH|clickhouse://HOST:PORT/DB
+ *               [--token-file F] [options]
+ * The main thread only waits for signals and runs retention; requests are
+ * served by libmicrohttpd's thread pool.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "agent/cli.h"
+#include "agent/clock.h"
+#include "server/server.h"
+
+struct server_opts {
+	const char *listen, *store, *token_file, *buildid_dir;
+	uint32_t retention_h, threads, max_batch_mb, max_symbol_mb, buildid_max_mb;
+	int debuginfod;
+};
+
+static void usage(FILE *f)
+{
+	fputs("usage: strata-server --listen HOST:PORT --store "
+	      "sqlite:PATH|clickhouse://HOST:PORT/DB\n"
+	      "  -l, --listen ADDR        address to serve HTTP on (port 0: any free port)\n"
+	      "  -s, --store SPEC         sqlite:PATH or clickhouse://HOST:PORT/DB\n"
+	      "  -t, --token-file F       require \"Authorization: Bearer <contents of F>\"\n"
+	      "  -b, --buildid-dir DIR    uploaded binaries (default: PATH.buildids / ./buildids)\n"
+	      "  -r, --retention-hours H  delete data older than H hours (default 72)\n"
+	      "  -j, --threads N          HTTP worker threads (default 4)\n"
+	      "      --max-batch-mb N     compressed batch limit (default 16)\n"
+	      "      --max-symbol-mb N    symbol upload limit (default 512)\n"
+	      "      --buildid-max-mb N   build-id store bound (default 20480)\n"
+	      "      --no-debuginfod      never ask DEBUGINFOD_URLS\n",
+	      f);
+}
+
+/* The token is the file's first line; an empty token is refused. */
+static char *read_token(const char *path)
+{
+	char buf[4096];
+	FILE *f = fopen(path, "r");
+	size_t n;
+
+	if (!f)
+		return NULL;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	buf[strcspn(buf, "\r\n")] = 0;
+	if (!buf[0]) {
+		errno = EINVAL;
+		return NULL;
+	}
+	return strdup(buf);
+}
+
+static int serve(const struct server_opts *o)
+{
+	struct server srv = { 0 };
+	struct http_daemon *d = NULL;
+	char err[512], bdir[PATH_MAX];
+	char *token = NULL;
+	uint16_t port;
+	sigset_t mask;
+	int ret = 1;
+
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	/* Blocked before any thread starts, so every thread inherits it. */
+	pthread_sigmask(SIG_BLOCK, &mask, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	if (o->token_file && !(token = read_token(o->token_file))) {
+		fprintf(stderr, "strata-server: %s: %s\n", o->token_file, strerror(errno));
+		return 1;
+	}
+	srv.token = token;
+	srv.limits.max_wire = (size_t)o->max_batch_mb << 20;
+	srv.limits.max_raw = srv.limits.max_wire * 8;
+	srv.max_symbol_upload = (size_t)o->max_symbol_mb << 20;
+	if (o->buildid_dir)
+		snprintf(bdir, sizeof(bdir), "%s", o->buildid_dir);
+	else if (!strncmp(o->store, "sqlite:", 7))
+		snprintf(bdir, sizeof(bdir), "%s.buildids", o->store + 7);
+	else
+		snprintf(bdir, sizeof(bdir), "buildids");
+	srv.store = store__open(o->store, err, sizeof(err));
+	if (!srv.store) {
+		fprintf(stderr, "strata-server: %s\n", err);
+		goto out;
+	}
+	srv.bids = buildid_store__open(bdir, (uint64_t)o->buildid_max_mb << 20);
+	if (!srv.bids) {
+		fprintf(stderr, "strata-server: build-id store %s: %s\n", bdir, strerror(errno));
+		goto out;
+	}
+	srv.sym = central_sym__new(srv.bids, o->debuginfod);
+	if (!srv.sym) {
+		fprintf(stderr, "strata-server: %s\n", strerror(errno));
+		goto out;
+	}
+	d = http__start(&srv, o->listen, (int)o->threads, &port, err, sizeof(err));
+	if (!d) {
+		fprintf(stderr, "strata-server: %s\n", err);
+		goto out;
+	}
+	printf("strata-server: listening on port %u, store %s, build-ids in %s\n", port, o->store,
+	       bdir);
+	fflush(stdout);
+	for (;;) {
+		struct timespec every = { .tv_sec = 60 };
+		int sig = sigtimedwait(&mask, NULL, &every);
+		uint64_t deleted = 0;
+
+		if (sig == SIGINT || sig == SIGTERM)
+			break;
+		if (sig < 0 && errno != EAGAIN)
+			continue;
+		/* Retention, once a minute: cheap when nothing is old. */
+		uint64_t keep_ns = (uint64_t)o->retention_h * 3600 * 1000000000ull;
+		uint64_t now = realtime_ns();
+
+		if (now > keep_ns && !srv.store->ops->retain(srv.store, now - keep_ns, &deleted)) {
+			__atomic_fetch_add(&srv.m.retention_runs, 1, __ATOMIC_RELAXED);
+			__atomic_fetch_add(&srv.m.retention_deleted, deleted, __ATOMIC_RELAXED);
+		}
+	}
+	ret = 0;
+out:
+	http__stop(d);
+	central_sym__free(srv.sym);
+	buildid_store__free(srv.bids);
+	store__close(srv.store);
+	free(token);
+	return ret;
+}
+
+int main(int argc, char **argv)
+{
+	enum { OPT_BATCH = 256, OPT_SYMBOL, OPT_BIDMAX, OPT_NODBGD };
+	static const struct option longopts[] = {
+		{ "listen", required_argument, NULL, 'l' },
+		{ "store", required_argument, NULL, 's' },
+		{ "token-file", required_argument, NULL, 't' },
+		{ "buildid-dir", required_argument, NULL, 'b' },
+		{ "retention-hours", required_argument, NULL, 'r' },
+		{ "threads", required_argument, NULL, 'j' },
+		{ "max-batch-mb", required_argument, NULL, OPT_BATCH },
+		{ "max-symbol-mb", required_argument, NULL, OPT_SYMBOL },
+		{ "buildid-max-mb", required_argument, NULL, OPT_BIDMAX },
+		{ "no-debuginfod", no_argument, NULL, OPT_NODBGD },
+		{ "help", no_argument, NULL, 'h' },
+		{},
+	};
+	struct server_opts o = {
+		.retention_h = 72,
+		.threads = 4,
+		.max_batch_mb = 16,
+		.max_symbol_mb = 512,
+		.buildid_max_mb = 20480,
+		.debuginfod = 1,
+	};
+	int c, bad = 0;
+
+	while ((c = getopt_long(argc, argv, "l:s:t:b:r:j:h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'l':
+			o.listen = optarg;
+			break;
+		case 's':
+			o.store = optarg;
+			break;
+		case 't':
+			o.token_file = optarg;
+			break;
+		case 'b':
+			o.buildid_dir = optarg;
+			break;
+		case 'r':
+			bad |= cli_parse_u32(optarg, 100000, &o.retention_h);
+			break;
+		case 'j':
+			bad |= cli_parse_u32(optarg, 256, &o.threads);
+			break;
+		case OPT_BATCH:
+			bad |= cli_parse_u32(optarg, 1024, &o.max_batch_mb);
+			break;
+		case OPT_SYMBOL:
+			bad |= cli_parse_u32(optarg, 16384, &o.max_symbol_mb);
+			break;
+		case OPT_BIDMAX:
+			bad |= cli_parse_u32(optarg, 1 << 24, &o.buildid_max_mb);
+			break;
+		case OPT_NODBGD:
+			o.debuginfod = 0;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+		if (bad) {
+			fprintf(stderr, "strata-server: bad value for --%s: %s\n", longopts[0].name,
+				optarg);
+			return 2;
+		}
+	}
+	if (!o.listen || !o.store || optind != argc) {
+		usage(stderr);
+		return 2;
+	}
+	return serve(&o);
+}

@@ -1,0 +1,40 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "server/store.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+struct store *store__open(const char *spec, char *err, size_t errsz)
+{
+	if (!strncmp(spec, "sqlite:", 7) && spec[7])
+		return store_sqlite__open(spec + 7, err, errsz);
+	if (!strncmp(spec, "clickhouse://", 13))
+		return store_clickhouse__open(spec, err, errsz);
+	snprintf(err, errsz, "bad store \"%s\": want sqlite:PATH or clickhouse://HOST:PORT/DB",
+		 spec);
+	errno = EINVAL;
+	return NULL;
+}
+
+static int str_match(const char *want, const char *have)
+{
+	return !want || !want[0] || (have && !strcmp(want, have));
+}
+
+int store_filter__match_process(const struct store_filter *f, const char *node, uint32_t pid,
+				const char *job, const char *container, int has_rank, int32_t rank)
+{
+	if (f->pid && f->pid != pid)
+		return 0;
+	if (!str_match(f->node, node) || !str_match(f->job, job) ||
+	    !str_match(f->container, container))
+		return 0;
+	if (f->has_rank) {
+		if (!has_rank)
+			return 0;
+		if ((rank == f->rank) == !!f->rank_negate)
+			return 0;
+	}
+	return 1;
+}

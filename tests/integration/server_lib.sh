@@ -1,0 +1,49 @@
+# Helpers for the strata-server tests: sourced after lib.sh, not run.
+SERVER=$ROOT/build/strata-server
+GEN=$ROOT/build/fixtures/gen_batch
+
+# A TCP port nothing listens on now.
+free_port() {
+	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# start_server PORT [extra args]: runs strata-server with a SQLite store in
+# $T (kept across restarts), sets SRV_PID, waits until /healthz answers.
+start_server() {
+	local port=$1
+	shift
+	"$SERVER" --listen "127.0.0.1:$port" --store "sqlite:$T/server.db" \
+		--no-debuginfod "$@" >> "$T/server.log" 2>&1 &
+	SRV_PID=$!
+	for _ in $(seq 100); do
+		curl -sf "http://127.0.0.1:$port/healthz" > /dev/null 2>&1 && return 0
+		kill -0 "$SRV_PID" 2> /dev/null || { cat "$T/server.log"; fail "server exited"; }
+		sleep 0.1
+	done
+	fail "server did not answer on port $port"
+}
+
+stop_server() {
+	[ -n "${SRV_PID:-}" ] || return 0
+	kill "$SRV_PID" 2> /dev/null || true
+	wait "$SRV_PID" 2> /dev/null || true
+	SRV_PID=
+}
+
+# api PATH: GET from the server on $PORT.
+api() {
+	curl -sf "http://127.0.0.1:$PORT$1"
+}
+
+# Sum of a JSON list's numeric field: json_sum KEY FIELD < json
+json_sum() {
+	python3 -c 'import json, sys; print(sum(x[sys.argv[2]] for x in json.load(sys.stdin)[sys.argv[1]]))' "$1" "$2"
+}
+
+cleanup_server() {
+	stop_server
+	[ -n "${AGENT_PID:-}" ] && kill "$AGENT_PID" 2> /dev/null
+	rm -rf "$T"
+}
+trap cleanup_server EXIT
+if [ -n "${KEEP_T:-}" ]; then trap 'stop_server; echo "kept $T"' EXIT; fi

@@ -1,0 +1,46 @@
+# Outage: strata-server is stopped while the agent ships, then restarted.
+# Every batch the agent built arrives exactly once: batch counts and sample
+# totals are equal on both sides, the spool ends empty, and the agent saw
+# failures (so the outage really happened).
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/server_lib.sh"
+require_bpf
+
+PORT=$(free_port)
+start_server "$PORT"
+"$AGENT" --server "http://127.0.0.1:$PORT" --period 1 -F 99 --spool "$T/spool" \
+	--node outage-node -v 2> "$T/agent.log" &
+AGENT_PID=$!
+"$FIX/chain" 9 &
+LOAD=$!
+sleep 2.5
+stop_server
+echo "server down"
+sleep 4
+start_server "$PORT"
+echo "server up again"
+wait "$LOAD"
+sleep 1
+kill -INT "$AGENT_PID"
+wait "$AGENT_PID" || fail "agent failed: $(tail -5 "$T/agent.log")"
+AGENT_PID=
+
+final=$(grep -E '^agent: final batches:' "$T/agent.log" | tail -1)
+up=$(grep -E '^  upload: ' "$T/agent.log" | tail -1)
+echo "$final"
+echo "agent: $up"
+built=$(sed -n 's/.*built=\([0-9]*\).*/\1/p' <<< "$final")
+samples=$(sed -n 's/.* samples=\([0-9]*\).*/\1/p' <<< "$final")
+dropped=$(sed -n 's/.*rows_dropped=\([0-9]*\).*/\1/p' <<< "$final")
+failures=$(sed -n 's/.*failures=\([0-9]*\).*/\1/p' <<< "$up")
+[ "$dropped" -eq 0 ] || fail "the batch builder dropped $dropped samples"
+[ "$failures" -gt 0 ] || fail "the agent never saw the outage"
+[ -z "$(ls "$T/spool")" ] || fail "batches left in the spool: $(ls "$T/spool")"
+
+api "/api/v1/nodes?node=outage-node" > "$T/nodes.json"
+s_batches=$(json_sum nodes batches < "$T/nodes.json")
+s_samples=$(json_sum nodes cpu_samples < "$T/nodes.json")
+echo "server: $s_batches batches, $s_samples samples"
+[ "$s_batches" -eq "$built" ] || fail "agent built $built batches, server stored $s_batches"
+[ "$s_samples" -eq "$samples" ] || fail "agent sampled $samples, server stored $s_samples"
+echo "ok: $built batches and $samples samples, each stored exactly once"

@@ -1,0 +1,400 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * strata-server below HTTP: the batch decoder's limits and checks, central
+ * symbolization (a real ELF uploaded to the build-id store: resolved; a
+ * build-id the store lacks: unresolved and reported missing, never named),
+ * and the SQLite store (atomic ingest, dedup, filters, retention).
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include <cmocka.h>
+
+#include "agent/profile.h"
+#include "server/batch_decode.h"
+#include "server/buildid_store.h"
+#include "server/central_sym.h"
+#include "server/store.h"
+#include "symbolize/buildid.h"
+#include "test_util.h"
+#include "uploader/batch_builder.h"
+
+static uint8_t *zstd_of(const void *raw, size_t n, size_t *len)
+{
+	size_t cap = ZSTD_compressBound(n);
+	uint8_t *z = malloc(cap);
+
+	assert_non_null(z);
+	*len = ZSTD_compress(z, cap, raw, n, 1);
+	assert_false(ZSTD_isError(*len));
+	return z;
+}
+
+/* The file offset of code at fn in this binary, from /proc/self/maps. */
+static uint64_t self_offset(const void *fn)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	unsigned long long lo, hi, off;
+	char line[512];
+	uint64_t a = (uint64_t)(uintptr_t)fn, ret = 0;
+
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%llx-%llx %*s %llx", &lo, &hi, &off) == 3 && a >= lo && a < hi)
+			ret = a - lo + off;
+	fclose(f);
+	assert_true(ret > 0);
+	return ret;
+}
+
+/* A batch from the builder: two ranks, native frames in this test binary
+ * (its real build-id) and in a made-up file. */
+static uint8_t *make_batch(uint64_t start_s, size_t *len, uint8_t *self_id, int *self_len)
+{
+	static const uint8_t fake[20] = { 0xfa, 0xce };
+	struct batch_builder_opts o = { .sz = sizeof(o), .node = "n1" };
+	struct batch_builder *bb = batch_builder__new(&o);
+	struct batch_meta m = { .start_ns = start_s * 1000000000ull,
+				.end_ns = (start_s + 10) * 1000000000ull,
+				.freq_hz = 49 };
+	uint8_t *z;
+
+	*self_len = build_id_read("/proc/self/exe", -1, self_id, BUILD_ID_MAX);
+	assert_true(*self_len > 0);
+	/* a frame inside make_batch itself */
+	struct bb_frame f[4] = {
+		{ .kind = STRATA__V1__FRAME__KIND__NATIVE,
+		  .build_id = self_id,
+		  .build_id_len = (size_t)*self_len,
+		  .path = "/proc/self/exe",
+		  .addr = self_offset((const void *)make_batch) + 4 },
+		{ .kind = STRATA__V1__FRAME__KIND__NATIVE,
+		  .build_id = fake,
+		  .build_id_len = 20,
+		  .path = "/opt/libfake.so",
+		  .addr = 0x1234,
+		  .is_return = 1 },
+		{ .kind = STRATA__V1__FRAME__KIND__PYTHON,
+		  .name = "Trainer.step",
+		  .file = "train.py",
+		  .line = 42 },
+		{ .kind = STRATA__V1__FRAME__KIND__KERNEL,
+		  .addr = 0xffffffff81000000ull,
+		  .name = "schedule" },
+	};
+	for (int r = 0; r < 2; r++) {
+		struct bb_process p = { .pid = 100 + (uint32_t)r,
+					.start_time_ns = 1,
+					.comm = "trainer",
+					.job = "job-u",
+					.container = r ? "c1" : "c0",
+					.has_rank = 1,
+					.rank = r,
+					.local_rank = r,
+					.world_size = 2 };
+		int64_t i = batch_builder__process(bb, &p);
+
+		assert_true(i >= 0);
+		assert_int_equal(
+			batch_builder__add(bb, (uint32_t)i, 100, "t", f, 4, 10 + (uint64_t)r), 0);
+	}
+	assert_int_equal(batch_builder__finish(bb, &m, &z, len), 0);
+	batch_builder__free(bb);
+	return z;
+}
+
+static void test_decode_limits(void **state)
+{
+	uint8_t id[BUILD_ID_MAX], *z, *zz;
+	int idlen;
+	size_t len, zl, raw;
+	struct batch_limits lim = { .max_wire = 1 << 20, .max_raw = 1 << 20 };
+	Strata__V1__Batch *b;
+	char err[256];
+	void *zeros = calloc(1, 8 << 20);
+
+	z = make_batch(1700000000, &len, id, &idlen);
+	assert_int_equal(batch_decode(z, len, &lim, &b, &raw, err, sizeof(err)), BATCH_OK);
+	assert_true(raw > len);
+	batch_decode__free(b);
+	assert_int_equal(batch_decode(z, len / 2, &lim, &b, NULL, err, sizeof(err)),
+			 BATCH_NOT_ZSTD);
+	assert_null(b);
+	assert_int_equal(batch_decode("hello", 5, &lim, &b, NULL, err, sizeof(err)),
+			 BATCH_NOT_ZSTD);
+	lim.max_wire = len - 1;
+	assert_int_equal(batch_decode(z, len, &lim, &b, NULL, err, sizeof(err)), BATCH_TOO_LARGE);
+	lim.max_wire = 1 << 20;
+	/* a bomb: 8 MiB of zeros in a few hundred bytes */
+	zz = zstd_of(zeros, 8 << 20, &zl);
+	assert_true(zl < 4096);
+	assert_int_equal(batch_decode(zz, zl, &lim, &b, NULL, err, sizeof(err)), BATCH_TOO_LARGE);
+	assert_non_null(strstr(err, "decompresses to more than"));
+	free(zz);
+	/* zeros within the bound: not a batch (a valid empty protobuf of
+	 * version 0 at best) */
+	zz = zstd_of(zeros, 1000, &zl);
+	assert_int_not_equal(batch_decode(zz, zl, &lim, &b, NULL, err, sizeof(err)), BATCH_OK);
+	free(zz);
+	free(zeros);
+	free(z);
+}
+
+static void test_validate(void **state)
+{
+	uint8_t id[BUILD_ID_MAX], *z;
+	int idlen;
+	size_t len;
+	Strata__V1__Batch *b;
+	char err[256];
+
+	z = make_batch(1700000000, &len, id, &idlen);
+	assert_int_equal(batch_decode(z, len, NULL, &b, NULL, err, sizeof(err)), BATCH_OK);
+	assert_int_equal(batch_validate(b, NULL, err, sizeof(err)), BATCH_OK);
+	b->version = 2;
+	assert_int_equal(batch_validate(b, NULL, err, sizeof(err)), BATCH_BAD_VERSION);
+	b->version = 1;
+	b->cpu_samples[0]->process = 9;
+	assert_int_equal(batch_validate(b, NULL, err, sizeof(err)), BATCH_INVALID);
+	assert_non_null(strstr(err, "process 9 out of range"));
+	b->cpu_samples[0]->process = 0;
+	b->stacks[1]->frames[0]->mapping = 77;
+	assert_int_equal(batch_validate(b, NULL, err, sizeof(err)), BATCH_INVALID);
+	b->stacks[1]->frames[0]->mapping = 0;
+	b->processes[0]->comm_str = 5000;
+	assert_int_equal(batch_validate(b, NULL, err, sizeof(err)), BATCH_INVALID);
+	b->processes[0]->comm_str = 0;
+	b->batch_id.len = 3;
+	assert_int_equal(batch_validate(b, NULL, err, sizeof(err)), BATCH_INVALID);
+	batch_decode__free(b);
+	free(z);
+}
+
+struct sum_ctx {
+	uint64_t total;
+	int named_fake; /* a frame of the fake library got a name */
+	int named_make_batch;
+	int resolved_self;
+	int late_resolved;  /* an unresolved stored frame resolved at query time */
+	int python, kernel; /* frames passed through with the agent's names */
+	int unresolved_self;
+};
+
+static struct central_sym *late_sym; /* test harness state, not library state */
+
+static int sum_row(void *ctx, const struct store_sample *s)
+{
+	struct sum_ctx *c = ctx;
+
+	c->total += s->value;
+	for (uint32_t i = 0; i < s->stack->nframes; i++) {
+		const struct store_frame *f = &s->stack->frames[i];
+
+		if (f->module && !strcmp(f->module, "/opt/libfake.so") && f->func)
+			c->named_fake = 1;
+		if (f->kind == STORE_FRAME_PYTHON && f->func && !strcmp(f->func, "Trainer.step") &&
+		    f->file && !strcmp(f->file, "train.py") && f->line == 42 &&
+		    (f->flags & PROFILE_FRAME_PYTHON))
+			c->python = 1;
+		if (f->kind == STORE_FRAME_KERNEL && f->func && !strcmp(f->func, "schedule") &&
+		    (f->flags & PROFILE_FRAME_KERNEL))
+			c->kernel = 1;
+		if (f->module && !strcmp(f->module, "/proc/self/exe")) {
+			struct sym_frame late[SYM_MAX_INLINE];
+
+			if (late_sym &&
+			    central_sym__resolve_late(late_sym, f, late, SYM_MAX_INLINE) > 0)
+				c->late_resolved = !strcmp(late[0].func, "make_batch");
+			if (f->func)
+				c->resolved_self = 1;
+			if (f->func && !strcmp(f->func, "make_batch"))
+				c->named_make_batch = 1;
+			else
+				c->unresolved_self = 1;
+		}
+	}
+	return 0;
+}
+
+static uint64_t profile_total(struct store *st, const struct store_filter *f, struct sum_ctx *c)
+{
+	memset(c, 0, sizeof(*c));
+	assert_int_equal(st->ops->profile(st, f, STORE_PROFILE_CPU, sum_row, c), 0);
+	return c->total;
+}
+
+static int ingest(struct store *st, struct central_sym *cs, uint64_t start_s,
+		  struct sym_batch *sb_out, uint8_t *id, int *idlen)
+{
+	size_t len;
+	uint8_t *z = make_batch(start_s, &len, id, idlen);
+	Strata__V1__Batch *b;
+	struct sym_batch sb = { 0 };
+	char err[256];
+	int ret;
+
+	assert_int_equal(batch_decode(z, len, NULL, &b, NULL, err, sizeof(err)), BATCH_OK);
+	assert_int_equal(central_sym__batch(cs, b, &sb), 0);
+	struct store_batch stb = {
+		.pb = b, .stacks = sb.stacks, .received_ns = 1, .wire_bytes = len
+	};
+	ret = st->ops->ingest(st, &stb);
+	if (sb_out) {
+		*sb_out = sb;
+		sb_out->stacks = NULL; /* caller only reads missing[] */
+		sb_out->frames = NULL;
+		sb_out->hex = NULL;
+	}
+	/* a second time: the same batch id is refused as a duplicate */
+	assert_int_equal(st->ops->ingest(st, &stb), 1);
+	sym_batch__fini(&sb);
+	batch_decode__free(b);
+	free(z);
+	return ret;
+}
+
+static void test_store_and_symbolize(void **state)
+{
+	char dir[] = "/tmp/strata-store-XXXXXX", db[600], bdir[600], cmd[700], err[256];
+	struct store *st;
+	struct buildid_store *bids;
+	struct central_sym *cs;
+	struct sym_batch sb;
+	struct sum_ctx c;
+	struct store_filter f = { 0 };
+	uint8_t id[BUILD_ID_MAX];
+	char hex[2 * BUILD_ID_MAX + 1];
+	int idlen;
+	uint64_t deleted = 0;
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(db, sizeof(db), "sqlite:%s/db", dir);
+	snprintf(bdir, sizeof(bdir), "%s/buildids", dir);
+	st = store__open(db, err, sizeof(err));
+	assert_non_null(st);
+	bids = buildid_store__open(bdir, 1 << 30);
+	cs = central_sym__new(bids, 0);
+	assert_non_null(bids);
+	assert_non_null(cs);
+	assert_null(store__open("mysql://x", err, sizeof(err)));
+
+	/* no files uploaded yet: every native frame unresolved, both build-ids
+	 * reported missing */
+	assert_int_equal(ingest(st, cs, 1700000000, &sb, id, &idlen), 0);
+	assert_int_equal(sb.nmissing, 2);
+	assert_int_equal(profile_total(st, &f, &c), 21);
+	assert_false(c.named_fake);
+	assert_false(c.resolved_self);
+	assert_true(c.unresolved_self);
+	assert_true(c.python);
+	assert_true(c.kernel);
+
+	/* upload this binary: a wrong id is refused, the right one stored */
+	size_t n;
+	void *elf = read_all("/proc/self/exe", &n);
+	build_id_hex(id, (size_t)idlen, hex, sizeof(hex));
+	assert_int_equal(
+		buildid_store__put(bids, "00112233445566778899aabbccddeeff00112233", elf, n),
+		-ENOEXEC);
+	assert_int_equal(buildid_store__put(bids, hex, elf, n), 0);
+	assert_int_equal(buildid_store__put(bids, "ZZ", elf, n), -EINVAL);
+	free(elf);
+
+	/* a later window: this binary's frame resolves to make_batch; the
+	 * fake library's stays unnamed */
+	assert_int_equal(ingest(st, cs, 1700000010, &sb, id, &idlen), 0);
+	assert_int_equal(sb.nmissing, 1); /* only the fake library */
+	f.from_ns = 1700000010ull * 1000000000ull;
+	assert_int_equal(profile_total(st, &f, &c), 21);
+	assert_true(c.named_make_batch);
+	assert_false(c.unresolved_self);
+	assert_false(c.named_fake);
+	/* the first window's frame was stored unresolved: it can be resolved
+	 * late, now that the file is here */
+	f.from_ns = 0;
+	f.to_ns = 1700000005ull * 1000000000ull;
+	late_sym = cs;
+	assert_int_equal(profile_total(st, &f, &c), 21);
+	assert_true(c.unresolved_self);
+	assert_true(c.late_resolved);
+	late_sym = NULL;
+	f.to_ns = 0;
+	assert_int_equal(profile_total(st, &f, &c), 42);
+
+	/* filters */
+	f.has_rank = 1;
+	f.rank = 1;
+	assert_int_equal(profile_total(st, &f, &c), 22);
+	f.rank_negate = 1;
+	assert_int_equal(profile_total(st, &f, &c), 20);
+	memset(&f, 0, sizeof(f));
+	f.container = "c0";
+	assert_int_equal(profile_total(st, &f, &c), 20);
+	f.container = NULL;
+	f.from_ns = 1700000010ull * 1000000000ull;
+	assert_int_equal(profile_total(st, &f, &c), 21);
+	f.from_ns = 0;
+	f.job = "nope";
+	assert_int_equal(profile_total(st, &f, &c), 0);
+	f.job = NULL;
+
+	/* retention: the first window goes, the second stays */
+	assert_int_equal(st->ops->retain(st, 1700000015ull * 1000000000ull, &deleted), 0);
+	assert_int_equal(deleted, 1);
+	assert_int_equal(profile_total(st, &f, &c), 21);
+	struct store_stats ss;
+	assert_int_equal(st->ops->stats(st, &ss), 0);
+	assert_int_equal(ss.batches, 2);
+	assert_int_equal(ss.duplicates, 2);
+	assert_int_equal(ss.retention_deleted, 1);
+
+	central_sym__free(cs);
+	buildid_store__free(bids);
+	store__close(st);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
+static void test_filter_match(void **state)
+{
+	struct store_filter f = { .node = "n1", .has_rank = 1, .rank = 2 };
+
+	assert_true(store_filter__match_process(&f, "n1", 5, "j", "", 1, 2));
+	assert_false(store_filter__match_process(&f, "n2", 5, "j", "", 1, 2));
+	assert_false(store_filter__match_process(&f, "n1", 5, "j", "", 0, 0));
+	f.rank_negate = 1;
+	assert_false(store_filter__match_process(&f, "n1", 5, "j", "", 1, 2));
+	assert_true(store_filter__match_process(&f, "n1", 5, "j", "", 1, 3));
+}
+
+static void test_stack_id(void **state)
+{
+	struct store_frame a = { .kind = 1, .func = NULL, .module = "m", .addr = 1 };
+	struct store_frame b = a;
+
+	b.func = "";
+	/* unresolved (NULL) and named "" never share an id */
+	assert_int_not_equal(store_stack__id(&a, 1), store_stack__id(&b, 1));
+	assert_int_not_equal(store_stack__id(&a, 0), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_decode_limits),
+		cmocka_unit_test(test_validate),
+		cmocka_unit_test(test_store_and_symbolize),
+		cmocka_unit_test(test_filter_match),
+		cmocka_unit_test(test_stack_id),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Builds the wire batch (proto/strata.proto) from what the agent drains:
+ * processes with their job/rank labels, mappings (build-id + path),
+ * deduplicated stacks of (mapping, file offset) frames, and merged CPU
+ * samples.  Native user frames get NO names: the server symbolizes them.
+ * Kernel frames are named here (kallsyms is per node).
+ *
+ * Bounded: past max_stacks distinct stacks or max_samples distinct sample
+ * rows in one batch, samples are dropped and counted (rows_dropped, sent in
+ * Drops.batch_rows_dropped).  Not thread-safe (the agent's main loop owns
+ * it).
+ */
+#ifndef STRATA_UPLOADER_BATCH_BUILDER_H
+#define STRATA_UPLOADER_BATCH_BUILDER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agent/profile.h"
+#include "agent/proc_tracker.h"
+#include "agent/sampler.h"
+#include "agent/unwind_loader.h"
+#include "symbolize/symbolize.h"
+
+struct batch_builder_opts {
+	size_t sz;
+	const char *node;	   /* NULL: gethostname() */
+	const char *agent_version; /* NULL: STRATA_VERSION */
+	uint32_t max_stacks;	   /* 0 = 65536 */
+	uint32_t max_samples;	   /* 0 = 262144 */
+	int zstd_level;		   /* 0 = 3 */
+	/* Called once per build-id the first time a file with it is seen, so
+	 * the uploader can send the file when the server asks for it. */
+	void (*on_file)(void *ctx, const char *build_id_hex, const char *open_path);
+	void *on_file_ctx;
+};
+
+/* Where the sampler adapter (batch_builder__add_sampled) looks things up. */
+struct batch_sources {
+	struct proc_tracker *procs;
+	struct ksyms *ksyms;	      /* NULL: kernel frames go unnamed */
+	struct unwind_loader *unwind; /* NULL: FP only; else sampled tables kept warm */
+};
+
+/* A frame as the low-level API takes it. */
+struct bb_frame {
+	uint32_t kind;		 /* Strata__V1__Frame__Kind */
+	const uint8_t *build_id; /* NATIVE */
+	size_t build_id_len;
+	const char *path; /* NATIVE: mapped file's path */
+	uint64_t addr;	  /* NATIVE: file offset; KERNEL/UNKNOWN: ip */
+	int is_return;
+	const char *name;   /* KERNEL/PYTHON */
+	const char *module; /* KERNEL: module, NULL = vmlinux */
+	const char *file;   /* PYTHON */
+	uint32_t line;	    /* PYTHON */
+};
+
+/* A process as the low-level API takes it (read from /proc by the adapter). */
+struct bb_process {
+	uint32_t pid, ppid;
+	uint64_t start_time_ns;
+	const char *comm, *cmdline, *cgroup, *container, *pod;
+	const char *job, *torchelastic_run_id, *slurm_job_id;
+	int has_rank;
+	int32_t rank, local_rank, world_size;
+};
+
+struct batch_meta {
+	uint64_t start_ns, end_ns; /* CLOCK_REALTIME */
+	uint32_t freq_hz;
+	struct profile_drops drops;
+	uint64_t spool_dropped;
+	uint64_t seq;
+};
+
+struct batch_builder_stats {
+	uint64_t batches, samples, rows_dropped, frames_unknown, proc_read_failed;
+	uint64_t raw_bytes, wire_bytes; /* of every finished batch */
+};
+
+struct batch_builder;
+
+struct batch_builder *batch_builder__new(const struct batch_builder_opts *opts);
+void batch_builder__free(struct batch_builder *bb);
+void batch_builder__set_sources(struct batch_builder *bb, const struct batch_sources *src);
+
+/* Index of the process in this batch (deduplicated by pid + start time). */
+int64_t batch_builder__process(struct batch_builder *bb, const struct bb_process *p);
+/* Adds count samples of the stack frames[0..n) (root first).  0 or -errno;
+ * a sample over the bounds is dropped, counted, and 0 is returned. */
+int batch_builder__add(struct batch_builder *bb, uint32_t process, uint32_t tid, const char *comm,
+		       const struct bb_frame *frames, uint32_t n, uint64_t count);
+
+/* sampler_sample_fn: converts one drained sample through the sources. */
+int batch_builder__add_sampled(void *bb, const struct sampler_sample *s);
+
+/* Samples added since the last finish. */
+uint64_t batch_builder__pending(const struct batch_builder *bb);
+
+/*
+ * Encodes everything added since the last finish as one batch (new random
+ * batch id), zstd-compressed into *out (malloc'd, *len bytes), and starts
+ * the next batch.  0 or -errno.
+ */
+int batch_builder__finish(struct batch_builder *bb, const struct batch_meta *m, uint8_t **out,
+			  size_t *len);
+
+void batch_builder__stats(const struct batch_builder *bb, struct batch_builder_stats *st);
+
+#endif /* STRATA_UPLOADER_BATCH_BUILDER_H */

@@ -1,0 +1,492 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "uploader/uploader.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/log.h"
+#include "symbolize/hash.h"
+
+#define RESP_MAX 65536
+#define MAX_MISSING 32
+#define MAX_NOTED 8192
+#define HEX_LEN 129
+
+struct noted_file {
+	char hex[HEX_LEN];
+	char path[64]; /* "/proc/self/fd/N" or a real path, truncated paths refused */
+	int tried;     /* uploaded or given up: never again */
+};
+
+struct uploader {
+	struct uploader_opts o;
+	char *url;
+	char auth[4200]; /* "Authorization: Bearer ..." */
+	struct spool *spool;
+	CURL *curl; /* the sender thread's only */
+
+	pthread_t thread;
+	int started;
+	pthread_mutex_t lock;
+	pthread_cond_t wake, idle;
+	int stop;
+	uint64_t spool_dropped_seen;
+
+	struct noted_file *files; /* open addressing by hex hash, MAX_NOTED slots */
+	uint32_t nfiles;
+
+	struct uploader_stats st;
+};
+
+static uint64_t mono_ms_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+struct resp_buf {
+	char data[RESP_MAX];
+	size_t len;
+};
+
+static size_t on_body(char *ptr, size_t size, size_t n, void *ctx)
+{
+	struct resp_buf *r = ctx;
+	size_t bytes = size * n, room = sizeof(r->data) - 1 - r->len;
+
+	memcpy(r->data + r->len, ptr, bytes < room ? bytes : room);
+	r->len += bytes < room ? bytes : room;
+	r->data[r->len] = 0;
+	return bytes; /* the rest is read and ignored: answers are small */
+}
+
+/* POSTs body to URL+path.  Returns the HTTP status, or 0 when no answer
+ * came (connection refused, timeout, TLS failure: *why says which). */
+static long post(struct uploader *u, const char *path, const char *ctype, const char *encoding,
+		 const void *body, size_t len, struct resp_buf *resp, const char **why)
+{
+	char url[2048], ct[128], ce[128];
+	struct curl_slist *h = NULL;
+	long status = 0;
+	CURLcode rc;
+
+	snprintf(url, sizeof(url), "%s%s", u->url, path);
+	snprintf(ct, sizeof(ct), "Content-Type: %s", ctype);
+	h = curl_slist_append(h, ct);
+	if (encoding) {
+		snprintf(ce, sizeof(ce), "Content-Encoding: %s", encoding);
+		h = curl_slist_append(h, ce);
+	}
+	if (u->auth[0])
+		h = curl_slist_append(h, u->auth);
+	h = curl_slist_append(h, "Expect:"); /* no 100-continue round trip */
+	curl_easy_reset(u->curl);
+	curl_easy_setopt(u->curl, CURLOPT_URL, url);
+	curl_easy_setopt(u->curl, CURLOPT_HTTPHEADER, h);
+	curl_easy_setopt(u->curl, CURLOPT_POST, 1L);
+	curl_easy_setopt(u->curl, CURLOPT_POSTFIELDS, body);
+	curl_easy_setopt(u->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+	curl_easy_setopt(u->curl, CURLOPT_TIMEOUT_MS, (long)u->o.timeout_ms);
+	curl_easy_setopt(u->curl, CURLOPT_CONNECTTIMEOUT_MS, (long)u->o.timeout_ms / 2);
+	curl_easy_setopt(u->curl, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(u->curl, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(u->curl, CURLOPT_WRITEDATA, resp);
+	curl_easy_setopt(u->curl, CURLOPT_PROTOCOLS_STR, "http,https");
+	if (u->o.ca_file)
+		curl_easy_setopt(u->curl, CURLOPT_CAINFO, u->o.ca_file);
+	resp->len = 0;
+	resp->data[0] = 0;
+	rc = curl_easy_perform(u->curl);
+	if (rc == CURLE_OK)
+		curl_easy_getinfo(u->curl, CURLINFO_RESPONSE_CODE, &status);
+	else
+		*why = curl_easy_strerror(rc);
+	curl_slist_free_all(h);
+	return status;
+}
+
+int uploader__parse_missing(const char *json, char (*ids)[HEX_LEN], int max)
+{
+	const char *p = strstr(json, "\"missing_build_ids\":[");
+	int n = 0;
+
+	if (!p)
+		return 0;
+	p += strlen("\"missing_build_ids\":[");
+	while (*p && *p != ']' && n < max) {
+		const char *q, *e;
+
+		q = strchr(p, '"');
+		if (!q)
+			break;
+		e = strchr(q + 1, '"');
+		if (!e)
+			break;
+		size_t len = (size_t)(e - q - 1);
+		int ok = len >= 2 && len < HEX_LEN && len % 2 == 0;
+
+		for (size_t i = 0; ok && i < len; i++)
+			ok = (q[1 + i] >= '0' && q[1 + i] <= '9') ||
+			     (q[1 + i] >= 'a' && q[1 + i] <= 'f');
+		if (ok) {
+			memcpy(ids[n], q + 1, len);
+			ids[n++][len] = 0;
+		}
+		p = e + 1;
+		while (*p == ',' || *p == ' ')
+			p++;
+	}
+	return n;
+}
+
+/* The slot of hex in the noted-files table (free or matching); NULL full. */
+static struct noted_file *file_slot(struct uploader *u, const char *hex)
+{
+	uint64_t h = hash_bytes(hex, strlen(hex), 0);
+
+	for (uint32_t i = 0; i < MAX_NOTED; i++) {
+		struct noted_file *f = &u->files[(h + i) % MAX_NOTED];
+
+		if (!f->hex[0] || !strcmp(f->hex, hex))
+			return f;
+	}
+	return NULL;
+}
+
+void uploader__note_file(void *ctx, const char *hex, const char *path)
+{
+	struct uploader *u = ctx;
+	struct noted_file *f;
+
+	if (strlen(hex) >= HEX_LEN || strlen(path) >= sizeof(f->path))
+		return;
+	pthread_mutex_lock(&u->lock);
+	/* Kept below full, so lookups always end at a free slot. */
+	f = u->nfiles < MAX_NOTED - 1 ? file_slot(u, hex) : NULL;
+	if (f && !f->hex[0]) {
+		snprintf(f->hex, sizeof(f->hex), "%s", hex);
+		snprintf(f->path, sizeof(f->path), "%s", path);
+		u->nfiles++;
+	}
+	pthread_mutex_unlock(&u->lock);
+}
+
+static void upload_symbols(struct uploader *u, const char *hex)
+{
+	struct noted_file *f;
+	char path[64], api[200];
+	struct resp_buf *resp;
+	const char *why = "";
+	struct stat st;
+	void *map;
+	long status;
+	int fd;
+
+	pthread_mutex_lock(&u->lock);
+	f = file_slot(u, hex);
+	if (!f || !f->hex[0] || f->tried ||
+	    u->st.symbols_sent + u->st.symbols_failed >= u->o.max_symbol_uploads) {
+		if (!f || !f->hex[0] || !f->tried)
+			u->st.symbols_skipped++;
+		pthread_mutex_unlock(&u->lock);
+		return;
+	}
+	f->tried = 1; /* once, whatever happens: a bounded, deduplicated upload */
+	snprintf(path, sizeof(path), "%s", f->path);
+	pthread_mutex_unlock(&u->lock);
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) || (uint64_t)st.st_size > u->o.max_symbol_file ||
+	    st.st_size == 0) {
+		if (fd >= 0)
+			close(fd);
+		__atomic_fetch_add(&u->st.symbols_skipped, 1, __ATOMIC_RELAXED);
+		return;
+	}
+	map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	close(fd);
+	resp = malloc(sizeof(*resp));
+	if (map == MAP_FAILED || !resp) {
+		if (map != MAP_FAILED)
+			munmap(map, (size_t)st.st_size);
+		free(resp);
+		__atomic_fetch_add(&u->st.symbols_failed, 1, __ATOMIC_RELAXED);
+		return;
+	}
+	snprintf(api, sizeof(api), "/api/v1/symbols/%.128s", hex);
+	status =
+		post(u, api, "application/octet-stream", NULL, map, (size_t)st.st_size, resp, &why);
+	munmap(map, (size_t)st.st_size);
+	pthread_mutex_lock(&u->lock);
+	if (status / 100 == 2) {
+		u->st.symbols_sent++;
+	} else {
+		u->st.symbols_failed++;
+		pr_warn("uploader: symbols for %s: %s", hex, status ? resp->data : why);
+	}
+	pthread_mutex_unlock(&u->lock);
+	free(resp);
+}
+
+/* Delay before the next try: doubling, capped, "equal jitter". */
+static uint32_t next_backoff(struct uploader *u)
+{
+	uint32_t b = u->st.backoff_ms ? u->st.backoff_ms * 2 : u->o.backoff_min_ms, r = 0;
+
+	if (b > u->o.backoff_max_ms)
+		b = u->o.backoff_max_ms;
+	u->st.backoff_ms = b;
+	if (getrandom(&r, sizeof(r), 0) != sizeof(r))
+		r = (uint32_t)mono_ms_now();
+	return b / 2 + r % (b / 2 + 1);
+}
+
+static int permanent(long status)
+{
+	return status == 400 || status == 413 || status == 415 || status == 422;
+}
+
+static void *sender(void *arg)
+{
+	struct uploader *u = arg;
+	struct resp_buf *resp = malloc(sizeof(*resp));
+	uint64_t not_before = 0;
+
+	if (!resp)
+		return NULL;
+	pthread_mutex_lock(&u->lock);
+	while (!u->stop) {
+		uint64_t now = mono_ms_now(), seq;
+		uint8_t *data = NULL;
+		size_t len = 0;
+		const char *why = "";
+		long status;
+
+		if (now < not_before || !spool__count(u->spool)) {
+			struct timespec ts;
+			uint64_t wait = now < not_before ? not_before - now : 1000;
+
+			if (!spool__count(u->spool))
+				pthread_cond_broadcast(&u->idle);
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_sec += (time_t)(wait / 1000);
+			ts.tv_nsec += (long)(wait % 1000) * 1000000;
+			if (ts.tv_nsec >= 1000000000) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000;
+			}
+			pthread_cond_timedwait(&u->wake, &u->lock, &ts);
+			continue;
+		}
+		pthread_mutex_unlock(&u->lock);
+		if (spool__oldest(u->spool, &seq, &data, &len)) {
+			pthread_mutex_lock(&u->lock);
+			continue;
+		}
+		status = post(u, "/api/v1/batches", "application/x-strata-batch", "zstd", data, len,
+			      resp, &why);
+		free(data);
+		pthread_mutex_lock(&u->lock);
+		u->st.attempts++;
+		u->st.last_status = (int)status;
+		if (status / 100 == 2) {
+			char ids[MAX_MISSING][HEX_LEN];
+			int n = uploader__parse_missing(resp->data, ids, MAX_MISSING);
+
+			spool__remove(u->spool, seq);
+			if (strstr(resp->data, "\"duplicate\""))
+				u->st.duplicates++;
+			else
+				u->st.sent++;
+			u->st.backoff_ms = 0;
+			not_before = 0;
+			pthread_mutex_unlock(&u->lock);
+			for (int i = 0; i < n; i++)
+				upload_symbols(u, ids[i]);
+			pthread_mutex_lock(&u->lock);
+		} else if (permanent(status)) {
+			spool__remove(u->spool, seq);
+			u->st.rejected++;
+			pr_warn("uploader: server refused batch %llu for good (HTTP %ld): %s",
+				(unsigned long long)seq, status, resp->data);
+		} else {
+			u->st.failures++;
+			not_before = mono_ms_now() + next_backoff(u);
+			pr_info("uploader: %s: %s; retrying in about %u ms", u->url,
+				status ? "server error" : why, u->st.backoff_ms);
+		}
+	}
+	pthread_mutex_unlock(&u->lock);
+	free(resp);
+	return NULL;
+}
+
+static int read_token(const char *path, char *auth, size_t sz)
+{
+	char tok[4096];
+	FILE *f = fopen(path, "r");
+	size_t n;
+
+	if (!f)
+		return -errno;
+	n = fread(tok, 1, sizeof(tok) - 1, f);
+	fclose(f);
+	tok[n] = 0;
+	tok[strcspn(tok, "\r\n")] = 0;
+	if (!tok[0])
+		return -EINVAL;
+	snprintf(auth, sz, "Authorization: Bearer %s", tok);
+	return 0;
+}
+
+struct uploader *uploader__new(const struct uploader_opts *opts)
+{
+	struct uploader *u = calloc(1, sizeof(*u));
+	int err = -ENOMEM;
+
+	if (!u)
+		return NULL;
+	u->o = *opts;
+	if (!u->o.spool_max_bytes)
+		u->o.spool_max_bytes = 256ull << 20;
+	if (!u->o.timeout_ms)
+		u->o.timeout_ms = 10000;
+	if (!u->o.backoff_min_ms)
+		u->o.backoff_min_ms = 500;
+	if (!u->o.backoff_max_ms)
+		u->o.backoff_max_ms = 60000;
+	if (!u->o.max_symbol_file)
+		u->o.max_symbol_file = 512ull << 20;
+	if (!u->o.max_symbol_uploads)
+		u->o.max_symbol_uploads = 1024;
+	pthread_mutex_init(&u->lock, NULL);
+	pthread_cond_init(&u->wake, NULL);
+	pthread_cond_init(&u->idle, NULL);
+	u->url = strdup(opts->url);
+	u->files = calloc(MAX_NOTED, sizeof(*u->files));
+	if (!u->url || !u->files)
+		goto err_out;
+	u->url[strcspn(u->url, "?#")] = 0;
+	while (strlen(u->url) && u->url[strlen(u->url) - 1] == '/')
+		u->url[strlen(u->url) - 1] = 0;
+	if (strncmp(u->url, "http://", 7) && strncmp(u->url, "https://", 8)) {
+		pr_warn("uploader: %s: want an http:// or https:// URL", u->url);
+		err = -EINVAL;
+		goto err_out;
+	}
+	if (opts->token_file && (err = read_token(opts->token_file, u->auth, sizeof(u->auth)))) {
+		pr_warn("uploader: token file %s: %s", opts->token_file, strerror(-err));
+		goto err_out;
+	}
+	u->spool = spool__open(opts->spool_dir, u->o.spool_max_bytes);
+	if (!u->spool) {
+		err = -errno;
+		pr_warn("uploader: spool %s: %s", opts->spool_dir, strerror(errno));
+		goto err_out;
+	}
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	u->curl = curl_easy_init();
+	if (!u->curl)
+		goto err_out;
+	err = -pthread_create(&u->thread, NULL, sender, u);
+	if (err)
+		goto err_out;
+	u->started = 1;
+	return u;
+err_out:
+	uploader__free(u);
+	errno = -err;
+	return NULL;
+}
+
+void uploader__free(struct uploader *u)
+{
+	if (!u)
+		return;
+	if (u->started) {
+		pthread_mutex_lock(&u->lock);
+		u->stop = 1;
+		pthread_cond_broadcast(&u->wake);
+		pthread_mutex_unlock(&u->lock);
+		pthread_join(u->thread, NULL);
+	}
+	if (u->curl)
+		curl_easy_cleanup(u->curl);
+	spool__free(u->spool);
+	pthread_cond_destroy(&u->wake);
+	pthread_cond_destroy(&u->idle);
+	pthread_mutex_destroy(&u->lock);
+	free(u->files);
+	free(u->url);
+	free(u);
+}
+
+int uploader__submit(struct uploader *u, const void *data, size_t len)
+{
+	int err = spool__put(u->spool, data, len, NULL);
+
+	pthread_mutex_lock(&u->lock);
+	pthread_cond_broadcast(&u->wake);
+	pthread_mutex_unlock(&u->lock);
+	return err;
+}
+
+int uploader__drain(struct uploader *u, uint32_t timeout_ms)
+{
+	uint64_t deadline = mono_ms_now() + timeout_ms;
+	int err = 0;
+
+	pthread_mutex_lock(&u->lock);
+	pthread_cond_broadcast(&u->wake);
+	while (spool__count(u->spool)) {
+		uint64_t now = mono_ms_now();
+		struct timespec ts;
+
+		if (now >= deadline) {
+			err = -ETIMEDOUT;
+			break;
+		}
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 100 * 1000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&u->idle, &u->lock, &ts);
+	}
+	pthread_mutex_unlock(&u->lock);
+	return err;
+}
+
+uint64_t uploader__take_spool_dropped(struct uploader *u)
+{
+	struct spool_stats st;
+	uint64_t d;
+
+	spool__stats(u->spool, &st);
+	pthread_mutex_lock(&u->lock);
+	d = st.dropped_full - u->spool_dropped_seen;
+	u->spool_dropped_seen = st.dropped_full;
+	pthread_mutex_unlock(&u->lock);
+	return d;
+}
+
+void uploader__stats(struct uploader *u, struct uploader_stats *st)
+{
+	pthread_mutex_lock(&u->lock);
+	*st = u->st;
+	pthread_mutex_unlock(&u->lock);
+	spool__stats(u->spool, &st->spool);
+}
