@@ -26,15 +26,20 @@ struct python_proc {
 };
 
 struct python_stats {
-	uint64_t interpreters;	    /* address spaces running CPython */
-	uint64_t unknown_version;   /* CPython of a version not in the table */
-	uint64_t debug_offsets;	    /* 3.13+: offsets taken from _Py_DebugOffsets */
-	uint64_t debug_offsets_bad; /* unreadable or inconsistent: table used */
-	uint64_t dropped;	    /* past max, or the BPF map refused */
-	uint64_t stitched;	    /* samples whose Python frames were placed */
-	uint64_t stitch_mismatch;   /* eval frames != Python frame groups */
-	uint64_t frames;	    /* Python frames emitted */
-	uint64_t frames_unknown;    /* ... of which unresolved (freed, unreadable) */
+	uint64_t interpreters;	      /* address spaces running CPython */
+	uint64_t unknown_version;     /* CPython of a version not in the table */
+	uint64_t debug_offsets;	      /* 3.13+: offsets taken from _Py_DebugOffsets */
+	uint64_t debug_offsets_bad;   /* unreadable or inconsistent: refused */
+	uint64_t refused;	      /* debug / free-threaded builds, bad debug offsets */
+	uint64_t dropped;	      /* past max, or the BPF map refused */
+	uint64_t stitched;	      /* samples whose Python frames were placed */
+	uint64_t stitch_native_short; /* fewer eval frames than Python groups: the
+				       * native walk ended early, the outer groups
+				       * were placed above its root */
+	uint64_t stitch_python_short; /* more eval frames than groups: the Python
+				       * walk ended early, outer evals stay native */
+	uint64_t frames;	      /* Python frames emitted */
+	uint64_t frames_unknown;      /* ... of which unresolved (freed, unreadable) */
 };
 
 struct python;

@@ -423,20 +423,23 @@ void session__report(struct session *s, const struct profile *p)
 				(unsigned long long)pc[i]);
 		python__symbol_stats(s->python, &sy);
 		fprintf(stderr,
-			"\n  python procs: interpreters=%llu unknown_version=%llu "
+			"\n  python procs: interpreters=%llu unknown_version=%llu refused=%llu "
 			"debug_offsets=%llu debug_offsets_bad=%llu dropped=%llu stitched=%llu "
-			"stitch_mismatch=%llu frames=%llu frames_unknown=%llu\n"
+			"stitch_native_short=%llu stitch_python_short=%llu frames=%llu "
+			"frames_unknown=%llu\n"
 			"  python symbols: lookups=%llu hits=%llu evictions=%llu read_failed=%llu "
 			"stale=%llu no_line=%llu\n",
 			(unsigned long long)ps->interpreters,
-			(unsigned long long)ps->unknown_version,
+			(unsigned long long)ps->unknown_version, (unsigned long long)ps->refused,
 			(unsigned long long)ps->debug_offsets,
 			(unsigned long long)ps->debug_offsets_bad, (unsigned long long)ps->dropped,
-			(unsigned long long)ps->stitched, (unsigned long long)ps->stitch_mismatch,
-			(unsigned long long)ps->frames, (unsigned long long)ps->frames_unknown,
-			(unsigned long long)sy.lookups, (unsigned long long)sy.hits,
-			(unsigned long long)sy.evictions, (unsigned long long)sy.read_failed,
-			(unsigned long long)sy.stale, (unsigned long long)sy.no_line);
+			(unsigned long long)ps->stitched,
+			(unsigned long long)ps->stitch_native_short,
+			(unsigned long long)ps->stitch_python_short, (unsigned long long)ps->frames,
+			(unsigned long long)ps->frames_unknown, (unsigned long long)sy.lookups,
+			(unsigned long long)sy.hits, (unsigned long long)sy.evictions,
+			(unsigned long long)sy.read_failed, (unsigned long long)sy.stale,
+			(unsigned long long)sy.no_line);
 	}
 	if (s->sched) { /* scheduler layer (issue 7) */
 		uint64_t sc[STRATA_SCHED_CNT_MAX];

@@ -214,7 +214,7 @@ int py_offsets__from_debug(const void *buf, size_t n, const struct py_offsets *b
 	if ((version >> 16) != 0x030d || !base || base->version != 0x030d)
 		return -ENOTSUP;
 	if (dbg_field(b, DBG_FREE_THREADED))
-		return -EINVAL; /* a different object layout (ob_tid, ...) */
+		return -ENOTSUP; /* a different object layout (ob_tid, ...) */
 	*out = *base;
 	/* The walker masks frame / code offsets to its read windows. */
 	err |= dbg_set(&out->rt_interp_head, dbg_field(b, DBG_RT_INTERP_HEAD), 0xffff);

@@ -291,8 +291,8 @@ static void debug_offsets(void **state)
 	debug_image(b, t, 0x030e00a1); /* 3.14: another layout */
 	assert_int_equal(py_offsets__from_debug(b, sizeof(b), t, &o), -ENOTSUP);
 	debug_image(b, t, 0x030d00f0);
-	put_u64(b, 16, 1); /* free-threaded */
-	assert_int_equal(py_offsets__from_debug(b, sizeof(b), t, &o), -EINVAL);
+	put_u64(b, 16, 1); /* free-threaded: refused, never read with the table */
+	assert_int_equal(py_offsets__from_debug(b, sizeof(b), t, &o), -ENOTSUP);
 	debug_image(b, t, 0x030d00f0);
 	b[0] = 'X';
 	assert_int_equal(py_offsets__from_debug(b, sizeof(b), t, &o), -EINVAL);
@@ -307,8 +307,14 @@ static void version_from_name(void **state)
 	assert_int_equal(mi, 11);
 	assert_int_equal(python_detect__version_from_name("/x/libpython3.12.so.1.0", &ma, &mi), 0);
 	assert_int_equal(mi, 12);
-	assert_int_equal(python_detect__version_from_name("python3.13d", &ma, &mi), 0);
+	/* Debug and free-threaded builds: named, but refused. */
+	assert_int_equal(python_detect__version_from_name("python3.12d", &ma, &mi), -ENOTSUP);
+	assert_int_equal(mi, 12);
+	assert_int_equal(python_detect__version_from_name("/x/libpython3.13t.so.1.0", &ma, &mi),
+			 -ENOTSUP);
 	assert_int_equal(mi, 13);
+	assert_int_equal(python_detect__version_from_name("python3.13t", &ma, &mi), -ENOTSUP);
+	assert_int_equal(python_detect__version_from_name("python3.8m", &ma, &mi), 0);
 	assert_int_equal(python_detect__version_from_name("/usr/bin/python3", &ma, &mi), -ENOENT);
 	assert_int_equal(python_detect__version_from_name("/usr/bin/python2.7", &ma, &mi), -ENOENT);
 	assert_int_equal(python_detect__version_from_name("/lib/libc.so.6", &ma, &mi), -ENOENT);
