@@ -169,12 +169,13 @@ struct {
 	__type(value, struct strata_py_proc);
 } py_procs SEC(".maps");
 
-/* Thread (pid_tgid) -> its PyThreadState, re-validated on every use. */
+/* Thread (pid_tgid) -> its PyThreadState: re-validated by id on every
+ * use, searched for again after STRATA_PY_TSTATE_TTL_NS (python_walk.h). */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 16384);
 	__type(key, __u64);
-	__type(value, __u64);
+	__type(value, struct py_tstate_cache);
 } py_tstates SEC(".maps");
 
 struct py_stacks_map {
@@ -482,7 +483,8 @@ static __always_inline __u64 store_py_stack(struct task_struct *task, void *py_m
 {
 	const struct strata_py_proc *pd = bpf_map_lookup_elem(&py_procs, &mm_id);
 	struct strata_py_proc d;
-	__u64 pid_tgid = bpf_get_current_pid_tgid(), want, ts, *cached, id;
+	__u64 pid_tgid = bpf_get_current_pid_tgid(), want, ts, id, fresh, now;
+	struct py_tstate_cache *cached, found;
 	struct strata_py_stack *s;
 
 	if (!pd)
@@ -491,11 +493,16 @@ static __always_inline __u64 store_py_stack(struct task_struct *task, void *py_m
 	want = d.match == STRATA_PY_MATCH_TID ? (__u32)pid_tgid
 					      : BPF_CORE_READ(task, thread.fsbase);
 	cached = bpf_map_lookup_elem(&py_tstates, &pid_tgid);
-	ts = py_find_tstate(&d, want, cached ? *cached : 0);
+	now = bpf_ktime_get_ns();
+	fresh = py_tstate_fresh(cached, now);
+	ts = py_find_tstate(&d, want, fresh);
 	if (!ts)
 		return STRATA_STACK_NONE;
-	if (!cached || *cached != ts)
-		bpf_map_update_elem(&py_tstates, &pid_tgid, &ts, BPF_ANY);
+	if (ts != fresh) { /* found by a search */
+		found.ts = ts;
+		found.found_ns = now;
+		bpf_map_update_elem(&py_tstates, &pid_tgid, &found, BPF_ANY);
+	}
 	if (!py_walk(&d, ts))
 		return STRATA_STACK_NONE;
 	s = py_hook_stack();

@@ -521,6 +521,29 @@ static void walker_312_313(void **state)
 	}
 }
 
+/*
+ * A thread state freed while its memory still holds the thread's id (a C
+ * thread's PyGILState_Release) passes the id check; the thread's new state
+ * is found once the cached address is older than the TTL.
+ */
+static void tstate_cache_expires(void **state)
+{
+	const struct fake_frame fr[] = { { .code = 0, .lasti = 10 } };
+	const struct py_offsets *o = py_offsets__for(3, 11);
+	struct strata_py_proc d = fake_interp(o, fr, 1, false);
+	const uint64_t freed = MEM_BASE + 0x22000;
+	struct py_tstate_cache c = { .ts = freed, .found_ns = 1000 };
+
+	w64(freed + o->ts_thread, 222);				 /* not in the list any more */
+	assert_int_equal(py_find_tstate(&d, 222, freed), freed); /* the id check alone */
+	assert_int_equal(py_tstate_fresh(&c, 1000 + STRATA_PY_TSTATE_TTL_NS - 1), freed);
+	assert_int_equal(
+		py_find_tstate(&d, 222, py_tstate_fresh(&c, 1000 + STRATA_PY_TSTATE_TTL_NS)),
+		TS_OURS);
+	assert_int_equal(py_tstate_fresh(&c, 999), 0); /* clock before the entry: search */
+	assert_int_equal(py_tstate_fresh(NULL, 5), 0);
+}
+
 static void walker_bounded(void **state)
 {
 	static struct fake_frame fr[STRATA_PY_MAX_DEPTH + 10];
@@ -563,6 +586,7 @@ int main(void)
 		cmocka_unit_test(walker_311),
 		cmocka_unit_test(walker_312_313),
 		cmocka_unit_test(walker_bounded),
+		cmocka_unit_test(tstate_cache_expires),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
