@@ -310,6 +310,8 @@ int session__drain(struct session *s)
 		gpu__drain(s->gpu); /* before end_drain: exited processes still resolve */
 	if (s->unwind)
 		unwind_loader__flush(s->unwind);
+	if (s->sched) /* exited threads out of the BPF map (issue 7) */
+		sched_collector__retire(s->sched, mono_ns(), SCHED_RETIRE_GRACE_NS);
 	proc_tracker__end_drain(s->procs);
 	if (n < 0)
 		pr_warn("session: drain: %s", strerror(-n));
@@ -443,13 +445,16 @@ void session__report(struct session *s, const struct profile *p)
 	}
 	if (s->sched) { /* scheduler layer (issue 7) */
 		uint64_t sc[STRATA_SCHED_CNT_MAX];
+		struct sched_retire_stats rs;
 
 		sched_collector__counters(s->sched, sc);
 		fprintf(stderr, "  sched:");
 		for (int i = 0; i < STRATA_SCHED_CNT_MAX; i++)
 			fprintf(stderr, " %s=%llu", sched_collector__counter_name(i),
 				(unsigned long long)sc[i]);
-		fputc('\n', stderr);
+		sched_collector__retire_stats(s->sched, &rs);
+		fprintf(stderr, " retired=%llu retired_dropped=%llu\n",
+			(unsigned long long)rs.retired, (unsigned long long)rs.dropped);
 	}
 	fprintf(stderr,
 		"  symbolizer: lookups=%llu cache_hits=%llu unresolved=%llu open_failed=%llu\n",

@@ -621,6 +621,8 @@ struct strata_sched_thread {
 					 * accounted (oncpu+runnable+offcpu) */
 	__u64 switches;
 	__u64 first_ns; /* bpf_ktime_get_ns of the first transition seen */
+	__u64 exit_ns;	/* when the thread exited (0: alive); user space
+			 * retires the entry a grace period later */
 	char comm[STRATA_COMM_LEN];
 };
 
@@ -675,6 +677,8 @@ enum strata_sched_counter {
 	STRATA_SCHED_STACK_LOST,     /* bpf_get_stackid failed */
 	STRATA_SCHED_STORAGE_FAILED, /* task storage could not be created */
 	STRATA_SCHED_MISSED_WAKEUP,  /* switched in while marked blocked */
+	STRATA_SCHED_EXIT_UNSEEN,    /* an exiting thread had no entry: its
+				      * last moments are not counted */
 	STRATA_SCHED_CNT_MAX,
 };
 
@@ -682,7 +686,7 @@ _Static_assert(sizeof(struct strata_api_layer_state) == 24 + 8 * STRATA_LAYER_MA
 	       "api_layer_state layout");
 _Static_assert(sizeof(struct strata_sched_key) == 8, "sched_key layout");
 _Static_assert(sizeof(struct strata_sched_thread) ==
-		       8 * (2 + STRATA_OFF_MAX + STRATA_TIME_MAX + 2) + STRATA_COMM_LEN,
+		       8 * (2 + STRATA_OFF_MAX + STRATA_TIME_MAX + 3) + STRATA_COMM_LEN,
 	       "sched_thread layout");
 _Static_assert(sizeof(struct strata_offcpu_key) == 24, "offcpu_key layout");
 _Static_assert(sizeof(struct strata_offcpu_val) == 16, "offcpu_val layout");
