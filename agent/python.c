@@ -188,6 +188,20 @@ int python__resolve_frame(struct python *py, const struct python_proc *pp,
 	return py_symbols__resolve(py->syms, pp->tgid, pp->mm_id, &pp->offs, f, out);
 }
 
+void python__prefetch(struct python *py, uint64_t mm_id, const struct strata_py_stack *st)
+{
+	const struct python_proc *pp = python__find(py, mm_id);
+	struct py_frame_sym sym;
+
+	if (!pp)
+		return;
+	py->st.prefetched++;
+	/* Failures are cached and counted by the symbol cache; the drain's
+	 * lookups of these frames hit it. */
+	for (uint32_t i = 0; i < st->len && i < STRATA_PY_MAX_DEPTH; i++)
+		python__resolve_frame(py, pp, &st->frames[i], &sym);
+}
+
 struct python_stats *python__stats(struct python *py)
 {
 	return &py->st;

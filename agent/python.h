@@ -38,6 +38,7 @@ struct python_stats {
 				       * were placed above its root */
 	uint64_t stitch_python_short; /* more eval frames than groups: the Python
 				       * walk ended early, outer evals stay native */
+	uint64_t prefetched;	      /* stacks symbolized at first sight (new code) */
 	uint64_t frames;	      /* Python frames emitted */
 	uint64_t frames_unknown;      /* ... of which unresolved (freed, unreadable) */
 };
@@ -62,6 +63,11 @@ int python_proc__is_eval(const struct python_proc *pp, const struct module *mod,
 /* Symbolizes one recorded frame (see py_symbols__resolve). */
 int python__resolve_frame(struct python *py, const struct python_proc *pp,
 			  const struct strata_py_frame *f, struct py_frame_sym *out);
+
+/* A stack with code objects BPF had not seen lately (PROC_EV_PY_STACK):
+ * symbolizes its frames now, while they are alive (module bodies are freed
+ * when they finish), so the drain finds them in the symbol cache. */
+void python__prefetch(struct python *py, uint64_t mm_id, const struct strata_py_stack *st);
 
 struct python_stats *python__stats(struct python *py);
 void python__symbol_stats(const struct python *py, struct py_symbols_stats *st);

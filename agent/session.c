@@ -52,9 +52,27 @@ static void unwind_freed(void *ctx, uint64_t mm_id)
 		python__forget(s->python, mm_id);
 }
 
+/* PROC_EV_PY_STACK: symbolize a Python stack's new code objects now. */
+static void python_stack_seen(struct session *s, const struct strata_proc_event *e)
+{
+	struct strata_py_stack *st;
+
+	if (!s->python)
+		return;
+	st = malloc(sizeof(*st));
+	if (st && !sampler__py_stack(s->sampler, e->flags, e->start, st))
+		python__prefetch(s->python, e->mm_id, st);
+	free(st);
+}
+
 static int on_event(void *ctx, const struct strata_proc_event *e)
 {
 	struct session *s = ctx;
+
+	if (e->type == PROC_EV_PY_STACK) {
+		python_stack_seen(s, e);
+		return 0;
+	}
 
 	if (proc_tracker__on_event(s->procs, e))
 		s->events_failed++;
@@ -426,7 +444,8 @@ void session__report(struct session *s, const struct profile *p)
 		python__symbol_stats(s->python, &sy);
 		fprintf(stderr,
 			"\n  python procs: interpreters=%llu unknown_version=%llu refused=%llu "
-			"debug_offsets=%llu debug_offsets_bad=%llu dropped=%llu stitched=%llu "
+			"debug_offsets=%llu debug_offsets_bad=%llu dropped=%llu prefetched=%llu "
+			"stitched=%llu "
 			"stitch_native_short=%llu stitch_python_short=%llu frames=%llu "
 			"frames_unknown=%llu\n"
 			"  python symbols: lookups=%llu hits=%llu evictions=%llu read_failed=%llu "
@@ -435,7 +454,7 @@ void session__report(struct session *s, const struct profile *p)
 			(unsigned long long)ps->unknown_version, (unsigned long long)ps->refused,
 			(unsigned long long)ps->debug_offsets,
 			(unsigned long long)ps->debug_offsets_bad, (unsigned long long)ps->dropped,
-			(unsigned long long)ps->stitched,
+			(unsigned long long)ps->prefetched, (unsigned long long)ps->stitched,
 			(unsigned long long)ps->stitch_native_short,
 			(unsigned long long)ps->stitch_python_short, (unsigned long long)ps->frames,
 			(unsigned long long)ps->frames_unknown, (unsigned long long)sy.lookups,

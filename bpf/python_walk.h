@@ -217,7 +217,8 @@ static long py_frame_step(__u32 i, void *data)
 	f = &s->frames[n];
 	f->code = code;
 	name = py_u64(b->code, d->co_name);
-	f->ident = strata_py_ident(py_u32(b->code, d->co_firstlineno), name);
+	f->ident = strata_py_ident(py_u32(b->code, d->co_firstlineno), name,
+				   py_u64(b->code, d->co_filename));
 	f->flags = 0;
 	f->pad = 0;
 	if (d->frames == STRATA_PY_FRAMES_310) {

@@ -67,6 +67,10 @@ enum proc_event_type {
 	PROC_EV_VMA = 4,	 /* one executable file mapping at exit */
 	PROC_EV_UNWIND_MISS = 5, /* unwinder met a pc with no mapping or no
 				  * table (start = that pc): load it now */
+	PROC_EV_PY_STACK = 6,	 /* a Python stack with code objects not seen
+				  * lately (start = its id in py_stacks of
+				  * generation flags): symbolize them now,
+				  * before they are freed (module bodies) */
 };
 
 #define PROC_EV_F_SAMPLED 1 /* EXIT: the address space had samples */
@@ -223,7 +227,8 @@ struct strata_py_proc {
 	__u16 co_code_adaptive; /* first instruction (3.11+) */
 	__u16 fr_window;	/* bytes read per frame: covers the fields above,
 				 * stays inside the smallest frame */
-	__u16 pad[2];
+	__u16 co_filename;	/* part of the identity (strata_py_ident) */
+	__u16 pad;
 };
 
 #define STRATA_PY_FRAME_ENTRY 1	    /* last frame of one native eval call */
@@ -232,7 +237,7 @@ struct strata_py_proc {
 /* One Python frame: code object, its identity check, instruction index. */
 struct strata_py_frame {
 	__u64 code;  /* PyCodeObject address */
-	__u32 ident; /* strata_py_ident(co_firstlineno, name pointer) */
+	__u32 ident; /* strata_py_ident(co_firstlineno, name, filename pointers) */
 	__s32 lasti; /* instruction index in code units (-1: not started) */
 	__u32 flags; /* STRATA_PY_FRAME_* */
 	__u32 pad;
@@ -247,22 +252,28 @@ struct strata_py_stack {
 
 /* Why a Python walk failed or stopped; counted per CPU (py_errors). */
 enum strata_py_err {
-	STRATA_PY_WALKED = 0,	 /* samples with a Python stack */
-	STRATA_PY_NO_THREAD,	 /* thread state not found (not a Python thread) */
-	STRATA_PY_ERR_READ,	 /* interpreter state or frame unreadable */
-	STRATA_PY_ERR_DEPTH,	 /* STRATA_PY_MAX_DEPTH reached */
-	STRATA_PY_ERR_STORE,	 /* py stack map full */
-	STRATA_PY_TSTATE_CACHED, /* thread state found in the cache */
-	STRATA_PY_NO_FRAMES,	 /* Python thread with no frame (idle / C only) */
+	STRATA_PY_WALKED = 0,	    /* samples with a Python stack */
+	STRATA_PY_NO_THREAD,	    /* thread state not found (not a Python thread) */
+	STRATA_PY_ERR_READ,	    /* interpreter state or frame unreadable */
+	STRATA_PY_ERR_DEPTH,	    /* STRATA_PY_MAX_DEPTH reached */
+	STRATA_PY_ERR_STORE,	    /* py stack map full */
+	STRATA_PY_TSTATE_CACHED,    /* thread state found in the cache */
+	STRATA_PY_NO_FRAMES,	    /* Python thread with no frame (idle / C only) */
+	STRATA_PY_NEW_CODE,	    /* stacks sent for early symbolization */
+	STRATA_PY_NEW_CODE_SKIPPED, /* ... not sent: event ring buffer busy */
 	STRATA_PY_ERR_MAX,
 };
 
 /* The identity recorded with a code object address: a freed and reused
- * address gives another (first line, name) pair with high probability. */
-static inline __u32 strata_py_ident(__u32 firstlineno, __u64 name_ptr)
+ * address gives another (first line, name, file) with high probability.
+ * The file matters: every module body is (1, "<module>"), the name
+ * interned, so a module's code freed after import and its address reused
+ * by another module's would pass on name and line alone. */
+static inline __u32 strata_py_ident(__u32 firstlineno, __u64 name_ptr, __u64 file_ptr)
 {
 	__u64 h = (name_ptr ^ ((__u64)firstlineno << 40)) * 0x9e3779b97f4a7c15ULL;
 
+	h = (h ^ (h >> 29) ^ file_ptr) * 0xff51afd7ed558ccdULL;
 	return (__u32)(h >> 32);
 }
 

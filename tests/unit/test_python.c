@@ -229,6 +229,7 @@ static void offsets_table(void **state)
 		assert_true(o->fr_entry == STRATA_PY_NO_FIELD || o->fr_entry < o->fr_window);
 		assert_true(o->co_firstlineno + 4u <= STRATA_PY_CODE_WINDOW);
 		assert_true(o->co_qualname + 8u <= STRATA_PY_CODE_WINDOW);
+		assert_true(o->co_filename + 8u <= STRATA_PY_CODE_WINDOW);
 		assert_true(o->frames >= STRATA_PY_FRAMES_310 && o->frames <= STRATA_PY_FRAMES_312);
 		assert_true(o->match == STRATA_PY_MATCH_TID || o->match == STRATA_PY_MATCH_PTHREAD);
 		/* 3.10 has no native_thread_id; 3.11+ must use it. */
@@ -408,6 +409,7 @@ static void w32(uint64_t addr, uint32_t v)
 #define FRAME(i) (MEM_BASE + 0x40000 + (uint64_t)(i)*0x200)
 #define CODE(k) (MEM_BASE + 0x80000 + (uint64_t)(k)*0x400)
 #define NAME(k) (MEM_BASE + 0xe0000 + (uint64_t)(k)*0x40)
+#define FILE_OF(k) (MEM_BASE + 0xf0000 + (uint64_t)(k)*0x40)
 
 struct fake_frame {
 	int shim;  /* 3.12+: FRAME_OWNED_BY_CSTACK */
@@ -442,6 +444,7 @@ static struct strata_py_proc fake_interp(const struct py_offsets *o, const struc
 		w64(f + o->fr_code, c);
 		w32(c + o->co_firstlineno, 100 + fr[i].code);
 		w64(c + o->co_qualname, NAME(fr[i].code));
+		w64(c + o->co_filename, FILE_OF(fr[i].code));
 		if (o->frames == STRATA_PY_FRAMES_310)
 			w32(f + o->fr_instr, (uint32_t)fr[i].lasti);
 		else
@@ -471,7 +474,8 @@ static void check_walk(const struct strata_py_proc *d, uint64_t want_id, const i
 		const struct strata_py_frame *f = &walk_stack.frames[i];
 
 		assert_int_equal(f->code, CODE(codes[i]));
-		assert_int_equal(f->ident, strata_py_ident(100 + codes[i], NAME(codes[i])));
+		assert_int_equal(f->ident, strata_py_ident(100 + codes[i], NAME(codes[i]),
+							   FILE_OF(codes[i])));
 		assert_int_equal(f->lasti, 10 + codes[i]);
 		assert_int_equal(f->flags, flags[i]);
 	}
