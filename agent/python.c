@@ -64,24 +64,34 @@ const struct python_proc *python__find(const struct python *py, uint64_t mm_id)
 	return NULL;
 }
 
-/* 3.13+: the interpreter's own offsets, read from the start of _PyRuntime. */
-static void apply_debug_offsets(struct python *py, struct python_proc *p)
+/*
+ * 3.13+: the interpreter's own offsets, read from the start of _PyRuntime.
+ * Returns 0, or -errno when they are unreadable or describe a layout the
+ * walker cannot read (free-threaded, offsets outside its windows): the
+ * interpreter is then refused, not walked with the table's guesses.
+ */
+static int apply_debug_offsets(struct python *py, struct python_proc *p)
 {
 	unsigned char buf[PY_DEBUG_OFFSETS_SIZE];
 	struct py_offsets o;
+	int err;
 
 	if (p->offs.version < 0x030d)
-		return;
-	if (proc_mem__read(p->tgid, p->found.runtime, buf, sizeof(buf)) ||
-	    py_offsets__from_debug(buf, sizeof(buf), &p->offs, &o)) {
+		return 0;
+	err = proc_mem__read(p->tgid, p->found.runtime, buf, sizeof(buf));
+	if (!err)
+		err = py_offsets__from_debug(buf, sizeof(buf), &p->offs, &o);
+	if (err) {
 		py->st.debug_offsets_bad++;
-		pr_warn("python: pid %u: _Py_DebugOffsets unreadable or unexpected: using the "
-			"3.%u table",
-			p->tgid, p->offs.version & 0xff);
-		return;
+		pr_warn("python: pid %u: _Py_DebugOffsets of 3.%u %s (%s): native frames only",
+			p->tgid, p->offs.version & 0xff,
+			err == -ENOTSUP ? "describe another layout" : "unreadable or inconsistent",
+			strerror(-err));
+		return err;
 	}
 	p->offs = o;
 	py->st.debug_offsets++;
+	return 0;
 }
 
 void python__maps_read(struct python *py, uint32_t tgid, uint64_t mm_id,
@@ -92,7 +102,19 @@ void python__maps_read(struct python *py, uint32_t tgid, uint64_t mm_id,
 	struct python_proc *p;
 	struct py_found found;
 
-	if (python__find(py, mm_id) || python_detect(maps, n, &found))
+	int err;
+
+	if (python__find(py, mm_id))
+		return;
+	err = python_detect(maps, n, &found);
+	if (err == -ENOTSUP) {
+		py->st.refused++;
+		pr_info("python: pid %u: %s is a debug or free-threaded CPython %u.%u build: "
+			"native frames only",
+			tgid, found.mod->path, found.major, found.minor);
+		return;
+	}
+	if (err)
 		return;
 	table = py_offsets__for(found.major, found.minor);
 	if (!table) {
@@ -112,7 +134,11 @@ void python__maps_read(struct python *py, uint32_t tgid, uint64_t mm_id,
 	p->tgid = tgid;
 	p->offs = *table;
 	p->found = found;
-	apply_debug_offsets(py, p);
+	if (apply_debug_offsets(py, p)) {
+		py->st.refused++;
+		free(p);
+		return;
+	}
 	py_offsets__to_bpf(&p->offs, found.runtime, &d);
 	if (py->procs_fd >= 0 && bpf_map_update_elem(py->procs_fd, &mm_id, &d, BPF_ANY)) {
 		py->st.dropped++;
@@ -160,6 +186,20 @@ int python__resolve_frame(struct python *py, const struct python_proc *pp,
 			  const struct strata_py_frame *f, struct py_frame_sym *out)
 {
 	return py_symbols__resolve(py->syms, pp->tgid, pp->mm_id, &pp->offs, f, out);
+}
+
+void python__prefetch(struct python *py, uint64_t mm_id, const struct strata_py_stack *st)
+{
+	const struct python_proc *pp = python__find(py, mm_id);
+	struct py_frame_sym sym;
+
+	if (!pp)
+		return;
+	py->st.prefetched++;
+	/* Failures are cached and counted by the symbol cache; the drain's
+	 * lookups of these frames hit it. */
+	for (uint32_t i = 0; i < st->len && i < STRATA_PY_MAX_DEPTH; i++)
+		python__resolve_frame(py, pp, &st->frames[i], &sym);
 }
 
 struct python_stats *python__stats(struct python *py)

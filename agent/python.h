@@ -26,15 +26,21 @@ struct python_proc {
 };
 
 struct python_stats {
-	uint64_t interpreters;	    /* address spaces running CPython */
-	uint64_t unknown_version;   /* CPython of a version not in the table */
-	uint64_t debug_offsets;	    /* 3.13+: offsets taken from _Py_DebugOffsets */
-	uint64_t debug_offsets_bad; /* unreadable or inconsistent: table used */
-	uint64_t dropped;	    /* past max, or the BPF map refused */
-	uint64_t stitched;	    /* samples whose Python frames were placed */
-	uint64_t stitch_mismatch;   /* eval frames != Python frame groups */
-	uint64_t frames;	    /* Python frames emitted */
-	uint64_t frames_unknown;    /* ... of which unresolved (freed, unreadable) */
+	uint64_t interpreters;	      /* address spaces running CPython */
+	uint64_t unknown_version;     /* CPython of a version not in the table */
+	uint64_t debug_offsets;	      /* 3.13+: offsets taken from _Py_DebugOffsets */
+	uint64_t debug_offsets_bad;   /* unreadable or inconsistent: refused */
+	uint64_t refused;	      /* debug / free-threaded builds, bad debug offsets */
+	uint64_t dropped;	      /* past max, or the BPF map refused */
+	uint64_t stitched;	      /* samples whose Python frames were placed */
+	uint64_t stitch_native_short; /* fewer eval frames than Python groups: the
+				       * native walk ended early, the outer groups
+				       * were placed above its root */
+	uint64_t stitch_python_short; /* more eval frames than groups: the Python
+				       * walk ended early, outer evals stay native */
+	uint64_t prefetched;	      /* stacks symbolized at first sight (new code) */
+	uint64_t frames;	      /* Python frames emitted */
+	uint64_t frames_unknown;      /* ... of which unresolved (freed, unreadable) */
 };
 
 struct python;
@@ -57,6 +63,11 @@ int python_proc__is_eval(const struct python_proc *pp, const struct module *mod,
 /* Symbolizes one recorded frame (see py_symbols__resolve). */
 int python__resolve_frame(struct python *py, const struct python_proc *pp,
 			  const struct strata_py_frame *f, struct py_frame_sym *out);
+
+/* A stack with code objects BPF had not seen lately (PROC_EV_PY_STACK):
+ * symbolizes its frames now, while they are alive (module bodies are freed
+ * when they finish), so the drain finds them in the symbol cache. */
+void python__prefetch(struct python *py, uint64_t mm_id, const struct strata_py_stack *st);
 
 struct python_stats *python__stats(struct python *py);
 void python__symbol_stats(const struct python *py, struct py_symbols_stats *st);

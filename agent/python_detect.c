@@ -34,10 +34,16 @@ int python_detect__version_from_name(const char *path, unsigned *major, unsigned
 	if (strncmp(p, "3.", 2))
 		return -ENOENT;
 	mi = strtoul(p + 2, &end, 10);
-	if (end == p + 2 || mi > 99 || (*end && *end != '.' && *end != 'd' && *end != 'm'))
+	if (end == p + 2 || mi > 99)
 		return -ENOENT;
 	*major = 3;
 	*minor = (unsigned)mi;
+	/* ABI flags (PEP 3149): 'd' Py_DEBUG, 't' free-threaded (3.13+):
+	 * layouts the offsets table does not describe. */
+	if (*end == 'd' || *end == 't')
+		return -ENOTSUP;
+	if (*end && *end != '.' && *end != 'm')
+		return -ENOENT;
 	return 0;
 }
 
@@ -157,6 +163,7 @@ static void add_range(struct py_found *out, const struct elf_syms *s, uint64_t v
 int python_detect(const struct proc_mapping *maps, size_t n, struct py_found *out)
 {
 	const struct module *tried = NULL;
+	int refused = 0;
 
 	for (size_t i = 0; i < n; i++) {
 		const struct proc_mapping *m = &maps[i];
@@ -164,11 +171,21 @@ int python_detect(const struct proc_mapping *maps, size_t n, struct py_found *ou
 		unsigned major, minor;
 		uint64_t bias;
 		uint32_t hex;
+		int err;
 
 		/* Only files named like an interpreter are opened: the check
 		 * costs one ELF symbol scan per process. */
-		if (!m->mod || m->mod == tried ||
-		    python_detect__version_from_name(m->mod->path, &major, &minor))
+		if (!m->mod || m->mod == tried)
+			continue;
+		err = python_detect__version_from_name(m->mod->path, &major, &minor);
+		if (err == -ENOTSUP && !refused) {
+			refused = 1; /* a debug or free-threaded build */
+			memset(out, 0, sizeof(*out));
+			out->major = major;
+			out->minor = minor;
+			out->mod = m->mod;
+		}
+		if (err)
 			continue;
 		tried = m->mod;
 		if (read_elf(m->mod->fd, &s) || !s.runtime || bias_of(&s, m, &bias))
@@ -187,5 +204,5 @@ int python_detect(const struct proc_mapping *maps, size_t n, struct py_found *ou
 		add_range(out, &s, s.eval_cold, s.eval_cold_size);
 		return 0;
 	}
-	return -ENOENT;
+	return refused ? -ENOTSUP : -ENOENT;
 }

@@ -26,12 +26,14 @@ struct py_found {
 
 /*
  * Looks for CPython among maps[0..n).  Returns 0 (*out filled), -ENOENT
- * (no CPython), or -errno reading the ELF.
+ * (no CPython), or -ENOTSUP (only a debug or free-threaded build, whose
+ * layout the offsets table does not describe; out->major/minor/mod name it).
  */
 int python_detect(const struct proc_mapping *maps, size_t n, struct py_found *out);
 
 /* The version named by a file's base name: "python3.11", "libpython3.12.so.1.0"
- * -> 3, 12.  0, or -ENOENT. */
+ * -> 3, 12.  0, -ENOENT (not an interpreter's name), or -ENOTSUP (version
+ * set, but a debug "python3.12d" or free-threaded "python3.13t" build). */
 int python_detect__version_from_name(const char *path, unsigned *major, unsigned *minor);
 
 #endif /* STRATA_PYTHON_DETECT_H */

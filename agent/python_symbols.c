@@ -218,7 +218,7 @@ static int load(uint32_t pid, const struct py_offsets *o, const struct strata_py
 	name = u64_at(hdr, o->co_qualname);
 	file = u64_at(hdr, o->co_filename);
 	lines = u64_at(hdr, o->co_linetable);
-	if (strata_py_ident((uint32_t)first, name) != f->ident)
+	if (strata_py_ident((uint32_t)first, name, file) != f->ident)
 		return -ESTALE;
 	s->firstlineno = first;
 	s->minor = o->version & 0xff;

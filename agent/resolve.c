@@ -149,8 +149,11 @@ static int push_py_group(struct resolver *r, struct frame_buf *b, const struct p
  * fall into groups, leaf first; the k-th _PyEval_EvalFrameDefault frame
  * counted from the leaf ran the k-th group.  Counting from the leaf keeps
  * the pairing right when either walk was cut short at the root.  Groups
- * without an eval frame (native walk cut short) go above the native root;
- * eval frames without a group stay native.  Both are counted as mismatch.
+ * without an eval frame go above the native root, in order: the native walk
+ * ended early (no unwind info yet for a library being loaded, the depth
+ * limit in deep import chains), so those Python frames are the callers of
+ * everything it saw.  Eval frames without a group stay native (the Python
+ * walk stopped early).  Each case has its own counter.
  */
 static int push_user_python(struct resolver *r, struct frame_buf *b,
 			    const struct strata_stack_key *k, const struct sampler_sample *s,
@@ -183,8 +186,10 @@ static int push_user_python(struct resolver *r, struct frame_buf *b,
 			group_of[i] = (int32_t)neval++;
 	}
 	st->stitched++;
-	if (neval != ngroups)
-		st->stitch_mismatch++;
+	if (neval < ngroups)
+		st->stitch_native_short++;
+	else if (neval > ngroups)
+		st->stitch_python_short++;
 	for (uint32_t g = ngroups; g-- > neval && !err;)
 		err = push_py_group(r, b, pp, py, gstart[g], gend[g]);
 	if (!s->user && k->user_stack == STRATA_STACK_LOST && !err)

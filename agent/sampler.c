@@ -359,6 +359,18 @@ static const struct strata_py_stack *py_stack_lookup(struct sampler *s, int fd, 
 	return buf;
 }
 
+/* Python support (issue 4): a stack of generation gen, while it is live. */
+int sampler__py_stack(struct sampler *s, uint32_t gen, uint64_t id, struct strata_py_stack *buf)
+{
+	struct bpf_map *m = gen & 1 ? s->skel->maps.py_stacks1 : s->skel->maps.py_stacks0;
+
+	if (bpf_map_lookup_elem(bpf_map__fd(m), &id, buf))
+		return -errno;
+	if (buf->len > STRATA_PY_MAX_DEPTH)
+		buf->len = STRATA_PY_MAX_DEPTH;
+	return 0;
+}
+
 /* Deletes every entry of a drained generation's stack map; 0 or -errno. */
 static int map_clear(int fd, uint32_t max)
 {
@@ -543,6 +555,8 @@ const char *sampler__py_counter_name(enum strata_py_err e)
 		[STRATA_PY_ERR_STORE] = "stack_map_full",
 		[STRATA_PY_TSTATE_CACHED] = "thread_state_cached",
 		[STRATA_PY_NO_FRAMES] = "no_frames",
+		[STRATA_PY_NEW_CODE] = "new_code_sent",
+		[STRATA_PY_NEW_CODE_SKIPPED] = "new_code_skipped",
 	};
 
 	return e < STRATA_PY_ERR_MAX ? names[e] : "unknown";

@@ -92,6 +92,9 @@ const char *sampler__counter_name(enum strata_counter c);
  * and the walker's per-reason counters summed over CPUs (STRATA_PY_ERR_MAX). */
 int sampler__py_procs_fd(const struct sampler *s);
 void sampler__py_counters(const struct sampler *s, uint64_t *out);
+/* The Python stack id of generation gen (a PROC_EV_PY_STACK event's), read
+ * before that generation is drained: 0, or -errno (drained meanwhile). */
+int sampler__py_stack(struct sampler *s, uint32_t gen, uint64_t id, struct strata_py_stack *buf);
 const char *sampler__py_counter_name(enum strata_py_err e);
 
 #endif /* STRATA_SAMPLER_H */

@@ -10,12 +10,21 @@
 #include "agent/log.h"
 #include "sched.skel.h"
 
+/* Threads that exited, taken out of the BPF map: their final counters. */
+struct retired_thread {
+	struct strata_sched_key key;
+	struct strata_sched_thread t;
+};
+
 struct sched_collector {
 	struct sched_bpf *skel;
 	struct bpf_link *layer_links[2];
 	struct bpf_link *fault_links[2]; /* NULL: page faults not told apart */
 	const char *test_layer_binary;
 	int ncpus;
+	struct retired_thread *retired; /* bounded: max_retired */
+	uint32_t nretired, max_retired;
+	struct sched_retire_stats rs;
 };
 
 struct sched_collector *sched_collector__new(const struct sched_collector_opts *opts)
@@ -27,6 +36,7 @@ struct sched_collector *sched_collector__new(const struct sched_collector_opts *
 		return NULL;
 	c->ncpus = libbpf_num_possible_cpus();
 	c->test_layer_binary = opts->test_layer_binary;
+	c->max_retired = opts->max_retired ? opts->max_retired : 65536;
 	c->skel = sched_bpf__open();
 	if (!c->skel || c->ncpus <= 0) {
 		err = c->skel ? -EINVAL : -errno;
@@ -85,6 +95,7 @@ void sched_collector__free(struct sched_collector *c)
 	bpf_link__destroy(c->layer_links[0]);
 	bpf_link__destroy(c->layer_links[1]);
 	sched_bpf__destroy(c->skel);
+	free(c->retired);
 	free(c);
 }
 
@@ -135,6 +146,77 @@ int sched_collector__api_layers_fd(const struct sched_collector *c)
 	return bpf_map__fd(c->skel->maps.api_layers);
 }
 
+/*
+ * Collects up to max keys of a hash map into keys (key_sz bytes each) and
+ * returns how many: keys first, because deleting while iterating would
+ * restart the walk.
+ */
+static uint32_t map_keys(int fd, void *keys, size_t key_sz, uint32_t max)
+{
+	char *k = keys;
+	uint32_t n;
+
+	if (!max || bpf_map_get_next_key(fd, NULL, k))
+		return 0;
+	for (n = 1; n < max; n++)
+		if (bpf_map_get_next_key(fd, k + (n - 1) * key_sz, k + n * key_sz))
+			break;
+	return n;
+}
+
+/* Keeps one retired thread's final counters; 0, or -ENOSPC (counted). */
+static int keep_retired(struct sched_collector *c, const struct strata_sched_key *k,
+			const struct strata_sched_thread *t)
+{
+	if (c->nretired >= c->max_retired) {
+		c->rs.dropped++;
+		return -ENOSPC;
+	}
+	if (!c->retired) {
+		c->retired = calloc(c->max_retired, sizeof(*c->retired));
+		if (!c->retired) {
+			c->rs.dropped++;
+			return -ENOMEM;
+		}
+	}
+	c->retired[c->nretired].key = *k;
+	c->retired[c->nretired].t = *t;
+	c->nretired++;
+	return 0;
+}
+
+int sched_collector__retire(struct sched_collector *c, uint64_t now_ns, uint64_t grace_ns)
+{
+	int fd = bpf_map__fd(c->skel->maps.threads), n = 0;
+	uint32_t max = bpf_map__max_entries(c->skel->maps.threads), nkeys = 0;
+	struct strata_sched_key *keys = malloc((size_t)max * sizeof(*keys));
+
+	if (!keys)
+		return -ENOMEM;
+	nkeys = map_keys(fd, keys, sizeof(*keys), max);
+	for (uint32_t i = 0; i < nkeys; i++) {
+		struct strata_sched_thread t;
+
+		/* The grace period covers the thread's final switch-out, the
+		 * last update its entry gets: nothing writes it any more. */
+		if (bpf_map_lookup_elem(fd, &keys[i], &t) || !t.exit_ns || now_ns < t.exit_ns ||
+		    now_ns - t.exit_ns < grace_ns)
+			continue;
+		keep_retired(c, &keys[i], &t);
+		if (!bpf_map_delete_elem(fd, &keys[i])) {
+			c->rs.retired++;
+			n++;
+		}
+	}
+	free(keys);
+	return n;
+}
+
+void sched_collector__retire_stats(const struct sched_collector *c, struct sched_retire_stats *st)
+{
+	*st = c->rs;
+}
+
 int sched_collector__threads(struct sched_collector *c, sched_thread_fn fn, void *ctx)
 {
 	int fd = bpf_map__fd(c->skel->maps.threads), n = 0;
@@ -142,6 +224,12 @@ int sched_collector__threads(struct sched_collector *c, sched_thread_fn fn, void
 	struct strata_sched_thread t;
 	void *prev = NULL;
 
+	for (uint32_t i = 0; i < c->nretired; i++) {
+		int err = fn(ctx, &c->retired[i].key, &c->retired[i].t);
+		if (err)
+			return err;
+		n++;
+	}
 	while (!bpf_map_get_next_key(fd, prev, &next)) {
 		k = next;
 		prev = &k;
@@ -180,11 +268,7 @@ int sched_collector__drain_offcpu(struct sched_collector *c, sched_offcpu_fn fn,
 		err = -ENOMEM;
 		goto out;
 	}
-	/* Keys first: deleting while iterating would restart the walk. */
-	if (!bpf_map_get_next_key(fd, NULL, &keys[0]))
-		for (nkeys = 1; nkeys < max; nkeys++)
-			if (bpf_map_get_next_key(fd, &keys[nkeys - 1], &keys[nkeys]))
-				break;
+	nkeys = map_keys(fd, keys, sizeof(*keys), max);
 	for (uint32_t i = 0; i < nkeys; i++) {
 		struct strata_offcpu_val v;
 
@@ -279,6 +363,7 @@ const char *sched_collector__counter_name(enum strata_sched_counter i)
 		[STRATA_SCHED_STACK_LOST] = "stack_lost",
 		[STRATA_SCHED_STORAGE_FAILED] = "storage_failed",
 		[STRATA_SCHED_MISSED_WAKEUP] = "missed_wakeup",
+		[STRATA_SCHED_EXIT_UNSEEN] = "exit_unseen",
 	};
 
 	return i < STRATA_SCHED_CNT_MAX ? names[i] : "unknown";

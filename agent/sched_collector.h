@@ -24,6 +24,7 @@ struct sched_collector_opts {
 	int cgroup_map_fd;	       /* its cgroup_map (CGROUP), or -1 */
 	uint32_t max_threads;	       /* per-thread accumulators; 0 = 16384 */
 	uint32_t max_offcpu;	       /* (thread, reason, stacks) entries; 0 = 16384 */
+	uint32_t max_retired;	       /* exited threads kept for the report; 0 = 65536 */
 	uint64_t stack_interval_ns;    /* blocking stacks walked per thread at most this
 					* often; 0 = 1 ms, UINT64_MAX = every block */
 	const char *test_layer_binary; /* attach the API-layer test uprobes to
@@ -43,8 +44,25 @@ int sched_collector__api_layers_fd(const struct sched_collector *c);
 
 typedef int (*sched_thread_fn)(void *ctx, const struct strata_sched_key *k,
 			       const struct strata_sched_thread *t);
-/* Every thread's cumulative counters.  Returns the count or -errno. */
+/* Every thread's cumulative counters: the retired ones' final values, then
+ * the live (and not yet retired) ones.  Returns the count or -errno. */
 int sched_collector__threads(struct sched_collector *c, sched_thread_fn fn, void *ctx);
+
+/*
+ * Moves threads that exited at least grace_ns before now_ns (CLOCK_MONOTONIC)
+ * out of the BPF map, keeping their final counters (up to max_retired;
+ * beyond, dropped and counted), so a host with many short-lived threads
+ * never fills it.  Call it periodically.  Returns the number retired or
+ * -errno.
+ */
+#define SCHED_RETIRE_GRACE_NS 1000000000ULL
+int sched_collector__retire(struct sched_collector *c, uint64_t now_ns, uint64_t grace_ns);
+
+struct sched_retire_stats {
+	uint64_t retired; /* exited threads taken out of the BPF map */
+	uint64_t dropped; /* ... whose counters did not fit max_retired */
+};
+void sched_collector__retire_stats(const struct sched_collector *c, struct sched_retire_stats *st);
 
 /* One blocking site; stacks are innermost first, n = 0 when lost. */
 struct sched_offcpu {

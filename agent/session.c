@@ -52,9 +52,27 @@ static void unwind_freed(void *ctx, uint64_t mm_id)
 		python__forget(s->python, mm_id);
 }
 
+/* PROC_EV_PY_STACK: symbolize a Python stack's new code objects now. */
+static void python_stack_seen(struct session *s, const struct strata_proc_event *e)
+{
+	struct strata_py_stack *st;
+
+	if (!s->python)
+		return;
+	st = malloc(sizeof(*st));
+	if (st && !sampler__py_stack(s->sampler, e->flags, e->start, st))
+		python__prefetch(s->python, e->mm_id, st);
+	free(st);
+}
+
 static int on_event(void *ctx, const struct strata_proc_event *e)
 {
 	struct session *s = ctx;
+
+	if (e->type == PROC_EV_PY_STACK) {
+		python_stack_seen(s, e);
+		return 0;
+	}
 
 	if (proc_tracker__on_event(s->procs, e))
 		s->events_failed++;
@@ -317,6 +335,8 @@ int session__drain(struct session *s)
 		gpu__drain(s->gpu); /* before end_drain: exited processes still resolve */
 	if (s->unwind)
 		unwind_loader__flush(s->unwind);
+	if (s->sched) /* exited threads out of the BPF map (issue 7) */
+		sched_collector__retire(s->sched, mono_ns(), SCHED_RETIRE_GRACE_NS);
 	proc_tracker__end_drain(s->procs);
 	if (n < 0)
 		pr_warn("session: drain: %s", strerror(-n));
@@ -430,30 +450,37 @@ void session__report(struct session *s, const struct profile *p)
 				(unsigned long long)pc[i]);
 		python__symbol_stats(s->python, &sy);
 		fprintf(stderr,
-			"\n  python procs: interpreters=%llu unknown_version=%llu "
-			"debug_offsets=%llu debug_offsets_bad=%llu dropped=%llu stitched=%llu "
-			"stitch_mismatch=%llu frames=%llu frames_unknown=%llu\n"
+			"\n  python procs: interpreters=%llu unknown_version=%llu refused=%llu "
+			"debug_offsets=%llu debug_offsets_bad=%llu dropped=%llu prefetched=%llu "
+			"stitched=%llu "
+			"stitch_native_short=%llu stitch_python_short=%llu frames=%llu "
+			"frames_unknown=%llu\n"
 			"  python symbols: lookups=%llu hits=%llu evictions=%llu read_failed=%llu "
 			"stale=%llu no_line=%llu\n",
 			(unsigned long long)ps->interpreters,
-			(unsigned long long)ps->unknown_version,
+			(unsigned long long)ps->unknown_version, (unsigned long long)ps->refused,
 			(unsigned long long)ps->debug_offsets,
 			(unsigned long long)ps->debug_offsets_bad, (unsigned long long)ps->dropped,
-			(unsigned long long)ps->stitched, (unsigned long long)ps->stitch_mismatch,
-			(unsigned long long)ps->frames, (unsigned long long)ps->frames_unknown,
-			(unsigned long long)sy.lookups, (unsigned long long)sy.hits,
-			(unsigned long long)sy.evictions, (unsigned long long)sy.read_failed,
-			(unsigned long long)sy.stale, (unsigned long long)sy.no_line);
+			(unsigned long long)ps->prefetched, (unsigned long long)ps->stitched,
+			(unsigned long long)ps->stitch_native_short,
+			(unsigned long long)ps->stitch_python_short, (unsigned long long)ps->frames,
+			(unsigned long long)ps->frames_unknown, (unsigned long long)sy.lookups,
+			(unsigned long long)sy.hits, (unsigned long long)sy.evictions,
+			(unsigned long long)sy.read_failed, (unsigned long long)sy.stale,
+			(unsigned long long)sy.no_line);
 	}
 	if (s->sched) { /* scheduler layer (issue 7) */
 		uint64_t sc[STRATA_SCHED_CNT_MAX];
+		struct sched_retire_stats rs;
 
 		sched_collector__counters(s->sched, sc);
 		fprintf(stderr, "  sched:");
 		for (int i = 0; i < STRATA_SCHED_CNT_MAX; i++)
 			fprintf(stderr, " %s=%llu", sched_collector__counter_name(i),
 				(unsigned long long)sc[i]);
-		fputc('\n', stderr);
+		sched_collector__retire_stats(s->sched, &rs);
+		fprintf(stderr, " retired=%llu retired_dropped=%llu\n",
+			(unsigned long long)rs.retired, (unsigned long long)rs.dropped);
 	}
 	fprintf(stderr,
 		"  symbolizer: lookups=%llu cache_hits=%llu unresolved=%llu open_failed=%llu\n",

@@ -169,12 +169,13 @@ struct {
 	__type(value, struct strata_py_proc);
 } py_procs SEC(".maps");
 
-/* Thread (pid_tgid) -> its PyThreadState, re-validated on every use. */
+/* Thread (pid_tgid) -> its PyThreadState: re-validated by id on every
+ * use, searched for again after STRATA_PY_TSTATE_TTL_NS (python_walk.h). */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 16384);
 	__type(key, __u64);
-	__type(value, __u64);
+	__type(value, struct py_tstate_cache);
 } py_tstates SEC(".maps");
 
 struct py_stacks_map {
@@ -206,6 +207,21 @@ struct {
 	__type(key, __u32);
 	__type(value, struct py_read_buf);
 } py_bufs SEC(".maps");
+
+/* Per CPU: tags of code objects seen lately (a direct-mapped cache): a
+ * stack with a code object missing here is sent to user space at once,
+ * which reads its names before the object can be freed. */
+#define PY_RECENT_SLOTS 512
+struct py_recent {
+	__u64 tag[PY_RECENT_SLOTS];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct py_recent);
+} py_recent SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -474,15 +490,46 @@ static __always_inline __u64 hash_py_stack(const struct strata_py_stack *s)
 }
 
 /*
+ * True when stack s holds a code object this CPU has not seen lately (and
+ * remembers them all now).  Module bodies run once and are freed when they
+ * finish, often before the next drain: such stacks are symbolized early.
+ */
+static __always_inline bool py_stack_novel(const struct strata_py_stack *s, __u64 mm_id)
+{
+	__u32 zero = 0;
+	struct py_recent *r = bpf_map_lookup_elem(&py_recent, &zero);
+	bool novel = false;
+
+	if (!r)
+		return false;
+	for (int i = 0; i < STRATA_PY_MAX_DEPTH; i++) {
+		if (i >= s->len)
+			break;
+		const struct strata_py_frame *f = &s->frames[i];
+		__u64 tag = (f->code ^ ((__u64)f->ident << 32) ^ mm_id) | 1;
+		__u32 slot = (__u32)((tag * 0x9e3779b97f4a7c15ULL) >> 55) & (PY_RECENT_SLOTS - 1);
+
+		if (r->tag[slot] != tag) {
+			r->tag[slot] = tag;
+			novel = true;
+		}
+	}
+	return novel;
+}
+
+/*
  * The Python frames of the current thread, when its address space runs
  * CPython: stored in this generation's py_stacks.  Returns the id,
- * STRATA_STACK_NONE (not Python, or no frames) or STRATA_STACK_LOST.
+ * STRATA_STACK_NONE (not Python, or no frames) or STRATA_STACK_LOST;
+ * *novel: the stack has code objects not seen lately (py_stack_novel).
  */
-static __always_inline __u64 store_py_stack(struct task_struct *task, void *py_map, __u64 mm_id)
+static __always_inline __u64 store_py_stack(struct task_struct *task, void *py_map, __u64 mm_id,
+					    bool *novel)
 {
 	const struct strata_py_proc *pd = bpf_map_lookup_elem(&py_procs, &mm_id);
 	struct strata_py_proc d;
-	__u64 pid_tgid = bpf_get_current_pid_tgid(), want, ts, *cached, id;
+	__u64 pid_tgid = bpf_get_current_pid_tgid(), want, ts, id, fresh, now;
+	struct py_tstate_cache *cached, found;
 	struct strata_py_stack *s;
 
 	if (!pd)
@@ -491,17 +538,23 @@ static __always_inline __u64 store_py_stack(struct task_struct *task, void *py_m
 	want = d.match == STRATA_PY_MATCH_TID ? (__u32)pid_tgid
 					      : BPF_CORE_READ(task, thread.fsbase);
 	cached = bpf_map_lookup_elem(&py_tstates, &pid_tgid);
-	ts = py_find_tstate(&d, want, cached ? *cached : 0);
+	now = bpf_ktime_get_ns();
+	fresh = py_tstate_fresh(cached, now);
+	ts = py_find_tstate(&d, want, fresh);
 	if (!ts)
 		return STRATA_STACK_NONE;
-	if (!cached || *cached != ts)
-		bpf_map_update_elem(&py_tstates, &pid_tgid, &ts, BPF_ANY);
+	if (ts != fresh) { /* found by a search */
+		found.ts = ts;
+		found.found_ns = now;
+		bpf_map_update_elem(&py_tstates, &pid_tgid, &found, BPF_ANY);
+	}
 	if (!py_walk(&d, ts))
 		return STRATA_STACK_NONE;
 	s = py_hook_stack();
 	if (!s)
 		return STRATA_STACK_LOST;
 	id = hash_py_stack(s);
+	*novel = py_stack_novel(s, mm_id);
 	if (bpf_map_lookup_elem(py_map, &id))
 		return id;
 	long err = bpf_map_update_elem(py_map, &id, s, BPF_NOEXIST);
@@ -535,6 +588,29 @@ static __always_inline struct strata_proc_event *event_reserve(__u32 type, struc
 	e->start_ns = start_of(task);
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
 	return e;
+}
+
+/*
+ * A Python stack with new code objects: user space symbolizes it now.
+ * Only while the ring buffer is mostly empty: process events, which
+ * share it, must never be crowded out (the drain still resolves it).
+ */
+static __always_inline void emit_py_stack(struct task_struct *task, __u32 tgid, __u64 mm_id,
+					  __u32 g, __u64 id)
+{
+	struct strata_proc_event *e;
+
+	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > 64 * 1024) {
+		py_hook_count(STRATA_PY_NEW_CODE_SKIPPED);
+		return;
+	}
+	e = event_reserve(PROC_EV_PY_STACK, task, tgid, mm_id);
+	if (!e)
+		return;
+	e->flags = g;
+	e->start = id;
+	bpf_ringbuf_submit(e, 0);
+	py_hook_count(STRATA_PY_NEW_CODE);
 }
 
 /* First sample of an address space: user space reads its maps now. */
@@ -612,6 +688,7 @@ int profile_sample(struct bpf_perf_event_data *ctx)
 	struct strata_inflight *inf;
 	void *count_map, *stack_map, *py_map;
 	struct strata_stack_key key = {};
+	bool py_novel = false;
 	__u32 g;
 
 	count(STRATA_CNT_SAMPLES);
@@ -648,10 +725,12 @@ int profile_sample(struct bpf_perf_event_data *ctx)
 		key.kern_stack = store_stack(ctx, stack_map, 1, 0, 0, STRATA_CNT_KERN_STACK_ERR);
 	key.py_stack = STRATA_STACK_NONE;
 	if (want_python && want_user && key.mm_id)
-		key.py_stack = store_py_stack(task, py_map, key.mm_id);
+		key.py_stack = store_py_stack(task, py_map, key.mm_id, &py_novel);
 	add_count(count_map, &key);
 out:
 	generation_leave(inf, g);
+	if (py_novel && key.py_stack > STRATA_STACK_LOST)
+		emit_py_stack(task, tgid, key.mm_id, g, key.py_stack);
 	emit_new(task, tgid, key.mm_id);
 	if (want_hybrid && key.mm_id)
 		report_miss(task, tgid, key.mm_id);

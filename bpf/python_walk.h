@@ -136,6 +136,34 @@ PY_INLINE __u64 py_find_tstate(const struct strata_py_proc *d, __u64 want, __u64
 	return c.found;
 }
 
+/*
+ * The per-thread cache of thread-state addresses (py_tstates).  The id
+ * check alone cannot see a thread state that was freed while its memory
+ * still holds the thread's id: a C thread's PyGILState_Release() deletes
+ * its state (pybind11's gil_scoped_acquire in PyTorch's worker threads
+ * does so every time), the next PyGILState_Ensure() allocates another, and
+ * the stale one would be walked (no frames, or garbage once reused) for as
+ * long as it stays cached.  So a cached address is trusted for
+ * STRATA_PY_TSTATE_TTL_NS after a full search found it, then searched for
+ * again.
+ */
+#define STRATA_PY_TSTATE_TTL_NS 250000000ULL
+
+struct py_tstate_cache {
+	__u64 ts;	/* PyThreadState address */
+	__u64 found_ns; /* when a search of the thread list found it */
+};
+
+_Static_assert(sizeof(struct py_tstate_cache) == 16, "py_tstate_cache layout");
+
+/* The cached address still to be trusted at now, or 0 (search again). */
+PY_INLINE __u64 py_tstate_fresh(const struct py_tstate_cache *c, __u64 now)
+{
+	if (!c || now < c->found_ns || now - c->found_ns >= STRATA_PY_TSTATE_TTL_NS)
+		return 0;
+	return c->ts;
+}
+
 struct py_walk_ctx {
 	struct strata_py_proc d; /* a copy: map values cannot live in loop contexts */
 	__u64 frame;
@@ -189,7 +217,8 @@ static long py_frame_step(__u32 i, void *data)
 	f = &s->frames[n];
 	f->code = code;
 	name = py_u64(b->code, d->co_name);
-	f->ident = strata_py_ident(py_u32(b->code, d->co_firstlineno), name);
+	f->ident = strata_py_ident(py_u32(b->code, d->co_firstlineno), name,
+				   py_u64(b->code, d->co_filename));
 	f->flags = 0;
 	f->pad = 0;
 	if (d->frames == STRATA_PY_FRAMES_310) {

@@ -143,6 +143,8 @@ static __always_inline bool is_target_current(__u32 tgid)
 	return is_target_tgid(tgid);
 }
 
+#define PF_EXITING_FLAG 0x4 /* PF_EXITING, include/linux/sched.h */
+
 static __always_inline struct strata_sched_thread *thread_acc(struct task_struct *t, __u64 now)
 {
 	struct strata_sched_key key = { .tgid = t->tgid, .tid = t->pid };
@@ -150,6 +152,12 @@ static __always_inline struct strata_sched_thread *thread_acc(struct task_struct
 
 	if (a)
 		return a;
+	/* An exiting thread is never (re)created: its entry may have been
+	 * retired already, and a new one would never be marked exited. */
+	if (t->flags & PF_EXITING_FLAG) {
+		count(STRATA_SCHED_EXIT_UNSEEN);
+		return NULL;
+	}
 	struct strata_sched_thread init = { .first_ns = now };
 	bpf_probe_read_kernel_str(init.comm, sizeof(init.comm), t->comm);
 	if (bpf_map_update_elem(&threads, &key, &init, BPF_NOEXIST) &&
@@ -349,6 +357,24 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 		cr->target_seen = now;
 	}
 	cr->start = now;
+	return 0;
+}
+
+/*
+ * A thread exits: mark its entry, which user space retires (reports one
+ * last time, then deletes) once a grace period has passed, so hosts with
+ * many short-lived threads do not fill the map.  The thread still switches
+ * out once more (the final schedule() of do_exit); that slice lands in the
+ * entry because retirement waits far longer than that.
+ */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(on_thread_exit, struct task_struct *p)
+{
+	struct strata_sched_key key = { .tgid = p->tgid, .tid = p->pid };
+	struct strata_sched_thread *a = bpf_map_lookup_elem(&threads, &key);
+
+	if (a)
+		a->exit_ns = bpf_ktime_get_ns();
 	return 0;
 }
 

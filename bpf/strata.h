@@ -67,6 +67,10 @@ enum proc_event_type {
 	PROC_EV_VMA = 4,	 /* one executable file mapping at exit */
 	PROC_EV_UNWIND_MISS = 5, /* unwinder met a pc with no mapping or no
 				  * table (start = that pc): load it now */
+	PROC_EV_PY_STACK = 6,	 /* a Python stack with code objects not seen
+				  * lately (start = its id in py_stacks of
+				  * generation flags): symbolize them now,
+				  * before they are freed (module bodies) */
 };
 
 #define PROC_EV_F_SAMPLED 1 /* EXIT: the address space had samples */
@@ -223,7 +227,8 @@ struct strata_py_proc {
 	__u16 co_code_adaptive; /* first instruction (3.11+) */
 	__u16 fr_window;	/* bytes read per frame: covers the fields above,
 				 * stays inside the smallest frame */
-	__u16 pad[2];
+	__u16 co_filename;	/* part of the identity (strata_py_ident) */
+	__u16 pad;
 };
 
 #define STRATA_PY_FRAME_ENTRY 1	    /* last frame of one native eval call */
@@ -232,7 +237,7 @@ struct strata_py_proc {
 /* One Python frame: code object, its identity check, instruction index. */
 struct strata_py_frame {
 	__u64 code;  /* PyCodeObject address */
-	__u32 ident; /* strata_py_ident(co_firstlineno, name pointer) */
+	__u32 ident; /* strata_py_ident(co_firstlineno, name, filename pointers) */
 	__s32 lasti; /* instruction index in code units (-1: not started) */
 	__u32 flags; /* STRATA_PY_FRAME_* */
 	__u32 pad;
@@ -247,22 +252,28 @@ struct strata_py_stack {
 
 /* Why a Python walk failed or stopped; counted per CPU (py_errors). */
 enum strata_py_err {
-	STRATA_PY_WALKED = 0,	 /* samples with a Python stack */
-	STRATA_PY_NO_THREAD,	 /* thread state not found (not a Python thread) */
-	STRATA_PY_ERR_READ,	 /* interpreter state or frame unreadable */
-	STRATA_PY_ERR_DEPTH,	 /* STRATA_PY_MAX_DEPTH reached */
-	STRATA_PY_ERR_STORE,	 /* py stack map full */
-	STRATA_PY_TSTATE_CACHED, /* thread state found in the cache */
-	STRATA_PY_NO_FRAMES,	 /* Python thread with no frame (idle / C only) */
+	STRATA_PY_WALKED = 0,	    /* samples with a Python stack */
+	STRATA_PY_NO_THREAD,	    /* thread state not found (not a Python thread) */
+	STRATA_PY_ERR_READ,	    /* interpreter state or frame unreadable */
+	STRATA_PY_ERR_DEPTH,	    /* STRATA_PY_MAX_DEPTH reached */
+	STRATA_PY_ERR_STORE,	    /* py stack map full */
+	STRATA_PY_TSTATE_CACHED,    /* thread state found in the cache */
+	STRATA_PY_NO_FRAMES,	    /* Python thread with no frame (idle / C only) */
+	STRATA_PY_NEW_CODE,	    /* stacks sent for early symbolization */
+	STRATA_PY_NEW_CODE_SKIPPED, /* ... not sent: event ring buffer busy */
 	STRATA_PY_ERR_MAX,
 };
 
 /* The identity recorded with a code object address: a freed and reused
- * address gives another (first line, name) pair with high probability. */
-static inline __u32 strata_py_ident(__u32 firstlineno, __u64 name_ptr)
+ * address gives another (first line, name, file) with high probability.
+ * The file matters: every module body is (1, "<module>"), the name
+ * interned, so a module's code freed after import and its address reused
+ * by another module's would pass on name and line alone. */
+static inline __u32 strata_py_ident(__u32 firstlineno, __u64 name_ptr, __u64 file_ptr)
 {
 	__u64 h = (name_ptr ^ ((__u64)firstlineno << 40)) * 0x9e3779b97f4a7c15ULL;
 
+	h = (h ^ (h >> 29) ^ file_ptr) * 0xff51afd7ed558ccdULL;
 	return (__u32)(h >> 32);
 }
 
@@ -621,6 +632,8 @@ struct strata_sched_thread {
 					 * accounted (oncpu+runnable+offcpu) */
 	__u64 switches;
 	__u64 first_ns; /* bpf_ktime_get_ns of the first transition seen */
+	__u64 exit_ns;	/* when the thread exited (0: alive); user space
+			 * retires the entry a grace period later */
 	char comm[STRATA_COMM_LEN];
 };
 
@@ -675,6 +688,8 @@ enum strata_sched_counter {
 	STRATA_SCHED_STACK_LOST,     /* bpf_get_stackid failed */
 	STRATA_SCHED_STORAGE_FAILED, /* task storage could not be created */
 	STRATA_SCHED_MISSED_WAKEUP,  /* switched in while marked blocked */
+	STRATA_SCHED_EXIT_UNSEEN,    /* an exiting thread had no entry: its
+				      * last moments are not counted */
 	STRATA_SCHED_CNT_MAX,
 };
 
@@ -682,7 +697,7 @@ _Static_assert(sizeof(struct strata_api_layer_state) == 24 + 8 * STRATA_LAYER_MA
 	       "api_layer_state layout");
 _Static_assert(sizeof(struct strata_sched_key) == 8, "sched_key layout");
 _Static_assert(sizeof(struct strata_sched_thread) ==
-		       8 * (2 + STRATA_OFF_MAX + STRATA_TIME_MAX + 2) + STRATA_COMM_LEN,
+		       8 * (2 + STRATA_OFF_MAX + STRATA_TIME_MAX + 3) + STRATA_COMM_LEN,
 	       "sched_thread layout");
 _Static_assert(sizeof(struct strata_offcpu_key) == 24, "offcpu_key layout");
 _Static_assert(sizeof(struct strata_offcpu_val) == 16, "offcpu_val layout");

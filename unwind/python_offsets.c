@@ -214,7 +214,7 @@ int py_offsets__from_debug(const void *buf, size_t n, const struct py_offsets *b
 	if ((version >> 16) != 0x030d || !base || base->version != 0x030d)
 		return -ENOTSUP;
 	if (dbg_field(b, DBG_FREE_THREADED))
-		return -EINVAL; /* a different object layout (ob_tid, ...) */
+		return -ENOTSUP; /* a different object layout (ob_tid, ...) */
 	*out = *base;
 	/* The walker masks frame / code offsets to its read windows. */
 	err |= dbg_set(&out->rt_interp_head, dbg_field(b, DBG_RT_INTERP_HEAD), 0xffff);
@@ -226,7 +226,7 @@ int py_offsets__from_debug(const void *buf, size_t n, const struct py_offsets *b
 	err |= dbg_set(&out->fr_code, dbg_field(b, DBG_FR_EXECUTABLE), out->fr_window - 7);
 	err |= dbg_set(&out->fr_instr, dbg_field(b, DBG_FR_INSTR_PTR), out->fr_window - 7);
 	err |= dbg_set(&out->fr_entry, dbg_field(b, DBG_FR_OWNER), out->fr_window);
-	err |= dbg_set(&out->co_filename, dbg_field(b, DBG_CO_FILENAME), 0xffff);
+	err |= dbg_set(&out->co_filename, dbg_field(b, DBG_CO_FILENAME), STRATA_PY_CODE_WINDOW - 7);
 	err |= dbg_set(&out->co_qualname, dbg_field(b, DBG_CO_QUALNAME), STRATA_PY_CODE_WINDOW - 7);
 	err |= dbg_set(&out->co_linetable, dbg_field(b, DBG_CO_LINETABLE), 0xffff);
 	err |= dbg_set(&out->co_firstlineno, dbg_field(b, DBG_CO_FIRSTLINENO),
@@ -261,4 +261,5 @@ void py_offsets__to_bpf(const struct py_offsets *o, uint64_t runtime, struct str
 	d->co_firstlineno = o->co_firstlineno;
 	d->co_name = o->co_qualname;
 	d->co_code_adaptive = o->co_code_adaptive;
+	d->co_filename = o->co_filename;
 }

@@ -42,9 +42,9 @@ size_t py_offsets__all(const struct py_offsets **out, size_t max);
 /*
  * 3.13+: parses the _Py_DebugOffsets that start _PyRuntime (n bytes of it
  * in buf) over *base (the table's entry for that version).  Returns 0,
- * -EINVAL (no "xdebugpy" cookie, short buffer, free-threaded build, or an
- * offset outside what the walker can read) or -ENOTSUP (another version's
- * layout).
+ * -EINVAL (no "xdebugpy" cookie, short buffer, or an offset outside what
+ * the walker can read) or -ENOTSUP (another version's layout, or a
+ * free-threaded build).
  */
 #define PY_DEBUG_OFFSETS_SIZE 584 /* bytes read from _PyRuntime: sizeof 3.13's struct */
 int py_offsets__from_debug(const void *buf, size_t n, const struct py_offsets *base,

@@ -229,6 +229,7 @@ static void offsets_table(void **state)
 		assert_true(o->fr_entry == STRATA_PY_NO_FIELD || o->fr_entry < o->fr_window);
 		assert_true(o->co_firstlineno + 4u <= STRATA_PY_CODE_WINDOW);
 		assert_true(o->co_qualname + 8u <= STRATA_PY_CODE_WINDOW);
+		assert_true(o->co_filename + 8u <= STRATA_PY_CODE_WINDOW);
 		assert_true(o->frames >= STRATA_PY_FRAMES_310 && o->frames <= STRATA_PY_FRAMES_312);
 		assert_true(o->match == STRATA_PY_MATCH_TID || o->match == STRATA_PY_MATCH_PTHREAD);
 		/* 3.10 has no native_thread_id; 3.11+ must use it. */
@@ -291,8 +292,8 @@ static void debug_offsets(void **state)
 	debug_image(b, t, 0x030e00a1); /* 3.14: another layout */
 	assert_int_equal(py_offsets__from_debug(b, sizeof(b), t, &o), -ENOTSUP);
 	debug_image(b, t, 0x030d00f0);
-	put_u64(b, 16, 1); /* free-threaded */
-	assert_int_equal(py_offsets__from_debug(b, sizeof(b), t, &o), -EINVAL);
+	put_u64(b, 16, 1); /* free-threaded: refused, never read with the table */
+	assert_int_equal(py_offsets__from_debug(b, sizeof(b), t, &o), -ENOTSUP);
 	debug_image(b, t, 0x030d00f0);
 	b[0] = 'X';
 	assert_int_equal(py_offsets__from_debug(b, sizeof(b), t, &o), -EINVAL);
@@ -307,8 +308,14 @@ static void version_from_name(void **state)
 	assert_int_equal(mi, 11);
 	assert_int_equal(python_detect__version_from_name("/x/libpython3.12.so.1.0", &ma, &mi), 0);
 	assert_int_equal(mi, 12);
-	assert_int_equal(python_detect__version_from_name("python3.13d", &ma, &mi), 0);
+	/* Debug and free-threaded builds: named, but refused. */
+	assert_int_equal(python_detect__version_from_name("python3.12d", &ma, &mi), -ENOTSUP);
+	assert_int_equal(mi, 12);
+	assert_int_equal(python_detect__version_from_name("/x/libpython3.13t.so.1.0", &ma, &mi),
+			 -ENOTSUP);
 	assert_int_equal(mi, 13);
+	assert_int_equal(python_detect__version_from_name("python3.13t", &ma, &mi), -ENOTSUP);
+	assert_int_equal(python_detect__version_from_name("python3.8m", &ma, &mi), 0);
 	assert_int_equal(python_detect__version_from_name("/usr/bin/python3", &ma, &mi), -ENOENT);
 	assert_int_equal(python_detect__version_from_name("/usr/bin/python2.7", &ma, &mi), -ENOENT);
 	assert_int_equal(python_detect__version_from_name("/lib/libc.so.6", &ma, &mi), -ENOENT);
@@ -402,6 +409,7 @@ static void w32(uint64_t addr, uint32_t v)
 #define FRAME(i) (MEM_BASE + 0x40000 + (uint64_t)(i)*0x200)
 #define CODE(k) (MEM_BASE + 0x80000 + (uint64_t)(k)*0x400)
 #define NAME(k) (MEM_BASE + 0xe0000 + (uint64_t)(k)*0x40)
+#define FILE_OF(k) (MEM_BASE + 0xf0000 + (uint64_t)(k)*0x40)
 
 struct fake_frame {
 	int shim;  /* 3.12+: FRAME_OWNED_BY_CSTACK */
@@ -436,6 +444,7 @@ static struct strata_py_proc fake_interp(const struct py_offsets *o, const struc
 		w64(f + o->fr_code, c);
 		w32(c + o->co_firstlineno, 100 + fr[i].code);
 		w64(c + o->co_qualname, NAME(fr[i].code));
+		w64(c + o->co_filename, FILE_OF(fr[i].code));
 		if (o->frames == STRATA_PY_FRAMES_310)
 			w32(f + o->fr_instr, (uint32_t)fr[i].lasti);
 		else
@@ -465,7 +474,8 @@ static void check_walk(const struct strata_py_proc *d, uint64_t want_id, const i
 		const struct strata_py_frame *f = &walk_stack.frames[i];
 
 		assert_int_equal(f->code, CODE(codes[i]));
-		assert_int_equal(f->ident, strata_py_ident(100 + codes[i], NAME(codes[i])));
+		assert_int_equal(f->ident, strata_py_ident(100 + codes[i], NAME(codes[i]),
+							   FILE_OF(codes[i])));
 		assert_int_equal(f->lasti, 10 + codes[i]);
 		assert_int_equal(f->flags, flags[i]);
 	}
@@ -515,6 +525,29 @@ static void walker_312_313(void **state)
 	}
 }
 
+/*
+ * A thread state freed while its memory still holds the thread's id (a C
+ * thread's PyGILState_Release) passes the id check; the thread's new state
+ * is found once the cached address is older than the TTL.
+ */
+static void tstate_cache_expires(void **state)
+{
+	const struct fake_frame fr[] = { { .code = 0, .lasti = 10 } };
+	const struct py_offsets *o = py_offsets__for(3, 11);
+	struct strata_py_proc d = fake_interp(o, fr, 1, false);
+	const uint64_t freed = MEM_BASE + 0x22000;
+	struct py_tstate_cache c = { .ts = freed, .found_ns = 1000 };
+
+	w64(freed + o->ts_thread, 222);				 /* not in the list any more */
+	assert_int_equal(py_find_tstate(&d, 222, freed), freed); /* the id check alone */
+	assert_int_equal(py_tstate_fresh(&c, 1000 + STRATA_PY_TSTATE_TTL_NS - 1), freed);
+	assert_int_equal(
+		py_find_tstate(&d, 222, py_tstate_fresh(&c, 1000 + STRATA_PY_TSTATE_TTL_NS)),
+		TS_OURS);
+	assert_int_equal(py_tstate_fresh(&c, 999), 0); /* clock before the entry: search */
+	assert_int_equal(py_tstate_fresh(NULL, 5), 0);
+}
+
 static void walker_bounded(void **state)
 {
 	static struct fake_frame fr[STRATA_PY_MAX_DEPTH + 10];
@@ -557,6 +590,7 @@ int main(void)
 		cmocka_unit_test(walker_311),
 		cmocka_unit_test(walker_312_313),
 		cmocka_unit_test(walker_bounded),
+		cmocka_unit_test(tstate_cache_expires),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
