@@ -274,6 +274,15 @@ static struct gpu_proc *proc_find(struct gpu *g, uint32_t tgid)
 	return NULL;
 }
 
+/* The exited process tgid whose rows await the next drain, or NULL. */
+static struct gpu_proc *proc_find_exited(struct gpu *g, uint32_t tgid)
+{
+	for (size_t i = 0; i < GPU_MAX_PROCS; i++)
+		if (g->procs[i].state == PROC_EXITED && g->procs[i].tgid == tgid)
+			return &g->procs[i];
+	return NULL;
+}
+
 static void read_environ(struct gpu_proc *p)
 {
 	char path[64], buf[32768];
@@ -396,13 +405,22 @@ void gpu__watch(struct gpu *g, uint32_t tgid)
 	g->procs_dropped++;
 }
 
-/* A process exited (or exec'd: the BPF side dropped it as a target). */
+/*
+ * A process exited (or exec'd: the BPF side dropped it as a target).  Two
+ * events tell of one exit (the sampler's and the GPU object's, in either
+ * order): the address-space id, which the exit-time stacks are resolved
+ * with, is taken from whichever carries it.
+ */
 static void proc_exited(struct gpu *g, uint32_t tgid, uint64_t mm_id)
 {
 	struct gpu_proc *p = proc_find(g, tgid);
 
-	if (!p)
+	if (!p) {
+		p = proc_find_exited(g, tgid);
+		if (p && !p->mm_id)
+			p->mm_id = mm_id;
 		return;
+	}
 	if (!p->mm_id)
 		p->mm_id = mm_id;
 	if (p->state == PROC_TARGET || p->nfiles) {
@@ -419,7 +437,34 @@ void gpu__on_proc_event(struct gpu *g, const struct strata_proc_event *e)
 	if (e->type == PROC_EV_NEW || e->type == PROC_EV_EXEC)
 		gpu__watch(g, e->tgid);
 	else if (e->type == PROC_EV_EXIT)
-		proc_exited(g, e->tgid, 0); /* whichever exit event comes first */
+		proc_exited(g, e->tgid, e->mm_id);
+}
+
+/* The GPU object's own process events: exits of targets with their
+ * exit-time mappings (for the tracker: see bpf/gpu.bpf.c), and execs. */
+static int on_proc_event(void *ctx, void *data, size_t size)
+{
+	struct gpu *g = ctx;
+	const struct strata_proc_event *e = data;
+
+	if (size < sizeof(*e))
+		return 0;
+	switch (e->type) {
+	case PROC_EV_EXIT:
+		proc_tracker__on_event(g->procs_tracker, e);
+		proc_exited(g, e->tgid, e->mm_id);
+		break;
+	case PROC_EV_VMA:
+		proc_tracker__on_event(g->procs_tracker, e);
+		break;
+	case PROC_EV_EXEC: /* the old image is finished; the new one is watched */
+		proc_exited(g, e->tgid, 0);
+		gpu__watch(g, e->tgid);
+		break;
+	default:
+		break;
+	}
+	return 0;
 }
 
 /* ---- events ------------------------------------------------------------ */
@@ -432,10 +477,6 @@ static int on_event(void *ctx, void *data, size_t size)
 
 	if (size < sizeof(*e))
 		return 0;
-	if (e->type == GPU_EV_EXIT) {
-		proc_exited(g, e->tgid, e->a[0]);
-		return 0;
-	}
 	if (e->api < GPU_API_MAX && gpu_api_kind(e->api) == GPU_KIND_NCCL_INIT && !e->ret) {
 		struct gpu_proc *p = proc_find(g, e->tgid);
 
@@ -723,12 +764,8 @@ static void snapshot_allocs(struct gpu *g)
 		if (bpf_map_lookup_elem(fd, &key, &v))
 			continue;
 		p = proc_find(g, key.tgid);
-		if (!p) { /* exited: rows already final */
-			for (size_t i = 0; i < GPU_MAX_PROCS; i++)
-				if (g->procs[i].state == PROC_EXITED &&
-				    g->procs[i].tgid == key.tgid)
-					p = &g->procs[i];
-		}
+		if (!p) /* exited: rows already final */
+			p = proc_find_exited(g, key.tgid);
 		lk = (struct leak_key){ .tgid = key.tgid, .stack_id = v.stack_id };
 		r = gpu_table__get(&g->leaks, &lk, &err);
 		if (!r) {
@@ -831,11 +868,11 @@ int gpu__drain(struct gpu *g)
 	for (size_t i = 0; i < g->sites.n; i++) {
 		struct gpu_site *s = (struct gpu_site *)g->sites.rows + i;
 		struct gpu_proc *p = proc_find(g, s->key.tgid);
-		uint64_t mm = p ? p->mm_id : 0;
+		uint64_t mm;
 
-		for (size_t j = 0; !p && j < GPU_MAX_PROCS; j++)
-			if (g->procs[j].state == PROC_EXITED && g->procs[j].tgid == s->key.tgid)
-				mm = g->procs[j].mm_id;
+		if (!p)
+			p = proc_find_exited(g, s->key.tgid);
+		mm = p ? p->mm_id : 0;
 		resolve_stack(g, s->key.tgid, s->key.stack_id, mm);
 		if (gpu_api_kind(s->key.api) == GPU_KIND_LAUNCH && !s->kernel)
 			s->kernel = kernel_name(g, s->key.tgid, mm, s->key.api, s->key.object);
@@ -990,6 +1027,7 @@ struct gpu *gpu__new(const struct gpu_opts *opts, struct module_registry *mods,
 	}
 	g->skel->rodata->trace_cuda = opts->trace;
 	g->skel->rodata->want_stacks = !opts->no_stacks;
+	g->skel->rodata->page_shift = (uint32_t)__builtin_ctzl((unsigned long)getpagesize());
 	err = gpu_bpf__load(g->skel);
 	if (err) {
 		pr_warn("gpu: cannot load the BPF object: %s", strerror(-err));
@@ -1005,6 +1043,10 @@ struct gpu *gpu__new(const struct gpu_opts *opts, struct module_registry *mods,
 		err = -errno;
 		goto err_out;
 	}
+	err = ring_buffer__add(g->rb, bpf_map__fd(g->skel->maps.gpu_proc_events), on_proc_event,
+			       g);
+	if (err)
+		goto err_out;
 	clock_calibrate(g);
 	g->data.start_ns = realtime_ns();
 	gpu_budget__init(&g->budget, g->opts.budget, g->opts.probe_cost_ns, 1000000000ULL,

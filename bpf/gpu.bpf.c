@@ -19,12 +19,14 @@
 #include <bpf/bpf_core_read.h>
 #include "bpf/strata.h"
 #include "bpf/task_id.bpf.h"
+#include "bpf/exit_vmas.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 /* Settings written by user space between open and load. */
 const volatile bool trace_cuda = false; /* per-call CUDA events (--trace) */
 const volatile bool want_stacks = true;
+const volatile __u32 page_shift = 12; /* set from getpagesize() */
 
 #include "bpf/gpu_maps.bpf.h"
 #include "bpf/gpu_stack.bpf.h"
@@ -84,27 +86,33 @@ int gpu_empty(struct pt_regs *ctx)
 	return 0;
 }
 
-/* A process that exec()s or exits stops being a target: its new image is
+/*
+ * A process that exec()s or exits stops being a target: its new image is
  * discovered again, and user space sweeps its entries (allocations: the
- * leak report at exit). */
-static __always_inline void target_gone(struct task_struct *task)
+ * leak report at exit).  At exit, the executable mappings follow the EXIT
+ * record (flagged SAMPLED, so the process tracker makes an instance for
+ * them): a GPU target that was never CPU-sampled and died before user space
+ * read /proc/PID/maps still gets its allocation and launch stacks
+ * symbolized.
+ */
+static __always_inline void target_gone(struct task_struct *task, bool exiting)
 {
 	__u32 tgid = BPF_CORE_READ(task, tgid);
-	struct gpu_event *e;
+	__u64 mm_id = exiting ? mm_id_of(task) : 0; /* at exec the old mm is gone */
+	struct strata_proc_event *e;
 
 	if (bpf_map_delete_elem(&gpu_targets, &tgid))
 		return;
-	e = bpf_ringbuf_reserve(&gpu_events, sizeof(*e), 0);
+	e = bpf_ringbuf_reserve(&gpu_proc_events, sizeof(*e), 0);
 	if (!e) {
 		gpu_count(GPU_CNT_EVENTS_LOST);
 		return;
 	}
-	__builtin_memset(e, 0, sizeof(*e));
-	e->type = GPU_EV_EXIT;
-	e->tgid = tgid;
-	e->end_ns = bpf_ktime_get_ns();
-	e->a[0] = mm_id_of(task); /* stacks of a process that never drained */
+	proc_event_fill(e, exiting ? PROC_EV_EXIT : PROC_EV_EXEC, task, tgid, mm_id);
+	e->flags = exiting ? PROC_EV_F_SAMPLED : 0;
 	bpf_ringbuf_submit(e, 0);
+	if (exiting && mm_id && !exit_vmas_send(&gpu_proc_events, task, tgid, mm_id, page_shift))
+		gpu_count(GPU_CNT_EVENTS_LOST);
 }
 
 SEC("tp_btf/sched_process_exit")
@@ -114,13 +122,13 @@ int BPF_PROG(gpu_proc_exit, struct task_struct *p)
 
 	if (BPF_CORE_READ(task, signal, live.counter) != 0)
 		return 0; /* other threads remain */
-	target_gone(task);
+	target_gone(task, true);
 	return 0;
 }
 
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(gpu_proc_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
-	target_gone(p);
+	target_gone(p, false);
 	return 0;
 }

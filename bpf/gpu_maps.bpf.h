@@ -113,6 +113,14 @@ struct {
 	__uint(max_entries, 1024 * 1024);
 } gpu_events SEC(".maps");
 
+/* Exits and execs of targets, with the exit-time mappings (struct
+ * strata_proc_event, as the sampler's events: user space feeds them to the
+ * process tracker). */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024);
+} gpu_proc_events SEC(".maps");
+
 static __always_inline void gpu_count(enum gpu_counter c)
 {
 	__u32 key = c;

@@ -452,7 +452,6 @@ struct gpu_coll_val {
 
 enum gpu_event_type {
 	GPU_EV_CALL = 1, /* one call (NCCL always; CUDA when tracing) */
-	GPU_EV_EXIT = 2, /* a target process exited: sweep its entries (a0: mm_id) */
 };
 
 /* One call, streamed through the gpu_events ring buffer.  Timestamps are

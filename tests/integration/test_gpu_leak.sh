@@ -12,7 +12,8 @@ export SIM_INIT_MS=400
 	-- "$FIX/gpu_workload" leak 25 >> "$T/out" 2>&1 || { cat "$T/out"; fail "second record failed"; }
 cat "$T/leaks.txt"
 top=$(awk 'NR == 3' "$T/leaks.txt")
-echo "$top" | grep -q 'leaky_site' || fail "top outstanding stack is not leaky_site: $top"
+echo "$top" | grep -q "cudaMalloc <- leaky_site <- run_leak <- main" ||
+	fail "top outstanding stack is not cudaMalloc <- leaky_site <- run_leak <- main: $top"
 bytes=$(echo "$top" | awk '{print $1}') count=$(echo "$top" | awk '{print $2}')
 [ "$bytes" -eq $((25 << 20)) ] || fail "leaked bytes $bytes, want $((25 << 20))"
 [ "$count" -eq 25 ] || fail "leaked allocations $count, want 25"
