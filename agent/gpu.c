@@ -1043,8 +1043,7 @@ struct gpu *gpu__new(const struct gpu_opts *opts, struct module_registry *mods,
 		err = -errno;
 		goto err_out;
 	}
-	err = ring_buffer__add(g->rb, bpf_map__fd(g->skel->maps.gpu_proc_events), on_proc_event,
-			       g);
+	err = ring_buffer__add(g->rb, bpf_map__fd(g->skel->maps.gpu_proc_events), on_proc_event, g);
 	if (err)
 		goto err_out;
 	clock_calibrate(g);

@@ -237,7 +237,7 @@ static __always_inline bool is_target(__u32 tgid)
 	return true;
 }
 
-#include "bpf/task_id.bpf.h" /* mm_id_of(): shared with bpf/gpu.bpf.c */
+#include "bpf/task_id.bpf.h"   /* mm_id_of(): shared with bpf/gpu.bpf.c */
 #include "bpf/exit_vmas.bpf.h" /* exit-time mapping records: shared too */
 
 /*
