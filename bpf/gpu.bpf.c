@@ -21,12 +21,17 @@
 #include "bpf/task_id.bpf.h"
 #include "bpf/exit_vmas.bpf.h"
 
+#define EEXIST 17 /* errno.h is not available to BPF programs */
+
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 /* Settings written by user space between open and load. */
 const volatile bool trace_cuda = false; /* per-call CUDA events (--trace) */
 const volatile bool want_stacks = true;
 const volatile __u32 page_shift = 12; /* set from getpagesize() */
+/* Admission of the session's processes at their first call (admit()). */
+const volatile bool admit_in_bpf = false;
+const volatile __u32 filter_mode = STRATA_FILTER_TGIDS; /* enum strata_filter */
 
 #include "bpf/gpu_maps.bpf.h"
 #include "bpf/gpu_stack.bpf.h"
@@ -34,8 +39,7 @@ const volatile __u32 page_shift = 12; /* set from getpagesize() */
 #include "bpf/gpu_cuda.bpf.h"
 #include "bpf/gpu_nccl.bpf.h"
 
-SEC("uprobe")
-int gpu_enter(struct pt_regs *ctx)
+static __always_inline int on_enter(struct pt_regs *ctx)
 {
 	__u32 api = (__u32)bpf_get_attach_cookie(ctx);
 	struct gpu_call *c;
@@ -52,8 +56,7 @@ int gpu_enter(struct pt_regs *ctx)
 	return 0;
 }
 
-SEC("uretprobe")
-int gpu_exit(struct pt_regs *ctx)
+static __always_inline int on_exit(struct pt_regs *ctx)
 {
 	struct gpu_call c;
 	__s64 ret;
@@ -79,9 +82,45 @@ int gpu_exit(struct pt_regs *ctx)
 	return 0;
 }
 
+/*
+ * Each program twice: attached through uprobe_multi links (one per file and
+ * probe group; user space loads the *_multi copies with that attach type:
+ * agent/uprobe_multi.h says why), or as single uprobes on kernels before
+ * 6.6 (chosen at the first attach).
+ */
+SEC("uprobe")
+int gpu_enter(struct pt_regs *ctx)
+{
+	return on_enter(ctx);
+}
+
+SEC("uretprobe")
+int gpu_exit(struct pt_regs *ctx)
+{
+	return on_exit(ctx);
+}
+
+SEC("uprobe")
+int gpu_enter_multi(struct pt_regs *ctx)
+{
+	return on_enter(ctx);
+}
+
+SEC("uretprobe")
+int gpu_exit_multi(struct pt_regs *ctx)
+{
+	return on_exit(ctx);
+}
+
 /* Benchmark floor: the cheapest possible probe on the same functions. */
 SEC("uprobe")
 int gpu_empty(struct pt_regs *ctx)
+{
+	return 0;
+}
+
+SEC("uprobe")
+int gpu_empty_multi(struct pt_regs *ctx)
 {
 	return 0;
 }

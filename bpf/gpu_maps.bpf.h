@@ -27,6 +27,23 @@ struct {
 	__type(value, struct gpu_target);
 } gpu_targets SEC(".maps");
 
+/* The session's own filter (the sampler's maps, shared with
+ * bpf_map__reuse_fd): a process the session profiles becomes a GPU target
+ * at its first call into an attached file (see admit()). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u32);
+	__type(value, __u32);
+} session_targets SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_CGROUP_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} session_cgroup SEC(".maps");
+
 /* Keyed by thread id.  LRU: a thread that dies inside a call leaves an
  * entry nobody removes. */
 struct {

@@ -534,6 +534,8 @@ enum gpu_counter {
 	GPU_CNT_COMM_UNKNOWN, /* collective on a communicator never initialised */
 	GPU_CNT_TALLY_FULL,   /* tally / error / stats map full */
 	GPU_CNT_FUNCS_FULL,   /* kernel-name map full */
+	GPU_CNT_ADMITTED,     /* processes made targets by their first call */
+	GPU_CNT_TARGETS_FULL, /* target map full: process not admitted */
 	GPU_CNT_MAX,
 };
 
