@@ -1205,19 +1205,27 @@ const struct gpu_proc_info *gpu_data__proc(const struct gpu_data *d, uint32_t tg
 
 /* ---- life cycle ---------------------------------------------------------- */
 
-/* Before load: the session's filter maps, for admission in BPF. */
+/* Before load: the session's filter maps, for admission in BPF, and the
+ * scheduler layer's API-layer map. */
 static int session_maps(struct gpu *g)
 {
+	uint32_t f = g->opts.filter;
+	bool admit = f == STRATA_FILTER_NONE;
 	int err = 0;
 
-	g->skel->rodata->filter_mode = g->opts.filter;
-	if (g->opts.filter == STRATA_FILTER_TGIDS && g->opts.targets_fd > 0)
+	g->skel->rodata->filter_mode = f;
+	if (f == STRATA_FILTER_TGIDS && g->opts.targets_fd > 0) {
 		err = bpf_map__reuse_fd(g->skel->maps.session_targets, g->opts.targets_fd);
-	else if (g->opts.filter == STRATA_FILTER_CGROUP && g->opts.cgroup_map_fd > 0)
+		admit = !err;
+	} else if (f == STRATA_FILTER_CGROUP && g->opts.cgroup_map_fd > 0) {
 		err = bpf_map__reuse_fd(g->skel->maps.session_cgroup, g->opts.cgroup_map_fd);
-	else if (g->opts.filter != STRATA_FILTER_NONE)
-		return 0; /* no filter to admit by: /proc discovery only */
-	g->skel->rodata->admit_in_bpf = !err;
+		admit = !err;
+	} /* else no filter to admit by: /proc discovery only */
+	g->skel->rodata->admit_in_bpf = admit;
+	if (!err && g->opts.api_layers_fd > 0) {
+		err = bpf_map__reuse_fd(g->skel->maps.api_layers, g->opts.api_layers_fd);
+		g->skel->rodata->mark_layers = !err;
+	}
 	return err;
 }
 

@@ -20,6 +20,7 @@
 #include "bpf/strata.h"
 #include "bpf/task_id.bpf.h"
 #include "bpf/exit_vmas.bpf.h"
+#include "bpf/api_layer.bpf.h"
 
 #define EEXIST 17 /* errno.h is not available to BPF programs */
 
@@ -29,6 +30,9 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 const volatile bool trace_cuda = false; /* per-call CUDA events (--trace) */
 const volatile bool want_stacks = true;
 const volatile __u32 page_shift = 12; /* set from getpagesize() */
+/* Mark the scheduler layer's per-thread API layer (api_layers is then
+ * sched's map, shared by user space with bpf_map__reuse_fd). */
+const volatile bool mark_layers = false;
 /* Admission of the session's processes at their first call (admit()). */
 const volatile bool admit_in_bpf = false;
 const volatile __u32 filter_mode = STRATA_FILTER_TGIDS; /* enum strata_filter */
@@ -38,6 +42,22 @@ const volatile __u32 filter_mode = STRATA_FILTER_TGIDS; /* enum strata_filter */
 #include "bpf/gpu_call.bpf.h"
 #include "bpf/gpu_cuda.bpf.h"
 #include "bpf/gpu_nccl.bpf.h"
+
+/* The API layer a call's time belongs to (docs/diagnosis.md). */
+static __always_inline __u32 layer_of(__u32 kind)
+{
+	switch (kind) {
+	case GPU_KIND_SYNC:
+		return STRATA_LAYER_GPU_WAIT;
+	case GPU_KIND_NCCL_INIT:
+	case GPU_KIND_COLL:
+	case GPU_KIND_P2P:
+	case GPU_KIND_GROUP: /* ncclGroupEnd runs the grouped collectives */
+		return STRATA_LAYER_COLLECTIVE;
+	default:
+		return STRATA_LAYER_CUDA_API;
+	}
+}
 
 static __always_inline int on_enter(struct pt_regs *ctx)
 {
@@ -49,6 +69,8 @@ static __always_inline int on_enter(struct pt_regs *ctx)
 	c = call_enter(ctx, api);
 	if (!c)
 		return 0;
+	if (mark_layers)
+		api_layer_enter(layer_of(gpu_api_kind(api)));
 	if (gpu_api_kind(api) == GPU_KIND_NCCL_INIT)
 		nccl_init_enter(ctx, c);
 	else if (api == GPU_API_cudaLaunchKernelExC || api == GPU_API_cuLaunchKernelEx)
@@ -64,6 +86,8 @@ static __always_inline int on_exit(struct pt_regs *ctx)
 
 	if (!call_exit(ctx, &c))
 		return 0;
+	if (mark_layers)
+		api_layer_exit();
 	now = bpf_ktime_get_ns();
 	/* cudaError_t, CUresult and ncclResult_t are all C enums (int). */
 	ret = (__s32)PT_REGS_RC(ctx);

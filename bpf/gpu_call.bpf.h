@@ -78,6 +78,8 @@ static __always_inline struct gpu_call *call_enter(struct pt_regs *ctx, __u32 ap
 		gpu_count(GPU_CNT_NESTED);
 		return NULL;
 	}
+	if (c && mark_layers)
+		api_layer_exit(); /* the stale call's layer, never popped */
 	if (!c) {
 		struct gpu_call z = {};
 
