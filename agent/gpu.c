@@ -489,12 +489,15 @@ static void read_environ(struct gpu_proc *p)
 	}
 }
 
-static void proc_target(struct gpu *g, struct gpu_proc *p)
+/* p is a target: in the BPF filter (in_bpf: BPF admitted it already, and
+ * a process gone since must not be put back). */
+static void proc_target(struct gpu *g, struct gpu_proc *p, bool in_bpf)
 {
 	struct gpu_target t = {};
 
-	/* NOEXIST: admitted in BPF already, its mm_id kept */
-	if (bpf_map_update_elem(bpf_map__fd(g->skel->maps.gpu_targets), &p->tgid, &t,
+	/* NOEXIST: BPF may have admitted it meanwhile, its mm_id kept */
+	if (!in_bpf &&
+	    bpf_map_update_elem(bpf_map__fd(g->skel->maps.gpu_targets), &p->tgid, &t,
 				BPF_NOEXIST) &&
 	    errno != EEXIST) {
 		pr_warn("gpu: pid %u: targets map full", p->tgid);
@@ -544,7 +547,7 @@ static void proc_scan(struct gpu *g, struct gpu_proc *p, uint64_t now_ms)
 	}
 	free(maps);
 	if (p->nfiles && p->state == PROC_WATCH)
-		proc_target(g, p);
+		proc_target(g, p, false);
 	/* dlopen can add a library later (PyTorch loads CUDA on import) */
 	p->next_scan_ms = now_ms + p->backoff_ms;
 	p->backoff_ms = p->backoff_ms * 2 > GPU_SCAN_MAX_MS ? GPU_SCAN_MAX_MS : p->backoff_ms * 2;
@@ -622,7 +625,7 @@ void gpu__on_proc_event(struct gpu *g, const struct strata_proc_event *e)
 
 /* A process BPF made a target at its first call: scanned now; a target
  * even if it is gone already (its exit event follows and finishes it). */
-static void proc_admitted(struct gpu *g, uint32_t tgid, uint64_t mm_id)
+static void proc_admitted(struct gpu *g, uint32_t tgid, uint64_t mm_id, const char *comm)
 {
 	struct gpu_proc *p = proc_find(g, tgid);
 
@@ -632,8 +635,11 @@ static void proc_admitted(struct gpu *g, uint32_t tgid, uint64_t mm_id)
 		return;
 	if (!p->mm_id)
 		p->mm_id = mm_id;
+	if (comm && !p->info.comm[0]) /* /proc may be gone by now */
+		snprintf(p->info.comm, sizeof(p->info.comm), "%.*s", (int)sizeof(p->info.comm) - 1,
+			 comm);
 	if (p->state == PROC_WATCH)
-		proc_target(g, p);
+		proc_target(g, p, true);
 	p->next_scan_ms = 0; /* its files, now */
 	proc_scan(g, p, mono_ms());
 }
@@ -650,9 +656,10 @@ static void adopt_targets(struct gpu *g)
 	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
 		key = next;
 		prev = &key;
-		if (!proc_find(g, key) && !bpf_map_lookup_elem(fd, &key, &t)) {
+		if (!proc_find(g, key) && !proc_find_exited(g, key) &&
+		    !bpf_map_lookup_elem(fd, &key, &t)) {
 			g->adopted++;
-			proc_admitted(g, key, t.mm_id);
+			proc_admitted(g, key, t.mm_id, NULL);
 		}
 	}
 }
@@ -668,7 +675,7 @@ static int on_proc_event(void *ctx, void *data, size_t size)
 		return 0;
 	switch (e->type) {
 	case PROC_EV_NEW: /* admitted by BPF at its first call */
-		proc_admitted(g, e->tgid, e->mm_id);
+		proc_admitted(g, e->tgid, e->mm_id, e->comm);
 		break;
 	case PROC_EV_EXIT:
 		proc_tracker__on_event(g->procs_tracker, e);
