@@ -23,6 +23,7 @@
 #include "agent/clock.h"
 #include "agent/gpu_budget.h"
 #include "agent/gpu_elf.h"
+#include "agent/gpu_leaks.h"
 #include "agent/gpu_libs.h"
 #include "agent/gpu_names.h"
 #include "agent/gpu_tables.h"
@@ -93,17 +94,6 @@ struct stack_row {
 	struct gpu_stack s;
 };
 
-struct leak_key {
-	uint32_t tgid, pad;
-	uint64_t stack_id;
-};
-
-struct leak_row {
-	struct leak_key key;
-	struct gpu_leak l;
-	uint64_t snap; /* drain that last refreshed bytes/count */
-};
-
 struct func_key {
 	uint32_t tgid, pad;
 	uint64_t object;
@@ -128,9 +118,9 @@ struct gpu {
 	int nfiles;
 	struct gpu_table known;
 	struct gpu_proc *procs;
-	uint64_t snap;
 
-	struct gpu_table raw_stacks, stacks, sites, tally, errs, leaks, colls, funcs;
+	struct gpu_table raw_stacks, stacks, sites, tally, errs, colls, funcs;
+	struct gpu_leaks leaks;
 	struct gpu_call_rec *calls;
 	size_t ncalls;
 	uint64_t *prev_calls; /* per tally row: calls at the last budget plan */
@@ -169,16 +159,6 @@ static uint64_t to_realtime(const struct gpu *g, uint64_t mono)
 }
 
 /* ---- files: discovery and attachment ---------------------------------- */
-
-static bool sheddable(uint32_t api)
-{
-	uint32_t k = gpu_api_kind(api);
-
-	/* Frees are never shed (a missed free must not become a leak), nor
-	 * NCCL calls (sequence numbers must stay exact; they are low-rate). */
-	return k == GPU_KIND_LAUNCH || k == GPU_KIND_ALLOC || k == GPU_KIND_COPY ||
-	       k == GPU_KIND_SYNC || k == GPU_KIND_LOOKUP;
-}
 
 /* Single-uprobe fallback (kernels before 6.6): two links per probe. */
 static int attach_probe(struct gpu *g, struct gpu_file *f, size_t i)
@@ -239,7 +219,7 @@ static int group_attach(struct gpu *g, struct gpu_file *f, int grp)
 	size_t n = 0;
 
 	for (size_t i = 0; i < f->probes.n; i++) {
-		if (sheddable(f->probes.p[i].api) != (grp == GRP_SHED))
+		if (gpu_budget__sheddable(f->probes.p[i].api) != (grp == GRP_SHED))
 			continue;
 		if (g->no_multi) {
 			attach_probe(g, f, i);
@@ -279,7 +259,7 @@ static int group_attach(struct gpu *g, struct gpu_file *f, int grp)
 static void group_detach(struct gpu *g, struct gpu_file *f, int grp)
 {
 	for (size_t i = 0; i < f->probes.n; i++)
-		if (sheddable(f->probes.p[i].api) == (grp == GRP_SHED))
+		if (gpu_budget__sheddable(f->probes.p[i].api) == (grp == GRP_SHED))
 			detach_probe(g, f, i);
 	for (int ret = 0; ret < 2; ret++) {
 		if (f->multi[grp][ret] <= 0)
@@ -775,7 +755,7 @@ static void budget_plan(struct gpu *g, uint64_t now_ns)
 				continue; /* the busiest 64 are enough to plan */
 			tgids[np++] = rows[i].key.tgid;
 		}
-		if (sheddable(rows[i].key.api))
+		if (gpu_budget__sheddable(rows[i].key.api))
 			shed[j] += d;
 		else
 			fixed[j] += d;
@@ -973,16 +953,13 @@ static void read_map(struct gpu *g, struct bpf_map *m, struct gpu_table *t, size
 /* Outstanding allocations, grouped by (process, stack). */
 static void snapshot_allocs(struct gpu *g)
 {
-	int fd = bpf_map__fd(g->skel->maps.gpu_allocs), err = 0;
+	int fd = bpf_map__fd(g->skel->maps.gpu_allocs);
 	struct gpu_alloc_key key, next;
 	struct gpu_alloc_val v;
-	uint64_t now = realtime_ns();
 	void *prev = NULL;
 
-	g->snap++;
+	gpu_leaks__begin(&g->leaks, realtime_ns());
 	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
-		struct leak_key lk;
-		struct leak_row *r;
 		struct gpu_proc *p;
 
 		key = next;
@@ -992,38 +969,14 @@ static void snapshot_allocs(struct gpu *g)
 		p = proc_find(g, key.tgid);
 		if (!p) /* exited: rows already final */
 			p = proc_find_exited(g, key.tgid);
-		lk = (struct leak_key){ .tgid = key.tgid, .stack_id = v.stack_id };
-		r = gpu_table__get(&g->leaks, &lk, &err);
-		if (!r) {
+		if (gpu_leaks__add(&g->leaks, key.tgid, v.stack_id, v.size, to_realtime(g, v.ts_ns),
+				   p && p->state == PROC_EXITED)) {
 			g->data.dropped_rows++;
 			continue;
 		}
-		if (r->snap != g->snap) {
-			if (!r->l.first_ns) {
-				r->l.first_ns = now;
-				r->l.first_bytes = 0;
-			}
-			r->l.bytes = r->l.count = 0;
-			r->l.oldest_ns = UINT64_MAX;
-			r->snap = g->snap;
-		}
-		r->l.tgid = key.tgid;
-		r->l.stack_id = v.stack_id;
-		r->l.bytes += v.size;
-		r->l.count++;
-		r->l.last_ns = now;
-		if (to_realtime(g, v.ts_ns) < r->l.oldest_ns)
-			r->l.oldest_ns = to_realtime(g, v.ts_ns);
-		r->l.at_exit = p && p->state == PROC_EXITED;
 		resolve_stack(g, key.tgid, v.stack_id, p ? p->mm_id : 0);
 	}
-	/* groups with nothing outstanding any more (all freed) */
-	for (size_t i = 0; i < g->leaks.n; i++) {
-		struct leak_row *r = (struct leak_row *)g->leaks.rows + i;
-
-		if (r->snap != g->snap && !r->l.at_exit)
-			r->l.bytes = r->l.count = 0;
-	}
+	gpu_leaks__end(&g->leaks);
 }
 
 /* The BPF maps whose keys start with a tgid. */
@@ -1176,14 +1129,7 @@ const struct gpu_data *gpu__data(struct gpu *g)
 	d->sampling_ratio = gpu_budget__achieved(&g->budget);
 	/* leaks: a compact copy of the groups with something outstanding */
 	free(d->leaks);
-	d->leaks = calloc(g->leaks.n + 1, sizeof(*d->leaks));
-	d->nleaks = 0;
-	for (size_t i = 0; d->leaks && i < g->leaks.n; i++) {
-		const struct leak_row *r = (const struct leak_row *)g->leaks.rows + i;
-
-		if (r->l.count)
-			d->leaks[d->nleaks++] = r->l;
-	}
+	d->leaks = gpu_leaks__outstanding(&g->leaks, &d->nleaks);
 	/* stacks: pointers into the stack table's rows */
 	free(d->stacks_view);
 	d->stacks_view = calloc(g->stacks.n + 1, sizeof(*d->stacks_view));
@@ -1273,8 +1219,7 @@ struct gpu *gpu__new(const struct gpu_opts *opts, struct module_registry *mods,
 			GPU_MAX_ROWS);
 	gpu_table__init(&g->errs, sizeof(struct gpu_err_row), 0, sizeof(struct gpu_err_key),
 			GPU_MAX_ROWS);
-	gpu_table__init(&g->leaks, sizeof(struct leak_row), 0, sizeof(struct leak_key),
-			GPU_MAX_ROWS);
+	gpu_leaks__init(&g->leaks, GPU_MAX_ROWS);
 	gpu_table__init(&g->colls, sizeof(struct gpu_coll_row), 0, sizeof(struct gpu_coll_key),
 			GPU_MAX_ROWS);
 	gpu_table__init(&g->funcs, sizeof(struct func_row), 0, sizeof(struct func_key),
@@ -1348,7 +1293,7 @@ void gpu__free(struct gpu *g)
 	gpu_table__fini(&g->sites);
 	gpu_table__fini(&g->tally);
 	gpu_table__fini(&g->errs);
-	gpu_table__fini(&g->leaks);
+	gpu_leaks__fini(&g->leaks);
 	gpu_table__fini(&g->colls);
 	gpu_table__fini(&g->funcs);
 	profile__free(g->data.frames);
