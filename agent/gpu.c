@@ -180,10 +180,11 @@ static int attach_probe(struct gpu *g, struct gpu_file *f, size_t i)
 		}
 		g->links++;
 	}
-	if (!f->exit[i] && !g->opts.empty_probes) {
+	if (!f->exit[i]) {
 		o.retprobe = true;
-		f->exit[i] =
-			bpf_program__attach_uprobe_opts(g->skel->progs.gpu_exit, -1, path, off, &o);
+		f->exit[i] = bpf_program__attach_uprobe_opts(
+			g->opts.empty_probes ? g->skel->progs.gpu_empty : g->skel->progs.gpu_exit,
+			-1, path, off, &o);
 		if (!f->exit[i]) {
 			g->attach_failed++;
 			return -errno;
@@ -229,12 +230,13 @@ static int group_attach(struct gpu *g, struct gpu_file *f, int grp)
 		cookies[n++] = f->probes.p[i].api;
 	}
 	for (int ret = 0; n && !g->no_multi && ret < 2; ret++) {
-		struct bpf_program *prog = ret			  ? g->skel->progs.gpu_exit_multi
-					   : g->opts.empty_probes ? g->skel->progs.gpu_empty_multi
-								  : g->skel->progs.gpu_enter_multi;
+		/* the benchmark floor: empty programs on entry and return */
+		struct bpf_program *prog = g->opts.empty_probes ? g->skel->progs.gpu_empty_multi
+					   : ret		? g->skel->progs.gpu_exit_multi
+								: g->skel->progs.gpu_enter_multi;
 		int fd;
 
-		if (f->multi[grp][ret] > 0 || (ret && g->opts.empty_probes))
+		if (f->multi[grp][ret] > 0)
 			continue;
 		fd = uprobe_multi__attach(prog, f->mod->open_path, offs, cookies, n, ret, -1);
 		if ((fd == -EINVAL || fd == -EOPNOTSUPP) && !g->multi_ok) {

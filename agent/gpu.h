@@ -21,7 +21,7 @@ struct gpu_opts {
 	bool trace;	      /* per-call CUDA events (--trace) */
 	double budget;	      /* CPU share per process for probes; 0: 0.01; < 0: no limit */
 	double probe_cost_ns; /* cost of one probe hit; 0: 11000 */
-	bool empty_probes;    /* benchmark: attach the empty program instead */
+	bool empty_probes;    /* benchmark: the empty program on entry and return */
 	bool no_stacks;	      /* benchmark: no call-site stacks */
 	/* Discovery (docs/gpu.md): files attached for the whole session, so a
 	 * process's first call is seen (BPF admits the session's processes). */
