@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #define CLI_MAX_PIDS 256
+#define CLI_MAX_GPU_LIBS 16 /* --gpu-lib (GPU layer) */
 
 struct session_opts;
 

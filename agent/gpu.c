@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -22,11 +23,14 @@
 #include "agent/clock.h"
 #include "agent/gpu_budget.h"
 #include "agent/gpu_elf.h"
+#include "agent/gpu_leaks.h"
+#include "agent/gpu_libs.h"
 #include "agent/gpu_names.h"
 #include "agent/gpu_tables.h"
 #include "agent/log.h"
 #include "agent/proc_maps.h"
 #include "agent/resolve.h"
+#include "agent/uprobe_multi.h"
 #include "gpu.skel.h"
 
 #define GPU_MAX_FILES 64
@@ -38,14 +42,22 @@
 #define GPU_SCAN_FIRST_MS 5
 /* also how late a target whose exit events were missed is found dead */
 #define GPU_SCAN_MAX_MS 500
+#define GPU_GRACE_MS 5000 /* a file's probes stay attached this long unused */
+
+enum { GRP_FIXED, GRP_SHED, GRP_MAX }; /* probe groups: see group_attach() */
 
 struct gpu_file {
 	dev_t dev;
 	uint64_t ino;
 	struct module *mod;
 	struct gpu_elf_probes probes;
-	struct bpf_link *enter[GPU_ELF_MAX_PROBES], *exit[GPU_ELF_MAX_PROBES];
-	uint32_t refs;
+	int multi[GRP_MAX][2]; /* uprobe_multi link fds [group][return], -1: none */
+	size_t multi_n[GRP_MAX];
+	struct bpf_link *enter[GPU_ELF_MAX_PROBES], *exit[GPU_ELF_MAX_PROBES]; /* fallback */
+	uint32_t refs; /* target processes mapping it */
+	bool attached;
+	bool pinned;		/* attached for the whole session */
+	uint64_t idle_since_ms; /* refs fell to 0 then */
 };
 
 struct gpu_known { /* key: dev, ino */
@@ -82,17 +94,6 @@ struct stack_row {
 	struct gpu_stack s;
 };
 
-struct leak_key {
-	uint32_t tgid, pad;
-	uint64_t stack_id;
-};
-
-struct leak_row {
-	struct leak_key key;
-	struct gpu_leak l;
-	uint64_t snap; /* drain that last refreshed bytes/count */
-};
-
 struct func_key {
 	uint32_t tgid, pad;
 	uint64_t object;
@@ -117,15 +118,17 @@ struct gpu {
 	int nfiles;
 	struct gpu_table known;
 	struct gpu_proc *procs;
-	uint64_t snap;
 
-	struct gpu_table raw_stacks, stacks, sites, tally, errs, leaks, colls, funcs;
+	struct gpu_table raw_stacks, stacks, sites, tally, errs, colls, funcs;
+	struct gpu_leaks leaks;
 	struct gpu_call_rec *calls;
 	size_t ncalls;
 	uint64_t *prev_calls; /* per tally row: calls at the last budget plan */
 	size_t nprev;
 
 	struct gpu_data data;
+	bool no_multi, multi_ok; /* uprobe_multi refused / worked on this kernel */
+	uint64_t adopted;	 /* BPF-admitted targets found without their event */
 	uint64_t links, attach_failed, scans, scan_failed, files_dropped, procs_dropped;
 	uint64_t exits;
 };
@@ -157,16 +160,7 @@ static uint64_t to_realtime(const struct gpu *g, uint64_t mono)
 
 /* ---- files: discovery and attachment ---------------------------------- */
 
-static bool sheddable(uint32_t api)
-{
-	uint32_t k = gpu_api_kind(api);
-
-	/* Frees are never shed (a missed free must not become a leak), nor
-	 * NCCL calls (sequence numbers must stay exact; they are low-rate). */
-	return k == GPU_KIND_LAUNCH || k == GPU_KIND_ALLOC || k == GPU_KIND_COPY ||
-	       k == GPU_KIND_SYNC || k == GPU_KIND_LOOKUP;
-}
-
+/* Single-uprobe fallback (kernels before 6.6): two links per probe. */
 static int attach_probe(struct gpu *g, struct gpu_file *f, size_t i)
 {
 	LIBBPF_OPTS(bpf_uprobe_opts, o, .bpf_cookie = f->probes.p[i].api);
@@ -186,10 +180,11 @@ static int attach_probe(struct gpu *g, struct gpu_file *f, size_t i)
 		}
 		g->links++;
 	}
-	if (!f->exit[i] && !g->opts.empty_probes) {
+	if (!f->exit[i]) {
 		o.retprobe = true;
-		f->exit[i] =
-			bpf_program__attach_uprobe_opts(g->skel->progs.gpu_exit, -1, path, off, &o);
+		f->exit[i] = bpf_program__attach_uprobe_opts(
+			g->opts.empty_probes ? g->skel->progs.gpu_empty : g->skel->progs.gpu_exit,
+			-1, path, off, &o);
 		if (!f->exit[i]) {
 			g->attach_failed++;
 			return -errno;
@@ -213,26 +208,134 @@ static void detach_probe(struct gpu *g, struct gpu_file *f, size_t i)
 	}
 }
 
+/*
+ * Attaches one probe group of a file (GRP_SHED: the probes the duty cycle
+ * sheds; GRP_FIXED: the rest) as two uprobe_multi links, entry and return.
+ * The first refusal of uprobe_multi (an older kernel) switches the session
+ * to single uprobes for good.
+ */
+static int group_attach(struct gpu *g, struct gpu_file *f, int grp)
+{
+	uint64_t offs[GPU_ELF_MAX_PROBES], cookies[GPU_ELF_MAX_PROBES];
+	size_t n = 0;
+
+	for (size_t i = 0; i < f->probes.n; i++) {
+		if (gpu_budget__sheddable(f->probes.p[i].api) != (grp == GRP_SHED))
+			continue;
+		if (g->no_multi) {
+			attach_probe(g, f, i);
+			continue;
+		}
+		offs[n] = f->probes.p[i].offset;
+		cookies[n++] = f->probes.p[i].api;
+	}
+	for (int ret = 0; n && !g->no_multi && ret < 2; ret++) {
+		/* the benchmark floor: empty programs on entry and return */
+		struct bpf_program *prog = g->opts.empty_probes ? g->skel->progs.gpu_empty_multi
+					   : ret		? g->skel->progs.gpu_exit_multi
+								: g->skel->progs.gpu_enter_multi;
+		int fd;
+
+		if (f->multi[grp][ret] > 0)
+			continue;
+		fd = uprobe_multi__attach(prog, f->mod->open_path, offs, cookies, n, ret, -1);
+		if ((fd == -EINVAL || fd == -EOPNOTSUPP) && !g->multi_ok) {
+			pr_info("gpu: no uprobe_multi links (%s): single uprobes", strerror(-fd));
+			g->no_multi = true;
+			return group_attach(g, f, grp);
+		}
+		if (fd < 0) {
+			g->attach_failed++;
+			pr_warn("gpu: %s: attaching %zu probes: %s", f->mod->path, n,
+				strerror(-fd));
+			return fd;
+		}
+		g->multi_ok = true;
+		f->multi[grp][ret] = fd;
+		f->multi_n[grp] = n;
+		g->links += n;
+	}
+	return 0;
+}
+
+static void group_detach(struct gpu *g, struct gpu_file *f, int grp)
+{
+	for (size_t i = 0; i < f->probes.n; i++)
+		if (gpu_budget__sheddable(f->probes.p[i].api) == (grp == GRP_SHED))
+			detach_probe(g, f, i);
+	for (int ret = 0; ret < 2; ret++) {
+		if (f->multi[grp][ret] <= 0)
+			continue;
+		close(f->multi[grp][ret]); /* one grace period for the whole group */
+		f->multi[grp][ret] = -1;
+		g->links -= f->multi_n[grp];
+	}
+}
+
 /* Attaches a file's probes (the sheddable ones only while the duty cycle
  * has them on). */
 static void file_attach(struct gpu *g, struct gpu_file *f)
 {
-	for (size_t i = 0; i < f->probes.n; i++)
-		if (g->budget.attached || !sheddable(f->probes.p[i].api))
-			attach_probe(g, f, i);
+	group_attach(g, f, GRP_FIXED);
+	if (g->budget.attached)
+		group_attach(g, f, GRP_SHED);
+	f->attached = true;
 }
 
 static void file_detach(struct gpu *g, struct gpu_file *f)
 {
-	for (size_t i = 0; i < f->probes.n; i++)
-		detach_probe(g, f, i);
+	group_detach(g, f, GRP_FIXED);
+	group_detach(g, f, GRP_SHED);
+	f->attached = false;
 }
 
-/* The GPU file index for a mapping, classifying the file on first sight;
- * -1 for other files. */
-static int classify(struct gpu *g, int pid, const struct proc_map *m)
+/* A file gained a user (a target process maps it). */
+static void file_ref(struct gpu *g, struct gpu_file *f)
 {
-	struct gpu_known key = { .dev = makedev(m->dev_major, m->dev_minor), .ino = m->inode };
+	f->refs++;
+	if (!f->attached)
+		file_attach(g, f);
+}
+
+/* A file lost a user: detached once it has had none for the grace period
+ * (gpu__poll), so churn of processes using one library costs one attach,
+ * and their first calls are seen (admit() in BPF). */
+static void file_unref(struct gpu *g, struct gpu_file *f)
+{
+	if (f->refs && --f->refs == 0)
+		f->idle_since_ms = mono_ms();
+}
+
+/* Detaches the files idle past the grace period; returns the next
+ * deadline (ms). */
+static uint64_t files_expire(struct gpu *g, uint64_t now_ms)
+{
+	uint64_t next = UINT64_MAX;
+
+	for (int i = 0; i < g->nfiles; i++) {
+		struct gpu_file *f = &g->files[i];
+		uint64_t due = f->idle_since_ms + g->opts.grace_ms;
+
+		if (!f->attached || f->refs || f->pinned)
+			continue;
+		if (now_ms >= due) {
+			pr_info("gpu: %s: no user for %u ms: detached", f->mod->path,
+				g->opts.grace_ms);
+			file_detach(g, f);
+		} else if (due < next) {
+			next = due;
+		}
+	}
+	return next;
+}
+
+/* The GPU file index of (dev, ino), classifying the file on first sight;
+ * -1 for other files.  mod_of opens the file (NULL: not now, retried at
+ * the next sight). */
+static int classify_file(struct gpu *g, dev_t dev, uint64_t ino,
+			 struct module *(*mod_of)(struct gpu *g, const void *arg), const void *arg)
+{
+	struct gpu_known key = { .dev = dev, .ino = ino };
 	struct gpu_known *k = gpu_table__find(&g->known, &key);
 	struct module *mod;
 	struct gpu_file *f;
@@ -240,7 +343,7 @@ static int classify(struct gpu *g, int pid, const struct proc_map *m)
 
 	if (k)
 		return k->file;
-	mod = modules__from_map(g->mods, pid, m);
+	mod = mod_of(g, arg);
 	if (!mod)
 		return -1; /* not now: retried at the next scan */
 	k = gpu_table__get(&g->known, &key, &err);
@@ -258,9 +361,57 @@ static int classify(struct gpu *g, int pid, const struct proc_map *m)
 	f->dev = key.dev;
 	f->ino = key.ino;
 	f->mod = mod;
+	memset(f->multi, 0xff, sizeof(f->multi)); /* -1: no link */
 	k->file = g->nfiles++;
 	pr_info("gpu: %s: %zu CUDA/NCCL entry points", mod->path, f->probes.n);
 	return k->file;
+}
+
+struct map_arg {
+	int pid;
+	const struct proc_map *m;
+};
+
+static struct module *mod_of_map(struct gpu *g, const void *arg)
+{
+	const struct map_arg *a = arg;
+
+	return modules__from_map(g->mods, a->pid, a->m);
+}
+
+/* The GPU file index for a mapping of pid, or -1. */
+static int classify(struct gpu *g, int pid, const struct proc_map *m)
+{
+	struct map_arg a = { .pid = pid, .m = m };
+
+	return classify_file(g, makedev(m->dev_major, m->dev_minor), m->inode, mod_of_map, &a);
+}
+
+static struct module *mod_of_path(struct gpu *g, const void *arg)
+{
+	return modules__from_path(g->mods, arg);
+}
+
+/* Attaches a library for the whole session (pre-attach, --gpu-lib). */
+static void pin_file(void *ctx, const char *path)
+{
+	struct gpu *g = ctx;
+	struct stat st;
+	int fi;
+
+	if (stat(path, &st)) {
+		pr_warn("gpu: %s: %s", path, strerror(errno));
+		return;
+	}
+	fi = classify_file(g, st.st_dev, st.st_ino, mod_of_path, path);
+	if (fi < 0) {
+		pr_debug("gpu: %s: no CUDA/NCCL entry points", path);
+		return;
+	}
+	if (!g->files[fi].pinned) {
+		g->files[fi].pinned = true;
+		file_attach(g, &g->files[fi]);
+	}
 }
 
 /* ---- processes --------------------------------------------------------- */
@@ -270,6 +421,15 @@ static struct gpu_proc *proc_find(struct gpu *g, uint32_t tgid)
 	for (size_t i = 0; i < GPU_MAX_PROCS; i++)
 		if (g->procs[i].state != PROC_FREE && g->procs[i].tgid == tgid &&
 		    g->procs[i].state != PROC_EXITED)
+			return &g->procs[i];
+	return NULL;
+}
+
+/* The exited process tgid whose rows await the next drain, or NULL. */
+static struct gpu_proc *proc_find_exited(struct gpu *g, uint32_t tgid)
+{
+	for (size_t i = 0; i < GPU_MAX_PROCS; i++)
+		if (g->procs[i].state == PROC_EXITED && g->procs[i].tgid == tgid)
 			return &g->procs[i];
 	return NULL;
 }
@@ -311,11 +471,17 @@ static void read_environ(struct gpu_proc *p)
 	}
 }
 
-static void proc_target(struct gpu *g, struct gpu_proc *p)
+/* p is a target: in the BPF filter (in_bpf: BPF admitted it already, and
+ * a process gone since must not be put back). */
+static void proc_target(struct gpu *g, struct gpu_proc *p, bool in_bpf)
 {
 	struct gpu_target t = {};
 
-	if (bpf_map_update_elem(bpf_map__fd(g->skel->maps.gpu_targets), &p->tgid, &t, BPF_ANY)) {
+	/* NOEXIST: BPF may have admitted it meanwhile, its mm_id kept */
+	if (!in_bpf &&
+	    bpf_map_update_elem(bpf_map__fd(g->skel->maps.gpu_targets), &p->tgid, &t,
+				BPF_NOEXIST) &&
+	    errno != EEXIST) {
 		pr_warn("gpu: pid %u: targets map full", p->tgid);
 		return;
 	}
@@ -359,15 +525,35 @@ static void proc_scan(struct gpu *g, struct gpu_proc *p, uint64_t now_ms)
 		if (have || p->nfiles >= GPU_PROC_FILES)
 			continue;
 		p->files[p->nfiles++] = fi;
-		if (g->files[fi].refs++ == 0)
-			file_attach(g, &g->files[fi]);
+		file_ref(g, &g->files[fi]);
 	}
 	free(maps);
 	if (p->nfiles && p->state == PROC_WATCH)
-		proc_target(g, p);
+		proc_target(g, p, false);
 	/* dlopen can add a library later (PyTorch loads CUDA on import) */
 	p->next_scan_ms = now_ms + p->backoff_ms;
 	p->backoff_ms = p->backoff_ms * 2 > GPU_SCAN_MAX_MS ? GPU_SCAN_MAX_MS : p->backoff_ms * 2;
+}
+
+/* A free slot for tgid, watched; NULL (counted) when none is left. */
+static struct gpu_proc *proc_new(struct gpu *g, uint32_t tgid)
+{
+	for (size_t i = 0; i < GPU_MAX_PROCS; i++) {
+		struct gpu_proc *p = &g->procs[i];
+
+		if (p->state != PROC_FREE)
+			continue;
+		memset(p, 0, sizeof(*p));
+		p->tgid = tgid;
+		p->state = PROC_WATCH;
+		p->backoff_ms = GPU_SCAN_FIRST_MS;
+		p->info.tgid = tgid;
+		p->info.rank = p->info.local_rank = p->info.world_size = -1;
+		p->info.nccl_rank = p->info.nccl_nranks = -1;
+		return p;
+	}
+	g->procs_dropped++;
+	return NULL;
 }
 
 void gpu__watch(struct gpu *g, uint32_t tgid)
@@ -379,30 +565,27 @@ void gpu__watch(struct gpu *g, uint32_t tgid)
 		p->next_scan_ms = 0;
 		return;
 	}
-	for (size_t i = 0; i < GPU_MAX_PROCS; i++) {
-		if (g->procs[i].state != PROC_FREE)
-			continue;
-		p = &g->procs[i];
-		memset(p, 0, sizeof(*p));
-		p->tgid = tgid;
-		p->state = PROC_WATCH;
-		p->backoff_ms = GPU_SCAN_FIRST_MS;
-		p->info.tgid = tgid;
-		p->info.rank = p->info.local_rank = p->info.world_size = -1;
-		p->info.nccl_rank = p->info.nccl_nranks = -1;
+	p = proc_new(g, tgid);
+	if (p)
 		proc_scan(g, p, mono_ms());
-		return;
-	}
-	g->procs_dropped++;
 }
 
-/* A process exited (or exec'd: the BPF side dropped it as a target). */
+/*
+ * A process exited (or exec'd: the BPF side dropped it as a target).  Two
+ * events tell of one exit (the sampler's and the GPU object's, in either
+ * order): the address-space id, which the exit-time stacks are resolved
+ * with, is taken from whichever carries it.
+ */
 static void proc_exited(struct gpu *g, uint32_t tgid, uint64_t mm_id)
 {
 	struct gpu_proc *p = proc_find(g, tgid);
 
-	if (!p)
+	if (!p) {
+		p = proc_find_exited(g, tgid);
+		if (p && !p->mm_id)
+			p->mm_id = mm_id;
 		return;
+	}
 	if (!p->mm_id)
 		p->mm_id = mm_id;
 	if (p->state == PROC_TARGET || p->nfiles) {
@@ -419,7 +602,78 @@ void gpu__on_proc_event(struct gpu *g, const struct strata_proc_event *e)
 	if (e->type == PROC_EV_NEW || e->type == PROC_EV_EXEC)
 		gpu__watch(g, e->tgid);
 	else if (e->type == PROC_EV_EXIT)
-		proc_exited(g, e->tgid, 0); /* whichever exit event comes first */
+		proc_exited(g, e->tgid, e->mm_id);
+}
+
+/* A process BPF made a target at its first call: scanned now; a target
+ * even if it is gone already (its exit event follows and finishes it). */
+static void proc_admitted(struct gpu *g, uint32_t tgid, uint64_t mm_id, const char *comm)
+{
+	struct gpu_proc *p = proc_find(g, tgid);
+
+	if (!p)
+		p = proc_new(g, tgid);
+	if (!p)
+		return;
+	if (!p->mm_id)
+		p->mm_id = mm_id;
+	if (comm && !p->info.comm[0]) /* /proc may be gone by now */
+		snprintf(p->info.comm, sizeof(p->info.comm), "%.*s", (int)sizeof(p->info.comm) - 1,
+			 comm);
+	if (p->state == PROC_WATCH)
+		proc_target(g, p, true);
+	p->next_scan_ms = 0; /* its files, now */
+	proc_scan(g, p, mono_ms());
+}
+
+/* Targets BPF admitted whose event was lost (ring buffer full) are
+ * adopted at the drain, so their entries are swept at exit like any. */
+static void adopt_targets(struct gpu *g)
+{
+	int fd = bpf_map__fd(g->skel->maps.gpu_targets);
+	uint32_t key, next;
+	struct gpu_target t;
+	void *prev = NULL;
+
+	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+		key = next;
+		prev = &key;
+		if (!proc_find(g, key) && !proc_find_exited(g, key) &&
+		    !bpf_map_lookup_elem(fd, &key, &t)) {
+			g->adopted++;
+			proc_admitted(g, key, t.mm_id, NULL);
+		}
+	}
+}
+
+/* The GPU object's own process events: exits of targets with their
+ * exit-time mappings (for the tracker: see bpf/gpu.bpf.c), and execs. */
+static int on_proc_event(void *ctx, void *data, size_t size)
+{
+	struct gpu *g = ctx;
+	const struct strata_proc_event *e = data;
+
+	if (size < sizeof(*e))
+		return 0;
+	switch (e->type) {
+	case PROC_EV_NEW: /* admitted by BPF at its first call */
+		proc_admitted(g, e->tgid, e->mm_id, e->comm);
+		break;
+	case PROC_EV_EXIT:
+		proc_tracker__on_event(g->procs_tracker, e);
+		proc_exited(g, e->tgid, e->mm_id);
+		break;
+	case PROC_EV_VMA:
+		proc_tracker__on_event(g->procs_tracker, e);
+		break;
+	case PROC_EV_EXEC: /* the old image is finished; the new one is watched */
+		proc_exited(g, e->tgid, 0);
+		gpu__watch(g, e->tgid);
+		break;
+	default:
+		break;
+	}
+	return 0;
 }
 
 /* ---- events ------------------------------------------------------------ */
@@ -432,10 +686,6 @@ static int on_event(void *ctx, void *data, size_t size)
 
 	if (size < sizeof(*e))
 		return 0;
-	if (e->type == GPU_EV_EXIT) {
-		proc_exited(g, e->tgid, e->a[0]);
-		return 0;
-	}
 	if (e->api < GPU_API_MAX && gpu_api_kind(e->api) == GPU_KIND_NCCL_INIT && !e->ret) {
 		struct gpu_proc *p = proc_find(g, e->tgid);
 
@@ -468,16 +718,12 @@ static void shed_set(struct gpu *g, bool attach)
 	for (int fi = 0; fi < g->nfiles; fi++) {
 		struct gpu_file *f = &g->files[fi];
 
-		if (!f->refs)
+		if (!f->attached)
 			continue;
-		for (size_t i = 0; i < f->probes.n; i++) {
-			if (!sheddable(f->probes.p[i].api))
-				continue;
-			if (attach)
-				attach_probe(g, f, i);
-			else
-				detach_probe(g, f, i);
-		}
+		if (attach)
+			group_attach(g, f, GRP_SHED);
+		else
+			group_detach(g, f, GRP_SHED);
 	}
 }
 
@@ -511,7 +757,7 @@ static void budget_plan(struct gpu *g, uint64_t now_ns)
 				continue; /* the busiest 64 are enough to plan */
 			tgids[np++] = rows[i].key.tgid;
 		}
-		if (sheddable(rows[i].key.api))
+		if (gpu_budget__sheddable(rows[i].key.api))
 			shed[j] += d;
 		else
 			fixed[j] += d;
@@ -523,7 +769,7 @@ static void budget_plan(struct gpu *g, uint64_t now_ns)
 
 int gpu__poll(struct gpu *g)
 {
-	uint64_t now = mono_ms(), next = now + 1000, now_ns = mono_ns(), bnext;
+	uint64_t now = mono_ms(), next = now + 1000, now_ns = mono_ns(), bnext, fexp;
 
 	ring_buffer__consume(g->rb);
 	for (size_t i = 0; i < GPU_MAX_PROCS; i++) {
@@ -542,6 +788,9 @@ int gpu__poll(struct gpu *g)
 		bnext = now_ns + 1000000000ULL;
 	if (bnext / 1000000 < next)
 		next = bnext / 1000000;
+	fexp = files_expire(g, now);
+	if (fexp < next)
+		next = fexp;
 	return next > now ? (int)(next - now) : 0;
 }
 
@@ -706,16 +955,13 @@ static void read_map(struct gpu *g, struct bpf_map *m, struct gpu_table *t, size
 /* Outstanding allocations, grouped by (process, stack). */
 static void snapshot_allocs(struct gpu *g)
 {
-	int fd = bpf_map__fd(g->skel->maps.gpu_allocs), err = 0;
+	int fd = bpf_map__fd(g->skel->maps.gpu_allocs);
 	struct gpu_alloc_key key, next;
 	struct gpu_alloc_val v;
-	uint64_t now = realtime_ns();
 	void *prev = NULL;
 
-	g->snap++;
+	gpu_leaks__begin(&g->leaks, realtime_ns());
 	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
-		struct leak_key lk;
-		struct leak_row *r;
 		struct gpu_proc *p;
 
 		key = next;
@@ -723,55 +969,37 @@ static void snapshot_allocs(struct gpu *g)
 		if (bpf_map_lookup_elem(fd, &key, &v))
 			continue;
 		p = proc_find(g, key.tgid);
-		if (!p) { /* exited: rows already final */
-			for (size_t i = 0; i < GPU_MAX_PROCS; i++)
-				if (g->procs[i].state == PROC_EXITED &&
-				    g->procs[i].tgid == key.tgid)
-					p = &g->procs[i];
-		}
-		lk = (struct leak_key){ .tgid = key.tgid, .stack_id = v.stack_id };
-		r = gpu_table__get(&g->leaks, &lk, &err);
-		if (!r) {
+		if (!p) /* exited: rows already final */
+			p = proc_find_exited(g, key.tgid);
+		if (gpu_leaks__add(&g->leaks, key.tgid, v.stack_id, v.size, to_realtime(g, v.ts_ns),
+				   p && p->state == PROC_EXITED)) {
 			g->data.dropped_rows++;
 			continue;
 		}
-		if (r->snap != g->snap) {
-			if (!r->l.first_ns) {
-				r->l.first_ns = now;
-				r->l.first_bytes = 0;
-			}
-			r->l.bytes = r->l.count = 0;
-			r->l.oldest_ns = UINT64_MAX;
-			r->snap = g->snap;
-		}
-		r->l.tgid = key.tgid;
-		r->l.stack_id = v.stack_id;
-		r->l.bytes += v.size;
-		r->l.count++;
-		r->l.last_ns = now;
-		if (to_realtime(g, v.ts_ns) < r->l.oldest_ns)
-			r->l.oldest_ns = to_realtime(g, v.ts_ns);
-		r->l.at_exit = p && p->state == PROC_EXITED;
 		resolve_stack(g, key.tgid, v.stack_id, p ? p->mm_id : 0);
 	}
-	/* groups with nothing outstanding any more (all freed) */
-	for (size_t i = 0; i < g->leaks.n; i++) {
-		struct leak_row *r = (struct leak_row *)g->leaks.rows + i;
+	gpu_leaks__end(&g->leaks);
+}
 
-		if (r->snap != g->snap && !r->l.at_exit)
-			r->l.bytes = r->l.count = 0;
-	}
+/* The BPF maps whose keys start with a tgid. */
+#define PROC_MAPS 7
+static void proc_maps_of(struct gpu *g, struct bpf_map **maps)
+{
+	struct bpf_map *m[PROC_MAPS] = { g->skel->maps.gpu_sites, g->skel->maps.gpu_tally,
+					 g->skel->maps.gpu_errs,  g->skel->maps.gpu_allocs,
+					 g->skel->maps.gpu_funcs, g->skel->maps.gpu_comms,
+					 g->skel->maps.gpu_colls };
+
+	memcpy(maps, m, sizeof(m));
 }
 
 /* Deletes every BPF entry of an exited process (its rows were read). */
 static void purge_bpf(struct gpu *g, uint32_t tgid)
 {
-	struct bpf_map *maps[] = { g->skel->maps.gpu_sites, g->skel->maps.gpu_tally,
-				   g->skel->maps.gpu_errs,  g->skel->maps.gpu_allocs,
-				   g->skel->maps.gpu_funcs, g->skel->maps.gpu_comms,
-				   g->skel->maps.gpu_colls };
+	struct bpf_map *maps[PROC_MAPS];
 
-	for (size_t m = 0; m < sizeof(maps) / sizeof(maps[0]); m++) {
+	proc_maps_of(g, maps);
+	for (size_t m = 0; m < PROC_MAPS; m++) {
 		int fd = bpf_map__fd(maps[m]);
 		char key[64], next[64];
 		void *prev = NULL;
@@ -799,10 +1027,7 @@ static void finish_exited(struct gpu *g)
 			continue;
 		purge_bpf(g, p->tgid);
 		for (uint32_t j = 0; j < p->nfiles; j++) {
-			struct gpu_file *f = &g->files[p->files[j]];
-
-			if (f->refs && --f->refs == 0)
-				file_detach(g, f); /* no process maps it: no uprobes left */
+			file_unref(g, &g->files[p->files[j]]);
 		}
 		p->nfiles = 0;
 		p->state = PROC_FREE; /* its info stays in the data's process table */
@@ -817,6 +1042,7 @@ int gpu__drain(struct gpu *g)
 
 	clock_calibrate(g);
 	ring_buffer__consume(g->rb);
+	adopt_targets(g);
 	drain_stacks(g);
 	for (size_t i = 0; i < GPU_MAX_PROCS; i++) {
 		struct gpu_proc *p = &g->procs[i];
@@ -831,11 +1057,11 @@ int gpu__drain(struct gpu *g)
 	for (size_t i = 0; i < g->sites.n; i++) {
 		struct gpu_site *s = (struct gpu_site *)g->sites.rows + i;
 		struct gpu_proc *p = proc_find(g, s->key.tgid);
-		uint64_t mm = p ? p->mm_id : 0;
+		uint64_t mm;
 
-		for (size_t j = 0; !p && j < GPU_MAX_PROCS; j++)
-			if (g->procs[j].state == PROC_EXITED && g->procs[j].tgid == s->key.tgid)
-				mm = g->procs[j].mm_id;
+		if (!p)
+			p = proc_find_exited(g, s->key.tgid);
+		mm = p ? p->mm_id : 0;
 		resolve_stack(g, s->key.tgid, s->key.stack_id, mm);
 		if (gpu_api_kind(s->key.api) == GPU_KIND_LAUNCH && !s->kernel)
 			s->kernel = kernel_name(g, s->key.tgid, mm, s->key.api, s->key.object);
@@ -905,14 +1131,7 @@ const struct gpu_data *gpu__data(struct gpu *g)
 	d->sampling_ratio = gpu_budget__achieved(&g->budget);
 	/* leaks: a compact copy of the groups with something outstanding */
 	free(d->leaks);
-	d->leaks = calloc(g->leaks.n + 1, sizeof(*d->leaks));
-	d->nleaks = 0;
-	for (size_t i = 0; d->leaks && i < g->leaks.n; i++) {
-		const struct leak_row *r = (const struct leak_row *)g->leaks.rows + i;
-
-		if (r->l.count)
-			d->leaks[d->nleaks++] = r->l;
-	}
+	d->leaks = gpu_leaks__outstanding(&g->leaks, &d->nleaks);
 	/* stacks: pointers into the stack table's rows */
 	free(d->stacks_view);
 	d->stacks_view = calloc(g->stacks.n + 1, sizeof(*d->stacks_view));
@@ -941,6 +1160,30 @@ const struct gpu_proc_info *gpu_data__proc(const struct gpu_data *d, uint32_t tg
 
 /* ---- life cycle ---------------------------------------------------------- */
 
+/* Before load: the session's filter maps, for admission in BPF, and the
+ * scheduler layer's API-layer map. */
+static int session_maps(struct gpu *g)
+{
+	uint32_t f = g->opts.filter;
+	bool admit = f == STRATA_FILTER_NONE;
+	int err = 0;
+
+	g->skel->rodata->filter_mode = f;
+	if (f == STRATA_FILTER_TGIDS && g->opts.targets_fd > 0) {
+		err = bpf_map__reuse_fd(g->skel->maps.session_targets, g->opts.targets_fd);
+		admit = !err;
+	} else if (f == STRATA_FILTER_CGROUP && g->opts.cgroup_map_fd > 0) {
+		err = bpf_map__reuse_fd(g->skel->maps.session_cgroup, g->opts.cgroup_map_fd);
+		admit = !err;
+	} /* else no filter to admit by: /proc discovery only */
+	g->skel->rodata->admit_in_bpf = admit;
+	if (!err && g->opts.api_layers_fd > 0) {
+		err = bpf_map__reuse_fd(g->skel->maps.api_layers, g->opts.api_layers_fd);
+		g->skel->rodata->mark_layers = !err;
+	}
+	return err;
+}
+
 struct gpu *gpu__new(const struct gpu_opts *opts, struct module_registry *mods,
 		     struct proc_tracker *procs, struct symbolizer *sym, struct ksyms *ksyms)
 {
@@ -954,6 +1197,8 @@ struct gpu *gpu__new(const struct gpu_opts *opts, struct module_registry *mods,
 		g->opts.budget = 0.01;
 	if (g->opts.probe_cost_ns <= 0)
 		g->opts.probe_cost_ns = 11000;
+	if (!g->opts.grace_ms)
+		g->opts.grace_ms = GPU_GRACE_MS;
 	g->mods = mods;
 	g->procs_tracker = procs;
 	g->procs = calloc(GPU_MAX_PROCS, sizeof(*g->procs));
@@ -976,8 +1221,7 @@ struct gpu *gpu__new(const struct gpu_opts *opts, struct module_registry *mods,
 			GPU_MAX_ROWS);
 	gpu_table__init(&g->errs, sizeof(struct gpu_err_row), 0, sizeof(struct gpu_err_key),
 			GPU_MAX_ROWS);
-	gpu_table__init(&g->leaks, sizeof(struct leak_row), 0, sizeof(struct leak_key),
-			GPU_MAX_ROWS);
+	gpu_leaks__init(&g->leaks, GPU_MAX_ROWS);
 	gpu_table__init(&g->colls, sizeof(struct gpu_coll_row), 0, sizeof(struct gpu_coll_key),
 			GPU_MAX_ROWS);
 	gpu_table__init(&g->funcs, sizeof(struct func_row), 0, sizeof(struct func_key),
@@ -990,6 +1234,15 @@ struct gpu *gpu__new(const struct gpu_opts *opts, struct module_registry *mods,
 	}
 	g->skel->rodata->trace_cuda = opts->trace;
 	g->skel->rodata->want_stacks = !opts->no_stacks;
+	g->skel->rodata->page_shift = (uint32_t)__builtin_ctzl((unsigned long)getpagesize());
+	err = session_maps(g);
+	if (err)
+		goto err_out;
+	err = uprobe_multi__prepare(g->skel->progs.gpu_enter_multi) ?:
+	      uprobe_multi__prepare(g->skel->progs.gpu_exit_multi) ?:
+	      uprobe_multi__prepare(g->skel->progs.gpu_empty_multi);
+	if (err)
+		goto err_out;
 	err = gpu_bpf__load(g->skel);
 	if (err) {
 		pr_warn("gpu: cannot load the BPF object: %s", strerror(-err));
@@ -1005,11 +1258,18 @@ struct gpu *gpu__new(const struct gpu_opts *opts, struct module_registry *mods,
 		err = -errno;
 		goto err_out;
 	}
+	err = ring_buffer__add(g->rb, bpf_map__fd(g->skel->maps.gpu_proc_events), on_proc_event, g);
+	if (err)
+		goto err_out;
 	clock_calibrate(g);
 	g->data.start_ns = realtime_ns();
 	gpu_budget__init(&g->budget, g->opts.budget, g->opts.probe_cost_ns, 1000000000ULL,
 			 mono_ns());
 	g->window_start_ns = mono_ns();
+	for (size_t i = 0; i < g->opts.nlibs; i++)
+		pin_file(g, g->opts.libs[i]);
+	if (!g->opts.no_preattach)
+		gpu_libs_find(pin_file, g);
 	return g;
 err_out:
 	gpu__free(g);
@@ -1035,7 +1295,7 @@ void gpu__free(struct gpu *g)
 	gpu_table__fini(&g->sites);
 	gpu_table__fini(&g->tally);
 	gpu_table__fini(&g->errs);
-	gpu_table__fini(&g->leaks);
+	gpu_leaks__fini(&g->leaks);
 	gpu_table__fini(&g->colls);
 	gpu_table__fini(&g->funcs);
 	profile__free(g->data.frames);
@@ -1076,6 +1336,13 @@ void gpu__state(struct gpu *g, struct gpu_state *st)
 	st->bpf_targets = map_entries(g->skel->maps.gpu_targets);
 	st->bpf_allocs = map_entries(g->skel->maps.gpu_allocs);
 	st->bpf_inflight = map_entries(g->skel->maps.gpu_inflight);
+	{
+		struct bpf_map *maps[PROC_MAPS];
+
+		proc_maps_of(g, maps);
+		for (size_t m = 0; m < PROC_MAPS; m++)
+			st->bpf_proc_rows += map_entries(maps[m]);
+	}
 }
 
 void gpu__report(struct gpu *g)
@@ -1097,13 +1364,15 @@ void gpu__report(struct gpu *g)
 	fprintf(stderr,
 		"\n  gpu: links=%llu attach_failed=%llu files_attached=%llu targets=%llu "
 		"watched=%llu exits=%llu scans=%llu bpf_targets=%llu bpf_allocs=%llu "
-		"bpf_inflight=%llu dropped_rows=%llu dropped_calls=%llu procs_dropped=%llu "
+		"bpf_inflight=%llu bpf_proc_rows=%llu adopted=%llu dropped_rows=%llu "
+		"dropped_calls=%llu procs_dropped=%llu "
 		"clock_err_ns=%llu\n",
 		(unsigned long long)st.links, (unsigned long long)g->attach_failed,
 		(unsigned long long)st.files_attached, (unsigned long long)st.targets,
 		(unsigned long long)st.watched, (unsigned long long)g->exits,
 		(unsigned long long)g->scans, (unsigned long long)st.bpf_targets,
 		(unsigned long long)st.bpf_allocs, (unsigned long long)st.bpf_inflight,
+		(unsigned long long)st.bpf_proc_rows, (unsigned long long)g->adopted,
 		(unsigned long long)d->dropped_rows, (unsigned long long)d->dropped_calls,
 		(unsigned long long)g->procs_dropped, (unsigned long long)d->clock_err_ns);
 }

@@ -21,8 +21,18 @@ struct gpu_opts {
 	bool trace;	      /* per-call CUDA events (--trace) */
 	double budget;	      /* CPU share per process for probes; 0: 0.01; < 0: no limit */
 	double probe_cost_ns; /* cost of one probe hit; 0: 11000 */
-	bool empty_probes;    /* benchmark: attach the empty program instead */
+	bool empty_probes;    /* benchmark: the empty program on entry and return */
 	bool no_stacks;	      /* benchmark: no call-site stacks */
+	/* Discovery (docs/gpu.md): files attached for the whole session, so a
+	 * process's first call is seen (BPF admits the session's processes). */
+	const char *const *libs; /* --gpu-lib paths */
+	size_t nlibs;
+	bool no_preattach; /* skip the ld.so cache / CUDA toolkit libraries */
+	uint32_t grace_ms; /* unused file kept attached this long; 0: 5000 */
+	uint32_t filter;   /* enum strata_filter of the session */
+	int targets_fd;	   /* the sampler's filter maps (<= 0: none) */
+	int cgroup_map_fd;
+	int api_layers_fd; /* scheduler layer's per-thread API layer (<= 0: off) */
 };
 
 struct gpu;
@@ -53,6 +63,7 @@ void gpu__report(struct gpu *g);
 struct gpu_state {
 	uint64_t files_attached, links, targets, watched;
 	uint64_t bpf_targets, bpf_allocs, bpf_inflight; /* entries in BPF maps now */
+	uint64_t bpf_proc_rows; /* per-process rows (sites, tally, ...), swept at exit */
 };
 void gpu__state(struct gpu *g, struct gpu_state *st);
 

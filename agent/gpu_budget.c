@@ -1,6 +1,21 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "agent/gpu_budget.h"
 
+#include <linux/types.h>
+
+#include "bpf/strata.h"
+
+bool gpu_budget__sheddable(uint32_t api)
+{
+	uint32_t k = gpu_api_kind(api);
+
+	/* Frees are never shed (a missed free must not become a leak), nor
+	 * NCCL calls (sequence numbers must stay exact; they are low-rate). */
+	return api < GPU_API_MAX &&
+	       (k == GPU_KIND_LAUNCH || k == GPU_KIND_ALLOC || k == GPU_KIND_COPY ||
+		k == GPU_KIND_SYNC || k == GPU_KIND_LOOKUP);
+}
+
 void gpu_budget__init(struct gpu_budget *b, double budget, double cost_ns, uint64_t period_ns,
 		      uint64_t now_ns)
 {

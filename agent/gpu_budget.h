@@ -30,6 +30,9 @@ struct gpu_budget {
 	uint64_t toggles;
 };
 
+/* Whether the duty cycle may detach api's probes (enum gpu_api). */
+bool gpu_budget__sheddable(uint32_t api);
+
 void gpu_budget__init(struct gpu_budget *b, double budget, double cost_ns, uint64_t period_ns,
 		      uint64_t now_ns);
 

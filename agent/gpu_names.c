@@ -195,6 +195,8 @@ const char *gpu_counter_name(enum gpu_counter c)
 		[GPU_CNT_COMM_UNKNOWN] = "comm_unknown",
 		[GPU_CNT_TALLY_FULL] = "tally_full",
 		[GPU_CNT_FUNCS_FULL] = "funcs_full",
+		[GPU_CNT_ADMITTED] = "admitted",
+		[GPU_CNT_TARGETS_FULL] = "targets_full",
 	};
 
 	return (unsigned)c < GPU_CNT_MAX ? n[c] : "?";

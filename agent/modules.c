@@ -172,6 +172,28 @@ static struct module *try_dir(struct module_registry *r, const char *dir, dev_t 
 	return fd < 0 ? NULL : module_add(r, dev, ino, path, fd);
 }
 
+struct module *modules__from_path(struct module_registry *r, const char *path)
+{
+	char real[PATH_MAX];
+	struct module *m;
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return NULL;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return NULL;
+	}
+	m = modules__find(r, st.st_dev, st.st_ino);
+	if (m) {
+		close(fd);
+		return m;
+	}
+	/* the file's own name, not a symlink's (libcudart.so -> .so.13) */
+	return module_add(r, st.st_dev, st.st_ino, realpath(path, real) ? real : path, fd);
+}
+
 struct module *modules__locate(struct module_registry *r, dev_t dev, uint64_t ino, const char *name)
 {
 	static const char *const std_dirs[] = {

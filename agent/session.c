@@ -178,11 +178,6 @@ struct session *session__new(const struct session_opts *opts)
 		};
 		proc_tracker__set_hooks(s->procs, &hooks);
 	}
-	if (!opts->no_gpu) {
-		s->gpu = gpu__new(&opts->gpu, s->mods, s->procs, s->sym, s->ksyms);
-		if (!s->gpu)
-			pr_warn("session: GPU layer off: %s", strerror(errno));
-	}
 	if (opts->sched) {
 		struct sched_collector_opts so = {
 			.sz = sizeof(so),
@@ -196,6 +191,16 @@ struct session *session__new(const struct session_opts *opts)
 			err = -errno;
 			goto err_out;
 		}
+	}
+	if (!opts->no_gpu) { /* GPU layer (issue 5): after sched, whose API-layer map it marks */
+		struct gpu_opts go = opts->gpu;
+
+		go.filter = opts->sampler.filter;
+		sampler__filter_maps(s->sampler, &go.targets_fd, &go.cgroup_map_fd);
+		go.api_layers_fd = s->sched ? sched_collector__api_layers_fd(s->sched) : -1;
+		s->gpu = gpu__new(&go, s->mods, s->procs, s->sym, s->ksyms);
+		if (!s->gpu)
+			pr_warn("session: GPU layer off: %s", strerror(errno));
 	}
 	for (size_t i = 0; i < opts->npids; i++) {
 		err = sampler__add_target(s->sampler, opts->pids[i]);

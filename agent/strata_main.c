@@ -42,6 +42,11 @@ static void usage(FILE *f)
 	      "      --probe-budget PCT  CPU share of one core the probes may take per\n"
 	      "                        process (default 1; 0: no limit); costly probes\n"
 	      "                        are duty-cycled beyond it\n"
+	      "      --gpu-lib PATH    also attach to this CUDA/NCCL library (or a file\n"
+	      "                        linking them statically) from the start; the\n"
+	      "                        ld.so cache's and /usr/local/cuda's always are\n"
+	      "      --no-gpu-preattach  only attach to files found in targets' maps\n"
+	      "      --gpu-grace MS    keep an unused file's probes this long (5000)\n"
 	      "      --sched FILE      also write the scheduler layer (on/off-CPU,\n"
 	      "                        runnable, blocking stacks, irq) as JSON\n"
 	      "  -v, --verbose         counters and libbpf messages (-vv: debug)\n"
@@ -72,6 +77,9 @@ static int cmd_record(int argc, char **argv)
 		{ "tally", required_argument, NULL, 'Y' },
 		{ "probe-budget", required_argument, NULL, 'B' },
 		{ "gpu-probe-mode", required_argument, NULL, 'M' },
+		{ "gpu-lib", required_argument, NULL, 'b' },
+		{ "gpu-grace", required_argument, NULL, 'E' },
+		{ "no-gpu-preattach", no_argument, NULL, 'N' },
 		{ "sched", required_argument, NULL, 's' },
 		{ "sched-test-layers", required_argument, NULL, 'J' },
 		{ "verbose", no_argument, NULL, 'v' },
@@ -79,6 +87,7 @@ static int cmd_record(int argc, char **argv)
 		{},
 	};
 	uint32_t pids[CLI_MAX_PIDS];
+	const char *gpu_libs[CLI_MAX_GPU_LIBS];
 	struct record_opts o = {
 		.sz = sizeof(o),
 		.output = "strata.svg",
@@ -172,6 +181,19 @@ static int cmd_record(int argc, char **argv)
 				o.session.gpu.no_stacks = true;
 			else if (strcmp(optarg, "full"))
 				goto bad;
+			break;
+		case 'b':
+			if (o.session.gpu.nlibs >= CLI_MAX_GPU_LIBS)
+				goto bad;
+			gpu_libs[o.session.gpu.nlibs++] = optarg;
+			o.session.gpu.libs = gpu_libs;
+			break;
+		case 'E':
+			if (cli_parse_u32(optarg, 3600000, &o.session.gpu.grace_ms))
+				goto bad;
+			break;
+		case 'N':
+			o.session.gpu.no_preattach = true;
 			break;
 		case 's':
 			o.sched_output = optarg;

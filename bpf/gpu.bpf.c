@@ -19,12 +19,23 @@
 #include <bpf/bpf_core_read.h>
 #include "bpf/strata.h"
 #include "bpf/task_id.bpf.h"
+#include "bpf/exit_vmas.bpf.h"
+#include "bpf/api_layer.bpf.h"
+
+#define EEXIST 17 /* errno.h is not available to BPF programs */
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 /* Settings written by user space between open and load. */
 const volatile bool trace_cuda = false; /* per-call CUDA events (--trace) */
 const volatile bool want_stacks = true;
+const volatile __u32 page_shift = 12; /* set from getpagesize() */
+/* Mark the scheduler layer's per-thread API layer (api_layers is then
+ * sched's map, shared by user space with bpf_map__reuse_fd). */
+const volatile bool mark_layers = false;
+/* Admission of the session's processes at their first call (admit()). */
+const volatile bool admit_in_bpf = false;
+const volatile __u32 filter_mode = STRATA_FILTER_TGIDS; /* enum strata_filter */
 
 #include "bpf/gpu_maps.bpf.h"
 #include "bpf/gpu_stack.bpf.h"
@@ -32,8 +43,23 @@ const volatile bool want_stacks = true;
 #include "bpf/gpu_cuda.bpf.h"
 #include "bpf/gpu_nccl.bpf.h"
 
-SEC("uprobe")
-int gpu_enter(struct pt_regs *ctx)
+/* The API layer a call's time belongs to (docs/diagnosis.md). */
+static __always_inline __u32 layer_of(__u32 kind)
+{
+	switch (kind) {
+	case GPU_KIND_SYNC:
+		return STRATA_LAYER_GPU_WAIT;
+	case GPU_KIND_NCCL_INIT:
+	case GPU_KIND_COLL:
+	case GPU_KIND_P2P:
+	case GPU_KIND_GROUP: /* ncclGroupEnd runs the grouped collectives */
+		return STRATA_LAYER_COLLECTIVE;
+	default:
+		return STRATA_LAYER_CUDA_API;
+	}
+}
+
+static __always_inline int on_enter(struct pt_regs *ctx)
 {
 	__u32 api = (__u32)bpf_get_attach_cookie(ctx);
 	struct gpu_call *c;
@@ -43,6 +69,8 @@ int gpu_enter(struct pt_regs *ctx)
 	c = call_enter(ctx, api);
 	if (!c)
 		return 0;
+	if (mark_layers)
+		api_layer_enter(layer_of(gpu_api_kind(api)));
 	if (gpu_api_kind(api) == GPU_KIND_NCCL_INIT)
 		nccl_init_enter(ctx, c);
 	else if (api == GPU_API_cudaLaunchKernelExC || api == GPU_API_cuLaunchKernelEx)
@@ -50,8 +78,7 @@ int gpu_enter(struct pt_regs *ctx)
 	return 0;
 }
 
-SEC("uretprobe")
-int gpu_exit(struct pt_regs *ctx)
+static __always_inline int on_exit(struct pt_regs *ctx)
 {
 	struct gpu_call c;
 	__s64 ret;
@@ -59,6 +86,8 @@ int gpu_exit(struct pt_regs *ctx)
 
 	if (!call_exit(ctx, &c))
 		return 0;
+	if (mark_layers)
+		api_layer_exit();
 	now = bpf_ktime_get_ns();
 	/* cudaError_t, CUresult and ncclResult_t are all C enums (int). */
 	ret = (__s32)PT_REGS_RC(ctx);
@@ -77,6 +106,36 @@ int gpu_exit(struct pt_regs *ctx)
 	return 0;
 }
 
+/*
+ * Each program twice: attached through uprobe_multi links (one per file and
+ * probe group; user space loads the *_multi copies with that attach type:
+ * agent/uprobe_multi.h says why), or as single uprobes on kernels before
+ * 6.6 (chosen at the first attach).
+ */
+SEC("uprobe")
+int gpu_enter(struct pt_regs *ctx)
+{
+	return on_enter(ctx);
+}
+
+SEC("uretprobe")
+int gpu_exit(struct pt_regs *ctx)
+{
+	return on_exit(ctx);
+}
+
+SEC("uprobe")
+int gpu_enter_multi(struct pt_regs *ctx)
+{
+	return on_enter(ctx);
+}
+
+SEC("uretprobe")
+int gpu_exit_multi(struct pt_regs *ctx)
+{
+	return on_exit(ctx);
+}
+
 /* Benchmark floor: the cheapest possible probe on the same functions. */
 SEC("uprobe")
 int gpu_empty(struct pt_regs *ctx)
@@ -84,27 +143,39 @@ int gpu_empty(struct pt_regs *ctx)
 	return 0;
 }
 
-/* A process that exec()s or exits stops being a target: its new image is
+SEC("uprobe")
+int gpu_empty_multi(struct pt_regs *ctx)
+{
+	return 0;
+}
+
+/*
+ * A process that exec()s or exits stops being a target: its new image is
  * discovered again, and user space sweeps its entries (allocations: the
- * leak report at exit). */
-static __always_inline void target_gone(struct task_struct *task)
+ * leak report at exit).  At exit, the executable mappings follow the EXIT
+ * record (flagged SAMPLED, so the process tracker makes an instance for
+ * them): a GPU target that was never CPU-sampled and died before user space
+ * read /proc/PID/maps still gets its allocation and launch stacks
+ * symbolized.
+ */
+static __always_inline void target_gone(struct task_struct *task, bool exiting)
 {
 	__u32 tgid = BPF_CORE_READ(task, tgid);
-	struct gpu_event *e;
+	__u64 mm_id = exiting ? mm_id_of(task) : 0; /* at exec the old mm is gone */
+	struct strata_proc_event *e;
 
 	if (bpf_map_delete_elem(&gpu_targets, &tgid))
 		return;
-	e = bpf_ringbuf_reserve(&gpu_events, sizeof(*e), 0);
+	e = bpf_ringbuf_reserve(&gpu_proc_events, sizeof(*e), 0);
 	if (!e) {
 		gpu_count(GPU_CNT_EVENTS_LOST);
 		return;
 	}
-	__builtin_memset(e, 0, sizeof(*e));
-	e->type = GPU_EV_EXIT;
-	e->tgid = tgid;
-	e->end_ns = bpf_ktime_get_ns();
-	e->a[0] = mm_id_of(task); /* stacks of a process that never drained */
+	proc_event_fill(e, exiting ? PROC_EV_EXIT : PROC_EV_EXEC, task, tgid, mm_id);
+	e->flags = exiting ? PROC_EV_F_SAMPLED : 0;
 	bpf_ringbuf_submit(e, 0);
+	if (exiting && mm_id && !exit_vmas_send(&gpu_proc_events, task, tgid, mm_id, page_shift))
+		gpu_count(GPU_CNT_EVENTS_LOST);
 }
 
 SEC("tp_btf/sched_process_exit")
@@ -114,13 +185,13 @@ int BPF_PROG(gpu_proc_exit, struct task_struct *p)
 
 	if (BPF_CORE_READ(task, signal, live.counter) != 0)
 		return 0; /* other threads remain */
-	target_gone(task);
+	target_gone(task, true);
 	return 0;
 }
 
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(gpu_proc_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
-	target_gone(p);
+	target_gone(p, false);
 	return 0;
 }

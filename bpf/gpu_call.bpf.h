@@ -10,6 +10,45 @@ static __always_inline bool gpu_wants_stack(__u32 kind)
 }
 
 /*
+ * A process of the session that calls into an attached file before user
+ * space found the file in its mappings (a short-lived process, or calls
+ * right after exec: the file is already attached for another process, kept
+ * attached for a grace period, or pre-attached at start) becomes a target
+ * now, and user space is told so it does its bookkeeping (file references,
+ * environment, the exit sweep).  NULL: not a process of the session.
+ */
+static __always_inline struct gpu_target *admit(__u32 tgid)
+{
+	struct gpu_target z = {};
+	struct strata_proc_event *e;
+	long err;
+
+	if (!admit_in_bpf)
+		return NULL;
+	if (filter_mode == STRATA_FILTER_TGIDS && !bpf_map_lookup_elem(&session_targets, &tgid))
+		return NULL;
+	if (filter_mode == STRATA_FILTER_CGROUP &&
+	    bpf_current_task_under_cgroup(&session_cgroup, 0) != 1)
+		return NULL;
+	err = bpf_map_update_elem(&gpu_targets, &tgid, &z, BPF_NOEXIST);
+	if (err && err != -EEXIST)
+		gpu_count(GPU_CNT_TARGETS_FULL);
+	if (!err) {
+		gpu_count(GPU_CNT_ADMITTED);
+		e = bpf_ringbuf_reserve(&gpu_proc_events, sizeof(*e), 0);
+		if (e) {
+			struct task_struct *task = bpf_get_current_task_btf();
+
+			proc_event_fill(e, PROC_EV_NEW, task, tgid, mm_id_of(task));
+			bpf_ringbuf_submit(e, 0);
+		} else {
+			gpu_count(GPU_CNT_EVENTS_LOST); /* found by the next /proc scan */
+		}
+	}
+	return bpf_map_lookup_elem(&gpu_targets, &tgid); /* NULL: map full */
+}
+
+/*
  * Starts a call of a target process.  Returns its state, or NULL when the
  * process is not traced or the call runs inside another probed call on this
  * thread (cudaMalloc -> cuMemAlloc, ncclAllReduce -> cudaLaunchKernel...):
@@ -25,6 +64,8 @@ static __always_inline struct gpu_call *call_enter(struct pt_regs *ctx, __u32 ap
 	struct gpu_target *t = bpf_map_lookup_elem(&gpu_targets, &tgid);
 	struct gpu_call *c;
 
+	if (!t)
+		t = admit(tgid);
 	if (!t) {
 		gpu_count(GPU_CNT_FILTERED);
 		return NULL;
@@ -37,6 +78,8 @@ static __always_inline struct gpu_call *call_enter(struct pt_regs *ctx, __u32 ap
 		gpu_count(GPU_CNT_NESTED);
 		return NULL;
 	}
+	if (c && mark_layers)
+		api_layer_exit(); /* the stale call's layer, never popped */
 	if (!c) {
 		struct gpu_call z = {};
 

@@ -27,6 +27,23 @@ struct {
 	__type(value, struct gpu_target);
 } gpu_targets SEC(".maps");
 
+/* The session's own filter (the sampler's maps, shared with
+ * bpf_map__reuse_fd): a process the session profiles becomes a GPU target
+ * at its first call into an attached file (see admit()). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u32);
+	__type(value, __u32);
+} session_targets SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_CGROUP_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} session_cgroup SEC(".maps");
+
 /* Keyed by thread id.  LRU: a thread that dies inside a call leaves an
  * entry nobody removes. */
 struct {
@@ -112,6 +129,14 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1024 * 1024);
 } gpu_events SEC(".maps");
+
+/* Exits and execs of targets, with the exit-time mappings (struct
+ * strata_proc_event, as the sampler's events: user space feeds them to the
+ * process tracker). */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024);
+} gpu_proc_events SEC(".maps");
 
 static __always_inline void gpu_count(enum gpu_counter c)
 {

@@ -253,7 +253,8 @@ static __always_inline bool is_target(__u32 tgid)
 	return true;
 }
 
-#include "bpf/task_id.bpf.h" /* mm_id_of(): shared with bpf/gpu.bpf.c */
+#include "bpf/task_id.bpf.h"   /* mm_id_of(): shared with bpf/gpu.bpf.c */
+#include "bpf/exit_vmas.bpf.h" /* exit-time mapping records: shared too */
 
 /*
  * Enter generation g: announce ourselves in inflight[g] before re-reading
@@ -565,12 +566,6 @@ static __always_inline __u64 store_py_stack(struct task_struct *task, void *py_m
 	return id;
 }
 
-/* Start time of the process (its group leader), in ns since boot. */
-static __always_inline __u64 start_of(struct task_struct *task)
-{
-	return BPF_CORE_READ(task, group_leader, start_boottime);
-}
-
 static __always_inline struct strata_proc_event *event_reserve(__u32 type, struct task_struct *task,
 							       __u32 tgid, __u64 mm_id)
 {
@@ -580,13 +575,7 @@ static __always_inline struct strata_proc_event *event_reserve(__u32 type, struc
 		count(STRATA_CNT_EVENTS_LOST);
 		return NULL;
 	}
-	__builtin_memset(e, 0, sizeof(*e));
-	e->type = type;
-	e->tgid = tgid;
-	e->mm_id = mm_id;
-	e->ts_ns = bpf_ktime_get_ns();
-	e->start_ns = start_of(task);
-	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	proc_event_fill(e, type, task, tgid, mm_id);
 	return e;
 }
 
@@ -771,13 +760,6 @@ int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	return 0;
 }
 
-extern int bpf_iter_task_vma_new(struct bpf_iter_task_vma *it, struct task_struct *task,
-				 __u64 addr) __ksym;
-extern struct vm_area_struct *bpf_iter_task_vma_next(struct bpf_iter_task_vma *it) __ksym;
-extern void bpf_iter_task_vma_destroy(struct bpf_iter_task_vma *it) __ksym;
-
-#define VM_EXEC_FLAG 0x4 /* VM_EXEC, include/linux/mm.h */
-
 /*
  * The last thread of a process exits.  EXIT goes first, for every sampled
  * address space and every target, so user space can always retire the
@@ -790,8 +772,6 @@ SEC("tp_btf/sched_process_exit")
 int BPF_PROG(on_exit, struct task_struct *p)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
-	struct bpf_iter_task_vma it;
-	struct vm_area_struct *vma;
 	struct strata_proc_event *e;
 	bool sampled, target;
 	__u64 mm_id;
@@ -814,33 +794,8 @@ int BPF_PROG(on_exit, struct task_struct *p)
 		return 0;
 	bpf_map_delete_elem(&seen, &mm_id);
 
-	/*
-	 * The walk is bounded by the process's VMA count (vm.max_map_count)
-	 * and stops when the ring buffer is full.  No loop counter: a precise
-	 * counter keeps the verifier from seeing the loop converge, and it
-	 * then explores every iteration (seconds of load time at 1024).
-	 */
-	bpf_iter_task_vma_new(&it, task, 0);
-	while ((vma = bpf_iter_task_vma_next(&it))) {
-		struct file *file = vma->vm_file;
-
-		if (!file || !(vma->vm_flags & VM_EXEC_FLAG))
-			continue;
-		e = event_reserve(PROC_EV_VMA, task, tgid, mm_id);
-		if (!e) {
-			count(STRATA_CNT_VMAS_TRUNCATED);
-			break;
-		}
-		e->start = vma->vm_start;
-		e->end = vma->vm_end;
-		e->pgoff = vma->vm_pgoff << page_shift;
-		e->ino = BPF_CORE_READ(file, f_inode, i_ino);
-		e->dev = BPF_CORE_READ(file, f_inode, i_sb, s_dev);
-		bpf_probe_read_kernel_str(e->name, sizeof(e->name),
-					  BPF_CORE_READ(file, f_path.dentry, d_name.name));
-		bpf_ringbuf_submit(e, 0);
-	}
-	bpf_iter_task_vma_destroy(&it);
+	if (!exit_vmas_send(&events, task, tgid, mm_id, page_shift))
+		count(STRATA_CNT_VMAS_TRUNCATED);
 	dbg("exit tgid=%d", tgid);
 	return 0;
 }

@@ -463,7 +463,6 @@ struct gpu_coll_val {
 
 enum gpu_event_type {
 	GPU_EV_CALL = 1, /* one call (NCCL always; CUDA when tracing) */
-	GPU_EV_EXIT = 2, /* a target process exited: sweep its entries (a0: mm_id) */
 };
 
 /* One call, streamed through the gpu_events ring buffer.  Timestamps are
@@ -546,6 +545,8 @@ enum gpu_counter {
 	GPU_CNT_COMM_UNKNOWN, /* collective on a communicator never initialised */
 	GPU_CNT_TALLY_FULL,   /* tally / error / stats map full */
 	GPU_CNT_FUNCS_FULL,   /* kernel-name map full */
+	GPU_CNT_ADMITTED,     /* processes made targets by their first call */
+	GPU_CNT_TARGETS_FULL, /* target map full: process not admitted */
 	GPU_CNT_MAX,
 };
 

@@ -4,9 +4,12 @@
 # graph launches; syncs recorded.
 source "$(dirname "$0")/lib.sh"
 require_bpf
-export SIM_INIT_MS=400 SIM_KERNEL_US=5
+# the stand-ins attached from the start, as installed CUDA/NCCL libraries are
+# (ld.so cache, /usr/local/cuda): every call seen, no start-up delay needed
+GPU_LIBS=(--gpu-lib "$FIX/libcudart.so" --gpu-lib "$FIX/libcuda.so" --gpu-lib "$FIX/libnccl.so")
+export SIM_KERNEL_US=5
 n=300
-"$STRATA" record --drain-interval 100 -o "$T/p.folded" --tally "$T/tally.txt" \
+"$STRATA" record "${GPU_LIBS[@]}" --drain-interval 100 -o "$T/p.folded" --tally "$T/tally.txt" \
 	--trace "$T/trace.json" -- "$FIX/gpu_workload" launches $n > "$T/out" 2>&1 ||
 	{ cat "$T/out"; fail "strata record failed"; }
 cat "$T/tally.txt"

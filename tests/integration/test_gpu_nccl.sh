@@ -5,9 +5,12 @@
 # RANK/WORLD_SIZE from the environment; per-collective stats are tallied.
 source "$(dirname "$0")/lib.sh"
 require_bpf
-export SIM_INIT_MS=400 SIM_KERNEL_US=20
+# the stand-ins attached from the start, as installed CUDA/NCCL libraries are
+# (ld.so cache, /usr/local/cuda): every call seen, no start-up delay needed
+GPU_LIBS=(--gpu-lib "$FIX/libcudart.so" --gpu-lib "$FIX/libcuda.so" --gpu-lib "$FIX/libnccl.so")
+export SIM_KERNEL_US=20
 steps=15
-"$STRATA" record --drain-interval 100 -o "$T/p.folded" --tally "$T/tally.txt" \
+"$STRATA" record "${GPU_LIBS[@]}" --drain-interval 100 -o "$T/p.folded" --tally "$T/tally.txt" \
 	--trace "$T/trace.json" -- "$FIX/train_sim" 4 $steps > "$T/out" 2>&1 ||
 	{ cat "$T/out"; fail "strata record failed"; }
 grep -Eq "^ncclAllReduce +$((4 * steps)) " "$T/tally.txt" || { cat "$T/tally.txt"; fail "allreduce count"; }
