@@ -41,8 +41,8 @@ int api_stragglers(struct server *srv, const struct request *r, FILE *out)
 	v = calloc(MAX_LIST, sizeof(*v));
 	if (!v)
 		return json_error(out, 500, "out of memory");
-	n = diag_engine__stragglers(srv->diag, job && job[0] ? job : NULL, !(all && *all == '1'),
-				    v, MAX_LIST);
+	n = diag_engine__stragglers(srv->diag, job && job[0] ? job : NULL, !(all && *all == '1'), v,
+				    MAX_LIST);
 	fputc('[', out);
 	for (size_t i = 0; i < n && i < MAX_LIST; i++) {
 		fputs(i ? ",{\"job\":" : "{\"job\":", out);
@@ -74,7 +74,8 @@ static int findings_range(struct server *srv, const struct request *r, const cha
 	if (request__filter(r, "", &f, err, errsz))
 		return -EINVAL;
 	*to = f.to_ns ? f.to_ns : diag_engine__judged_until(srv->diag, job);
-	*from = f.from_ns ? f.from_ns : (*to > FINDINGS_WINDOWS * W ? *to - FINDINGS_WINDOWS * W : 0);
+	*from = f.from_ns ? f.from_ns
+			  : (*to > FINDINGS_WINDOWS * W ? *to - FINDINGS_WINDOWS * W : 0);
 	if (!*to || *from >= *to) {
 		snprintf(err, errsz, "no judged window for job %s yet (or from >= to)", job);
 		return -ENOENT;
@@ -244,13 +245,13 @@ void page_diagnosis(struct server *srv, const char *job, FILE *out)
 	if (!n || s[0].state == STRAGGLER_OK)
 		fputs("<p>none: every rank arrives with its peers</p>", out);
 	for (size_t i = 0; i < n && i < 64 && s[i].state != STRAGGLER_OK; i++) {
-		fprintf(out,
-			"<h3>rank %u (%s) on ", s[i].rank,
+		fprintf(out, "<h3>rank %u (%s) on ", s[i].rank,
 			s[i].state == STRAGGLER_CONFIRMED ? "confirmed" : "suspect");
 		page_html(out, s[i].node);
 		fprintf(out,
 			" pid %u</h3><p>communicator %016" PRIx64
-			": %.1f ms late (score %.3f of the %.1f ms collective period), last in %.0f%%"
+			": %.1f ms late (score %.3f of the %.1f ms collective period), last in "
+			"%.0f%%"
 			" of its collectives</p>",
 			s[i].pid, s[i].communicator, s[i].lag_seconds * 1e3, s[i].score,
 			s[i].period_seconds * 1e3, s[i].last_fraction * 100);

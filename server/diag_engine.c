@@ -18,10 +18,10 @@
 #include "server/diag_engine.h"
 #include "server/diag_inputs.h"
 
-#define MAX_RANKS 1024	     /* per job */
-#define MAX_SITES 512	     /* outstanding (pid, stack) sites kept per job for /metrics */
-#define MAX_PIDS 1024	     /* pid -> node/rank per job */
-#define MAX_TRANSITIONS 256  /* per window */
+#define MAX_RANKS 1024	       /* per job */
+#define MAX_SITES 512	       /* outstanding (pid, stack) sites kept per job for /metrics */
+#define MAX_PIDS 1024	       /* pid -> node/rank per job */
+#define MAX_TRANSITIONS 256    /* per window */
 #define MAX_COLL_EVENTS 500000 /* per job and window */
 
 struct site {
@@ -257,7 +257,8 @@ static int on_thread_time(void *ctx, const struct store_thread_time *t)
 	if (t->kind != STORE_THREAD_TIME || t->index >= STRATA_TIME_MAX || !t->has_rank)
 		return 0;
 	for (size_t i = 0; i < c->n && !s; i++)
-		if (c->t[i].pid == t->pid && c->t[i].tid == t->tid && !strcmp(c->t[i].node, t->node))
+		if (c->t[i].pid == t->pid && c->t[i].tid == t->tid &&
+		    !strcmp(c->t[i].node, t->node))
 			s = &c->t[i];
 	if (!s) {
 		if (c->n == c->cap) {
@@ -402,7 +403,8 @@ static int judge_window(struct diag_engine *e, struct job_state *j, uint64_t ws,
 
 	if (!names || !clocks)
 		goto out;
-	err = diag_clocks__load(clocks, e->st, &(struct store_filter){ .from_ns = ws, .to_ns = we });
+	err = diag_clocks__load(clocks, e->st,
+				&(struct store_filter){ .from_ns = ws, .to_ns = we });
 	if (!err)
 		err = e->st->ops->events(e->st, &f, STORE_EVENT_COLLECTIVE, MAX_COLL_EVENTS,
 					 &truncated, on_collective, &cc);
@@ -448,7 +450,7 @@ struct job_list {
 	struct {
 		char job[DIAG_NAME_LEN];
 		uint64_t first_ns, last_ns;
-	} *v;
+	} * v;
 	size_t n, cap;
 };
 
@@ -529,7 +531,8 @@ int diag_engine__run(struct diag_engine *e, uint64_t now_ns)
 		/* far behind (server down, old data): judge the recent past only */
 		if (now_ns > e->o.delay_ns && now_ns - e->o.delay_ns > j->next_ws + W &&
 		    (now_ns - e->o.delay_ns - j->next_ws) / W > e->o.max_catchup) {
-			uint64_t to = (now_ns - e->o.delay_ns) / W * W - (uint64_t)e->o.max_catchup * W;
+			uint64_t to =
+				(now_ns - e->o.delay_ns) / W * W - (uint64_t)e->o.max_catchup * W;
 
 			if (to > j->next_ws) {
 				e->stats.windows_skipped += (to - j->next_ws) / W;
@@ -552,7 +555,8 @@ int diag_engine__run(struct diag_engine *e, uint64_t now_ns)
 	pthread_mutex_unlock(&e->lock);
 	free(jl.v);
 	if (alert->n) {
-		struct alert_webhook_opts ao = { .sz = sizeof(ao), .external_url = e->o.external_url };
+		struct alert_webhook_opts ao = { .sz = sizeof(ao),
+						 .external_url = e->o.external_url };
 		char *body = NULL;
 		size_t len = 0;
 		long status = 0;
@@ -585,8 +589,10 @@ size_t diag_engine__stragglers(struct diag_engine *e, const char *job, int confi
 
 		if (job && strcmp(e->jobs[i]->job, job))
 			continue;
+		struct straggler_rank none[1]; /* count only: never NULL to memcpy */
+
 		n = straggler_detector__list(e->jobs[i]->sd, confirmed_only,
-					     total < max ? out + total : NULL,
+					     total < max ? out + total : none,
 					     total < max ? max - total : 0);
 		total += n;
 	}
@@ -707,7 +713,7 @@ static void metrics_stragglers(FILE *o, struct job_state *j)
 		n = 256;
 	for (int m = 0; m < 4; m++)
 		for (size_t i = 0; i < n; i++) {
-			double v = m == 0 ? (r[i].state == STRAGGLER_CONFIRMED)
+			double v = m == 0   ? (r[i].state == STRAGGLER_CONFIRMED)
 				   : m == 1 ? r[i].lag_seconds
 				   : m == 2 ? r[i].score
 					    : r[i].last_fraction;
@@ -724,7 +730,8 @@ void diag_engine__metrics(struct diag_engine *e, FILE *o)
 		{ "strata_straggler_confirmed", "gauge",
 		  "1 while the detector holds the rank confirmed as a straggler" },
 		{ "strata_straggler_lag_seconds", "gauge",
-		  "median lag behind the median arrival beyond the clock error bound, last window" },
+		  "median lag behind the median arrival beyond the clock error bound, last "
+		  "window" },
 		{ "strata_straggler_score", "gauge", "EWMA of lag / collective period" },
 		{ "strata_straggler_last_fraction", "gauge",
 		  "fraction of the rank's collectives it arrived clearly last, last window" },
@@ -766,8 +773,8 @@ void diag_engine__metrics(struct diag_engine *e, FILE *o)
 			diag_prom_label(o, e->jobs[i]->job);
 			fputs(",node=", o);
 			diag_prom_label(o, p ? p->node : "");
-			fprintf(o, ",pid=\"%u\",stack_id=\"%016" PRIx64 "\"} %" PRIu64 "\n", st->pid,
-				st->stack_id, st->bytes);
+			fprintf(o, ",pid=\"%u\",stack_id=\"%016" PRIx64 "\"} %" PRIu64 "\n",
+				st->pid, st->stack_id, st->bytes);
 		}
 	fputs("# HELP strata_gpu_leak_growth_bytes_per_second growth of a leaking stack\n"
 	      "# TYPE strata_gpu_leak_growth_bytes_per_second gauge\n"
@@ -787,8 +794,8 @@ void diag_engine__metrics(struct diag_engine *e, FILE *o)
 				diag_prom_label(o, e->jobs[i]->job);
 				fputs(",node=", o);
 				diag_prom_label(o, p ? p->node : "");
-				fprintf(o, ",pid=\"%u\",stack_id=\"%016" PRIx64 "\"} %g\n", l[k].pid,
-					l[k].stack_id,
+				fprintf(o, ",pid=\"%u\",stack_id=\"%016" PRIx64 "\"} %g\n",
+					l[k].pid, l[k].stack_id,
 					m ? l[k].age_seconds : l[k].growth_bytes_per_s);
 			}
 	}

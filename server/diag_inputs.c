@@ -367,8 +367,8 @@ static void finish_rank(struct rank_in *r, double wall)
 				(double)(r->seqs[i].max - r->seqs[i].min + 1 - r->seqs[i].count);
 }
 
-int diag_findings(struct store *st, const char *job, int32_t rank, uint64_t from_ns,
-		  uint64_t to_ns, struct diag_finding *out, size_t max)
+int diag_findings(struct store *st, const char *job, int32_t rank, uint64_t from_ns, uint64_t to_ns,
+		  struct diag_finding *out, size_t max)
 {
 	struct fctx c = { .names = diag_strings__new(), .clocks = diag_clocks__new() };
 	struct store_filter f = { .job = job, .from_ns = from_ns, .to_ns = to_ns };
@@ -382,8 +382,8 @@ int diag_findings(struct store *st, const char *job, int32_t rank, uint64_t from
 		goto out;
 	err = st->ops->processes(st, &f, on_process, &c);
 	if (!err)
-		err = diag_clocks__load(c.clocks, st, &(struct store_filter){ .from_ns = from_ns,
-									     .to_ns = to_ns });
+		err = diag_clocks__load(
+			c.clocks, st, &(struct store_filter){ .from_ns = from_ns, .to_ns = to_ns });
 	if (!err)
 		err = st->ops->profile(st, &f, STORE_PROFILE_CPU, on_cpu_sample, &c);
 	if (!err)

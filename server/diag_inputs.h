@@ -39,7 +39,7 @@ void diag_prom_label(FILE *o, const char *v);
  * job is a peer.  Returns how many were written (<= max), -ENOENT when the
  * rank or its peers have no data, or -errno.
  */
-int diag_findings(struct store *st, const char *job, int32_t rank, uint64_t from_ns,
-		  uint64_t to_ns, struct diag_finding *out, size_t max);
+int diag_findings(struct store *st, const char *job, int32_t rank, uint64_t from_ns, uint64_t to_ns,
+		  struct diag_finding *out, size_t max);
 
 #endif /* STRATA_SERVER_DIAG_INPUTS_H */
