@@ -189,6 +189,15 @@ static int route(struct server *srv, const struct request *r, FILE *out, const c
 		return api_collectives(srv, r, out);
 	if (!strcmp(p, "/api/v1/trace"))
 		return api_trace(srv, r, out);
+	/* diagnosis (server/api_diag.c) */
+	if (!strcmp(p, "/api/v1/stragglers"))
+		return api_stragglers(srv, r, out);
+	if (!strcmp(p, "/api/v1/findings"))
+		return api_findings(srv, r, out);
+	if (!strcmp(p, "/api/v1/breakdown"))
+		return api_breakdown(srv, r, out);
+	if (!strcmp(p, "/api/v1/leak_reports"))
+		return api_leak_reports(srv, r, out);
 	if (!strcmp(p, "/")) {
 		*ctype = "text/html; charset=utf-8";
 		return page_index(srv, r, out);

@@ -2,6 +2,7 @@
 /* GET /metrics: Prometheus text exposition of the server's counters. */
 #include <inttypes.h>
 
+#include "server/diag_engine.h"
 #include "server/server.h"
 
 static uint64_t ld(const uint64_t *v)
@@ -120,5 +121,7 @@ int api_metrics(struct server *srv, FILE *o)
 	counter(o, "strata_retention_runs_total", "retention passes", ld(&m->retention_runs));
 	counter(o, "strata_retention_deleted_batches_total", "batches deleted by retention",
 		ld(&m->retention_deleted));
+	if (srv->diag) /* docs/metrics.md: stragglers, breakdown, leaks */
+		diag_engine__metrics(srv->diag, o);
 	return 200;
 }

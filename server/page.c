@@ -11,7 +11,7 @@
 #include "agent/profile.h"
 #include "server/server.h"
 
-static void html(FILE *o, const char *s)
+void page_html(FILE *o, const char *s)
 {
 	for (; s && *s; s++) {
 		switch (*s) {
@@ -32,6 +32,8 @@ static void html(FILE *o, const char *s)
 		}
 	}
 }
+
+#define html page_html
 
 static void head(FILE *o, const char *title)
 {
@@ -153,6 +155,9 @@ int page_job(struct server *srv, const struct request *r, const char *job, FILE 
 	      "<th>allocations</th><th>rank</th><th>stack (leaf first)</th></tr>",
 	      out);
 	srv->store->ops->leaks(srv->store, &f, leak_row, &p);
-	fputs("</table></body></html>\n", out);
+	fputs("</table>", out);
+	if (srv->diag) /* stragglers, findings, breakdown, leaks (server/api_diag.c) */
+		page_diagnosis(srv, job, out);
+	fputs("</body></html>\n", out);
 	return 200;
 }

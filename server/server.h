@@ -19,6 +19,8 @@
 /* Request latency buckets (seconds) of the /metrics histograms. */
 #define METRIC_BUCKETS 8
 
+struct diag_engine;
+
 struct latency_hist {
 	uint64_t buckets[METRIC_BUCKETS]; /* cumulative per bound */
 	uint64_t count;
@@ -46,6 +48,7 @@ struct server {
 	struct batch_limits limits;
 	size_t max_symbol_upload; /* bytes */
 	struct server_metrics m;
+	struct diag_engine *diag; /* server/diag_engine.h; NULL: no diagnosis */
 };
 
 /* A request as the handlers see it. */
@@ -79,6 +82,14 @@ int api_tally(struct server *srv, const struct request *r, FILE *out);
 int api_collectives(struct server *srv, const struct request *r, FILE *out);
 int api_trace(struct server *srv, const struct request *r, FILE *out);
 int api_metrics(struct server *srv, FILE *out);
+/* Diagnosis (server/api_diag.c): GET /api/v1/stragglers, findings, breakdown,
+ * leak_reports; the job page's diagnosis section. */
+int api_stragglers(struct server *srv, const struct request *r, FILE *out);
+int api_findings(struct server *srv, const struct request *r, FILE *out);
+int api_breakdown(struct server *srv, const struct request *r, FILE *out);
+int api_leak_reports(struct server *srv, const struct request *r, FILE *out);
+void page_diagnosis(struct server *srv, const char *job, FILE *out);
+void page_html(FILE *out, const char *s); /* HTML-escaped text */
 int page_job(struct server *srv, const struct request *r, const char *job, FILE *out);
 int page_index(struct server *srv, const struct request *r, FILE *out);
 

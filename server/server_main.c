@@ -5,6 +5,7 @@
  * The main thread only waits for signals and runs retention; requests are
  * served by libmicrohttpd's thread pool.
  */
+#include <curl/curl.h>
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -16,12 +17,17 @@
 
 #include "agent/cli.h"
 #include "agent/clock.h"
+#include "server/diag_engine.h"
 #include "server/server.h"
 
 struct server_opts {
 	const char *listen, *store, *token_file, *buildid_dir;
 	uint32_t retention_h, threads, max_batch_mb, max_symbol_mb, buildid_max_mb;
 	int debuginfod;
+	/* diagnosis (server/diag_engine.c) */
+	uint32_t diag_window_ms, diag_delay_ms;
+	int diag_on_query; /* no background runs: judge on query only */
+	const char *alert_webhook, *external_url;
 };
 
 static void usage(FILE *f)
@@ -37,7 +43,13 @@ static void usage(FILE *f)
 	      "      --max-batch-mb N     compressed batch limit (default 16)\n"
 	      "      --max-symbol-mb N    symbol upload limit (default 512)\n"
 	      "      --buildid-max-mb N   build-id store bound (default 20480)\n"
-	      "      --no-debuginfod      never ask DEBUGINFOD_URLS\n",
+	      "      --no-debuginfod      never ask DEBUGINFOD_URLS\n"
+	      "      --diag-window-ms N   straggler/breakdown/leak window (default 10000; 0: off)\n"
+	      "      --diag-delay-ms N    judge a window this long after it ends (default: "
+	      "window)\n"
+	      "      --diag-on-query      judge windows only when queried (replayed data)\n"
+	      "      --alert-webhook URL  POST Alertmanager webhooks on straggler confirm/clear\n"
+	      "      --external-url URL   this server's URL, linked from alerts\n",
 	      f);
 }
 
@@ -77,6 +89,7 @@ static int serve(const struct server_opts *o)
 	/* Blocked before any thread starts, so every thread inherits it. */
 	pthread_sigmask(SIG_BLOCK, &mask, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	curl_global_init(CURL_GLOBAL_DEFAULT); /* before any thread: the alert webhook */
 
 	if (o->token_file && !(token = read_token(o->token_file))) {
 		fprintf(stderr, "strata-server: %s: %s\n", o->token_file, strerror(errno));
@@ -107,6 +120,22 @@ static int serve(const struct server_opts *o)
 		fprintf(stderr, "strata-server: %s\n", strerror(errno));
 		goto out;
 	}
+	if (o->diag_window_ms) {
+		struct diag_engine_opts dopts = {
+			.sz = sizeof(dopts),
+			.window_ns = (uint64_t)o->diag_window_ms * 1000000ull,
+			.delay_ns = (uint64_t)o->diag_delay_ms * 1000000ull,
+			.interval_ns = o->diag_on_query ? UINT64_MAX : 0,
+			.alert_webhook = o->alert_webhook,
+			.external_url = o->external_url,
+		};
+
+		srv.diag = diag_engine__new(srv.store, &dopts);
+		if (!srv.diag || diag_engine__start(srv.diag)) {
+			fprintf(stderr, "strata-server: diagnosis: %s\n", strerror(ENOMEM));
+			goto out;
+		}
+	}
 	d = http__start(&srv, o->listen, (int)o->threads, &port, err, sizeof(err));
 	if (!d) {
 		fprintf(stderr, "strata-server: %s\n", err);
@@ -136,6 +165,7 @@ static int serve(const struct server_opts *o)
 	ret = 0;
 out:
 	http__stop(d);
+	diag_engine__free(srv.diag);
 	central_sym__free(srv.sym);
 	buildid_store__free(srv.bids);
 	store__close(srv.store);
@@ -145,7 +175,17 @@ out:
 
 int main(int argc, char **argv)
 {
-	enum { OPT_BATCH = 256, OPT_SYMBOL, OPT_BIDMAX, OPT_NODBGD };
+	enum {
+		OPT_BATCH = 256,
+		OPT_SYMBOL,
+		OPT_BIDMAX,
+		OPT_NODBGD,
+		OPT_DIAG_WINDOW,
+		OPT_DIAG_DELAY,
+		OPT_WEBHOOK,
+		OPT_EXTURL,
+		OPT_DIAG_ONQUERY
+	};
 	static const struct option longopts[] = {
 		{ "listen", required_argument, NULL, 'l' },
 		{ "store", required_argument, NULL, 's' },
@@ -157,6 +197,11 @@ int main(int argc, char **argv)
 		{ "max-symbol-mb", required_argument, NULL, OPT_SYMBOL },
 		{ "buildid-max-mb", required_argument, NULL, OPT_BIDMAX },
 		{ "no-debuginfod", no_argument, NULL, OPT_NODBGD },
+		{ "diag-window-ms", required_argument, NULL, OPT_DIAG_WINDOW },
+		{ "diag-delay-ms", required_argument, NULL, OPT_DIAG_DELAY },
+		{ "alert-webhook", required_argument, NULL, OPT_WEBHOOK },
+		{ "diag-on-query", no_argument, NULL, OPT_DIAG_ONQUERY },
+		{ "external-url", required_argument, NULL, OPT_EXTURL },
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
@@ -167,6 +212,7 @@ int main(int argc, char **argv)
 		.max_symbol_mb = 512,
 		.buildid_max_mb = 20480,
 		.debuginfod = 1,
+		.diag_window_ms = 10000,
 	};
 	int c, bad = 0;
 
@@ -201,6 +247,21 @@ int main(int argc, char **argv)
 			break;
 		case OPT_NODBGD:
 			o.debuginfod = 0;
+			break;
+		case OPT_DIAG_WINDOW:
+			bad |= cli_parse_u32(optarg, 3600000, &o.diag_window_ms);
+			break;
+		case OPT_DIAG_DELAY:
+			bad |= cli_parse_u32(optarg, 3600000, &o.diag_delay_ms);
+			break;
+		case OPT_DIAG_ONQUERY:
+			o.diag_on_query = 1;
+			break;
+		case OPT_WEBHOOK:
+			o.alert_webhook = optarg;
+			break;
+		case OPT_EXTURL:
+			o.external_url = optarg;
 			break;
 		case 'h':
 			usage(stdout);

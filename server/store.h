@@ -201,6 +201,43 @@ typedef int (*store_leak_fn)(void *ctx, const struct store_leak *l);
 typedef int (*store_tally_fn)(void *ctx, const struct store_tally *t);
 typedef int (*store_event_fn)(void *ctx, const struct store_event *e);
 
+/* ---- diagnosis inputs (server/diag_*.c) ------------------------------------------ */
+
+enum store_thread_kind {
+	STORE_THREAD_TIME = 1,	   /* index: enum strata_time_cat (breakdown counters) */
+	STORE_THREAD_OFFCPU = 2,   /* index: enum diag_offcpu_reason (io, lock, sleep,
+				    * page_fault, other) */
+	STORE_THREAD_ONCPU = 3,	   /* index 0: on-CPU ns (scheduler layer) */
+	STORE_THREAD_RUNNABLE = 4, /* index 0: runqueue latency + preempted-runnable ns */
+};
+
+/*
+ * One per-thread counter summed over the batches whose window ENDS in
+ * [from_ns, to_ns) (not "overlaps": consecutive ranges count each batch
+ * exactly once, which cumulative counters need).
+ */
+struct store_thread_time {
+	const char *node;
+	uint32_t pid, tid;
+	const char *job;
+	int has_rank;
+	int32_t rank;
+	uint32_t kind, index; /* enum store_thread_kind, its index */
+	uint64_t ns;
+};
+
+/* Per node over the batches whose window overlaps the range: the largest
+ * clock error bound its agent stated, and its sampling frequency. */
+struct store_node_clock {
+	const char *node;
+	uint64_t clock_error_ns; /* 0: unknown */
+	uint32_t freq_hz;	 /* 0: unknown */
+	uint64_t batches;
+};
+
+typedef int (*store_thread_time_fn)(void *ctx, const struct store_thread_time *t);
+typedef int (*store_node_clock_fn)(void *ctx, const struct store_node_clock *c);
+
 /* ---- the vtable ------------------------------------------------------------- */
 
 struct store;
@@ -232,6 +269,11 @@ struct store_ops {
 	int (*retain)(struct store *s, uint64_t before_ns, uint64_t *deleted_batches);
 	int (*stats)(struct store *s, struct store_stats *st);
 	void (*close)(struct store *s);
+	/* Diagnosis inputs (see struct store_thread_time, store_node_clock). */
+	int (*thread_times)(struct store *s, const struct store_filter *f, store_thread_time_fn fn,
+			    void *ctx);
+	int (*node_clocks)(struct store *s, const struct store_filter *f, store_node_clock_fn fn,
+			   void *ctx);
 };
 
 /* Backends embed this first. */

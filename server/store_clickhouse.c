@@ -1570,6 +1570,111 @@ static void ch_close(struct store *base)
 	free(s);
 }
 
+/* ---- diagnosis inputs ------------------------------------------------------------ */
+
+#define U64(col) ch_result__u64(r, i, (col), NULL)
+#define STR(col) ch_result__str(r, i, (col))
+
+static int thread_time_row(const struct ch_result *r, size_t i, const struct stack_set *set,
+			   void *fn, void *ctx)
+{
+	struct store_thread_time t = {
+		.node = STR(0),
+		.pid = (uint32_t)U64(1),
+		.tid = (uint32_t)U64(2),
+		.job = STR(3),
+		.has_rank = (int)U64(4),
+		.rank = (int32_t)ch_result__i64(r, i, 5, NULL),
+		.kind = (uint32_t)U64(6),
+		.index = (uint32_t)U64(7),
+		.ns = U64(8),
+	};
+
+	return ((store_thread_time_fn)fn)(ctx, &t);
+}
+
+static int ch_thread_times(struct store *base, const struct store_filter *f,
+			   store_thread_time_fn fn, void *ctx)
+{
+	static const struct {
+		uint32_t kind;
+		const char *index, *value, *table, *cond;
+	} parts[] = {
+		{ STORE_THREAD_TIME, "toUInt32(category - 1)", "ns", "time_breakdown",
+		  " AND category BETWEEN 1 AND 8" },
+		{ STORE_THREAD_OFFCPU, "toUInt32(reason - 1)", "ns", "offcpu_samples",
+		  " AND reason BETWEEN 1 AND 5" },
+		{ STORE_THREAD_ONCPU, "toUInt32(0)", "on_cpu_ns", "sched_stats", "" },
+		{ STORE_THREAD_RUNNABLE, "toUInt32(0)", "runqueue_latency_ns + runnable_wait_ns",
+		  "sched_stats", "" },
+	};
+	struct ch_store *s = (struct ch_store *)base;
+	struct ch_sql q = { 0 };
+	/* By window end: b_end in [from, to).  The widened copy only serves
+	 * sql_filter's commit-record bound (end_ns > from - 1). */
+	struct store_filter g = *f;
+
+	if (g.from_ns)
+		g.from_ns--;
+	ch_sql__add(&q, "SELECT * FROM (");
+	for (size_t k = 0; k < sizeof(parts) / sizeof(parts[0]); k++) {
+		ch_sql__add(&q,
+			    "%sSELECT node, pid, tid, job, has_rank, rank, toUInt32(%u) AS kind,"
+			    " %s AS ix, sum(%s) AS v FROM %s.%s WHERE 1%s",
+			    k ? " UNION ALL " : "", parts[k].kind, parts[k].index, parts[k].value,
+			    s->db, parts[k].table, parts[k].cond);
+		if (f->from_ns)
+			ch_sql__add(&q, " AND b_end >= %" PRIu64, f->from_ns);
+		if (f->to_ns)
+			ch_sql__add(&q, " AND b_end < %" PRIu64, f->to_ns);
+		sql_filter(s, &q, &g, "b_end", 1);
+		ch_sql__add(&q, " GROUP BY node, pid, pstart, tid, job, has_rank, rank, ix");
+	}
+	ch_sql__add(&q, ")");
+	return query_rows(s, &q, "thread times", -1, thread_time_row, (void *)fn, ctx);
+}
+
+static int node_clock_row(const struct ch_result *r, size_t i, const struct stack_set *set,
+			  void *fn, void *ctx)
+{
+	struct store_node_clock c = {
+		.node = STR(0),
+		.clock_error_ns = U64(1),
+		.freq_hz = (uint32_t)U64(2),
+		.batches = U64(3),
+	};
+
+	return ((store_node_clock_fn)fn)(ctx, &c);
+}
+
+#undef U64
+#undef STR
+
+static int ch_node_clocks(struct store *base, const struct store_filter *f, store_node_clock_fn fn,
+			  void *ctx)
+{
+	struct ch_store *s = (struct ch_store *)base;
+	struct ch_sql q = { 0 };
+
+	ch_sql__add(&q,
+		    "SELECT node, max(clock_error_ns), max(freq_hz), uniqExact(batch_id)"
+		    " FROM %s.batches WHERE 1",
+		    s->db);
+	if (f->from_ns)
+		ch_sql__add(&q, " AND end_ns > %" PRIu64, f->from_ns);
+	if (f->to_ns)
+		ch_sql__add(&q, " AND start_ns < %" PRIu64, f->to_ns);
+	if (f->node && f->node[0]) {
+		ch_sql__add(&q, " AND node = ");
+		ch_sql__quote(&q, f->node);
+	}
+	ch_sql__add(&q,
+		    " AND ingest IN (SELECT min(ingest) FROM %s.batches GROUP BY batch_id)"
+		    " GROUP BY node ORDER BY node",
+		    s->db);
+	return query_rows(s, &q, "node clocks", -1, node_clock_row, (void *)fn, ctx);
+}
+
 static const struct store_ops clickhouse_ops = {
 	.name = "clickhouse",
 	.ingest = ch_ingest,
@@ -1583,6 +1688,8 @@ static const struct store_ops clickhouse_ops = {
 	.retain = ch_retain,
 	.stats = ch_stats,
 	.close = ch_close,
+	.thread_times = ch_thread_times,
+	.node_clocks = ch_node_clocks,
 };
 
 /* CREATE DATABASE and every table, idempotent. */

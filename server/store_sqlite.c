@@ -1418,6 +1418,101 @@ static void sq_close(struct store *base)
 	free(s);
 }
 
+/* ---- diagnosis inputs ------------------------------------------------------------------- */
+
+static int thread_time_row(void *rc, sqlite3_stmt *st)
+{
+	struct row_ctx *r = rc;
+	struct store_thread_time t = {
+		.node = col_text(st, 0),
+		.pid = (uint32_t)sqlite3_column_int64(st, 1),
+		.tid = (uint32_t)sqlite3_column_int64(st, 2),
+		.job = col_text(st, 3),
+		.has_rank = sqlite3_column_int(st, 4),
+		.rank = sqlite3_column_int(st, 5),
+		.kind = (uint32_t)sqlite3_column_int(st, 6),
+		.index = (uint32_t)sqlite3_column_int(st, 7),
+		.ns = col_u64(st, 8),
+	};
+
+	return ((store_thread_time_fn)r->fn)(r->ctx, &t);
+}
+
+static int sq_thread_times(struct store *base, const struct store_filter *f,
+			   store_thread_time_fn fn, void *ctx)
+{
+	/* kind, index expression, value expression, table, extra condition.
+	 * Stored categories and reasons are the wire enums (1-based). */
+	static const struct {
+		uint32_t kind;
+		const char *index, *value, *table, *cond;
+	} parts[] = {
+		{ STORE_THREAD_TIME, "t.category - 1", "t.ns", "time_breakdown",
+		  " AND t.category BETWEEN 1 AND 8" },
+		{ STORE_THREAD_OFFCPU, "t.reason - 1", "t.ns", "offcpu_samples",
+		  " AND t.reason BETWEEN 1 AND 5" },
+		{ STORE_THREAD_ONCPU, "0", "t.on_cpu_ns", "sched_stats", "" },
+		{ STORE_THREAD_RUNNABLE, "0", "t.runqueue_latency_ns + t.runnable_wait_ns",
+		  "sched_stats", "" },
+	};
+	struct sqlite_store *s = (struct sqlite_store *)base;
+	struct row_ctx r = { .fn = (void *)fn, .ctx = ctx };
+	int err = 0;
+
+	/* One query per table: the filter's binds would overflow one UNION. */
+	for (size_t i = 0; !err && i < sizeof(parts) / sizeof(parts[0]); i++) {
+		struct query q = { .len = 0 };
+
+		q_add(&q,
+		      "SELECT p.node, p.pid, t.tid, p.job, p.has_rank, p.rank, %u, %s AS ix,"
+		      " SUM(%s) FROM %s t JOIN batches b ON b.id = t.batch"
+		      " JOIN processes p ON p.id = t.process WHERE 1%s",
+		      parts[i].kind, parts[i].index, parts[i].value, parts[i].table, parts[i].cond);
+		q_filter(&q, f, "b.end_ns");
+		q_add(&q, " GROUP BY p.id, t.tid, ix");
+		err = exec_query(s, &q, thread_time_row, &r, 0);
+	}
+	return err;
+}
+
+static int node_clock_row(void *rc, sqlite3_stmt *st)
+{
+	struct row_ctx *r = rc;
+	struct store_node_clock c = {
+		.node = col_text(st, 0),
+		.clock_error_ns = col_u64(st, 1),
+		.freq_hz = (uint32_t)sqlite3_column_int64(st, 2),
+		.batches = col_u64(st, 3),
+	};
+
+	return ((store_node_clock_fn)r->fn)(r->ctx, &c);
+}
+
+static int sq_node_clocks(struct store *base, const struct store_filter *f, store_node_clock_fn fn,
+			  void *ctx)
+{
+	struct sqlite_store *s = (struct sqlite_store *)base;
+	struct row_ctx r = { .fn = (void *)fn, .ctx = ctx };
+	struct query q = { .len = 0 };
+
+	q_add(&q, "SELECT b.node, MAX(b.clock_error_ns), MAX(b.freq_hz), COUNT(*)"
+		  " FROM batches b WHERE 1");
+	if (f->from_ns) {
+		q_add(&q, " AND b.end_ns > ?");
+		q_int(&q, i64(f->from_ns));
+	}
+	if (f->to_ns) {
+		q_add(&q, " AND b.start_ns < ?");
+		q_int(&q, i64(f->to_ns));
+	}
+	if (f->node && f->node[0]) {
+		q_add(&q, " AND b.node = ?");
+		q_text(&q, f->node);
+	}
+	q_add(&q, " GROUP BY b.node ORDER BY b.node");
+	return exec_query(s, &q, node_clock_row, &r, 0);
+}
+
 static const struct store_ops sqlite_ops = {
 	.name = "sqlite",
 	.ingest = sq_ingest,
@@ -1431,6 +1526,8 @@ static const struct store_ops sqlite_ops = {
 	.retain = sq_retain,
 	.stats = sq_stats,
 	.close = sq_close,
+	.thread_times = sq_thread_times,
+	.node_clocks = sq_node_clocks,
 };
 
 struct store *store_sqlite__open(const char *path, char *err, size_t errsz)

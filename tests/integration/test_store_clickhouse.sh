@@ -6,3 +6,4 @@ source "$(dirname "$0")/lib.sh"
 source "$ROOT/tests/integration/clickhouse.sh"
 ch_start
 ch_run_unit test_store_clickhouse
+ch_run_unit test_store_diag_inputs

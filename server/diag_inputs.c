@@ -1,0 +1,424 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * diagnose/ inputs from the store (see diag_inputs.h).  The differential
+ * findings read, per rank of the job over the range: on-CPU stacks (CPU
+ * samples x the node's sampling period), off-CPU time by reason (scheduler
+ * counters) with blocking stacks (assigned to a reason by their kernel
+ * frames, since stored off-CPU stacks are summed over reasons), runnable
+ * time, CUDA API tallies (launches, sync and copy time, allocation
+ * failures) and NCCL collectives (time, bytes, sequence gaps).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/diag_inputs.h"
+
+/* ---- string arena --------------------------------------------------------------- */
+
+struct diag_strings {
+	char **chunks;
+	size_t n, cap, used, size; /* used/size of the last chunk */
+};
+
+struct diag_strings *diag_strings__new(void)
+{
+	return calloc(1, sizeof(struct diag_strings));
+}
+
+const char *diag_strings__add(struct diag_strings *s, const char *str)
+{
+	size_t len = strlen(str) + 1;
+	char *dst;
+
+	if (!s->n || s->used + len > s->size) {
+		size_t size = len > 65536 ? len : 65536;
+
+		if (s->n == s->cap) {
+			size_t cap = s->cap ? s->cap * 2 : 8;
+			void *p = realloc(s->chunks, cap * sizeof(*s->chunks));
+
+			if (!p)
+				return NULL;
+			s->chunks = p;
+			s->cap = cap;
+		}
+		s->chunks[s->n] = malloc(size);
+		if (!s->chunks[s->n])
+			return NULL;
+		s->n++;
+		s->used = 0;
+		s->size = size;
+	}
+	dst = s->chunks[s->n - 1] + s->used;
+	memcpy(dst, str, len);
+	s->used += len;
+	return dst;
+}
+
+void diag_strings__free(struct diag_strings *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->n; i++)
+		free(s->chunks[i]);
+	free(s->chunks);
+	free(s);
+}
+
+/* ---- clocks --------------------------------------------------------------------- */
+
+#define MAX_NODES 4096
+
+struct diag_clocks {
+	struct {
+		char node[64];
+		uint64_t err;
+		uint32_t freq;
+	} v[MAX_NODES];
+	size_t n;
+};
+
+struct diag_clocks *diag_clocks__new(void)
+{
+	return calloc(1, sizeof(struct diag_clocks));
+}
+
+void diag_clocks__free(struct diag_clocks *c)
+{
+	free(c);
+}
+
+static int on_clock(void *ctx, const struct store_node_clock *nc)
+{
+	struct diag_clocks *c = ctx;
+
+	if (c->n == MAX_NODES)
+		return 0; /* unknown nodes read as error 0, freq 49 */
+	snprintf(c->v[c->n].node, sizeof(c->v[c->n].node), "%s", nc->node);
+	c->v[c->n].err = nc->clock_error_ns;
+	c->v[c->n].freq = nc->freq_hz;
+	c->n++;
+	return 0;
+}
+
+int diag_clocks__load(struct diag_clocks *c, struct store *st, const struct store_filter *f)
+{
+	c->n = 0;
+	return st->ops->node_clocks(st, f, on_clock, c);
+}
+
+static size_t clock_idx(const struct diag_clocks *c, const char *node)
+{
+	for (size_t i = 0; i < c->n; i++)
+		if (!strcmp(c->v[i].node, node))
+			return i;
+	return SIZE_MAX;
+}
+
+uint64_t diag_clocks__error(const struct diag_clocks *c, const char *node)
+{
+	size_t i = clock_idx(c, node);
+
+	return i == SIZE_MAX ? 0 : c->v[i].err;
+}
+
+uint32_t diag_clocks__freq(const struct diag_clocks *c, const char *node)
+{
+	size_t i = clock_idx(c, node);
+
+	return i == SIZE_MAX || !c->v[i].freq ? 49 : c->v[i].freq;
+}
+
+/* ---- small helpers ---------------------------------------------------------------- */
+
+void diag_fold_stack(const struct store_stack *s, char *out, size_t size)
+{
+	size_t len = 0;
+
+	out[0] = 0;
+	for (uint32_t i = 0; s && i < s->nframes && len + 1 < size; i++) {
+		const struct store_frame *f = &s->frames[i];
+		const char *mod = f->module ? strrchr(f->module, '/') : NULL;
+		int n;
+
+		mod = mod ? mod + 1 : (f->module ? f->module : "?");
+		if (f->func)
+			n = snprintf(out + len, size - len, "%s%s", i ? ";" : "", f->func);
+		else
+			n = snprintf(out + len, size - len, "%s%s+0x%llx", i ? ";" : "", mod,
+				     (unsigned long long)f->addr);
+		if (n < 0 || (size_t)n >= size - len)
+			break;
+		len += (size_t)n;
+	}
+}
+
+void diag_prom_label(FILE *o, const char *v)
+{
+	fputc('"', o);
+	for (; v && *v; v++) {
+		if (*v == '"' || *v == '\\')
+			fputc('\\', o);
+		if (*v == '\n')
+			fputs("\\n", o);
+		else
+			fputc(*v, o);
+	}
+	fputc('"', o);
+}
+
+/* ---- findings ----------------------------------------------------------------------- */
+
+#define MAX_RANKS 1024
+
+struct stack_vec {
+	struct diag_stack *v;
+	size_t n, cap;
+};
+
+struct comm_seq {
+	uint64_t comm, min, max, count;
+};
+
+struct rank_in {
+	int32_t rank;
+	uint32_t pid;
+	uint64_t last_ns;
+	char node[64];
+	struct diag_rank_window w;
+	struct stack_vec on, off[DIAG_OFF_MAX];
+	struct comm_seq seqs[16];
+	size_t nseqs;
+};
+
+struct fctx {
+	struct rank_in *r;
+	size_t n;
+	struct diag_strings *names;
+	struct diag_clocks *clocks;
+	int oom;
+};
+
+static struct rank_in *rank_of(struct fctx *c, int has_rank, int32_t rank)
+{
+	if (!has_rank)
+		return NULL;
+	for (size_t i = 0; i < c->n; i++)
+		if (c->r[i].rank == rank)
+			return &c->r[i];
+	return NULL;
+}
+
+static int on_process(void *ctx, const struct store_process *p)
+{
+	struct fctx *c = ctx;
+	struct rank_in *r = rank_of(c, p->has_rank, p->rank);
+
+	if (!p->has_rank)
+		return 0;
+	if (!r) {
+		if (c->n == MAX_RANKS)
+			return 0;
+		r = &c->r[c->n++];
+		r->rank = p->rank;
+	} else if (p->last_ns < r->last_ns) {
+		return 0; /* an earlier incarnation of the rank */
+	}
+	r->pid = p->pid;
+	r->last_ns = p->last_ns;
+	snprintf(r->node, sizeof(r->node), "%s", p->node);
+	return 0;
+}
+
+static int push(struct fctx *c, struct stack_vec *v, const struct store_stack *s, double ns)
+{
+	char folded[1024];
+
+	if (v->n == v->cap) {
+		size_t cap = v->cap ? v->cap * 2 : 64;
+		void *p = realloc(v->v, cap * sizeof(*v->v));
+
+		if (!p)
+			return -ENOMEM;
+		v->v = p;
+		v->cap = cap;
+	}
+	diag_fold_stack(s, folded, sizeof(folded));
+	v->v[v->n].frames = diag_strings__add(c->names, folded);
+	v->v[v->n].ns = ns;
+	if (!v->v[v->n].frames)
+		return -ENOMEM;
+	v->n++;
+	return 0;
+}
+
+static int on_cpu_sample(void *ctx, const struct store_sample *s)
+{
+	struct fctx *c = ctx;
+	struct rank_in *r = rank_of(c, s->has_rank, s->rank);
+
+	if (!r)
+		return 0;
+	return push(c, &r->on, s->stack, s->value * 1e9 / diag_clocks__freq(c->clocks, s->node));
+}
+
+/* Stored off-CPU stacks are summed over reasons: the kernel frames say
+ * which one (the BPF side decides the same way, docs/diagnosis.md). */
+static int offcpu_reason_of(const struct store_stack *s)
+{
+	for (uint32_t i = s->nframes; i-- > 0;) {
+		const char *fn = s->frames[i].func;
+
+		if (s->frames[i].kind != STORE_FRAME_KERNEL || !fn)
+			continue;
+		if (strstr(fn, "futex"))
+			return DIAG_OFF_LOCK;
+		if (strstr(fn, "fault"))
+			return DIAG_OFF_FAULT;
+		if (strstr(fn, "io_schedule") || strstr(fn, "jbd2") || strstr(fn, "blk") ||
+		    strstr(fn, "wait_on_page") || strstr(fn, "folio_wait"))
+			return DIAG_OFF_IO;
+		if (strstr(fn, "nanosleep") || strstr(fn, "hrtimer") || strstr(fn, "poll") ||
+		    strstr(fn, "select"))
+			return DIAG_OFF_SLEEP;
+	}
+	return DIAG_OFF_OTHER;
+}
+
+static int on_offcpu_sample(void *ctx, const struct store_sample *s)
+{
+	struct fctx *c = ctx;
+	struct rank_in *r = rank_of(c, s->has_rank, s->rank);
+
+	if (!r)
+		return 0;
+	return push(c, &r->off[offcpu_reason_of(s->stack)], s->stack, (double)s->value);
+}
+
+static int on_thread_time(void *ctx, const struct store_thread_time *t)
+{
+	struct rank_in *r = rank_of(ctx, t->has_rank, t->rank);
+
+	if (!r)
+		return 0;
+	if (t->kind == STORE_THREAD_OFFCPU && t->index < DIAG_OFF_MAX)
+		r->w.offcpu_ns[t->index] += (double)t->ns;
+	else if (t->kind == STORE_THREAD_RUNNABLE)
+		r->w.runnable_ns += (double)t->ns;
+	return 0;
+}
+
+static int on_tally(void *ctx, const struct store_tally *t)
+{
+	struct rank_in *r = rank_of(ctx, t->has_rank, t->rank);
+
+	if (!r)
+		return 0;
+	if (strstr(t->fn, "Launch"))
+		r->w.launches += (double)t->calls;
+	else if (strstr(t->fn, "Synchronize") || strstr(t->fn, "StreamWait"))
+		r->w.sync_ns += (double)t->total_ns;
+	else if (strstr(t->fn, "Memcpy") || strstr(t->fn, "cuMemcpy"))
+		r->w.copy_ns += (double)t->total_ns;
+	if (strstr(t->fn, "Malloc") || strstr(t->fn, "MemAlloc"))
+		for (uint32_t i = 0; i < t->ncodes; i++)
+			r->w.alloc_failures += (double)t->codes[i].count;
+	return 0;
+}
+
+static int on_collective(void *ctx, const struct store_event *e)
+{
+	struct rank_in *r = rank_of(ctx, e->has_rank, e->rank);
+	struct comm_seq *q = NULL;
+
+	if (!r)
+		return 0;
+	r->w.collective_ns += (double)e->dur_ns;
+	r->w.collective_bytes += (double)e->bytes;
+	for (size_t i = 0; i < r->nseqs && !q; i++)
+		if (r->seqs[i].comm == e->comm_hash)
+			q = &r->seqs[i];
+	if (!q && r->nseqs < 16) {
+		q = &r->seqs[r->nseqs++];
+		*q = (struct comm_seq){ .comm = e->comm_hash, .min = e->seq, .max = e->seq };
+	}
+	if (q) {
+		q->min = e->seq < q->min ? e->seq : q->min;
+		q->max = e->seq > q->max ? e->seq : q->max;
+		q->count++;
+	}
+	return 0;
+}
+
+static void finish_rank(struct rank_in *r, double wall)
+{
+	r->w.rank = (uint32_t)r->rank;
+	r->w.wall_ns = wall;
+	r->w.oncpu = r->on.v;
+	r->w.n_oncpu = r->on.n;
+	for (int k = 0; k < DIAG_OFF_MAX; k++) {
+		r->w.offcpu[k] = r->off[k].v;
+		r->w.n_offcpu[k] = r->off[k].n;
+	}
+	for (size_t i = 0; i < r->nseqs; i++)
+		if (r->seqs[i].max - r->seqs[i].min + 1 > r->seqs[i].count)
+			r->w.seq_gaps +=
+				(double)(r->seqs[i].max - r->seqs[i].min + 1 - r->seqs[i].count);
+}
+
+int diag_findings(struct store *st, const char *job, int32_t rank, uint64_t from_ns, uint64_t to_ns,
+		  struct diag_finding *out, size_t max)
+{
+	struct fctx c = { .names = diag_strings__new(), .clocks = diag_clocks__new() };
+	struct store_filter f = { .job = job, .from_ns = from_ns, .to_ns = to_ns };
+	struct diag_rank_window *peers = NULL;
+	struct rank_in *flagged = NULL;
+	size_t np = 0;
+	int err = -ENOMEM;
+
+	c.r = calloc(MAX_RANKS, sizeof(*c.r));
+	if (!c.r || !c.names || !c.clocks)
+		goto out;
+	err = st->ops->processes(st, &f, on_process, &c);
+	if (!err)
+		err = diag_clocks__load(
+			c.clocks, st, &(struct store_filter){ .from_ns = from_ns, .to_ns = to_ns });
+	if (!err)
+		err = st->ops->profile(st, &f, STORE_PROFILE_CPU, on_cpu_sample, &c);
+	if (!err)
+		err = st->ops->profile(st, &f, STORE_PROFILE_OFFCPU, on_offcpu_sample, &c);
+	if (!err)
+		err = st->ops->thread_times(st, &f, on_thread_time, &c);
+	if (!err)
+		err = st->ops->tally(st, &f, on_tally, &c);
+	if (!err)
+		err = st->ops->events(st, &f, STORE_EVENT_COLLECTIVE, 1000000, NULL, on_collective,
+				      &c);
+	if (err)
+		goto out;
+	peers = calloc(c.n ? c.n : 1, sizeof(*peers));
+	if (!peers) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < c.n; i++) {
+		finish_rank(&c.r[i], (double)(to_ns - from_ns));
+		if (c.r[i].rank == rank)
+			flagged = &c.r[i];
+		else
+			peers[np++] = c.r[i].w;
+	}
+	err = !flagged || !np ? -ENOENT : diag_differential(&flagged->w, peers, np, NULL, out, max);
+out:
+	for (size_t i = 0; c.r && i < c.n; i++) {
+		free(c.r[i].on.v);
+		for (int k = 0; k < DIAG_OFF_MAX; k++)
+			free(c.r[i].off[k].v);
+	}
+	free(c.r);
+	free(peers);
+	diag_strings__free(c.names);
+	diag_clocks__free(c.clocks);
+	return err;
+}
