@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "agent/py_stitch.h"
 #include "symbolize/buildid.h"
 #include "symbolize/hash.h"
 #include "uploader/proc_labels.h"
@@ -20,7 +21,7 @@
 #define DEFAULT_MAX_SAMPLES 262144
 #define PROC_CACHE_MAX 4096 /* (tgid, mm) label sets kept across batches */
 #define KNOWN_FILES_MAX 8192
-#define BB_MAX_FRAMES (2 * STRATA_MAX_STACK_DEPTH + 8)
+#define BB_MAX_FRAMES (2 * STRATA_MAX_STACK_DEPTH + STRATA_PY_MAX_DEPTH + 8)
 
 /* A growable array of fixed-size elements. */
 struct vec {
@@ -86,6 +87,19 @@ struct cached_proc {
 	struct proc_labels l;
 };
 
+struct batch_builder;
+
+/* A sample's frames as they are built, root first (also the stitch walk's
+ * context: agent/py_stitch.h). */
+struct frame_out {
+	struct batch_builder *bb;
+	const struct strata_stack_key *k;
+	struct bb_frame fr[BB_MAX_FRAMES];
+	uint32_t n;
+	char pyname[STRATA_PY_MAX_DEPTH][32]; /* names of unresolved Python frames */
+	uint32_t npyname;
+};
+
 struct batch_builder {
 	struct batch_builder_opts o;
 	char node[256];
@@ -114,6 +128,7 @@ struct batch_builder {
 	struct vec known;	       /* their hashes (uint64_t) */
 
 	struct batch_builder_stats st;
+	struct frame_out out; /* the sample being converted (too big for the stack) */
 };
 
 struct wproc {
@@ -489,14 +504,89 @@ static const struct cached_proc *labels_of(struct batch_builder *bb, uint32_t tg
 	return c;
 }
 
+/* A native user frame: (build-id mapping, file offset), no name. */
+static int out_native(void *ctx, uint64_t ip, int is_ret)
+{
+	struct frame_out *o = ctx;
+	struct batch_builder *bb = o->bb;
+	const struct proc_mapping *m;
+	struct bb_frame *f;
+
+	if (o->n >= BB_MAX_FRAMES)
+		return 0;
+	f = &o->fr[o->n++];
+	memset(f, 0, sizeof(*f));
+	f->is_return = is_ret;
+	if (!bb->src.procs ||
+	    proc_tracker__lookup(bb->src.procs, o->k->tgid, o->k->mm_id, ip, &m)) {
+		bb->st.frames_unknown++;
+		f->kind = STRATA__V1__FRAME__KIND__UNKNOWN;
+		f->addr = ip;
+		return 0;
+	}
+	f->kind = STRATA__V1__FRAME__KIND__NATIVE;
+	f->path = m->name;
+	f->addr = ip - m->start + m->pgoff;
+	if (m->mod) {
+		f->build_id = m->mod->build_id;
+		f->build_id_len = (size_t)m->mod->build_id_len;
+		announce_file(bb, m->mod->build_id, (size_t)m->mod->build_id_len,
+			      m->mod->open_path);
+		if (bb->src.unwind)
+			unwind_loader__touch(bb->src.unwind, m->mod);
+	}
+	return 0;
+}
+
+/* A Python frame: qualname/file/line as the interpreter had them; one
+ * whose code object was gone is "[python]+0xCODE", as in local output. */
+static int out_python(void *ctx, const struct strata_py_frame *pf, const struct py_frame_sym *sym)
+{
+	struct frame_out *o = ctx;
+	struct bb_frame *f;
+
+	if (o->n >= BB_MAX_FRAMES)
+		return 0;
+	f = &o->fr[o->n++];
+	*f = (struct bb_frame){ .kind = STRATA__V1__FRAME__KIND__PYTHON };
+	if (sym) {
+		f->name = sym->qualname;
+		f->file = sym->filename;
+		f->line = sym->line > 0 ? (uint32_t)sym->line : 0;
+	} else if (o->npyname < STRATA_PY_MAX_DEPTH) {
+		char *buf = o->pyname[o->npyname++];
+
+		snprintf(buf, sizeof(o->pyname[0]), "[python]+0x%llx",
+			 (unsigned long long)pf->code);
+		f->name = buf;
+	}
+	return 0;
+}
+
+static int out_lost(void *ctx)
+{
+	struct frame_out *o = ctx;
+
+	if (o->n < BB_MAX_FRAMES)
+		o->fr[o->n++] = (struct bb_frame){ .kind = STRATA__V1__FRAME__KIND__LOST };
+	return 0;
+}
+
+static const struct py_stitch_ops out_ops = {
+	.native = out_native,
+	.python = out_python,
+	.lost = out_lost,
+};
+
 int batch_builder__add_sampled(void *ctx, const struct sampler_sample *s)
 {
 	struct batch_builder *bb = ctx;
 	const struct strata_stack_key *k = s->key;
 	const struct cached_proc *cp = labels_of(bb, k->tgid, k->mm_id);
-	struct bb_frame fr[BB_MAX_FRAMES];
-	uint32_t n = 0;
+	const struct python_proc *pp = NULL;
+	struct frame_out *o = &bb->out;
 	int64_t proc;
+	int err;
 
 	if (!cp)
 		return -ENOMEM;
@@ -521,39 +611,24 @@ int batch_builder__add_sampled(void *ctx, const struct sampler_sample *s)
 	if (proc < 0)
 		return (int)proc;
 
+	o->bb = bb;
+	o->k = k;
+	o->n = o->npyname = 0;
+	if (s->py && bb->src.python && bb->src.procs)
+		pp = python__find(bb->src.python, k->mm_id);
 	/* Root first: the outermost user frame is the last ip. */
-	if (s->user) {
-		for (int i = (int)s->user->len - 1; i >= 0 && n < BB_MAX_FRAMES; i--) {
-			const struct proc_mapping *m;
-			uint64_t ip = s->user->ips[i];
-			struct bb_frame *f = &fr[n++];
-
-			memset(f, 0, sizeof(*f));
-			f->is_return = i > 0 || s->kern != NULL;
-			if (!bb->src.procs ||
-			    proc_tracker__lookup(bb->src.procs, k->tgid, k->mm_id, ip, &m)) {
-				bb->st.frames_unknown++;
-				f->kind = STRATA__V1__FRAME__KIND__UNKNOWN;
-				f->addr = ip;
-				continue;
-			}
-			f->kind = STRATA__V1__FRAME__KIND__NATIVE;
-			f->path = m->name;
-			f->addr = ip - m->start + m->pgoff;
-			if (m->mod) {
-				f->build_id = m->mod->build_id;
-				f->build_id_len = (size_t)m->mod->build_id_len;
-				announce_file(bb, m->mod->build_id, (size_t)m->mod->build_id_len,
-					      m->mod->open_path);
-				if (bb->src.unwind)
-					unwind_loader__touch(bb->src.unwind, m->mod);
-			}
-		}
+	if (pp) {
+		err = py_stitch__walk(bb->src.python, bb->src.procs, s, pp, &out_ops, o);
+		if (err)
+			return err;
+	} else if (s->user) {
+		for (int i = (int)s->user->len - 1; i >= 0; i--)
+			out_native(o, s->user->ips[i], i > 0 || s->kern != NULL);
 	} else if (k->user_stack == STRATA_STACK_LOST) {
-		fr[n++] = (struct bb_frame){ .kind = STRATA__V1__FRAME__KIND__LOST };
+		out_lost(o);
 	}
 	if (s->kern) {
-		for (int i = (int)s->kern->len - 1; i >= 0 && n < BB_MAX_FRAMES; i--) {
+		for (int i = (int)s->kern->len - 1; i >= 0 && o->n < BB_MAX_FRAMES; i--) {
 			uint64_t ip = s->kern->ips[i];
 			const char *mod = NULL, *name = NULL;
 
@@ -561,17 +636,17 @@ int batch_builder__add_sampled(void *ctx, const struct sampler_sample *s)
 				/* Name return addresses by their call instruction. */
 				name = ksyms__resolve(bb->src.ksyms, i > 0 ? ip - 1 : ip, &mod,
 						      NULL);
-			fr[n++] = (struct bb_frame){ .kind = STRATA__V1__FRAME__KIND__KERNEL,
-						     .addr = ip,
-						     .is_return = i > 0,
-						     .name = name,
-						     .module = mod };
+			o->fr[o->n++] = (struct bb_frame){ .kind = STRATA__V1__FRAME__KIND__KERNEL,
+							   .addr = ip,
+							   .is_return = i > 0,
+							   .name = name,
+							   .module = mod };
 		}
-	} else if (k->kern_stack == STRATA_STACK_LOST && n < BB_MAX_FRAMES) {
-		fr[n++] = (struct bb_frame){ .kind = STRATA__V1__FRAME__KIND__LOST,
-					     .module = "[kernel]" };
+	} else if (k->kern_stack == STRATA_STACK_LOST && o->n < BB_MAX_FRAMES) {
+		o->fr[o->n++] = (struct bb_frame){ .kind = STRATA__V1__FRAME__KIND__LOST,
+						   .module = "[kernel]" };
 	}
-	return batch_builder__add(bb, (uint32_t)proc, k->tid, s->comm, fr, n, s->count);
+	return batch_builder__add(bb, (uint32_t)proc, k->tid, s->comm, o->fr, o->n, s->count);
 }
 
 /* ---- encoding ---------------------------------------------------------------- */

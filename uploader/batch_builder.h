@@ -19,6 +19,7 @@
 
 #include "agent/profile.h"
 #include "agent/proc_tracker.h"
+#include "agent/python.h"
 #include "agent/sampler.h"
 #include "agent/unwind_loader.h"
 #include "symbolize/symbolize.h"
@@ -41,6 +42,7 @@ struct batch_sources {
 	struct proc_tracker *procs;
 	struct ksyms *ksyms;	      /* NULL: kernel frames go unnamed */
 	struct unwind_loader *unwind; /* NULL: FP only; else sampled tables kept warm */
+	struct python *python;	      /* NULL: Python frames are not stitched */
 };
 
 /* A frame as the low-level API takes it. */

@@ -32,7 +32,12 @@ struct shipper *shipper__new(const struct shipper_opts *o, struct session *s)
 	sh->bb = batch_builder__new(&bo);
 	if (!sh->bb)
 		goto err_out;
-	struct batch_sources src = { .procs = s->procs, .ksyms = s->ksyms, .unwind = s->unwind };
+	struct batch_sources src = {
+		.procs = s->procs,
+		.ksyms = s->ksyms,
+		.unwind = s->unwind,
+		.python = s->python,
+	};
 	batch_builder__set_sources(sh->bb, &src);
 	session__set_consumer(s, batch_builder__add_sampled, sh->bb);
 	return sh;
