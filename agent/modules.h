@@ -41,6 +41,8 @@ void modules__free(struct module_registry *r);
  * or the file cannot be opened now (counted; a later call retries). */
 struct module *modules__from_map(struct module_registry *r, int pid, const struct proc_map *m);
 struct module *modules__find(struct module_registry *r, dev_t dev, uint64_t ino);
+/* The first module opened under this path (a linear scan: callers cache). */
+struct module *modules__find_path(struct module_registry *r, const char *path);
 /*
  * Finds a file known only by (dev, ino, basename) — from an exit-time VMA
  * record — by looking for name in the directories of known modules and the
