@@ -48,6 +48,12 @@ static void usage(FILE *f)
 	      "      --spool DIR       unsent batches (default /var/lib/strata/spool)\n"
 	      "      --spool-max MB    spool bound, oldest dropped first (default 256)\n"
 	      "      --node NAME       node name sent with batches (default: hostname)\n"
+	      /* --- GPU layer in the agent (on by default) --- */
+	      "      --drain-interval MS  how often kernel maps are drained (1000)\n"
+	      "      --no-gpu          do not trace CUDA/NCCL\n"
+	      "      --probe-budget PCT  CPU share of one core the GPU probes may take per\n"
+	      "                        process before they are duty-cycled (default 1;\n"
+	      "                        0: no limit)\n"
 	      "  -v, --verbose         print counters every period\n",
 	      f);
 }
@@ -134,7 +140,16 @@ out:
 
 int main(int argc, char **argv)
 {
-	enum { OPT_TOKEN = 256, OPT_CA, OPT_SPOOL, OPT_SPOOL_MAX, OPT_NODE };
+	enum {
+		OPT_TOKEN = 256,
+		OPT_CA,
+		OPT_SPOOL,
+		OPT_SPOOL_MAX,
+		OPT_NODE,
+		OPT_NO_GPU,
+		OPT_BUDGET,
+		OPT_DRAIN
+	};
 	static const struct option longopts[] = {
 		{ "output", required_argument, NULL, 'o' },
 		{ "period", required_argument, NULL, 'P' },
@@ -151,6 +166,9 @@ int main(int argc, char **argv)
 		{ "spool", required_argument, NULL, OPT_SPOOL },
 		{ "spool-max", required_argument, NULL, OPT_SPOOL_MAX },
 		{ "node", required_argument, NULL, OPT_NODE },
+		{ "no-gpu", no_argument, NULL, OPT_NO_GPU },
+		{ "probe-budget", required_argument, NULL, OPT_BUDGET },
+		{ "drain-interval", required_argument, NULL, OPT_DRAIN },
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
@@ -165,7 +183,8 @@ int main(int argc, char **argv)
 		.session = { .sz = sizeof(o.session),
 			     .sampler = { .sz = sizeof(o.session.sampler),
 					  .freq_hz = 49,
-					  .hybrid = true } },
+					  .hybrid = true },
+			     .gpu = { .sz = sizeof(o.session.gpu) } },
 	};
 	struct stat st;
 	int c, verbose = 0, err;
@@ -218,6 +237,23 @@ int main(int argc, char **argv)
 		case OPT_NODE:
 			o.ship.node = optarg;
 			break;
+		/* --- GPU layer in the agent --- */
+		case OPT_DRAIN:
+			if (cli_parse_u32(optarg, 3600000, &o.session.drain_ms))
+				goto bad;
+			break;
+		case OPT_NO_GPU:
+			o.session.no_gpu = true;
+			break;
+		case OPT_BUDGET: {
+			char *end;
+			double pct = strtod(optarg, &end);
+
+			if (*end || pct < 0 || pct > 100)
+				goto bad;
+			o.session.gpu.budget = pct > 0 ? pct / 100 : -1;
+			break;
+		}
 		case 'v':
 			verbose++;
 			break;

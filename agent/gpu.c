@@ -34,11 +34,12 @@
 #include "gpu.skel.h"
 
 #define GPU_MAX_FILES 64
-#define GPU_MAX_KNOWN 4096   /* files classified (GPU or not) */
-#define GPU_MAX_PROCS 4096   /* watched + targets + exited awaiting a drain */
-#define GPU_PROC_FILES 8     /* GPU files per process */
-#define GPU_MAX_ROWS 65536   /* per user-side table */
-#define GPU_MAX_CALLS 262144 /* call records kept for the trace */
+#define GPU_MAX_KNOWN 4096	  /* files classified (GPU or not) */
+#define GPU_MAX_PROCS 4096	  /* watched + targets + exited awaiting a drain */
+#define GPU_PROC_FILES 8	  /* GPU files per process */
+#define GPU_MAX_ROWS 65536	  /* per user-side table */
+#define GPU_MAX_CALLS 262144	  /* call records kept for the trace */
+#define GPU_MAX_ALLOC_RECS 262144 /* wire: outstanding allocations listed per drain */
 #define GPU_SCAN_FIRST_MS 5
 /* also how late a target whose exit events were missed is found dead */
 #define GPU_SCAN_MAX_MS 500
@@ -961,6 +962,7 @@ static void snapshot_allocs(struct gpu *g)
 	void *prev = NULL;
 
 	gpu_leaks__begin(&g->leaks, realtime_ns());
+	g->data.nallocs = 0; /* wire: this drain's outstanding set */
 	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
 		struct gpu_proc *p;
 
@@ -977,6 +979,13 @@ static void snapshot_allocs(struct gpu *g)
 			continue;
 		}
 		resolve_stack(g, key.tgid, v.stack_id, p ? p->mm_id : 0);
+		if (g->data.allocs && g->data.nallocs < GPU_MAX_ALLOC_RECS)
+			g->data.allocs[g->data.nallocs++] = (struct gpu_alloc_rec){
+				key.tgid,  v.api, key.ptr, v.size, to_realtime(g, v.ts_ns),
+				v.stack_id
+			};
+		else
+			g->data.allocs_dropped++;
 	}
 	gpu_leaks__end(&g->leaks);
 }
@@ -1203,6 +1212,7 @@ struct gpu *gpu__new(const struct gpu_opts *opts, struct module_registry *mods,
 	g->procs_tracker = procs;
 	g->procs = calloc(GPU_MAX_PROCS, sizeof(*g->procs));
 	g->calls = calloc(GPU_MAX_CALLS, sizeof(*g->calls));
+	g->data.allocs = calloc(GPU_MAX_ALLOC_RECS, sizeof(*g->data.allocs));
 	g->data.frames = profile__new(1);
 	if (!g->procs || !g->calls || !g->data.frames) {
 		err = -ENOMEM;
@@ -1302,6 +1312,7 @@ void gpu__free(struct gpu *g)
 	free(g->data.procs);
 	free(g->data.leaks);
 	free(g->data.stacks_view);
+	free(g->data.allocs);
 	free(g->prev_calls);
 	free(g->procs);
 	free(g->calls);
@@ -1375,4 +1386,13 @@ void gpu__report(struct gpu *g)
 		(unsigned long long)st.bpf_proc_rows, (unsigned long long)g->adopted,
 		(unsigned long long)d->dropped_rows, (unsigned long long)d->dropped_calls,
 		(unsigned long long)g->procs_dropped, (unsigned long long)d->clock_err_ns);
+}
+
+/* --- wire (strata-agent --server): call records handed over --- */
+void gpu__calls_taken(struct gpu *g)
+{
+	/* The agent shipped d->calls: the table starts again, so an
+	 * always-on agent never reaches GPU_MAX_CALLS. */
+	g->ncalls = 0;
+	g->data.ncalls = 0;
 }

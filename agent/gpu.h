@@ -57,6 +57,9 @@ int gpu__poll(struct gpu *g);
 int gpu__drain(struct gpu *g);
 /* The tables; valid until the next gpu__drain / gpu__free. */
 const struct gpu_data *gpu__data(struct gpu *g);
+/* strata-agent --server: the call records of gpu__data() were shipped;
+ * the next ones start an empty table (strata record keeps them all). */
+void gpu__calls_taken(struct gpu *g);
 /* Counters and table sizes to stderr (-v). */
 void gpu__report(struct gpu *g);
 

@@ -73,6 +73,14 @@ struct gpu_call_rec {
 	struct gpu_event ev; /* start_ns / end_ns converted to CLOCK_REALTIME */
 };
 
+/* --- wire (strata-agent --server): one outstanding allocation --- */
+struct gpu_alloc_rec {
+	uint32_t tgid, api;
+	uint64_t ptr, size;
+	uint64_t alloc_ns; /* CLOCK_REALTIME */
+	uint64_t stack_id;
+};
+
 struct gpu_coll_row {
 	struct gpu_coll_key key;
 	struct gpu_coll_val val;
@@ -105,6 +113,12 @@ struct gpu_data {
 	uint64_t dropped_rows;	    /* user-side tables full */
 	uint64_t dropped_calls;	    /* call records beyond the bound */
 	uint64_t stacks_unresolved; /* stack ids whose frames were never copied */
+
+	/* wire: every allocation outstanding at the last drain (bounded;
+	 * the ones that did not fit are counted in allocs_dropped) */
+	struct gpu_alloc_rec *allocs;
+	size_t nallocs;
+	uint64_t allocs_dropped;
 
 	/* private to agent/gpu.c: storage behind stacks and its index */
 	struct gpu_stack *stacks_view;

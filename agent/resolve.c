@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <string.h>
 
+#include "agent/py_stitch.h"
+
 #define MAX_FRAMES (2 * STRATA_MAX_STACK_DEPTH * 4) /* with inline expansion */
 
 struct frame_buf {
@@ -110,101 +112,50 @@ static int push_lost(struct resolver *r, struct frame_buf *b, uint32_t flags)
 	return push(r, b, &f);
 }
 
-/* One Python frame: "qualname (file:line)" when its code object can still
- * be read, "[python]+0xCODE" (unresolved, counted) when not. */
-static int push_python(struct resolver *r, struct frame_buf *b, const struct python_proc *pp,
-		       const struct strata_py_frame *f)
-{
-	struct python_stats *st = python__stats(r->python);
-	struct profile_frame pf = { .module = "[python]", .flags = PROFILE_FRAME_PYTHON };
-	struct py_frame_sym sym;
+/* The stitch walk's callbacks (agent/py_stitch.h) for the local profile. */
+struct stitch_ctx {
+	struct resolver *r;
+	struct frame_buf *b;
+	const struct strata_stack_key *k;
+};
 
-	st->frames++;
-	if (python__resolve_frame(r->python, pp, f, &sym)) {
-		st->frames_unknown++;
+static int stitch_native(void *ctx, uint64_t ip, int is_ret)
+{
+	struct stitch_ctx *c = ctx;
+
+	return push_user(c->r, c->b, c->k->tgid, c->k->mm_id, ip, is_ret);
+}
+
+/* "qualname (file:line)" when its code object can still be read,
+ * "[python]+0xCODE" (unresolved) when not. */
+static int stitch_python(void *ctx, const struct strata_py_frame *f, const struct py_frame_sym *sym)
+{
+	struct stitch_ctx *c = ctx;
+	struct profile_frame pf = { .module = "[python]", .flags = PROFILE_FRAME_PYTHON };
+
+	if (!sym) {
 		pf.addr = f->code;
 		pf.flags |= PROFILE_FRAME_UNRESOLVED;
 	} else {
-		pf.func = sym.qualname;
-		pf.file = sym.filename;
-		pf.line = sym.line > 0 ? (uint32_t)sym.line : 0;
+		pf.func = sym->qualname;
+		pf.file = sym->filename;
+		pf.line = sym->line > 0 ? (uint32_t)sym->line : 0;
 	}
-	return push(r, b, &pf);
+	return push(c->r, c->b, &pf);
 }
 
-/* Python frames [start, end) of py (leaf first), pushed root first. */
-static int push_py_group(struct resolver *r, struct frame_buf *b, const struct python_proc *pp,
-			 const struct strata_py_stack *py, uint32_t start, uint32_t end)
+static int stitch_lost(void *ctx)
 {
-	int err = 0;
+	struct stitch_ctx *c = ctx;
 
-	for (uint32_t i = end; i-- > start && !err;)
-		err = push_python(r, b, pp, &py->frames[i]);
-	return err;
+	return push_lost(c->r, c->b, 0);
 }
 
-/*
- * The user stack with Python frames stitched in.  The walker marked the
- * last (outermost) Python frame of each native eval call, so the frames
- * fall into groups, leaf first; the k-th _PyEval_EvalFrameDefault frame
- * counted from the leaf ran the k-th group.  Counting from the leaf keeps
- * the pairing right when either walk was cut short at the root.  Groups
- * without an eval frame go above the native root, in order: the native walk
- * ended early (no unwind info yet for a library being loaded, the depth
- * limit in deep import chains), so those Python frames are the callers of
- * everything it saw.  Eval frames without a group stay native (the Python
- * walk stopped early).  Each case has its own counter.
- */
-static int push_user_python(struct resolver *r, struct frame_buf *b,
-			    const struct strata_stack_key *k, const struct sampler_sample *s,
-			    const struct python_proc *pp)
-{
-	const struct strata_py_stack *py = s->py;
-	struct python_stats *st = python__stats(r->python);
-	uint32_t gstart[STRATA_PY_MAX_DEPTH], gend[STRATA_PY_MAX_DEPTH], ngroups = 0, begin = 0;
-	int32_t group_of[STRATA_MAX_STACK_DEPTH];
-	uint32_t len = s->user ? s->user->len : 0, neval = 0;
-	int err = 0;
-
-	for (uint32_t i = 0; i < py->len; i++) {
-		if (!(py->frames[i].flags & STRATA_PY_FRAME_ENTRY) && i + 1 < py->len)
-			continue;
-		gstart[ngroups] = begin;
-		gend[ngroups++] = i + 1;
-		begin = i + 1;
-	}
-	for (uint32_t i = 0; i < len; i++) {
-		const struct proc_mapping *m;
-		uint64_t ip = s->user->ips[i], off;
-		int is_ret = i > 0 || s->kern != NULL;
-
-		group_of[i] = -1;
-		if (proc_tracker__lookup(r->procs, k->tgid, k->mm_id, ip, &m))
-			continue;
-		off = ip - m->start + m->pgoff;
-		if (python_proc__is_eval(pp, m->mod, is_ret && off ? off - 1 : off))
-			group_of[i] = (int32_t)neval++;
-	}
-	st->stitched++;
-	if (neval < ngroups)
-		st->stitch_native_short++;
-	else if (neval > ngroups)
-		st->stitch_python_short++;
-	for (uint32_t g = ngroups; g-- > neval && !err;)
-		err = push_py_group(r, b, pp, py, gstart[g], gend[g]);
-	if (!s->user && k->user_stack == STRATA_STACK_LOST && !err)
-		err = push_lost(r, b, 0);
-	for (int i = (int)len - 1; i >= 0 && !err; i--) {
-		int32_t g = group_of[i];
-
-		if (g >= 0 && (uint32_t)g < ngroups)
-			err = push_py_group(r, b, pp, py, gstart[g], gend[g]);
-		else
-			err = push_user(r, b, k->tgid, k->mm_id, s->user->ips[i],
-					i > 0 || s->kern != NULL);
-	}
-	return err;
-}
+static const struct py_stitch_ops stitch_ops = {
+	.native = stitch_native,
+	.python = stitch_python,
+	.lost = stitch_lost,
+};
 
 int resolver__add(void *ctx, const struct sampler_sample *s)
 {
@@ -219,7 +170,9 @@ int resolver__add(void *ctx, const struct sampler_sample *s)
 		pp = python__find(r->python, k->mm_id);
 	/* Root first: the outermost user frame is the last ip. */
 	if (pp) {
-		err = push_user_python(r, &b, k, s, pp);
+		struct stitch_ctx c = { r, &b, k };
+
+		err = py_stitch__walk(r->python, r->procs, s, pp, &stitch_ops, &c);
 	} else if (s->user) {
 		for (int i = (int)s->user->len - 1; i >= 0 && !err; i--)
 			err = push_user(r, &b, k->tgid, k->mm_id, s->user->ips[i],

@@ -336,8 +336,11 @@ int session__drain(struct session *s)
 		unwind_loader__tick(s->unwind);
 	n = s->consume ? sampler__drain(s->sampler, s->consume, s->consume_ctx)
 		       : sampler__drain(s->sampler, resolver__add, &s->res);
-	if (s->gpu)
+	if (s->gpu) {
 		gpu__drain(s->gpu); /* before end_drain: exited processes still resolve */
+		if (s->gpu_drained)
+			s->gpu_drained(s->gpu_drained_ctx, gpu__data(s->gpu));
+	}
 	if (s->unwind)
 		unwind_loader__flush(s->unwind);
 	if (s->sched) /* exited threads out of the BPF map (issue 7) */

@@ -66,6 +66,10 @@ struct session {
 	 * set (strata-agent --server: the wire batch builder). */
 	sampler_sample_fn consume;
 	void *consume_ctx;
+	/* strata-agent --server: called after every GPU drain (allocation
+	 * sets are compared drain by drain, uploader/batch_gpu.c). */
+	void (*gpu_drained)(void *ctx, const struct gpu_data *d);
+	void *gpu_drained_ctx;
 };
 
 enum session_wake { SESSION_TIMEOUT = 0, SESSION_SIGNAL = 1 };

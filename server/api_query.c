@@ -161,32 +161,48 @@ static int to_profile_frame(struct profile *p, const struct store_frame *sf, uin
 	return 0;
 }
 
+/*
+ * A stored frame as display frames, outermost first: itself, or, when it
+ * was stored unresolved and its file has arrived since, what the central
+ * symbolizer says now (inlines expanded).  Returns how many (>= 1).
+ */
+static int expand_frame(struct central_sym *sym, const struct store_frame *sf,
+			struct store_frame *out, struct sym_frame *late, int max)
+{
+	int nl = central_sym__resolve_late(sym, sf, late, max);
+
+	if (nl <= 0) {
+		out[0] = *sf;
+		return 1;
+	}
+	for (int j = nl - 1; j >= 0; j--) {
+		struct store_frame *g = &out[nl - 1 - j];
+
+		*g = *sf;
+		g->func = late[j].func;
+		g->file = late[j].file;
+		g->line = late[j].line;
+		g->flags = late[j].inlined ? PROFILE_FRAME_INLINED : 0;
+	}
+	return nl;
+}
+
 static int load_row(void *ctx, const struct store_sample *s)
 {
 	struct load_ctx *l = ctx;
 	uint32_t idx[PROFILE_MAX_FRAMES], n = 0;
 
 	for (uint32_t i = 0; i < s->stack->nframes && n < PROFILE_MAX_FRAMES; i++) {
-		const struct store_frame *sf = &s->stack->frames[i];
+		struct store_frame g[SYM_MAX_INLINE];
 		struct sym_frame late[SYM_MAX_INLINE];
-		int nl = central_sym__resolve_late(l->sym, sf, late, SYM_MAX_INLINE);
-		int err = 0;
+		int ng = expand_frame(l->sym, &s->stack->frames[i], g, late, SYM_MAX_INLINE);
 
-		if (nl <= 0) {
-			err = to_profile_frame(l->p, sf, &idx[n++]);
-		}
-		/* Resolved now: outermost (real) function first, as at ingest. */
-		for (int j = nl - 1; j >= 0 && !err && n < PROFILE_MAX_FRAMES; j--) {
-			struct store_frame g = *sf;
+		for (int j = 0; j < ng && n < PROFILE_MAX_FRAMES; j++) {
+			int err = to_profile_frame(l->p, &g[j], &idx[n++]);
 
-			g.func = late[j].func;
-			g.file = late[j].file;
-			g.line = late[j].line;
-			g.flags = late[j].inlined ? PROFILE_FRAME_INLINED : 0;
-			err = to_profile_frame(l->p, &g, &idx[n++]);
+			if (err)
+				return err;
 		}
-		if (err)
-			return err;
 	}
 	return profile__add_sample(l->p, s->pid, s->tid, s->comm, idx, n, s->value);
 }
@@ -274,30 +290,43 @@ int api_profile(struct server *srv, const struct request *r, FILE *out, const ch
 
 /* ---- leaks and tallies --------------------------------------------------------- */
 
-/* A stack as a JSON array of display names, root first. */
-void json_stack(FILE *out, const struct store_stack *s);
-void json_stack(FILE *out, const struct store_stack *s)
+/* A stack as a JSON array of display names, root first; frames stored
+ * unresolved are resolved now when their file has arrived since. */
+static void json_stack(FILE *out, struct central_sym *sym, const struct store_stack *s)
 {
 	char buf[512];
+	int n = 0;
 
 	fputc('[', out);
 	for (uint32_t i = 0; i < s->nframes; i++) {
-		const struct store_frame *sf = &s->frames[i];
-		struct profile_frame f = { .func = sf->func,
-					   .module = sf->module ? sf->module : "[unknown]",
-					   .addr = sf->addr,
-					   .flags = sf->flags };
+		struct store_frame g[SYM_MAX_INLINE];
+		struct sym_frame late[SYM_MAX_INLINE];
+		int ng = expand_frame(sym, &s->frames[i], g, late, SYM_MAX_INLINE);
 
-		if (i)
-			fputc(',', out);
-		json_str(out, profile__frame_name(&f, buf, sizeof(buf)));
+		for (int j = 0; j < ng; j++) {
+			struct profile_frame f = { .func = g[j].func,
+						   .module =
+							   g[j].module ? g[j].module : "[unknown]",
+						   .addr = g[j].addr,
+						   .flags = g[j].flags };
+
+			if (n++)
+				fputc(',', out);
+			json_str(out, profile__frame_name(&f, buf, sizeof(buf)));
+		}
 	}
 	fputc(']', out);
 }
 
+struct leak_ctx {
+	struct list_ctx l; /* first: list_end() takes it */
+	struct central_sym *sym;
+};
+
 static int leak_row(void *ctx, const struct store_leak *lk)
 {
-	struct list_ctx *l = ctx;
+	struct leak_ctx *lc = ctx;
+	struct list_ctx *l = &lc->l;
 
 	sep(l);
 	fputs("{\"node\":", l->out);
@@ -307,19 +336,19 @@ static int leak_row(void *ctx, const struct store_leak *lk)
 	fprintf(l->out,
 		",\"bytes\":%" PRIu64 ",\"allocations\":%" PRIu64 ",\"oldest\":%.3f,\"stack\":",
 		lk->bytes, lk->allocations, lk->oldest_ns / 1e9);
-	json_stack(l->out, lk->stack);
+	json_stack(l->out, lc->sym, lk->stack);
 	fputc('}', l->out);
 	return 0;
 }
 
 int api_leaks(struct server *srv, const struct request *r, FILE *out)
 {
-	struct list_ctx l = { out, 0 };
+	struct leak_ctx lc = { { out, 0 }, srv->sym };
 	struct store_filter f;
 
 	FILTER_OR_400(r, "", &f);
 	fputs("{\"outstanding\":[", out);
-	return list_end(&l, srv->store->ops->leaks(srv->store, &f, leak_row, &l));
+	return list_end(&lc.l, srv->store->ops->leaks(srv->store, &f, leak_row, &lc));
 }
 
 static int tally_row(void *ctx, const struct store_tally *t)

@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "agent/py_stitch.h"
 #include "symbolize/buildid.h"
 #include "symbolize/hash.h"
 #include "uploader/proc_labels.h"
@@ -20,7 +21,7 @@
 #define DEFAULT_MAX_SAMPLES 262144
 #define PROC_CACHE_MAX 4096 /* (tgid, mm) label sets kept across batches */
 #define KNOWN_FILES_MAX 8192
-#define BB_MAX_FRAMES (2 * STRATA_MAX_STACK_DEPTH + 8)
+#define BB_MAX_FRAMES (2 * STRATA_MAX_STACK_DEPTH + STRATA_PY_MAX_DEPTH + 8)
 
 /* A growable array of fixed-size elements. */
 struct vec {
@@ -86,6 +87,19 @@ struct cached_proc {
 	struct proc_labels l;
 };
 
+struct batch_builder;
+
+/* A sample's frames as they are built, root first (also the stitch walk's
+ * context: agent/py_stitch.h). */
+struct frame_out {
+	struct batch_builder *bb;
+	const struct strata_stack_key *k;
+	struct bb_frame fr[BB_MAX_FRAMES];
+	uint32_t n;
+	char pyname[STRATA_PY_MAX_DEPTH][32]; /* names of unresolved Python frames */
+	uint32_t npyname;
+};
+
 struct batch_builder {
 	struct batch_builder_opts o;
 	char node[256];
@@ -104,6 +118,7 @@ struct batch_builder {
 	struct profile_htab proc_ids;
 	struct vec samples; /* struct wsample */
 	struct profile_htab sample_ids;
+	struct vec rows[BB_LIST_MAX]; /* the other record lists (enum bb_list) */
 	uint64_t pending;
 	uint64_t rows_dropped; /* this batch */
 
@@ -114,6 +129,7 @@ struct batch_builder {
 	struct vec known;	       /* their hashes (uint64_t) */
 
 	struct batch_builder_stats st;
+	struct frame_out out; /* the sample being converted (too big for the stack) */
 };
 
 struct wproc {
@@ -132,6 +148,8 @@ static void reset_batch(struct batch_builder *bb)
 		free(s[i]);
 	bb->strings.n = bb->mappings.n = bb->frames.n = bb->stacks.n = 0;
 	bb->procs.n = bb->samples.n = 0;
+	for (int l = 0; l < BB_LIST_MAX; l++)
+		bb->rows[l].n = 0;
 	profile_htab__fini(&bb->string_ids);
 	profile_htab__fini(&bb->mapping_ids);
 	profile_htab__fini(&bb->stack_ids);
@@ -184,6 +202,8 @@ void batch_builder__free(struct batch_builder *bb)
 	free(bb->stacks.v);
 	free(bb->procs.v);
 	free(bb->samples.v);
+	for (int l = 0; l < BB_LIST_MAX; l++)
+		free(bb->rows[l].v);
 	free(bb->cache.v);
 	profile_htab__fini(&bb->cache_ids);
 	profile_htab__fini(&bb->known_ids);
@@ -368,17 +388,11 @@ static int sample_eq(uint32_t id, const void *key, const void *ctx)
 	       s->comm == k->comm;
 }
 
-int batch_builder__add(struct batch_builder *bb, uint32_t process, uint32_t tid, const char *comm,
-		       const struct bb_frame *frames, uint32_t n, uint64_t count)
+int64_t batch_builder__stack(struct batch_builder *bb, const struct bb_frame *frames, uint32_t n)
 {
 	uint32_t first = bb->frames.n;
-	struct wsample k = { .process = process, .tid = tid };
-	int64_t stack, id;
-	uint64_t h;
 
-	if (!count)
-		return 0;
-	if (process >= bb->procs.n || n > PROFILE_MAX_FRAMES)
+	if (n > PROFILE_MAX_FRAMES)
 		return -EINVAL;
 	if (!bb->stacks.n) { /* stacks[0] is the empty stack ("no stack") */
 		if (intern_stack(bb, 0) < 0)
@@ -393,6 +407,7 @@ int batch_builder__add(struct batch_builder *bb, uint32_t process, uint32_t tid,
 			w.mapping = intern_mapping(bb, f->build_id, f->build_id_len, f->path);
 			if (w.mapping == UINT32_MAX)
 				goto nomem;
+			announce_file(bb, f->build_id, f->build_id_len, f->open_path);
 		}
 		w.name = intern(bb, f->name);
 		w.module = intern(bb, f->module);
@@ -405,7 +420,24 @@ int batch_builder__add(struct batch_builder *bb, uint32_t process, uint32_t tid,
 			goto nomem;
 		*slot = w;
 	}
-	stack = intern_stack(bb, first);
+	return intern_stack(bb, first);
+nomem:
+	bb->frames.n = first;
+	return -ENOMEM;
+}
+
+int batch_builder__add(struct batch_builder *bb, uint32_t process, uint32_t tid, const char *comm,
+		       const struct bb_frame *frames, uint32_t n, uint64_t count)
+{
+	struct wsample k = { .process = process, .tid = tid };
+	int64_t stack, id;
+	uint64_t h;
+
+	if (!count)
+		return 0;
+	if (process >= bb->procs.n)
+		return -EINVAL;
+	stack = batch_builder__stack(bb, frames, n);
 	if (stack == -E2BIG)
 		goto dropped;
 	if (stack < 0)
@@ -432,9 +464,6 @@ dropped:
 	bb->rows_dropped += count;
 	bb->st.rows_dropped += count;
 	return 0;
-nomem:
-	bb->frames.n = first;
-	return -ENOMEM;
 }
 
 uint64_t batch_builder__pending(const struct batch_builder *bb)
@@ -489,22 +518,88 @@ static const struct cached_proc *labels_of(struct batch_builder *bb, uint32_t tg
 	return c;
 }
 
-int batch_builder__add_sampled(void *ctx, const struct sampler_sample *s)
+/* A native user frame: (build-id mapping, file offset), no name. */
+static int out_native(void *ctx, uint64_t ip, int is_ret)
 {
-	struct batch_builder *bb = ctx;
-	const struct strata_stack_key *k = s->key;
-	const struct cached_proc *cp = labels_of(bb, k->tgid, k->mm_id);
-	struct bb_frame fr[BB_MAX_FRAMES];
-	uint32_t n = 0;
-	int64_t proc;
+	struct frame_out *o = ctx;
+	struct batch_builder *bb = o->bb;
+	const struct proc_mapping *m;
+	struct bb_frame *f;
 
-	if (!cp)
-		return -ENOMEM;
+	if (o->n >= BB_MAX_FRAMES)
+		return 0;
+	f = &o->fr[o->n++];
+	memset(f, 0, sizeof(*f));
+	f->is_return = is_ret;
+	if (!bb->src.procs ||
+	    proc_tracker__lookup(bb->src.procs, o->k->tgid, o->k->mm_id, ip, &m)) {
+		bb->st.frames_unknown++;
+		f->kind = STRATA__V1__FRAME__KIND__UNKNOWN;
+		f->addr = ip;
+		return 0;
+	}
+	f->kind = STRATA__V1__FRAME__KIND__NATIVE;
+	f->path = m->name;
+	f->addr = ip - m->start + m->pgoff;
+	if (m->mod) {
+		f->build_id = m->mod->build_id;
+		f->build_id_len = (size_t)m->mod->build_id_len;
+		f->open_path = m->mod->open_path;
+		if (bb->src.unwind)
+			unwind_loader__touch(bb->src.unwind, m->mod);
+	}
+	return 0;
+}
+
+/* A Python frame: qualname/file/line as the interpreter had them; one
+ * whose code object was gone is "[python]+0xCODE", as in local output. */
+static int out_python(void *ctx, const struct strata_py_frame *pf, const struct py_frame_sym *sym)
+{
+	struct frame_out *o = ctx;
+	struct bb_frame *f;
+
+	if (o->n >= BB_MAX_FRAMES)
+		return 0;
+	f = &o->fr[o->n++];
+	*f = (struct bb_frame){ .kind = STRATA__V1__FRAME__KIND__PYTHON };
+	if (sym) {
+		f->name = sym->qualname;
+		f->file = sym->filename;
+		f->line = sym->line > 0 ? (uint32_t)sym->line : 0;
+	} else if (o->npyname < STRATA_PY_MAX_DEPTH) {
+		char *buf = o->pyname[o->npyname++];
+
+		snprintf(buf, sizeof(o->pyname[0]), "[python]+0x%llx",
+			 (unsigned long long)pf->code);
+		f->name = buf;
+	}
+	return 0;
+}
+
+static int out_lost(void *ctx)
+{
+	struct frame_out *o = ctx;
+
+	if (o->n < BB_MAX_FRAMES)
+		o->fr[o->n++] = (struct bb_frame){ .kind = STRATA__V1__FRAME__KIND__LOST };
+	return 0;
+}
+
+static const struct py_stitch_ops out_ops = {
+	.native = out_native,
+	.python = out_python,
+	.lost = out_lost,
+};
+
+/* The batch's process for a cached label set (comm: when /proc was gone). */
+static int64_t process_of_cached(struct batch_builder *bb, const struct cached_proc *cp,
+				 const char *comm)
+{
 	struct bb_process p = {
-		.pid = k->tgid,
+		.pid = cp->tgid,
 		.ppid = cp->l.ppid,
 		.start_time_ns = cp->l.start_time_ns,
-		.comm = cp->ok ? cp->l.comm : s->comm,
+		.comm = cp->ok ? cp->l.comm : comm,
 		.cmdline = cp->l.cmdline,
 		.cgroup = cp->l.cgroup,
 		.container = cp->l.container,
@@ -517,43 +612,202 @@ int batch_builder__add_sampled(void *ctx, const struct sampler_sample *s)
 		.local_rank = cp->l.local_rank,
 		.world_size = cp->l.world_size,
 	};
-	proc = batch_builder__process(bb, &p);
+
+	return batch_builder__process(bb, &p);
+}
+
+int64_t batch_builder__process_tgid(struct batch_builder *bb, uint32_t tgid,
+				    const struct bb_process *fallback)
+{
+	const struct wproc *wp = bb->procs.v;
+	const struct cached_proc *c = bb->cache.v;
+
+	for (uint32_t i = 0; i < bb->procs.n; i++) /* its samples' instance */
+		if (wp[i].pid == tgid)
+			return i;
+	for (uint32_t i = bb->cache.n; i-- > 0;) /* the latest label set read */
+		if (c[i].tgid == tgid && c[i].ok)
+			return process_of_cached(bb, &c[i], NULL);
+	c = labels_of(bb, tgid, 0);
+	if (!c)
+		return -ENOMEM;
+	if (c->ok || !fallback)
+		return process_of_cached(bb, c, fallback ? fallback->comm : NULL);
+	return batch_builder__process(bb, fallback);
+}
+
+void batch_builder__label_rank(struct batch_builder *bb, uint32_t process, int32_t rank,
+			       int32_t nranks, const char *job)
+{
+	struct wproc *p;
+
+	if (process >= bb->procs.n)
+		return;
+	p = &((struct wproc *)bb->procs.v)[process];
+	if (!p->has_rank && rank >= 0) {
+		p->has_rank = 1;
+		p->rank = rank;
+		p->local_rank = -1;
+		p->world_size = nranks;
+	}
+	if (!p->job && job && job[0]) {
+		uint32_t j = intern(bb, job);
+
+		if (j != UINT32_MAX)
+			p->job = j;
+	}
+}
+
+uint32_t batch_builder__string(struct batch_builder *bb, const char *s)
+{
+	return intern(bb, s);
+}
+
+static size_t row_size(enum bb_list l)
+{
+	switch (l) {
+	case BB_OFFCPU:
+		return sizeof(Strata__V1__OffCpuSample);
+	case BB_SCHED:
+		return sizeof(Strata__V1__SchedStat);
+	case BB_IRQ:
+		return sizeof(Strata__V1__IrqStat);
+	case BB_BREAKDOWN:
+		return sizeof(Strata__V1__TimeBreakdown);
+	case BB_LAUNCH:
+		return sizeof(Strata__V1__CudaLaunch);
+	case BB_ALLOC:
+		return sizeof(Strata__V1__CudaAlloc);
+	case BB_ALLOC_FAIL:
+		return sizeof(Strata__V1__CudaAllocFailure);
+	case BB_TRANSFER:
+		return sizeof(Strata__V1__CudaTransfer);
+	case BB_TALLY:
+		return sizeof(struct bb_tally_row);
+	case BB_DUTY:
+		return sizeof(Strata__V1__ProbeDutyCycle);
+	case BB_COMM:
+		return sizeof(Strata__V1__NcclComm);
+	case BB_COLL:
+		return sizeof(Strata__V1__NcclCollective);
+	case BB_COLL_STAT:
+		return sizeof(Strata__V1__NcclCollectiveStat);
+	default:
+		return 0;
+	}
+}
+
+static void row_init(enum bb_list l, void *r)
+{
+	switch (l) {
+	case BB_OFFCPU:
+		strata__v1__off_cpu_sample__init(r);
+		break;
+	case BB_SCHED:
+		strata__v1__sched_stat__init(r);
+		break;
+	case BB_IRQ:
+		strata__v1__irq_stat__init(r);
+		break;
+	case BB_BREAKDOWN:
+		strata__v1__time_breakdown__init(r);
+		break;
+	case BB_LAUNCH:
+		strata__v1__cuda_launch__init(r);
+		break;
+	case BB_ALLOC:
+		strata__v1__cuda_alloc__init(r);
+		break;
+	case BB_ALLOC_FAIL:
+		strata__v1__cuda_alloc_failure__init(r);
+		break;
+	case BB_TRANSFER:
+		strata__v1__cuda_transfer__init(r);
+		break;
+	case BB_TALLY: {
+		struct bb_tally_row *t = r;
+
+		strata__v1__cuda_api_tally__init(&t->m);
+		for (int i = 0; i < BB_TALLY_CODES; i++)
+			strata__v1__cuda_api_tally__code__init(&t->codes[i]);
+		break;
+	}
+	case BB_DUTY:
+		strata__v1__probe_duty_cycle__init(r);
+		break;
+	case BB_COMM:
+		strata__v1__nccl_comm__init(r);
+		break;
+	case BB_COLL:
+		strata__v1__nccl_collective__init(r);
+		break;
+	case BB_COLL_STAT:
+		strata__v1__nccl_collective_stat__init(r);
+		break;
+	default:
+		break;
+	}
+}
+
+void *batch_builder__row(struct batch_builder *bb, enum bb_list l)
+{
+	size_t size = row_size(l);
+	void *r;
+
+	if (!size)
+		return NULL;
+	if (bb->rows[l].n >= bb->o.max_samples) {
+		batch_builder__dropped(bb, 1);
+		return NULL;
+	}
+	r = vec_push(&bb->rows[l], size);
+	if (!r)
+		return NULL;
+	memset(r, 0, size);
+	row_init(l, r);
+	return r;
+}
+
+void batch_builder__dropped(struct batch_builder *bb, uint64_t n)
+{
+	bb->rows_dropped += n;
+	bb->st.rows_dropped += n;
+}
+
+int batch_builder__add_sampled(void *ctx, const struct sampler_sample *s)
+{
+	struct batch_builder *bb = ctx;
+	const struct strata_stack_key *k = s->key;
+	const struct cached_proc *cp = labels_of(bb, k->tgid, k->mm_id);
+	const struct python_proc *pp = NULL;
+	struct frame_out *o = &bb->out;
+	int64_t proc;
+	int err;
+
+	if (!cp)
+		return -ENOMEM;
+	proc = process_of_cached(bb, cp, s->comm);
 	if (proc < 0)
 		return (int)proc;
 
+	o->bb = bb;
+	o->k = k;
+	o->n = o->npyname = 0;
+	if (s->py && bb->src.python && bb->src.procs)
+		pp = python__find(bb->src.python, k->mm_id);
 	/* Root first: the outermost user frame is the last ip. */
-	if (s->user) {
-		for (int i = (int)s->user->len - 1; i >= 0 && n < BB_MAX_FRAMES; i--) {
-			const struct proc_mapping *m;
-			uint64_t ip = s->user->ips[i];
-			struct bb_frame *f = &fr[n++];
-
-			memset(f, 0, sizeof(*f));
-			f->is_return = i > 0 || s->kern != NULL;
-			if (!bb->src.procs ||
-			    proc_tracker__lookup(bb->src.procs, k->tgid, k->mm_id, ip, &m)) {
-				bb->st.frames_unknown++;
-				f->kind = STRATA__V1__FRAME__KIND__UNKNOWN;
-				f->addr = ip;
-				continue;
-			}
-			f->kind = STRATA__V1__FRAME__KIND__NATIVE;
-			f->path = m->name;
-			f->addr = ip - m->start + m->pgoff;
-			if (m->mod) {
-				f->build_id = m->mod->build_id;
-				f->build_id_len = (size_t)m->mod->build_id_len;
-				announce_file(bb, m->mod->build_id, (size_t)m->mod->build_id_len,
-					      m->mod->open_path);
-				if (bb->src.unwind)
-					unwind_loader__touch(bb->src.unwind, m->mod);
-			}
-		}
+	if (pp) {
+		err = py_stitch__walk(bb->src.python, bb->src.procs, s, pp, &out_ops, o);
+		if (err)
+			return err;
+	} else if (s->user) {
+		for (int i = (int)s->user->len - 1; i >= 0; i--)
+			out_native(o, s->user->ips[i], i > 0 || s->kern != NULL);
 	} else if (k->user_stack == STRATA_STACK_LOST) {
-		fr[n++] = (struct bb_frame){ .kind = STRATA__V1__FRAME__KIND__LOST };
+		out_lost(o);
 	}
 	if (s->kern) {
-		for (int i = (int)s->kern->len - 1; i >= 0 && n < BB_MAX_FRAMES; i--) {
+		for (int i = (int)s->kern->len - 1; i >= 0 && o->n < BB_MAX_FRAMES; i--) {
 			uint64_t ip = s->kern->ips[i];
 			const char *mod = NULL, *name = NULL;
 
@@ -561,17 +815,17 @@ int batch_builder__add_sampled(void *ctx, const struct sampler_sample *s)
 				/* Name return addresses by their call instruction. */
 				name = ksyms__resolve(bb->src.ksyms, i > 0 ? ip - 1 : ip, &mod,
 						      NULL);
-			fr[n++] = (struct bb_frame){ .kind = STRATA__V1__FRAME__KIND__KERNEL,
-						     .addr = ip,
-						     .is_return = i > 0,
-						     .name = name,
-						     .module = mod };
+			o->fr[o->n++] = (struct bb_frame){ .kind = STRATA__V1__FRAME__KIND__KERNEL,
+							   .addr = ip,
+							   .is_return = i > 0,
+							   .name = name,
+							   .module = mod };
 		}
-	} else if (k->kern_stack == STRATA_STACK_LOST && n < BB_MAX_FRAMES) {
-		fr[n++] = (struct bb_frame){ .kind = STRATA__V1__FRAME__KIND__LOST,
-					     .module = "[kernel]" };
+	} else if (k->kern_stack == STRATA_STACK_LOST && o->n < BB_MAX_FRAMES) {
+		o->fr[o->n++] = (struct bb_frame){ .kind = STRATA__V1__FRAME__KIND__LOST,
+						   .module = "[kernel]" };
 	}
-	return batch_builder__add(bb, (uint32_t)proc, k->tid, s->comm, fr, n, s->count);
+	return batch_builder__add(bb, (uint32_t)proc, k->tid, s->comm, o->fr, o->n, s->count);
 }
 
 /* ---- encoding ---------------------------------------------------------------- */
@@ -588,6 +842,7 @@ struct pb_arena {
 	Strata__V1__Stack **stack_ptrs;
 	Strata__V1__CpuSample *samples;
 	Strata__V1__CpuSample **sample_ptrs;
+	void **row_ptrs[BB_LIST_MAX];
 };
 
 static void arena_free(struct pb_arena *a)
@@ -603,9 +858,52 @@ static void arena_free(struct pb_arena *a)
 	free(a->stack_ptrs);
 	free(a->samples);
 	free(a->sample_ptrs);
+	for (int l = 0; l < BB_LIST_MAX; l++)
+		free(a->row_ptrs[l]);
 }
 
 #define ALLOC(p, n) ((p) = calloc((n) ? (n) : 1, sizeof(*(p))))
+
+/* The other record lists: pointer arrays over the rows (fixed up here:
+ * rows move while their vector grows). */
+static int fill_rows(struct batch_builder *bb, Strata__V1__Batch *b, struct pb_arena *a)
+{
+	for (int l = 0; l < BB_LIST_MAX; l++) {
+		size_t size = row_size((enum bb_list)l);
+
+		if (!ALLOC(a->row_ptrs[l], bb->rows[l].n))
+			return -ENOMEM;
+		for (uint32_t i = 0; i < bb->rows[l].n; i++)
+			a->row_ptrs[l][i] = (char *)bb->rows[l].v + (size_t)i * size;
+	}
+	for (uint32_t i = 0; i < bb->rows[BB_TALLY].n; i++) {
+		struct bb_tally_row *t = a->row_ptrs[BB_TALLY][i];
+
+		for (size_t c = 0; c < t->m.n_errors && c < BB_TALLY_CODES; c++)
+			t->ptrs[c] = &t->codes[c];
+		t->m.errors = t->m.n_errors ? t->ptrs : NULL;
+	}
+#define SET_LIST(field, l)                         \
+	do {                                       \
+		b->n_##field = bb->rows[l].n;      \
+		b->field = (void *)a->row_ptrs[l]; \
+	} while (0)
+	SET_LIST(offcpu_samples, BB_OFFCPU);
+	SET_LIST(sched_stats, BB_SCHED);
+	SET_LIST(irq_stats, BB_IRQ);
+	SET_LIST(time_breakdown, BB_BREAKDOWN);
+	SET_LIST(cuda_launches, BB_LAUNCH);
+	SET_LIST(cuda_allocs, BB_ALLOC);
+	SET_LIST(cuda_alloc_failures, BB_ALLOC_FAIL);
+	SET_LIST(cuda_transfers, BB_TRANSFER);
+	SET_LIST(cuda_api_tally, BB_TALLY);
+	SET_LIST(probe_duty, BB_DUTY);
+	SET_LIST(nccl_comms, BB_COMM);
+	SET_LIST(nccl_collectives, BB_COLL);
+	SET_LIST(nccl_stats, BB_COLL_STAT);
+#undef SET_LIST
+	return 0;
+}
 
 static int fill(struct batch_builder *bb, Strata__V1__Batch *b, struct pb_arena *a)
 {
@@ -694,7 +992,7 @@ static int fill(struct batch_builder *bb, Strata__V1__Batch *b, struct pb_arena 
 	b->stacks = a->stack_ptrs;
 	b->n_cpu_samples = bb->samples.n;
 	b->cpu_samples = a->sample_ptrs;
-	return 0;
+	return fill_rows(bb, b, a);
 }
 
 int batch_builder__finish(struct batch_builder *bb, const struct batch_meta *m, uint8_t **out,
@@ -728,7 +1026,9 @@ int batch_builder__finish(struct batch_builder *bb, const struct batch_meta *m, 
 	drops.map_full = m->drops.map_full;
 	drops.stack_lost = m->drops.stack_lost;
 	drops.proc_unknown = m->drops.proc_unknown;
-	drops.other = m->drops.other;
+	drops.other = m->drops.other + m->other_lost;
+	drops.cuda_events_lost = m->cuda_events_lost;
+	drops.nccl_events_lost = m->nccl_events_lost;
 	drops.spool_dropped = m->spool_dropped;
 	drops.batch_rows_dropped = bb->rows_dropped;
 	b.drops = &drops;

@@ -19,9 +19,12 @@
 
 #include "agent/profile.h"
 #include "agent/proc_tracker.h"
+#include "agent/python.h"
 #include "agent/sampler.h"
 #include "agent/unwind_loader.h"
 #include "symbolize/symbolize.h"
+
+#include "strata.pb-c.h"
 
 struct batch_builder_opts {
 	size_t sz;
@@ -41,6 +44,7 @@ struct batch_sources {
 	struct proc_tracker *procs;
 	struct ksyms *ksyms;	      /* NULL: kernel frames go unnamed */
 	struct unwind_loader *unwind; /* NULL: FP only; else sampled tables kept warm */
+	struct python *python;	      /* NULL: Python frames are not stitched */
 };
 
 /* A frame as the low-level API takes it. */
@@ -51,10 +55,11 @@ struct bb_frame {
 	const char *path; /* NATIVE: mapped file's path */
 	uint64_t addr;	  /* NATIVE: file offset; KERNEL/UNKNOWN: ip */
 	int is_return;
-	const char *name;   /* KERNEL/PYTHON */
-	const char *module; /* KERNEL: module, NULL = vmlinux */
-	const char *file;   /* PYTHON */
-	uint32_t line;	    /* PYTHON */
+	const char *name;      /* KERNEL/PYTHON */
+	const char *module;    /* KERNEL: module, NULL = vmlinux */
+	const char *file;      /* PYTHON */
+	uint32_t line;	       /* PYTHON */
+	const char *open_path; /* NATIVE: the file the server may ask for (NULL: none) */
 };
 
 /* A process as the low-level API takes it (read from /proc by the adapter). */
@@ -73,6 +78,8 @@ struct batch_meta {
 	struct profile_drops drops;
 	uint64_t spool_dropped;
 	uint64_t seq;
+	uint64_t cuda_events_lost, nccl_events_lost; /* GPU layer, this window */
+	uint64_t other_lost;			     /* added to Drops.other */
 };
 
 struct batch_builder_stats {
@@ -108,5 +115,53 @@ int batch_builder__finish(struct batch_builder *bb, const struct batch_meta *m, 
 			  size_t *len);
 
 void batch_builder__stats(const struct batch_builder *bb, struct batch_builder_stats *st);
+
+/* ---- the other record lists (GPU and scheduler layers: uploader/batch_gpu.c,
+ * uploader/batch_sched.c) ------------------------------------------------------ */
+
+enum bb_list {
+	BB_OFFCPU,     /* Strata__V1__OffCpuSample */
+	BB_SCHED,      /* Strata__V1__SchedStat */
+	BB_IRQ,	       /* Strata__V1__IrqStat */
+	BB_BREAKDOWN,  /* Strata__V1__TimeBreakdown */
+	BB_LAUNCH,     /* Strata__V1__CudaLaunch */
+	BB_ALLOC,      /* Strata__V1__CudaAlloc */
+	BB_ALLOC_FAIL, /* Strata__V1__CudaAllocFailure */
+	BB_TRANSFER,   /* Strata__V1__CudaTransfer */
+	BB_TALLY,      /* struct bb_tally_row */
+	BB_DUTY,       /* Strata__V1__ProbeDutyCycle */
+	BB_COMM,       /* Strata__V1__NcclComm */
+	BB_COLL,       /* Strata__V1__NcclCollective */
+	BB_COLL_STAT,  /* Strata__V1__NcclCollectiveStat */
+	BB_LIST_MAX,
+};
+
+#define BB_TALLY_CODES 8 /* non-success codes sent per API tally row */
+struct bb_tally_row {
+	Strata__V1__CudaApiTally m; /* m.errors is set at encoding */
+	Strata__V1__CudaApiTally__Code codes[BB_TALLY_CODES];
+	Strata__V1__CudaApiTally__Code *ptrs[BB_TALLY_CODES];
+};
+
+/* Index of s in this batch's string table; UINT32_MAX on ENOMEM. */
+uint32_t batch_builder__string(struct batch_builder *bb, const char *s);
+/* Index of the stack frames[0..n) (root first; n = 0: the empty stack 0);
+ * -E2BIG past max_stacks (the caller drops its row and counts it with
+ * batch_builder__dropped), -ENOMEM, -EINVAL. */
+int64_t batch_builder__stack(struct batch_builder *bb, const struct bb_frame *frames, uint32_t n);
+/* Index of process tgid in this batch: the instance its samples used, else
+ * the one /proc shows, else (gone) one made from fallback (may be NULL). */
+int64_t batch_builder__process_tgid(struct batch_builder *bb, uint32_t tgid,
+				    const struct bb_process *fallback);
+/* Fills in what the process's environment did not give: a rank (from
+ * ncclCommInitRank) and a job (the NCCL unique-id hash). */
+void batch_builder__label_rank(struct batch_builder *bb, uint32_t process, int32_t rank,
+			       int32_t nranks, const char *job);
+/* A new row of list l: a zeroed, initialized message (strata.pb-c.h; for
+ * BB_TALLY a struct bb_tally_row), or NULL past max_samples rows (counted in
+ * rows_dropped) or on ENOMEM. */
+void *batch_builder__row(struct batch_builder *bb, enum bb_list l);
+/* Counts n rows a converter had to leave out (Drops.batch_rows_dropped). */
+void batch_builder__dropped(struct batch_builder *bb, uint64_t n);
 
 #endif /* STRATA_UPLOADER_BATCH_BUILDER_H */

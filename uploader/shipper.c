@@ -11,10 +11,18 @@
 struct shipper {
 	struct batch_builder *bb;
 	struct uploader *up;
+	struct batch_gpu *gpu; /* NULL: the session has no GPU layer */
 	uint32_t freq_hz;
 	uint64_t seq;
 	uint64_t unknown_seen; /* builder's frames_unknown at the last period */
 };
+
+static void gpu_drained(void *ctx, const struct gpu_data *d)
+{
+	struct shipper *sh = ctx;
+
+	batch_gpu__drained(sh->gpu, sh->bb, d);
+}
 
 struct shipper *shipper__new(const struct shipper_opts *o, struct session *s)
 {
@@ -32,9 +40,21 @@ struct shipper *shipper__new(const struct shipper_opts *o, struct session *s)
 	sh->bb = batch_builder__new(&bo);
 	if (!sh->bb)
 		goto err_out;
-	struct batch_sources src = { .procs = s->procs, .ksyms = s->ksyms, .unwind = s->unwind };
+	struct batch_sources src = {
+		.procs = s->procs,
+		.ksyms = s->ksyms,
+		.unwind = s->unwind,
+		.python = s->python,
+	};
 	batch_builder__set_sources(sh->bb, &src);
 	session__set_consumer(s, batch_builder__add_sampled, sh->bb);
+	if (s->gpu) {
+		sh->gpu = batch_gpu__new(s->mods);
+		if (!sh->gpu)
+			goto err_out;
+		s->gpu_drained = gpu_drained;
+		s->gpu_drained_ctx = sh;
+	}
 	return sh;
 err_out:
 	shipper__free(sh, 0);
@@ -67,6 +87,12 @@ int shipper__period(struct shipper *sh, struct session *s)
 	m.drops.proc_unknown = bs.frames_unknown - sh->unknown_seen;
 	sh->unknown_seen = bs.frames_unknown;
 	profile__free(p);
+	if (sh->gpu) { /* drained by session__take_profile */
+		err = batch_gpu__add(sh->gpu, sh->bb, gpu__data(s->gpu), &m);
+		gpu__calls_taken(s->gpu);
+		if (err)
+			return err;
+	}
 	err = batch_builder__finish(sh->bb, &m, &data, &len);
 	if (err)
 		return err;
@@ -125,6 +151,7 @@ void shipper__free(struct shipper *sh, uint32_t drain_ms)
 			(unsigned long long)us.spool.files);
 	}
 	uploader__free(sh->up);
+	batch_gpu__free(sh->gpu);
 	batch_builder__free(sh->bb);
 	free(sh);
 }

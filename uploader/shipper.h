@@ -9,6 +9,7 @@
 
 #include "agent/session.h"
 #include "uploader/batch_builder.h"
+#include "uploader/batch_gpu.h"
 #include "uploader/uploader.h"
 
 struct shipper_opts {
