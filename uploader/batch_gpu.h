@@ -25,9 +25,9 @@
 struct batch_gpu;
 
 struct batch_gpu_stats {
-	uint64_t records;	  /* rows added over all batches */
-	uint64_t stacks_dropped;  /* call-site stacks over the batch bound (row kept, no stack) */
-	uint64_t state_full;	  /* rows whose last-shipped value did not fit (sent whole) */
+	uint64_t records;	   /* rows added over all batches */
+	uint64_t stacks_dropped;   /* call-site stacks over the batch bound (row kept, no stack) */
+	uint64_t state_full;	   /* rows whose last-shipped value did not fit (sent whole) */
 	uint64_t allocs_untracked; /* outstanding allocations beyond the set's bound */
 };
 
