@@ -179,8 +179,8 @@ static int add_threads(struct batch_sched *s, struct batch_builder *bb, struct s
 	for (size_t i = 0; i < s->cur.n; i++) {
 		const struct thread_row *last =
 			s->last.n ? bsearch(&s->cur.v[i], s->last.v, s->last.n, sizeof(*s->last.v),
-					    row_cmp) :
-				    NULL;
+					    row_cmp)
+				  : NULL;
 		int err = add_thread(s, bb, &s->cur.v[i], last);
 
 		if (err)

@@ -23,9 +23,10 @@
 struct batch_sched;
 
 struct batch_sched_stats {
-	uint64_t records;	 /* rows added over all batches */
-	uint64_t stacks_dropped; /* off-CPU rows over the batch's stack bound (row kept, no stack) */
-	uint64_t threads_over;	 /* thread rows not shipped: state table full */
+	uint64_t records; /* rows added over all batches */
+	uint64_t
+		stacks_dropped; /* off-CPU rows over the batch's stack bound (row kept, no stack) */
+	uint64_t threads_over;	/* thread rows not shipped: state table full */
 };
 
 struct batch_sched *batch_sched__new(void);
