@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "agent/cli.h"
+#include "agent/cli_gpu.h"
 #include "agent/clock.h"
 #include "agent/log.h"
 #include "agent/session.h"
@@ -38,24 +39,52 @@ static void usage(FILE *f)
 	      "  -G, --cgroup DIR      only tasks in this cgroup v2 directory\n"
 	      "  -W, --unwind MODE     hybrid (CFI tables + frame pointers, default) or fp\n"
 	      "      --no-python       no CPython frames in native stacks\n"
+	      "GPU (CUDA/NCCL uprobes: on by default; per period, the API tally and the\n"
+	      "outstanding allocations are written beside the profile):\n" CLI_GPU_USAGE
 	      "  -s, --server URL      ship to strata-server (not in this build)\n"
 	      "  -v, --verbose         print counters every period\n",
 	      f);
 }
 
-static int write_period(const struct agent_opts *o, struct profile *p)
+/* GPU layer data of the period (cumulative since the agent started:
+ * struct gpu_data), beside the profile: the API tally and the outstanding
+ * allocations by stack. */
+static int write_gpu_period(struct session *s, const char *base)
 {
-	char path[PATH_MAX], host[HOST_NAME_MAX + 1] = "node", stamp[32];
+	char path[PATH_MAX];
+	const struct gpu_data *d;
+	int err;
+
+	if (!s->gpu)
+		return 0;
+	gpu__drain(s->gpu);
+	d = gpu__data(s->gpu);
+	if (snprintf(path, sizeof(path), "%s.gpu-tally.txt", base) >= (int)sizeof(path))
+		return -ENAMETOOLONG;
+	err = gpu_data__write_file(d, path, gpu_data__write_tally);
+	if (err)
+		return err;
+	if (snprintf(path, sizeof(path), "%s.gpu-leaks.txt", base) >= (int)sizeof(path))
+		return -ENAMETOOLONG;
+	return gpu_data__write_leaks_file(d, path);
+}
+
+static int write_period(const struct agent_opts *o, struct session *s, struct profile *p)
+{
+	char path[PATH_MAX], base[PATH_MAX], host[HOST_NAME_MAX + 1] = "node", stamp[32];
 	time_t t = (time_t)(p->start_ns / 1000000000ULL);
 	struct tm tm;
+	int err;
 
 	gethostname(host, sizeof(host) - 1);
 	gmtime_r(&t, &tm);
 	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
-	if (snprintf(path, sizeof(path), "%s/strata-%s-%s.%s", o->output_dir, host, stamp,
-		     o->format) >= (int)sizeof(path))
+	if (snprintf(base, sizeof(base), "%s/strata-%s-%s", o->output_dir, host, stamp) >=
+		    (int)sizeof(base) ||
+	    snprintf(path, sizeof(path), "%s.%s", base, o->format) >= (int)sizeof(path))
 		return -ENAMETOOLONG;
-	return profile__write_file(p, path, host);
+	err = profile__write_file(p, path, host);
+	return err ? err : write_gpu_period(s, base);
 }
 
 static int run(const struct agent_opts *o)
@@ -90,7 +119,7 @@ static int run(const struct agent_opts *o)
 			err = -ENOMEM;
 			goto out;
 		}
-		err = write_period(o, p);
+		err = write_period(o, s, p);
 		if (err)
 			pr_warn("agent: cannot write profile: %s", strerror(-err));
 		if (log_enabled(LOG_INFO))
@@ -115,15 +144,18 @@ int main(int argc, char **argv)
 		{ "server", required_argument, NULL, 's' },
 		{ "unwind", required_argument, NULL, 'W' },
 		{ "no-python", no_argument, NULL, 'Y' },
+		CLI_GPU_LONGOPTS,
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
 	uint32_t pids[CLI_MAX_PIDS];
+	const char *gpu_libs[CLI_MAX_GPU_LIBS];
 	struct agent_opts o = {
 		.format = "pb.gz",
 		.period_s = 10,
 		.session = { .sz = sizeof(o.session),
+			     .gpu = { .sz = sizeof(o.session.gpu) },
 			     .sampler = { .sz = sizeof(o.session.sampler),
 					  .freq_hz = 49,
 					  .hybrid = true } },
@@ -133,6 +165,9 @@ int main(int argc, char **argv)
 
 	while ((c = getopt_long(argc, argv, "o:P:F:f:p:G:s:W:vh", longopts, NULL)) != -1) {
 		int handled = cli_common_opt(c, optarg, &o.session, pids);
+
+		if (!handled)
+			handled = cli_gpu_opt(c, optarg, &o.session, gpu_libs);
 
 		if (handled < 0)
 			goto bad;

@@ -993,6 +993,25 @@ static void proc_maps_of(struct gpu *g, struct bpf_map **maps)
 	memcpy(maps, m, sizeof(m));
 }
 
+/* The per-thread call entries of a dead process (keyed by thread id). */
+static void purge_threads(struct gpu *g, uint32_t tgid)
+{
+	int fd = bpf_map__fd(g->skel->maps.gpu_inflight);
+	uint32_t key, next;
+	struct gpu_call c;
+	void *prev = NULL;
+
+	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+		key = next;
+		if (!bpf_map_lookup_elem(fd, &key, &c) && c.tgid == tgid) {
+			bpf_map_delete_elem(fd, &key);
+			prev = NULL; /* restart: the iteration order changed */
+			continue;
+		}
+		prev = &key;
+	}
+}
+
 /* Deletes every BPF entry of an exited process (its rows were read). */
 static void purge_bpf(struct gpu *g, uint32_t tgid)
 {
@@ -1016,6 +1035,7 @@ static void purge_bpf(struct gpu *g, uint32_t tgid)
 		}
 	}
 	bpf_map_delete_elem(bpf_map__fd(g->skel->maps.gpu_targets), &tgid);
+	purge_threads(g, tgid);
 }
 
 static void finish_exited(struct gpu *g)
