@@ -42,7 +42,8 @@
 #define GPU_SCAN_FIRST_MS 5
 /* also how late a target whose exit events were missed is found dead */
 #define GPU_SCAN_MAX_MS 500
-#define GPU_GRACE_MS 5000 /* a file's probes stay attached this long unused */
+#define GPU_GRACE_MS 5000   /* a file's probes stay attached this long unused */
+#define GPU_RESOLVE_TRIES 8 /* drains a live process's stack may stay partly unknown */
 
 enum { GRP_FIXED, GRP_SHED, GRP_MAX }; /* probe groups: see group_attach() */
 
@@ -81,6 +82,7 @@ struct gpu_proc {
 struct raw_stack { /* key: stack_id */
 	uint64_t stack_id;
 	uint32_t len;
+	uint32_t tries; /* resolutions with unknown frames, while the process lived */
 	uint64_t *ips;
 };
 
@@ -852,11 +854,18 @@ static uint64_t proc_mm_id(struct gpu *g, uint32_t tgid)
 	return t.mm_id;
 }
 
-/* Resolves (tgid, stack_id) once, while the process's mappings are known. */
-static void resolve_stack(struct gpu *g, uint32_t tgid, uint64_t stack_id, uint64_t mm_id)
+/*
+ * Resolves (tgid, stack_id) of process p (NULL: gone).  Kept once resolved;
+ * a resolution with frames in no known mapping is retried at the next
+ * drains while the process lives (a library mapped after the tracker's last
+ * /proc read: the exit-time mapping records, or a later read, fill it in).
+ */
+static void resolve_stack(struct gpu *g, uint32_t tgid, uint64_t stack_id, const struct gpu_proc *p)
 {
 	struct stack_key k = { .tgid = tgid, .stack_id = stack_id };
-	const struct raw_stack *raw;
+	uint64_t mm_id = p ? p->mm_id : 0, unknown = g->res.frames_unknown;
+	bool final = !p || p->state == PROC_EXITED;
+	struct raw_stack *raw;
 	struct strata_stack st;
 	uint32_t idx[PROFILE_MAX_FRAMES];
 	struct stack_row *row;
@@ -871,6 +880,8 @@ static void resolve_stack(struct gpu *g, uint32_t tgid, uint64_t stack_id, uint6
 	memcpy(st.ips, raw->ips, raw->len * sizeof(uint64_t));
 	n = resolver__user_stack(&g->res, tgid, mm_id, &st, idx, PROFILE_MAX_FRAMES);
 	if (n < 0)
+		return;
+	if (g->res.frames_unknown != unknown && !final && ++raw->tries < GPU_RESOLVE_TRIES)
 		return;
 	row = gpu_table__get(&g->stacks, &k, &err);
 	if (!row) {
@@ -976,7 +987,7 @@ static void snapshot_allocs(struct gpu *g)
 			g->data.dropped_rows++;
 			continue;
 		}
-		resolve_stack(g, key.tgid, v.stack_id, p ? p->mm_id : 0);
+		resolve_stack(g, key.tgid, v.stack_id, p);
 	}
 	gpu_leaks__end(&g->leaks);
 }
@@ -1082,7 +1093,7 @@ int gpu__drain(struct gpu *g)
 		if (!p)
 			p = proc_find_exited(g, s->key.tgid);
 		mm = p ? p->mm_id : 0;
-		resolve_stack(g, s->key.tgid, s->key.stack_id, mm);
+		resolve_stack(g, s->key.tgid, s->key.stack_id, p);
 		if (gpu_api_kind(s->key.api) == GPU_KIND_LAUNCH && !s->kernel)
 			s->kernel = kernel_name(g, s->key.tgid, mm, s->key.api, s->key.object);
 	}
