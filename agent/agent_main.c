@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "agent/cli.h"
+#include "agent/cli_gpu.h"
 #include "agent/clock.h"
 #include "agent/log.h"
 #include "agent/session.h"
@@ -48,32 +49,55 @@ static void usage(FILE *f)
 	      "      --spool DIR       unsent batches (default /var/lib/strata/spool)\n"
 	      "      --spool-max MB    spool bound, oldest dropped first (default 256)\n"
 	      "      --node NAME       node name sent with batches (default: hostname)\n"
-	      /* --- GPU layer in the agent (on by default) --- */
 	      "      --drain-interval MS  how often kernel maps are drained (1000)\n"
-	      "      --no-gpu          do not trace CUDA/NCCL\n"
-	      "      --probe-budget PCT  CPU share of one core the GPU probes may take per\n"
-	      "                        process before they are duty-cycled (default 1;\n"
-	      "                        0: no limit)\n"
 	      /* --- scheduler layer in the agent --- */
 	      "      --sched, --no-sched  off-CPU, runnable, irq and time breakdown\n"
 	      "                        (default: on with --pid/--cgroup, off host-wide)\n"
+	      "GPU (CUDA/NCCL uprobes: on by default; per period, the API tally and the\n"
+	      "outstanding allocations are written beside the profile):\n" CLI_GPU_USAGE
 	      "  -v, --verbose         print counters every period\n",
 	      f);
 }
 
-static int write_period(const struct agent_opts *o, struct profile *p)
+/* GPU layer data of the period (cumulative since the agent started:
+ * struct gpu_data), beside the profile: the API tally and the outstanding
+ * allocations by stack. */
+static int write_gpu_period(struct session *s, const char *base)
 {
-	char path[PATH_MAX], host[HOST_NAME_MAX + 1] = "node", stamp[32];
+	char path[PATH_MAX];
+	const struct gpu_data *d;
+	int err;
+
+	if (!s->gpu)
+		return 0;
+	gpu__drain(s->gpu);
+	d = gpu__data(s->gpu);
+	if (snprintf(path, sizeof(path), "%s.gpu-tally.txt", base) >= (int)sizeof(path))
+		return -ENAMETOOLONG;
+	err = gpu_data__write_file(d, path, gpu_data__write_tally);
+	if (err)
+		return err;
+	if (snprintf(path, sizeof(path), "%s.gpu-leaks.txt", base) >= (int)sizeof(path))
+		return -ENAMETOOLONG;
+	return gpu_data__write_leaks_file(d, path);
+}
+
+static int write_period(const struct agent_opts *o, struct session *s, struct profile *p)
+{
+	char path[PATH_MAX], base[PATH_MAX], host[HOST_NAME_MAX + 1] = "node", stamp[32];
 	time_t t = (time_t)(p->start_ns / 1000000000ULL);
 	struct tm tm;
+	int err;
 
 	gethostname(host, sizeof(host) - 1);
 	gmtime_r(&t, &tm);
 	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
-	if (snprintf(path, sizeof(path), "%s/strata-%s-%s.%s", o->output_dir, host, stamp,
-		     o->format) >= (int)sizeof(path))
+	if (snprintf(base, sizeof(base), "%s/strata-%s-%s", o->output_dir, host, stamp) >=
+		    (int)sizeof(base) ||
+	    snprintf(path, sizeof(path), "%s.%s", base, o->format) >= (int)sizeof(path))
 		return -ENAMETOOLONG;
-	return profile__write_file(p, path, host);
+	err = profile__write_file(p, path, host);
+	return err ? err : write_gpu_period(s, base);
 }
 
 static int run(const struct agent_opts *o)
@@ -125,7 +149,7 @@ static int run(const struct agent_opts *o)
 			err = -ENOMEM;
 			goto out;
 		}
-		err = write_period(o, p);
+		err = write_period(o, s, p);
 		if (err)
 			pr_warn("agent: cannot write profile: %s", strerror(-err));
 		if (log_enabled(LOG_INFO))
@@ -149,8 +173,6 @@ int main(int argc, char **argv)
 		OPT_SPOOL,
 		OPT_SPOOL_MAX,
 		OPT_NODE,
-		OPT_NO_GPU,
-		OPT_BUDGET,
 		OPT_DRAIN,
 		OPT_SCHED,
 		OPT_NO_SCHED
@@ -166,21 +188,21 @@ int main(int argc, char **argv)
 		{ "server", required_argument, NULL, 's' },
 		{ "unwind", required_argument, NULL, 'W' },
 		{ "no-python", no_argument, NULL, 'Y' },
+		CLI_GPU_LONGOPTS,
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "token-file", required_argument, NULL, OPT_TOKEN },
 		{ "ca-file", required_argument, NULL, OPT_CA },
 		{ "spool", required_argument, NULL, OPT_SPOOL },
 		{ "spool-max", required_argument, NULL, OPT_SPOOL_MAX },
 		{ "node", required_argument, NULL, OPT_NODE },
-		{ "no-gpu", no_argument, NULL, OPT_NO_GPU },
 		{ "sched", no_argument, NULL, OPT_SCHED },
 		{ "no-sched", no_argument, NULL, OPT_NO_SCHED },
-		{ "probe-budget", required_argument, NULL, OPT_BUDGET },
 		{ "drain-interval", required_argument, NULL, OPT_DRAIN },
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
 	uint32_t pids[CLI_MAX_PIDS];
+	const char *gpu_libs[CLI_MAX_GPU_LIBS];
 	struct agent_opts o = {
 		.format = "pb.gz",
 		.period_s = 10,
@@ -189,16 +211,19 @@ int main(int argc, char **argv)
 				      .spool_dir = "/var/lib/strata/spool" } },
 		.spool_max_mb = 256,
 		.session = { .sz = sizeof(o.session),
+			     .gpu = { .sz = sizeof(o.session.gpu) },
 			     .sampler = { .sz = sizeof(o.session.sampler),
 					  .freq_hz = 49,
-					  .hybrid = true },
-			     .gpu = { .sz = sizeof(o.session.gpu) } },
+					  .hybrid = true } },
 	};
 	struct stat st;
 	int c, verbose = 0, err;
 
 	while ((c = getopt_long(argc, argv, "o:P:F:f:p:G:s:W:vh", longopts, NULL)) != -1) {
 		int handled = cli_common_opt(c, optarg, &o.session, pids);
+
+		if (!handled)
+			handled = cli_gpu_opt(c, optarg, &o.session, gpu_libs);
 
 		if (handled < 0)
 			goto bad;
@@ -245,23 +270,10 @@ int main(int argc, char **argv)
 		case OPT_NODE:
 			o.ship.node = optarg;
 			break;
-		/* --- GPU layer in the agent --- */
 		case OPT_DRAIN:
 			if (cli_parse_u32(optarg, 3600000, &o.session.drain_ms))
 				goto bad;
 			break;
-		case OPT_NO_GPU:
-			o.session.no_gpu = true;
-			break;
-		case OPT_BUDGET: {
-			char *end;
-			double pct = strtod(optarg, &end);
-
-			if (*end || pct < 0 || pct > 100)
-				goto bad;
-			o.session.gpu.budget = pct > 0 ? pct / 100 : -1;
-			break;
-		}
 		/* --- scheduler layer in the agent --- */
 		case OPT_SCHED:
 		case OPT_NO_SCHED:

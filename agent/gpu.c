@@ -43,7 +43,8 @@
 #define GPU_SCAN_FIRST_MS 5
 /* also how late a target whose exit events were missed is found dead */
 #define GPU_SCAN_MAX_MS 500
-#define GPU_GRACE_MS 5000 /* a file's probes stay attached this long unused */
+#define GPU_GRACE_MS 5000   /* a file's probes stay attached this long unused */
+#define GPU_RESOLVE_TRIES 8 /* drains a live process's stack may stay partly unknown */
 
 enum { GRP_FIXED, GRP_SHED, GRP_MAX }; /* probe groups: see group_attach() */
 
@@ -82,6 +83,7 @@ struct gpu_proc {
 struct raw_stack { /* key: stack_id */
 	uint64_t stack_id;
 	uint32_t len;
+	uint32_t tries; /* resolutions with unknown frames, while the process lived */
 	uint64_t *ips;
 };
 
@@ -875,11 +877,18 @@ static uint64_t proc_mm_id(struct gpu *g, uint32_t tgid)
 	return t.mm_id;
 }
 
-/* Resolves (tgid, stack_id) once, while the process's mappings are known. */
-static void resolve_stack(struct gpu *g, uint32_t tgid, uint64_t stack_id, uint64_t mm_id)
+/*
+ * Resolves (tgid, stack_id) of process p (NULL: gone).  Kept once resolved;
+ * a resolution with frames in no known mapping is retried at the next
+ * drains while the process lives (a library mapped after the tracker's last
+ * /proc read: the exit-time mapping records, or a later read, fill it in).
+ */
+static void resolve_stack(struct gpu *g, uint32_t tgid, uint64_t stack_id, const struct gpu_proc *p)
 {
 	struct stack_key k = { .tgid = tgid, .stack_id = stack_id };
-	const struct raw_stack *raw;
+	uint64_t mm_id = p ? p->mm_id : 0, unknown = g->res.frames_unknown;
+	bool final = !p || p->state == PROC_EXITED;
+	struct raw_stack *raw;
 	struct strata_stack st;
 	uint32_t idx[PROFILE_MAX_FRAMES];
 	struct stack_row *row;
@@ -894,6 +903,8 @@ static void resolve_stack(struct gpu *g, uint32_t tgid, uint64_t stack_id, uint6
 	memcpy(st.ips, raw->ips, raw->len * sizeof(uint64_t));
 	n = resolver__user_stack(&g->res, tgid, mm_id, &st, idx, PROFILE_MAX_FRAMES);
 	if (n < 0)
+		return;
+	if (g->res.frames_unknown != unknown && !final && ++raw->tries < GPU_RESOLVE_TRIES)
 		return;
 	row = gpu_table__get(&g->stacks, &k, &err);
 	if (!row) {
@@ -1000,7 +1011,7 @@ static void snapshot_allocs(struct gpu *g)
 			g->data.dropped_rows++;
 			continue;
 		}
-		resolve_stack(g, key.tgid, v.stack_id, p ? p->mm_id : 0);
+		resolve_stack(g, key.tgid, v.stack_id, p);
 		if (g->data.allocs && g->data.nallocs < GPU_MAX_ALLOC_RECS)
 			g->data.allocs[g->data.nallocs++] = (struct gpu_alloc_rec){
 				key.tgid,  v.api, key.ptr, v.size, to_realtime(g, v.ts_ns),
@@ -1022,6 +1033,25 @@ static void proc_maps_of(struct gpu *g, struct bpf_map **maps)
 					 g->skel->maps.gpu_colls };
 
 	memcpy(maps, m, sizeof(m));
+}
+
+/* The per-thread call entries of a dead process (keyed by thread id). */
+static void purge_threads(struct gpu *g, uint32_t tgid)
+{
+	int fd = bpf_map__fd(g->skel->maps.gpu_inflight);
+	uint32_t key, next;
+	struct gpu_call c;
+	void *prev = NULL;
+
+	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+		key = next;
+		if (!bpf_map_lookup_elem(fd, &key, &c) && c.tgid == tgid) {
+			bpf_map_delete_elem(fd, &key);
+			prev = NULL; /* restart: the iteration order changed */
+			continue;
+		}
+		prev = &key;
+	}
 }
 
 /* Deletes every BPF entry of an exited process (its rows were read). */
@@ -1047,6 +1077,7 @@ static void purge_bpf(struct gpu *g, uint32_t tgid)
 		}
 	}
 	bpf_map_delete_elem(bpf_map__fd(g->skel->maps.gpu_targets), &tgid);
+	purge_threads(g, tgid);
 }
 
 static void finish_exited(struct gpu *g)
@@ -1093,7 +1124,7 @@ int gpu__drain(struct gpu *g)
 		if (!p)
 			p = proc_find_exited(g, s->key.tgid);
 		mm = p ? p->mm_id : 0;
-		resolve_stack(g, s->key.tgid, s->key.stack_id, mm);
+		resolve_stack(g, s->key.tgid, s->key.stack_id, p);
 		if (gpu_api_kind(s->key.api) == GPU_KIND_LAUNCH && !s->kernel)
 			s->kernel = kernel_name(g, s->key.tgid, mm, s->key.api, s->key.object);
 	}

@@ -197,6 +197,7 @@ const char *gpu_counter_name(enum gpu_counter c)
 		[GPU_CNT_FUNCS_FULL] = "funcs_full",
 		[GPU_CNT_ADMITTED] = "admitted",
 		[GPU_CNT_TARGETS_FULL] = "targets_full",
+		[GPU_CNT_STACK_REUSED] = "stacks_reused",
 	};
 
 	return (unsigned)c < GPU_CNT_MAX ? n[c] : "?";

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "agent/cli.h"
+#include "agent/cli_gpu.h"
 #include "agent/log.h"
 #include "agent/record.h"
 
@@ -33,20 +34,11 @@ static void usage(FILE *f)
 	      "      --max-counts N    distinct (thread, stacks) counts per drain (16384)\n"
 	      "      --drain-interval MS  how often kernel maps are drained (1000)\n"
 	      "GPU (CUDA runtime/driver and NCCL uprobes, on when the target uses them):\n"
-	      "      --no-gpu          do not trace CUDA/NCCL\n"
 	      "      --leaks FILE      GPU allocations outstanding at exit by stack:\n"
 	      "                        .txt (table) or .pb.gz (pprof heap profile)\n"
 	      "      --trace FILE.json Perfetto/Chrome trace of launches, copies, syncs,\n"
 	      "                        collectives (per-call CUDA events on)\n"
-	      "      --tally FILE.txt  per-API calls, time in call, return codes\n"
-	      "      --probe-budget PCT  CPU share of one core the probes may take per\n"
-	      "                        process (default 1; 0: no limit); costly probes\n"
-	      "                        are duty-cycled beyond it\n"
-	      "      --gpu-lib PATH    also attach to this CUDA/NCCL library (or a file\n"
-	      "                        linking them statically) from the start; the\n"
-	      "                        ld.so cache's and /usr/local/cuda's always are\n"
-	      "      --no-gpu-preattach  only attach to files found in targets' maps\n"
-	      "      --gpu-grace MS    keep an unused file's probes this long (5000)\n"
+	      "      --tally FILE.txt  per-API calls, time in call, return codes\n" CLI_GPU_USAGE
 	      "      --sched FILE      also write the scheduler layer (on/off-CPU,\n"
 	      "                        runnable, blocking stacks, irq) as JSON\n"
 	      "  -v, --verbose         counters and libbpf messages (-vv: debug)\n"
@@ -71,15 +63,10 @@ static int cmd_record(int argc, char **argv)
 		{ "max-counts", required_argument, NULL, 'C' },
 		{ "unwind", required_argument, NULL, 'W' },
 		{ "max-unwind-rows", required_argument, NULL, 'R' },
-		{ "no-gpu", no_argument, NULL, 'g' },
 		{ "leaks", required_argument, NULL, 'L' },
 		{ "trace", required_argument, NULL, 'T' },
 		{ "tally", required_argument, NULL, 'Y' },
-		{ "probe-budget", required_argument, NULL, 'B' },
-		{ "gpu-probe-mode", required_argument, NULL, 'M' },
-		{ "gpu-lib", required_argument, NULL, 'b' },
-		{ "gpu-grace", required_argument, NULL, 'E' },
-		{ "no-gpu-preattach", no_argument, NULL, 'N' },
+		CLI_GPU_LONGOPTS,
 		{ "sched", required_argument, NULL, 's' },
 		{ "sched-test-layers", required_argument, NULL, 'J' },
 		{ "verbose", no_argument, NULL, 'v' },
@@ -104,6 +91,9 @@ static int cmd_record(int argc, char **argv)
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "+F:o:p:G:d:vh", longopts, NULL)) != -1) {
 		int handled = cli_common_opt(c, optarg, &o.session, pids);
+
+		if (!handled)
+			handled = cli_gpu_opt(c, optarg, &o.session, gpu_libs);
 
 		if (handled < 0)
 			goto bad;
@@ -151,9 +141,6 @@ static int cmd_record(int argc, char **argv)
 			if (cli_parse_u32(optarg, 3600000, &o.session.drain_ms))
 				goto bad;
 			break;
-		case 'g':
-			o.session.no_gpu = true;
-			break;
 		case 'L':
 			if (!strstr(optarg, ".txt") && !strstr(optarg, ".pb.gz"))
 				goto bad;
@@ -165,35 +152,6 @@ static int cmd_record(int argc, char **argv)
 			break;
 		case 'Y':
 			o.tally_path = optarg;
-			break;
-		case 'B': {
-			double pct = strtod(optarg, &end);
-
-			if (*end || pct < 0 || pct > 100)
-				goto bad;
-			o.session.gpu.budget = pct > 0 ? pct / 100 : -1;
-			break;
-		}
-		case 'M': /* benchmarks: full (default), empty (floor), nostack */
-			if (!strcmp(optarg, "empty"))
-				o.session.gpu.empty_probes = true;
-			else if (!strcmp(optarg, "nostack"))
-				o.session.gpu.no_stacks = true;
-			else if (strcmp(optarg, "full"))
-				goto bad;
-			break;
-		case 'b':
-			if (o.session.gpu.nlibs >= CLI_MAX_GPU_LIBS)
-				goto bad;
-			gpu_libs[o.session.gpu.nlibs++] = optarg;
-			o.session.gpu.libs = gpu_libs;
-			break;
-		case 'E':
-			if (cli_parse_u32(optarg, 3600000, &o.session.gpu.grace_ms))
-				goto bad;
-			break;
-		case 'N':
-			o.session.gpu.no_preattach = true;
 			break;
 		case 's':
 			o.sched_output = optarg;

@@ -10,6 +10,34 @@ static __always_inline bool gpu_wants_stack(__u32 kind)
 }
 
 /*
+ * The call-site stack, walked only when the site changed: a thread calling
+ * again from the same return address, at the same stack depth, from the
+ * same caller (its frame's return address, through the frame pointer the
+ * callee has not replaced yet at its first instruction) almost always has
+ * the same stack: launch loops then cost two 8-byte reads instead of a walk
+ * and a hash.  (Two paths can share all three only if the frames above the
+ * caller's caller differ at identical depths: then the first path's stack
+ * is reused - an attribution error bounded to that rare case.)
+ */
+static __always_inline __u64 gpu_site_stack(struct pt_regs *ctx, struct gpu_call *c, __u64 sp)
+{
+	__u64 ret = 0, ret2 = 0;
+
+	bpf_probe_read_user(&ret, sizeof(ret), (void *)sp);
+	bpf_probe_read_user(&ret2, sizeof(ret2), (void *)(PT_REGS_FP(ctx) + 8));
+	if (c->site_stack > STRATA_STACK_LOST && c->site_sp == sp && c->site_ret == ret &&
+	    c->site_ret2 == ret2) {
+		gpu_count(GPU_CNT_STACK_REUSED);
+		return c->site_stack;
+	}
+	c->site_sp = sp;
+	c->site_ret = ret;
+	c->site_ret2 = ret2;
+	c->site_stack = gpu_stack(ctx);
+	return c->site_stack;
+}
+
+/*
  * A process of the session that calls into an attached file before user
  * space found the file in its mappings (a short-lived process, or calls
  * right after exec: the file is already attached for another process, kept
@@ -74,11 +102,11 @@ static __always_inline struct gpu_call *call_enter(struct pt_regs *ctx, __u32 ap
 	if (!t->mm_id)
 		t->mm_id = mm_id_of(bpf_get_current_task_btf());
 	c = bpf_map_lookup_elem(&gpu_inflight, &tid);
-	if (c && c->sp > sp) {
+	if (c && c->active && c->sp > sp) {
 		gpu_count(GPU_CNT_NESTED);
 		return NULL;
 	}
-	if (c && mark_layers)
+	if (c && c->active && mark_layers)
 		api_layer_exit(); /* the stale call's layer, never popped */
 	if (!c) {
 		struct gpu_call z = {};
@@ -105,7 +133,9 @@ static __always_inline struct gpu_call *call_enter(struct pt_regs *ctx, __u32 ap
 	 * zero when the function has fewer and the read fails. */
 	if (bpf_probe_read_user(&c->a[6], 3 * sizeof(__u64), (void *)(sp + 8)))
 		__builtin_memset(&c->a[6], 0, 3 * sizeof(__u64));
-	c->stack_id = gpu_wants_stack(gpu_api_kind(api)) ? gpu_stack(ctx) : STRATA_STACK_NONE;
+	c->stack_id =
+		gpu_wants_stack(gpu_api_kind(api)) ? gpu_site_stack(ctx, c, sp) : STRATA_STACK_NONE;
+	c->active = 1;
 	/* Last, so the time in call excludes our own work above. */
 	c->start_ns = bpf_ktime_get_ns();
 	return c;
@@ -122,7 +152,7 @@ static __always_inline bool call_exit(struct pt_regs *ctx, struct gpu_call *out)
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct gpu_call *c = bpf_map_lookup_elem(&gpu_inflight, &tid);
 
-	if (!c) {
+	if (!c || !c->active) {
 		__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 
 		if (bpf_map_lookup_elem(&gpu_targets, &tgid))
@@ -132,7 +162,7 @@ static __always_inline bool call_exit(struct pt_regs *ctx, struct gpu_call *out)
 	if (c->sp + 8 != PT_REGS_SP(ctx))
 		return false;
 	__builtin_memcpy(out, c, sizeof(*out));
-	bpf_map_delete_elem(&gpu_inflight, &tid);
+	c->active = 0;
 	return true;
 }
 

@@ -5,21 +5,6 @@
 #ifndef STRATA_BPF_GPU_MAPS_BPF_H
 #define STRATA_BPF_GPU_MAPS_BPF_H
 
-/* An API call between its entry and its return (BPF only). */
-struct gpu_call {
-	__u64 start_ns;
-	__u64 sp; /* user stack pointer at entry: tells a nested call (deeper)
-		   * and a stale entry (a detached uretprobe never fired) apart */
-	__u64 stack_id;
-	__u32 api;
-	__u32 tgid;
-	/* rdi, rsi, rdx, rcx, r8, r9, then the first three stack arguments;
-	 * launch-ex entries replace them with the config's fields */
-	__u64 a[9];
-	__u64 id_hash; /* ncclCommInitRank*: hash of the unique id */
-};
-_Static_assert(sizeof(struct gpu_call) == 32 + 72 + 8, "gpu_call layout");
-
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 4096);
@@ -44,8 +29,8 @@ struct {
 	__type(value, __u32);
 } session_cgroup SEC(".maps");
 
-/* Keyed by thread id.  LRU: a thread that dies inside a call leaves an
- * entry nobody removes. */
+/* Keyed by thread id: one entry per calling thread, kept between calls (no
+ * map update or delete per call).  LRU: dead threads' entries age out. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 16384);

@@ -547,6 +547,7 @@ enum gpu_counter {
 	GPU_CNT_FUNCS_FULL,   /* kernel-name map full */
 	GPU_CNT_ADMITTED,     /* processes made targets by their first call */
 	GPU_CNT_TARGETS_FULL, /* target map full: process not admitted */
+	GPU_CNT_STACK_REUSED, /* same call site as the thread's last call: no walk */
 	GPU_CNT_MAX,
 };
 
@@ -565,6 +566,27 @@ _Static_assert(sizeof(struct gpu_coll_key) == 16, "gpu_coll_key layout");
 _Static_assert(sizeof(struct gpu_coll_val) == 48, "gpu_coll_val layout");
 _Static_assert(sizeof(struct gpu_event) == 40 + 8 + 48, "gpu_event layout");
 _Static_assert(sizeof(struct gpu_target) == 8, "gpu_target layout");
+/* A thread's API call between its entry and its return (gpu_inflight;
+ * user space reads tgid to sweep a dead process's threads). */
+struct gpu_call {
+	__u64 start_ns;
+	__u64 sp; /* user stack pointer at entry: tells a nested call (deeper)
+		   * and a stale entry (a detached uretprobe never fired) apart */
+	__u64 stack_id;
+	__u32 api;
+	__u32 tgid;
+	/* rdi, rsi, rdx, rcx, r8, r9, then the first three stack arguments;
+	 * launch-ex entries replace them with the config's fields */
+	__u64 a[9];
+	__u64 id_hash; /* ncclCommInitRank*: hash of the unique id */
+	/* The thread's last call site (see gpu_site_stack()): its stack
+	 * pointer, return address and caller's return address, and the stack
+	 * walked there. */
+	__u64 site_sp, site_ret, site_ret2, site_stack;
+	__u32 active; /* a call is in flight (the entry outlives calls) */
+	__u32 pad;
+};
+_Static_assert(sizeof(struct gpu_call) == 32 + 72 + 8 + 32 + 8, "gpu_call layout");
 /* ==== end GPU layer ===================================================== */
 
 /* ---- Scheduler layer and time breakdown (issue 7; bpf/sched.bpf.c) ------ */
