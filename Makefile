@@ -161,6 +161,10 @@ $(BUILD)/fixtures/gpu_workload $(BUILD)/fixtures/train_sim: $(BUILD)/fixtures/li
 $(BUILD)/fixtures/gen_batch: $(BUILD)/libstrata.a $(PROTO_H)
 # --- end strata-server ---
 
+# --- scheduler layer (issue 7): the drain-exactness check links the lib ---
+$(BUILD)/fixtures/sched_drain_exact: $(BUILD)/libstrata.a $(SKELS)
+# --- end scheduler layer ---
+
 fixtures: $(FIXTURES)
 
 $(BPFOUT) $(GEN):

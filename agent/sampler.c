@@ -10,15 +10,11 @@
 #include <string.h>
 #include <sys/syscall.h>
 #include <stdio.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "agent/clock.h"
 #include "agent/log.h"
+#include "agent/map_drain.h"
 #include "profile.skel.h"
-
-#define DRAIN_WAIT_STEP_NS 50000ULL    /* poll inflight every 50 us ... */
-#define DRAIN_WAIT_MAX_NS 200000000ULL /* ... for at most 200 ms */
 
 struct sampler {
 	struct profile_bpf *skel;
@@ -282,20 +278,6 @@ int sampler__consume_events(struct sampler *s)
 	return ring_buffer__consume(s->rb);
 }
 
-/* True when no CPU still runs a program against generation g. */
-static int generation_quiet(struct sampler *s, uint32_t g)
-{
-	struct strata_inflight vals[s->ncpus];
-	uint32_t zero = 0;
-
-	if (bpf_map_lookup_elem(bpf_map__fd(s->skel->maps.inflight), &zero, vals))
-		return -errno;
-	for (int i = 0; i < s->ncpus; i++)
-		if (vals[i].n[g])
-			return 0;
-	return 1;
-}
-
 /* Looks a stack up in the drained generation's stack map. */
 static const struct strata_stack *stack_lookup(struct sampler *s, int fd, uint64_t id,
 					       struct strata_stack *buf)
@@ -309,39 +291,6 @@ static const struct strata_stack *stack_lookup(struct sampler *s, int fd, uint64
 	if (buf->len > STRATA_MAX_STACK_DEPTH)
 		buf->len = STRATA_MAX_STACK_DEPTH;
 	return buf;
-}
-
-/*
- * Deletes keys[0..n) of a hash map no program writes any more: one batch
- * call, or one call per key where batch deletion is not supported.
- */
-static int map_delete_keys(int fd, const void *keys, size_t key_sz, uint32_t n)
-{
-	uint32_t count = n;
-
-	if (!n || !bpf_map_delete_batch(fd, keys, &count, NULL))
-		return 0;
-	for (uint32_t i = 0; i < n; i++)
-		if (bpf_map_delete_elem(fd, (const char *)keys + i * key_sz) && errno != ENOENT)
-			return -errno;
-	return 0;
-}
-
-/* Collects every key of a hash map into *keys (malloc'd); returns count. */
-static int64_t map_keys(int fd, size_t key_sz, uint32_t max, void **keys)
-{
-	char *buf = malloc((size_t)max * key_sz);
-	int64_t n = 0;
-
-	*keys = buf;
-	if (!buf)
-		return -ENOMEM;
-	if (bpf_map_get_next_key(fd, NULL, buf))
-		return errno == ENOENT ? 0 : -errno;
-	for (n = 1; n < max; n++)
-		if (bpf_map_get_next_key(fd, buf + (n - 1) * key_sz, buf + n * key_sz))
-			break;
-	return n;
 }
 
 /* Looks a Python stack up in the drained generation's py_stacks map. */
@@ -371,53 +320,31 @@ int sampler__py_stack(struct sampler *s, uint32_t gen, uint64_t id, struct strat
 	return 0;
 }
 
-/* Deletes every entry of a drained generation's stack map; 0 or -errno. */
-static int map_clear(int fd, uint32_t max)
-{
-	void *keys = NULL;
-	int64_t n = map_keys(fd, sizeof(uint64_t), max, &keys);
-	int err = n < 0 ? (int)n : 0;
-
-	if (n > 0)
-		err = map_delete_keys(fd, keys, sizeof(uint64_t), (uint32_t)n);
-	free(keys);
-	return err;
-}
-
 int sampler__drain(struct sampler *s, sampler_sample_fn fn, void *ctx)
 {
-	uint32_t old = __atomic_load_n(&s->skel->bss->gen, __ATOMIC_SEQ_CST) & 1;
-	struct bpf_map *pmap = old ? s->skel->maps.py_stacks1 : s->skel->maps.py_stacks0;
-	int pfd = bpf_map__fd(pmap);
+	const struct map_generation mg = {
+		.gen = &s->skel->bss->gen,
+		.inflight_fd = bpf_map__fd(s->skel->maps.inflight),
+		.ncpus = s->ncpus,
+	};
+	int old = map_generation__flip(&mg, &s->drain_wait_timeouts);
+	struct bpf_map *pmap, *cmap, *smap;
 	struct strata_py_stack *pbuf = NULL;
-	struct bpf_map *cmap = old ? s->skel->maps.counts1 : s->skel->maps.counts0;
-	struct bpf_map *smap = old ? s->skel->maps.stacks1 : s->skel->maps.stacks0;
-	int cfd = bpf_map__fd(cmap), sfd = bpf_map__fd(smap);
 	struct strata_stack_key *keys = NULL;
 	struct strata_stack *ubuf, *kbuf;
 	struct strata_stack_count val;
 	int64_t nkeys = 0;
-	uint64_t deadline;
-	int err = 0, n = 0, q;
+	int err = 0, n = 0, q, cfd, sfd, pfd;
 	char comm[STRATA_COMM_LEN + 1];
 
-	/* Sequentially consistent store: ordered before the inflight reads
-	 * below (pairs with the atomic increment in generation_enter()). */
-	__atomic_store_n(&s->skel->bss->gen, old ^ 1, __ATOMIC_SEQ_CST);
-	__atomic_thread_fence(__ATOMIC_SEQ_CST); /* a full fence on arm64 too */
-	deadline = mono_ns() + DRAIN_WAIT_MAX_NS;
-	while ((q = generation_quiet(s, old)) == 0) {
-		if (mono_ns() > deadline) {
-			/* Cannot happen unless a program hangs; draining anyway
-			 * risks at most that program's one update. */
-			s->drain_wait_timeouts++;
-			break;
-		}
-		nanosleep(&(struct timespec){ .tv_nsec = DRAIN_WAIT_STEP_NS }, NULL);
-	}
-	if (q < 0)
-		return q;
-
+	if (old < 0)
+		return old;
+	pmap = old ? s->skel->maps.py_stacks1 : s->skel->maps.py_stacks0;
+	cmap = old ? s->skel->maps.counts1 : s->skel->maps.counts0;
+	smap = old ? s->skel->maps.stacks1 : s->skel->maps.stacks0;
+	cfd = bpf_map__fd(cmap);
+	sfd = bpf_map__fd(smap);
+	pfd = bpf_map__fd(pmap);
 	ubuf = malloc(sizeof(*ubuf));
 	kbuf = malloc(sizeof(*kbuf));
 	pbuf = malloc(sizeof(*pbuf));
@@ -427,7 +354,7 @@ int sampler__drain(struct sampler *s, sampler_sample_fn fn, void *ctx)
 	}
 	/* Keys first, then values: the generation is quiet, so the key set is
 	 * final, and collecting it avoids restarting iteration per delete. */
-	nkeys = map_keys(cfd, sizeof(*keys), bpf_map__max_entries(cmap), (void **)&keys);
+	nkeys = map_drain__keys(cfd, sizeof(*keys), bpf_map__max_entries(cmap), (void **)&keys);
 	if (nkeys < 0) {
 		err = (int)nkeys;
 		goto out;
@@ -453,11 +380,11 @@ int sampler__drain(struct sampler *s, sampler_sample_fn fn, void *ctx)
 		else
 			n++;
 	}
-	err = map_delete_keys(cfd, keys, sizeof(*keys), (uint32_t)nkeys);
-	q = map_clear(sfd, bpf_map__max_entries(smap));
+	err = map_drain__delete_keys(cfd, keys, sizeof(*keys), (uint32_t)nkeys);
+	q = map_drain__clear(sfd, sizeof(uint64_t), bpf_map__max_entries(smap));
 	if (!err)
 		err = q;
-	q = map_clear(pfd, bpf_map__max_entries(pmap));
+	q = map_drain__clear(pfd, sizeof(uint64_t), bpf_map__max_entries(pmap));
 	if (!err)
 		err = q;
 	s->drains++;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "agent/log.h"
+#include "agent/map_drain.h"
 #include "sched.skel.h"
 
 /* Threads that exited, taken out of the BPF map: their final counters. */
@@ -25,6 +26,7 @@ struct sched_collector {
 	struct retired_thread *retired; /* bounded: max_retired */
 	uint32_t nretired, max_retired;
 	struct sched_retire_stats rs;
+	uint64_t drain_wait_timeouts; /* off-CPU generation never went quiet */
 };
 
 struct sched_collector *sched_collector__new(const struct sched_collector_opts *opts)
@@ -53,8 +55,10 @@ struct sched_collector *sched_collector__new(const struct sched_collector_opts *
 			strtoull(getenv("STRATA_SCHED_STACK_NS"), NULL, 10);
 	if (opts->max_threads)
 		bpf_map__set_max_entries(c->skel->maps.threads, opts->max_threads);
-	if (opts->max_offcpu)
-		bpf_map__set_max_entries(c->skel->maps.offcpu, opts->max_offcpu);
+	if (opts->max_offcpu) {
+		bpf_map__set_max_entries(c->skel->maps.offcpu0, opts->max_offcpu);
+		bpf_map__set_max_entries(c->skel->maps.offcpu1, opts->max_offcpu);
+	}
 	if (opts->targets_fd >= 0 &&
 	    (err = bpf_map__reuse_fd(c->skel->maps.targets, opts->targets_fd))) {
 		pr_err("sched: cannot share the targets map: %s", strerror(-err));
@@ -146,24 +150,6 @@ int sched_collector__api_layers_fd(const struct sched_collector *c)
 	return bpf_map__fd(c->skel->maps.api_layers);
 }
 
-/*
- * Collects up to max keys of a hash map into keys (key_sz bytes each) and
- * returns how many: keys first, because deleting while iterating would
- * restart the walk.
- */
-static uint32_t map_keys(int fd, void *keys, size_t key_sz, uint32_t max)
-{
-	char *k = keys;
-	uint32_t n;
-
-	if (!max || bpf_map_get_next_key(fd, NULL, k))
-		return 0;
-	for (n = 1; n < max; n++)
-		if (bpf_map_get_next_key(fd, k + (n - 1) * key_sz, k + n * key_sz))
-			break;
-	return n;
-}
-
 /* Keeps one retired thread's final counters; 0, or -ENOSPC (counted). */
 static int keep_retired(struct sched_collector *c, const struct strata_sched_key *k,
 			const struct strata_sched_thread *t)
@@ -188,13 +174,15 @@ static int keep_retired(struct sched_collector *c, const struct strata_sched_key
 int sched_collector__retire(struct sched_collector *c, uint64_t now_ns, uint64_t grace_ns)
 {
 	int fd = bpf_map__fd(c->skel->maps.threads), n = 0;
-	uint32_t max = bpf_map__max_entries(c->skel->maps.threads), nkeys = 0;
-	struct strata_sched_key *keys = malloc((size_t)max * sizeof(*keys));
+	struct strata_sched_key *keys = NULL;
+	int64_t nkeys = map_drain__keys(
+		fd, sizeof(*keys), bpf_map__max_entries(c->skel->maps.threads), (void **)&keys);
 
-	if (!keys)
-		return -ENOMEM;
-	nkeys = map_keys(fd, keys, sizeof(*keys), max);
-	for (uint32_t i = 0; i < nkeys; i++) {
+	if (nkeys < 0) {
+		free(keys);
+		return (int)nkeys;
+	}
+	for (int64_t i = 0; i < nkeys; i++) {
 		struct strata_sched_thread t;
 
 		/* The grace period covers the thread's final switch-out, the
@@ -254,26 +242,39 @@ static size_t read_stack(int fd, __s32 id, uint64_t *ips)
 	return n;
 }
 
+/*
+ * Off-CPU time is double buffered (bpf/generation.bpf.h): flip, wait until
+ * no program still adds to the old generation, then read and clear it.  A
+ * per-entry lookup_and_delete instead loses increments made through a
+ * pointer the program looked up before the delete, or adds them to another
+ * key once the preallocated element is reused.
+ */
 int sched_collector__drain_offcpu(struct sched_collector *c, sched_offcpu_fn fn, void *ctx)
 {
-	int fd = bpf_map__fd(c->skel->maps.offcpu), sfd = bpf_map__fd(c->skel->maps.sched_stacks);
-	uint32_t max = bpf_map__max_entries(c->skel->maps.offcpu);
-	struct strata_offcpu_key *keys = malloc((size_t)max * sizeof(*keys));
+	const struct map_generation mg = {
+		.gen = &c->skel->bss->gen,
+		.inflight_fd = bpf_map__fd(c->skel->maps.inflight),
+		.ncpus = c->ncpus,
+	};
+	int old = map_generation__flip(&mg, &c->drain_wait_timeouts);
+	struct bpf_map *m = old ? c->skel->maps.offcpu1 : c->skel->maps.offcpu0;
+	int fd = bpf_map__fd(m), sfd = bpf_map__fd(c->skel->maps.sched_stacks);
 	uint64_t *u = malloc(STRATA_MAX_STACK_DEPTH * sizeof(*u));
 	uint64_t *kst = malloc(STRATA_MAX_STACK_DEPTH * sizeof(*kst));
-	uint32_t nkeys = 0;
-	int err = 0, n = 0;
+	struct strata_offcpu_key *keys = NULL;
+	int64_t nkeys = 0;
+	int err = old < 0 ? old : 0, n = 0;
 
-	if (!keys || !u || !kst) {
+	if (!err && (!u || !kst))
 		err = -ENOMEM;
-		goto out;
+	if (!err) {
+		nkeys = map_drain__keys(fd, sizeof(*keys), bpf_map__max_entries(m), (void **)&keys);
+		err = nkeys < 0 ? (int)nkeys : 0;
 	}
-	nkeys = map_keys(fd, keys, sizeof(*keys), max);
-	for (uint32_t i = 0; i < nkeys; i++) {
+	for (int64_t i = 0; !err && i < nkeys; i++) {
 		struct strata_offcpu_val v;
 
-		/* Atomic per entry: time added after this goes to a new one. */
-		if (bpf_map_lookup_and_delete_elem(fd, &keys[i], &v))
+		if (bpf_map_lookup_elem(fd, &keys[i], &v))
 			continue;
 		struct sched_offcpu o = {
 			.key = &keys[i],
@@ -288,11 +289,22 @@ int sched_collector__drain_offcpu(struct sched_collector *c, sched_offcpu_fn fn,
 			break;
 		n++;
 	}
-out:
+	/* Cleared whatever the consumer said: nothing is handed out twice. */
+	if (nkeys > 0) {
+		int derr = map_drain__delete_keys(fd, keys, sizeof(*keys), (uint32_t)nkeys);
+
+		if (!err)
+			err = derr;
+	}
 	free(keys);
 	free(u);
 	free(kst);
 	return err ? err : n;
+}
+
+uint64_t sched_collector__drain_wait_timeouts(const struct sched_collector *c)
+{
+	return c->drain_wait_timeouts;
 }
 
 int sched_collector__foreign(struct sched_collector *c, sched_foreign_fn fn, void *ctx)

@@ -72,8 +72,12 @@ struct sched_offcpu {
 	size_t n_user, n_kern;
 };
 typedef int (*sched_offcpu_fn)(void *ctx, const struct sched_offcpu *o);
-/* Hands out and removes the off-CPU aggregate.  Returns the count or -errno. */
+/* Hands out and removes the off-CPU aggregate, exactly: no increment is
+ * lost or handed out twice (double buffered).  Returns the count or -errno. */
 int sched_collector__drain_offcpu(struct sched_collector *c, sched_offcpu_fn fn, void *ctx);
+/* Drains whose wait for in-flight BPF programs timed out (never, unless a
+ * program hangs). */
+uint64_t sched_collector__drain_wait_timeouts(const struct sched_collector *c);
 
 typedef int (*sched_foreign_fn)(void *ctx, const struct strata_foreign_key *k,
 				const struct strata_foreign_val *v);

@@ -26,8 +26,7 @@ const volatile __u32 page_shift = 12;	 /* set from getpagesize() */
 const volatile bool want_hybrid = false; /* CFI tables + FP, else FP only */
 const volatile bool want_python = false; /* walk CPython frames (issue 4) */
 
-/* Generation BPF writes to; flipped by user space through the mmap'd .bss. */
-__u32 gen;
+#include "bpf/generation.bpf.h" /* gen, inflight: shared with bpf/sched.bpf.c */
 
 #define dbg(fmt, ...)                                   \
 	do {                                            \
@@ -76,13 +75,6 @@ struct {
 	__type(key, __u32);
 	__type(value, struct strata_stack);
 } scratch SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct strata_inflight);
-} inflight SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -255,47 +247,6 @@ static __always_inline bool is_target(__u32 tgid)
 
 #include "bpf/task_id.bpf.h"   /* mm_id_of(): shared with bpf/gpu.bpf.c */
 #include "bpf/exit_vmas.bpf.h" /* exit-time mapping records: shared too */
-
-/*
- * Enter generation g: announce ourselves in inflight[g] before re-reading
- * gen.  The fetch form of the atomic add is a full barrier on every JIT
- * (lock xadd on x86, LDADDAL / LL-SC with barriers on arm64; the non-fetch
- * form is not ordered on arm64), so either user space's flip happened before
- * our re-read (we see it and move over), or our increment is visible to user
- * space's inflight check after its flip (it waits for us).  Either way no
- * update lands in a generation that is being drained.  After moving over we
- * do not re-check: the next flip comes a drain interval (>= milliseconds)
- * later, and perf_event programs run with interrupts off.
- */
-/* An atomic add whose result is consumed, so clang emits the fetch form
- * (BPF_ATOMIC | BPF_FETCH), which every JIT makes fully ordered. */
-static __always_inline void add_ordered(__u64 *p, __s64 v)
-{
-	volatile __u64 old = __sync_fetch_and_add(p, v);
-
-	(void)old;
-}
-
-static __always_inline __u32 generation_enter(struct strata_inflight *inf)
-{
-	__u32 g = *(volatile __u32 *)&gen & 1;
-
-	add_ordered(&inf->n[g], 1);
-	__u32 now = *(volatile __u32 *)&gen & 1;
-	if (now != g) {
-		add_ordered(&inf->n[g], -1);
-		g = now;
-		add_ordered(&inf->n[g], 1);
-	}
-	return g;
-}
-
-/* Ordered too: our map updates are visible before user space can see the
- * generation quiet. */
-static __always_inline void generation_leave(struct strata_inflight *inf, __u32 g)
-{
-	add_ordered(&inf->n[g & 1], -1);
-}
 
 static __always_inline __u64 hash_stack(const struct strata_stack *t)
 {

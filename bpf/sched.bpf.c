@@ -18,6 +18,7 @@
 #include <bpf/bpf_core_read.h>
 #include "bpf/strata.h"
 #include "bpf/api_layer.bpf.h"
+#include "bpf/generation.bpf.h" /* gen, inflight: the off-CPU map is drained */
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -55,12 +56,23 @@ struct {
 	__type(value, struct strata_sched_thread);
 } threads SEC(".maps");
 
-struct {
+/* Off-CPU time by (thread, reason, stacks): drained every window, so
+ * double buffered (bpf/generation.bpf.h). */
+struct offcpu_map {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);
 	__type(key, struct strata_offcpu_key);
 	__type(value, struct strata_offcpu_val);
-} offcpu SEC(".maps");
+} offcpu0 SEC(".maps"), offcpu1 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, STRATA_GENERATIONS);
+	__type(key, __u32);
+	__array(values, struct offcpu_map);
+} offcpu SEC(".maps") = {
+	.values = { &offcpu0, &offcpu1 },
+};
 
 struct {
 	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
@@ -192,21 +204,33 @@ static __always_inline void close_blocked(struct task_struct *t, struct task_sch
 		.user_stack = ts->user_stack,
 		.kern_stack = ts->kern_stack,
 	};
-	struct strata_offcpu_val *v = bpf_map_lookup_elem(&offcpu, &k);
+	struct strata_inflight *inf = generation_inflight();
+	struct strata_offcpu_val *v;
+	void *m;
+	__u32 g;
+
+	if (!inf)
+		return;
+	g = generation_enter(inf);
+	m = bpf_map_lookup_elem(&offcpu, &g);
+	if (!m)
+		goto out;
+	v = bpf_map_lookup_elem(m, &k);
 	if (!v) {
 		struct strata_offcpu_val init = {};
 
-		if (bpf_map_update_elem(&offcpu, &k, &init, BPF_NOEXIST) &&
-		    !bpf_map_lookup_elem(&offcpu, &k)) {
+		if (bpf_map_update_elem(m, &k, &init, BPF_NOEXIST) && !bpf_map_lookup_elem(m, &k)) {
 			count(STRATA_SCHED_OFFCPU_FULL);
-			return;
+			goto out;
 		}
-		v = bpf_map_lookup_elem(&offcpu, &k);
+		v = bpf_map_lookup_elem(m, &k);
 		if (!v)
-			return;
+			goto out;
 	}
 	add(&v->ns, d);
 	add(&v->count, 1);
+out:
+	generation_leave(inf, g);
 }
 
 /* prev leaves the CPU: close its on-CPU interval, open the next one. */
