@@ -73,3 +73,21 @@ scenario_cleanup() {
 		cleanup_server
 	fi
 }
+
+# scenario_promtool ALERTNAME...: the shipped rules (deploy/prometheus) on
+# this run's real /metrics scrape: each named alert must fire, for exactly
+# the series the server flags (metrics_to_promtool.py).
+scenario_promtool() {
+	command -v promtool > /dev/null || {
+		echo "promtool not installed: rules not checked on real metrics"
+		return 0
+	}
+	api /metrics > "$T/metrics.txt" || fail "GET /metrics"
+	python3 "$ROOT/tests/integration/metrics_to_promtool.py" "$T/metrics.txt" \
+		"$ROOT/deploy/prometheus/strata-rules.yml" "$@" > "$T/promtool.yml" 2> "$T/promtool.err" ||
+		fail "metrics_to_promtool: $(cat "$T/promtool.err")"
+	grep -q ': 0 alerts expected' "$T/promtool.err" && fail "no alert expected: $(cat "$T/promtool.err")"
+	promtool test rules "$T/promtool.yml" > "$T/promtool.out" 2>&1 ||
+		fail "promtool test rules on real /metrics: $(cat "$T/promtool.out")"
+	echo "ok: promtool test rules on this run's /metrics: $(tr '\n' ' ' < "$T/promtool.err")"
+}

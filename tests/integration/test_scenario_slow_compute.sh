@@ -6,3 +6,4 @@ source "$(dirname "$0")/scenario_lib.sh"
 export SIM_SLOW_RANK=2 SIM_SLOWDOWN=2
 scenario_start
 scenario_check --name slow_compute straggler 2 cuda
+scenario_promtool StrataStragglerConfirmed
