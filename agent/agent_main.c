@@ -54,6 +54,9 @@ static void usage(FILE *f)
 	      "      --probe-budget PCT  CPU share of one core the GPU probes may take per\n"
 	      "                        process before they are duty-cycled (default 1;\n"
 	      "                        0: no limit)\n"
+	      /* --- scheduler layer in the agent --- */
+	      "      --sched, --no-sched  off-CPU, runnable, irq and time breakdown\n"
+	      "                        (default: on with --pid/--cgroup, off host-wide)\n"
 	      "  -v, --verbose         print counters every period\n",
 	      f);
 }
@@ -148,8 +151,11 @@ int main(int argc, char **argv)
 		OPT_NODE,
 		OPT_NO_GPU,
 		OPT_BUDGET,
-		OPT_DRAIN
+		OPT_DRAIN,
+		OPT_SCHED,
+		OPT_NO_SCHED
 	};
+	int sched = -1; /* --sched / --no-sched; -1: on for --pid/--cgroup targets */
 	static const struct option longopts[] = {
 		{ "output", required_argument, NULL, 'o' },
 		{ "period", required_argument, NULL, 'P' },
@@ -167,6 +173,8 @@ int main(int argc, char **argv)
 		{ "spool-max", required_argument, NULL, OPT_SPOOL_MAX },
 		{ "node", required_argument, NULL, OPT_NODE },
 		{ "no-gpu", no_argument, NULL, OPT_NO_GPU },
+		{ "sched", no_argument, NULL, OPT_SCHED },
+		{ "no-sched", no_argument, NULL, OPT_NO_SCHED },
 		{ "probe-budget", required_argument, NULL, OPT_BUDGET },
 		{ "drain-interval", required_argument, NULL, OPT_DRAIN },
 		{ "help", no_argument, NULL, 'h' },
@@ -254,6 +262,11 @@ int main(int argc, char **argv)
 			o.session.gpu.budget = pct > 0 ? pct / 100 : -1;
 			break;
 		}
+		/* --- scheduler layer in the agent --- */
+		case OPT_SCHED:
+		case OPT_NO_SCHED:
+			sched = c == OPT_SCHED;
+			break;
 		case 'v':
 			verbose++;
 			break;
@@ -269,6 +282,10 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	/* The scheduler layer costs on every context switch of the host
+	 * (docs/diagnosis.md): by default only with targets, whose filter BPF
+	 * applies before any work. */
+	o.session.sched = sched >= 0 ? sched : o.session.sampler.filter != STRATA_FILTER_NONE;
 	o.ship.upload.spool_max_bytes = (uint64_t)o.spool_max_mb << 20;
 	o.ship.freq_hz = o.session.sampler.freq_hz;
 	if (o.output_dir && (stat(o.output_dir, &st) || !S_ISDIR(st.st_mode))) {

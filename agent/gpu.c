@@ -679,6 +679,28 @@ static int on_proc_event(void *ctx, void *data, size_t size)
 
 /* ---- events ------------------------------------------------------------ */
 
+/*
+ * The process a call event belongs to.  Events are read at the next poll
+ * or drain, often after the process has exited (a short job ends within
+ * one drain interval; its exit may be read first, from the other ring):
+ * the exited entry still counts, it is remembered at this drain.  A process
+ * not known at all (its admission event not read yet) is admitted now.
+ */
+static struct gpu_proc *proc_of_event(struct gpu *g, uint32_t tgid)
+{
+	struct gpu_proc *p = proc_find(g, tgid);
+
+	if (!p)
+		p = proc_find_exited(g, tgid);
+	if (!p) {
+		proc_admitted(g, tgid, 0, NULL);
+		p = proc_find(g, tgid);
+		if (!p)
+			p = proc_find_exited(g, tgid);
+	}
+	return p;
+}
+
 static int on_event(void *ctx, void *data, size_t size)
 {
 	struct gpu *g = ctx;
@@ -688,7 +710,7 @@ static int on_event(void *ctx, void *data, size_t size)
 	if (size < sizeof(*e))
 		return 0;
 	if (e->api < GPU_API_MAX && gpu_api_kind(e->api) == GPU_KIND_NCCL_INIT && !e->ret) {
-		struct gpu_proc *p = proc_find(g, e->tgid);
+		struct gpu_proc *p = proc_of_event(g, e->tgid);
 
 		if (p && p->info.nccl_rank < 0) {
 			p->info.nccl_rank = (int32_t)(e->a[5] & 0xffffffff);

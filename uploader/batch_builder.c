@@ -774,9 +774,10 @@ void batch_builder__dropped(struct batch_builder *bb, uint64_t n)
 	bb->st.rows_dropped += n;
 }
 
-int batch_builder__add_sampled(void *ctx, const struct sampler_sample *s)
+/* A drained stack's frames (root first) into bb->out; its process's index
+ * or -errno. */
+static int64_t sampled_frames(struct batch_builder *bb, const struct sampler_sample *s)
 {
-	struct batch_builder *bb = ctx;
 	const struct strata_stack_key *k = s->key;
 	const struct cached_proc *cp = labels_of(bb, k->tgid, k->mm_id);
 	const struct python_proc *pp = NULL;
@@ -825,7 +826,30 @@ int batch_builder__add_sampled(void *ctx, const struct sampler_sample *s)
 		o->fr[o->n++] = (struct bb_frame){ .kind = STRATA__V1__FRAME__KIND__LOST,
 						   .module = "[kernel]" };
 	}
-	return batch_builder__add(bb, (uint32_t)proc, k->tid, s->comm, o->fr, o->n, s->count);
+	return proc;
+}
+
+int batch_builder__add_sampled(void *ctx, const struct sampler_sample *s)
+{
+	struct batch_builder *bb = ctx;
+	int64_t proc = sampled_frames(bb, s);
+
+	if (proc < 0)
+		return (int)proc;
+	return batch_builder__add(bb, (uint32_t)proc, s->key->tid, s->comm, bb->out.fr, bb->out.n,
+				  s->count);
+}
+
+int batch_builder__sampled_stack(struct batch_builder *bb, const struct sampler_sample *s,
+				 uint32_t *process, int64_t *stack)
+{
+	int64_t proc = sampled_frames(bb, s);
+
+	if (proc < 0)
+		return (int)proc;
+	*process = (uint32_t)proc;
+	*stack = batch_builder__stack(bb, bb->out.fr, bb->out.n);
+	return 0;
 }
 
 /* ---- encoding ---------------------------------------------------------------- */

@@ -103,6 +103,13 @@ int batch_builder__add(struct batch_builder *bb, uint32_t process, uint32_t tid,
 /* sampler_sample_fn: converts one drained sample through the sources. */
 int batch_builder__add_sampled(void *bb, const struct sampler_sample *s);
 
+/* A drained stack (user/kernel/Python as the sampler hands them; count
+ * unused) without a sample row: its process and stack indexes in this
+ * batch, for records that carry a stack (off-CPU).  0 or -errno; *stack is
+ * -E2BIG past max_stacks (drop the row and count it). */
+int batch_builder__sampled_stack(struct batch_builder *bb, const struct sampler_sample *s,
+				 uint32_t *process, int64_t *stack);
+
 /* Samples added since the last finish. */
 uint64_t batch_builder__pending(const struct batch_builder *bb);
 

@@ -7,11 +7,13 @@
 #include <string.h>
 
 #include "agent/log.h"
+#include "uploader/batch_sched.h"
 
 struct shipper {
 	struct batch_builder *bb;
 	struct uploader *up;
-	struct batch_gpu *gpu; /* NULL: the session has no GPU layer */
+	struct batch_gpu *gpu;	   /* NULL: the session has no GPU layer */
+	struct batch_sched *sched; /* NULL: the session has no scheduler layer */
 	uint32_t freq_hz;
 	uint64_t seq;
 	uint64_t unknown_seen; /* builder's frames_unknown at the last period */
@@ -55,6 +57,11 @@ struct shipper *shipper__new(const struct shipper_opts *o, struct session *s)
 		s->gpu_drained = gpu_drained;
 		s->gpu_drained_ctx = sh;
 	}
+	if (s->sched) {
+		sh->sched = batch_sched__new();
+		if (!sh->sched)
+			goto err_out;
+	}
 	return sh;
 err_out:
 	shipper__free(sh, 0);
@@ -92,6 +99,13 @@ int shipper__period(struct shipper *sh, struct session *s)
 		gpu__calls_taken(s->gpu);
 		if (err)
 			return err;
+	}
+	if (sh->sched) { /* scheduler layer: this window's deltas and off-CPU drain */
+		err = batch_sched__add(sh->sched, sh->bb, s->sched);
+		if (err == -ENOMEM)
+			return err;
+		if (err)
+			pr_warn("agent: scheduler records left out: %s", strerror(-err));
 	}
 	err = batch_builder__finish(sh->bb, &m, &data, &len);
 	if (err)
@@ -152,6 +166,7 @@ void shipper__free(struct shipper *sh, uint32_t drain_ms)
 	}
 	uploader__free(sh->up);
 	batch_gpu__free(sh->gpu);
+	batch_sched__free(sh->sched);
 	batch_builder__free(sh->bb);
 	free(sh);
 }

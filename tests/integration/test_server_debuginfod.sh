@@ -5,7 +5,7 @@
 # agent for that build-id.  No BPF.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/server_lib.sh"
-ldconfig -p | grep -q libdebuginfod.so.1 || skip "no libdebuginfod.so.1"
+ldconfig -p | grep libdebuginfod.so.1 > /dev/null || skip "no libdebuginfod.so.1"
 
 ELF=$FIX/chain
 HEX=$(readelf -n "$ELF" | awk '/Build ID/ { print $3 }')

@@ -215,10 +215,11 @@ static void test_labels_from_environment(void **state)
 	close(fds[1]);
 	assert_int_equal(read(fds[0], &go, 1), 0);
 	close(fds[0]);
-	/* exec may still be under way: wait for the new image's environment */
+	/* exec may still be under way: wait for the new image's environment
+	 * and name (the kernel switches the mm before it sets comm) */
 	for (int i = 0; i < 200; i++) {
 		assert_int_equal(proc_labels__read((uint32_t)pid, &l), 0);
-		if (l.has_rank)
+		if (l.has_rank && !strcmp(l.comm, "sleep"))
 			break;
 		usleep(5000);
 	}

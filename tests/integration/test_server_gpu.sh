@@ -1,5 +1,3 @@
-# WIP (not in the suite): leaks/tally/collectives/trace pass through; call-site
-# stacks arrive empty (gpu_data__stack finds no resolved stack in agent mode).
 # The GPU layer through agent -> server -> query API (strata-agent has it on
 # by default).  gpu_workload leak: /api/v1/leaks has leaky_site's stack on
 # top with 25 x 1 MiB outstanding (symbolized centrally from the agent's
@@ -7,7 +5,8 @@
 # the calls and the failed 1 PiB allocation by code.  train_sim 4 ranks:
 # /api/v1/collectives shows one communicator with 4 ranks whose sequence
 # numbers match; /api/v1/trace has the collectives per rank; processes carry
-# the rank identity.
+# the rank identity even when a rank exits before the agent reads its
+# environment (the rank then comes from its ncclCommInitRank call).
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/server_lib.sh"
 require_bpf
@@ -85,4 +84,9 @@ procs = json.load(open(sys.argv[3]))["processes"]
 ranked = {p["rank"] for p in procs if p.get("rank") is not None and "train_sim" in p.get("comm", "")}
 assert ranked >= {0, 1, 2, 3}, procs
 print("ok: train_sim processes carry ranks", sorted(ranked))
+# every rank is labelled from its ncclCommInitRank (the job is the
+# communicator's), whether or not its environment could be read
+jobs = {p["job"] for p in procs if p.get("rank") is not None and "train_sim" in p.get("comm", "")}
+assert len(jobs) == 1 and next(iter(jobs)).startswith("nccl-"), jobs
+print("ok: all ranks in job", jobs.pop())
 PY

@@ -1,0 +1,346 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "uploader/batch_sched.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A stack key's "present" value: any hash other than NONE/LOST (the frames
+ * are handed over in the sampler_sample itself). */
+#define STACK_PRESENT 2ULL
+
+/* One thread's cumulative counters, keyed by (tgid, tid, first_ns). */
+struct thread_row {
+	uint32_t tgid, tid;
+	uint64_t first_ns;
+	uint64_t oncpu_ns, runnable_ns, switches;
+	uint64_t time_ns[STRATA_TIME_MAX];
+	char comm[STRATA_COMM_LEN];
+};
+
+struct thread_set {
+	struct thread_row *v;
+	size_t n, cap;
+};
+
+struct batch_sched {
+	struct thread_set last, cur; /* last shipped (sorted); this window's */
+	uint64_t *irq_last;	     /* per CPU: [2 * cpu] hard, [2 * cpu + 1] soft */
+	uint64_t *irq_cur;
+	size_t ncpus;
+	struct strata_stack user, kern; /* an off-CPU row's stacks, for the builder */
+	struct batch_sched_stats st;
+};
+
+struct batch_sched *batch_sched__new(void)
+{
+	return calloc(1, sizeof(struct batch_sched));
+}
+
+void batch_sched__free(struct batch_sched *s)
+{
+	if (!s)
+		return;
+	free(s->last.v);
+	free(s->cur.v);
+	free(s->irq_last);
+	free(s->irq_cur);
+	free(s);
+}
+
+static int row_cmp(const void *a, const void *b)
+{
+	const struct thread_row *x = a, *y = b;
+
+	if (x->tgid != y->tgid)
+		return x->tgid < y->tgid ? -1 : 1;
+	if (x->tid != y->tid)
+		return x->tid < y->tid ? -1 : 1;
+	if (x->first_ns != y->first_ns)
+		return x->first_ns < y->first_ns ? -1 : 1;
+	return 0;
+}
+
+struct collect_ctx {
+	struct batch_sched *s;
+	int err;
+};
+
+static int collect_thread(void *ctx, const struct strata_sched_key *k,
+			  const struct strata_sched_thread *t)
+{
+	struct collect_ctx *c = ctx;
+	struct thread_set *set = &c->s->cur;
+	struct thread_row *r;
+
+	if (set->n == BATCH_SCHED_MAX_THREADS) {
+		c->s->st.threads_over++;
+		return 0;
+	}
+	if (set->n == set->cap) {
+		size_t cap = set->cap ? set->cap * 2 : 256;
+		void *v = realloc(set->v, cap * sizeof(*set->v));
+
+		if (!v) {
+			c->err = -ENOMEM;
+			return -ENOMEM;
+		}
+		set->v = v;
+		set->cap = cap;
+	}
+	r = &set->v[set->n++];
+	*r = (struct thread_row){ .tgid = k->tgid,
+				  .tid = k->tid,
+				  .first_ns = t->first_ns,
+				  .oncpu_ns = t->oncpu_ns,
+				  .runnable_ns = t->runnable_ns,
+				  .switches = t->switches };
+	memcpy(r->time_ns, t->time_ns, sizeof(r->time_ns));
+	memcpy(r->comm, t->comm, sizeof(r->comm));
+	r->comm[sizeof(r->comm) - 1] = 0;
+	return 0;
+}
+
+/* cur - last, or cur whole when the counter went back (a new thread). */
+static uint64_t delta(uint64_t cur, uint64_t last)
+{
+	return cur >= last ? cur - last : cur;
+}
+
+static int64_t process_of(struct batch_builder *bb, const struct thread_row *r)
+{
+	struct bb_process fb = {
+		.pid = r->tgid, .comm = r->comm, .rank = -1, .local_rank = -1, .world_size = -1
+	};
+
+	return batch_builder__process_tgid(bb, r->tgid, &fb);
+}
+
+/* SchedStat and TimeBreakdown rows of one thread's window. */
+static int add_thread(struct batch_sched *s, struct batch_builder *bb, const struct thread_row *r,
+		      const struct thread_row *last)
+{
+	static const struct thread_row zero;
+	Strata__V1__SchedStat *ss;
+	uint64_t d[STRATA_TIME_MAX], any = 0;
+	int64_t proc;
+
+	if (!last)
+		last = &zero;
+	for (int i = 0; i < STRATA_TIME_MAX; i++)
+		any |= d[i] = delta(r->time_ns[i], last->time_ns[i]);
+	any |= delta(r->oncpu_ns, last->oncpu_ns) | delta(r->runnable_ns, last->runnable_ns);
+	if (!any)
+		return 0; /* nothing new: retired threads stay silent */
+	proc = process_of(bb, r);
+	if (proc < 0)
+		return (int)proc;
+	ss = batch_builder__row(bb, BB_SCHED);
+	if (ss) {
+		ss->process = (uint32_t)proc;
+		ss->tid = r->tid;
+		ss->on_cpu_ns = delta(r->oncpu_ns, last->oncpu_ns);
+		/* BPF counts wakeup-to-run and preempted-while-runnable as one
+		 * runnable time (docs/wire-format.md) */
+		ss->runnable_wait_ns = delta(r->runnable_ns, last->runnable_ns);
+		ss->switches = delta(r->switches, last->switches);
+		s->st.records++;
+	}
+	for (int i = 0; i < STRATA_TIME_MAX; i++) {
+		Strata__V1__TimeBreakdown *tb;
+
+		if (!d[i])
+			continue;
+		tb = batch_builder__row(bb, BB_BREAKDOWN);
+		if (!tb)
+			continue; /* counted by the builder */
+		tb->process = (uint32_t)proc;
+		tb->tid = r->tid;
+		tb->category = (Strata__V1__TimeBreakdown__Category)(i + 1); /* wire is 1-based */
+		tb->ns = d[i];
+		s->st.records++;
+	}
+	return 0;
+}
+
+static int add_threads(struct batch_sched *s, struct batch_builder *bb, struct sched_collector *c)
+{
+	struct collect_ctx cc = { .s = s };
+	struct thread_set tmp;
+	int n;
+
+	s->cur.n = 0;
+	n = sched_collector__threads(c, collect_thread, &cc);
+	if (cc.err)
+		return cc.err;
+	if (n < 0)
+		return n;
+	qsort(s->cur.v, s->cur.n, sizeof(*s->cur.v), row_cmp);
+	for (size_t i = 0; i < s->cur.n; i++) {
+		const struct thread_row *last =
+			s->last.n ? bsearch(&s->cur.v[i], s->last.v, s->last.n, sizeof(*s->last.v),
+					    row_cmp)
+				  : NULL;
+		int err = add_thread(s, bb, &s->cur.v[i], last);
+
+		if (err)
+			return err;
+	}
+	/* what was shipped becomes the base; threads gone from the collector
+	 * (retired ones it could not keep) leave the state with it */
+	tmp = s->last;
+	s->last = s->cur;
+	s->cur = tmp;
+	return 0;
+}
+
+/* ---- off-CPU ----------------------------------------------------------- */
+
+struct offcpu_ctx {
+	struct batch_sched *s;
+	struct batch_builder *bb;
+};
+
+static const struct strata_stack *copy_stack(struct strata_stack *dst, const uint64_t *ips,
+					     size_t n)
+{
+	if (!n)
+		return NULL;
+	if (n > STRATA_MAX_STACK_DEPTH)
+		n = STRATA_MAX_STACK_DEPTH;
+	memcpy(dst->ips, ips, n * sizeof(*ips));
+	dst->len = (uint32_t)n;
+	return dst;
+}
+
+static int add_offcpu(void *ctx, const struct sched_offcpu *o)
+{
+	struct offcpu_ctx *c = ctx;
+	struct batch_sched *s = c->s;
+	/* mm_id 0: the process's current image (the collector does not key
+	 * blocking stacks by address space); a process gone by the drain
+	 * gets unknown user frames, counted by the builder */
+	struct strata_stack_key k = {
+		.tgid = o->key->tgid,
+		.tid = o->key->tid,
+		.user_stack = o->n_user ? STACK_PRESENT : STRATA_STACK_NONE,
+		.kern_stack = o->n_kern ? STACK_PRESENT : STRATA_STACK_NONE,
+		.py_stack = STRATA_STACK_NONE,
+	};
+	struct sampler_sample smp = {
+		.key = &k,
+		.count = o->count,
+		.user = copy_stack(&s->user, o->user, o->n_user),
+		.kern = copy_stack(&s->kern, o->kern, o->n_kern),
+	};
+	Strata__V1__OffCpuSample *row;
+	uint32_t proc;
+	int64_t stack;
+	int err;
+
+	if (o->key->reason >= STRATA_OFF_MAX || !o->ns)
+		return 0;
+	err = batch_builder__sampled_stack(c->bb, &smp, &proc, &stack);
+	if (err)
+		return err;
+	if (stack == -E2BIG) {
+		s->st.stacks_dropped++;
+		stack = 0;
+	} else if (stack < 0) {
+		return (int)stack;
+	}
+	row = batch_builder__row(c->bb, BB_OFFCPU);
+	if (!row)
+		return 0; /* counted by the builder */
+	row->stack = (uint32_t)stack;
+	row->process = proc;
+	row->tid = o->key->tid;
+	row->reason = (Strata__V1__OffCpuSample__Reason)(o->key->reason + 1); /* 1-based */
+	row->ns = o->ns;
+	row->count = o->count;
+	s->st.records++;
+	return 0;
+}
+
+/* ---- irq --------------------------------------------------------------- */
+
+static int grow_irq(struct batch_sched *s, size_t ncpus)
+{
+	uint64_t *l, *c;
+
+	if (ncpus <= s->ncpus)
+		return 0;
+	l = realloc(s->irq_last, 2 * ncpus * sizeof(*l));
+	if (l)
+		s->irq_last = l;
+	c = realloc(s->irq_cur, 2 * ncpus * sizeof(*c));
+	if (c)
+		s->irq_cur = c;
+	if (!l || !c)
+		return -ENOMEM;
+	memset(l + 2 * s->ncpus, 0, 2 * (ncpus - s->ncpus) * sizeof(*l));
+	memset(c + 2 * s->ncpus, 0, 2 * (ncpus - s->ncpus) * sizeof(*c));
+	s->ncpus = ncpus;
+	return 0;
+}
+
+static int sum_irq(void *ctx, uint32_t cpu, bool softirq, uint32_t vector, uint64_t ns)
+{
+	struct batch_sched *s = ctx;
+	int err = grow_irq(s, (size_t)cpu + 1);
+
+	(void)vector;
+	if (err)
+		return err;
+	s->irq_cur[2 * cpu + softirq] += ns;
+	return 0;
+}
+
+static int add_irq(struct batch_sched *s, struct batch_builder *bb, struct sched_collector *c)
+{
+	int err;
+
+	if (s->ncpus)
+		memset(s->irq_cur, 0, 2 * s->ncpus * sizeof(*s->irq_cur));
+	err = sched_collector__irq(c, sum_irq, s);
+	if (err < 0)
+		return err;
+	for (size_t cpu = 0; cpu < s->ncpus; cpu++) {
+		uint64_t hard = delta(s->irq_cur[2 * cpu], s->irq_last[2 * cpu]),
+			 soft = delta(s->irq_cur[2 * cpu + 1], s->irq_last[2 * cpu + 1]);
+		Strata__V1__IrqStat *row;
+
+		s->irq_last[2 * cpu] = s->irq_cur[2 * cpu];
+		s->irq_last[2 * cpu + 1] = s->irq_cur[2 * cpu + 1];
+		if (!hard && !soft)
+			continue;
+		row = batch_builder__row(bb, BB_IRQ);
+		if (!row)
+			continue;
+		row->cpu = (uint32_t)cpu;
+		row->irq_ns = hard;
+		row->softirq_ns = soft;
+		s->st.records++;
+	}
+	return 0;
+}
+
+int batch_sched__add(struct batch_sched *s, struct batch_builder *bb, struct sched_collector *c)
+{
+	struct offcpu_ctx oc = { .s = s, .bb = bb };
+	int err = add_threads(s, bb, c);
+
+	if (!err) {
+		int n = sched_collector__drain_offcpu(c, add_offcpu, &oc);
+
+		err = n < 0 ? n : 0;
+	}
+	if (!err)
+		err = add_irq(s, bb, c);
+	return err;
+}
+
+void batch_sched__stats(const struct batch_sched *s, struct batch_sched_stats *st)
+{
+	*st = s->st;
+}
