@@ -159,6 +159,8 @@ $(BUILD)/fixtures/gpu_workload $(BUILD)/fixtures/train_sim: $(BUILD)/fixtures/li
 
 # --- strata-server (issue 6): the synthetic batch generator links the lib ---
 $(BUILD)/fixtures/gen_batch: $(BUILD)/libstrata.a $(PROTO_H)
+# (gen_scenario too: a parallel `make all fixtures` built it before the headers)
+$(BUILD)/fixtures/gen_scenario: $(BUILD)/libstrata.a $(PROTO_H)
 # --- end strata-server ---
 
 # --- scheduler layer (issue 7): the drain-exactness check links the lib ---

@@ -1014,8 +1014,8 @@ static void snapshot_allocs(struct gpu *g)
 		resolve_stack(g, key.tgid, v.stack_id, p);
 		if (g->data.allocs && g->data.nallocs < GPU_MAX_ALLOC_RECS)
 			g->data.allocs[g->data.nallocs++] = (struct gpu_alloc_rec){
-				key.tgid,  v.api, key.ptr, v.size, to_realtime(g, v.ts_ns),
-				v.stack_id
+				key.tgid,   v.api,  key.ptr, v.size, to_realtime(g, v.ts_ns),
+				v.stack_id, v.ts_ns
 			};
 		else
 			g->data.allocs_dropped++;

@@ -77,8 +77,11 @@ struct gpu_call_rec {
 struct gpu_alloc_rec {
 	uint32_t tgid, api;
 	uint64_t ptr, size;
-	uint64_t alloc_ns; /* CLOCK_REALTIME */
+	uint64_t alloc_ns; /* CLOCK_REALTIME, converted at this drain */
 	uint64_t stack_id;
+	/* CLOCK_MONOTONIC as BPF stamped it: the allocation's identity across
+	 * drains (alloc_ns moves by the calibration's jitter at each one) */
+	uint64_t mono_ns;
 };
 
 struct gpu_coll_row {

@@ -323,8 +323,24 @@ static double share_in(const struct sorted_stacks *ss, const char *frames)
 }
 
 /*
+ * The sampling noise of a stack share: the binomial standard error of k
+ * hits in n samples, with Laplace's (k+1)/(n+2) so that 1 hit of 1 (or of
+ * 6) is not certainty.  0 when the times are exact.
+ */
+static double share_noise(double share, double samples)
+{
+	double p;
+
+	if (samples <= 0)
+		return 0;
+	p = (share * samples + 1) / (samples + 2);
+	return sqrt(p * (1 - p) / samples);
+}
+
+/*
  * The differential flamegraph as findings: stacks whose share of the
- * flagged rank's on-CPU time exceeds their share on the peers.
+ * flagged rank's on-CPU time exceeds their share on the peers by more than
+ * the peers' spread and the flagged rank's own sampling noise.
  */
 static int stack_findings(const struct diag_rank_window *fl, const struct diag_rank_window *peers,
 			  size_t np, double min, struct diag_finding *cand, size_t *nc)
@@ -360,7 +376,9 @@ static int stack_findings(const struct diag_rank_window *fl, const struct diag_r
 
 		for (size_t p = 0; p < np; p++)
 			v[p] = share_in(&ps[p], top[i]->frames);
-		z = score_against(share, v, np, STACK_SHARE_FLOOR, 0.1, &med);
+		z = score_against(share, v, np,
+				  fmax(STACK_SHARE_FLOOR, share_noise(share, fl->oncpu_samples)),
+				  0.1, &med);
 		if (z < min)
 			continue;
 		struct diag_finding *f = &cand[(*nc)++];

@@ -64,6 +64,10 @@ struct diag_rank_window {
 	/* cpu */
 	const struct diag_stack *oncpu; /* on-CPU time by stack (samples * period) */
 	size_t n_oncpu;
+	/* How many samples oncpu was measured from (0: exact times).  A stack
+	 * share from few samples is noisy (binomial): the finding needs a
+	 * difference beyond that noise, not one sample among six. */
+	double oncpu_samples;
 	double runnable_ns; /* runnable, waiting for a CPU */
 	const struct diag_foreign *foreign;
 	size_t n_foreign;

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # make demo: profile a small embedded workload (a CPU-bound call chain and a
-# syscall-heavy reader, started by a shell) and write every output format.
+# syscall-heavy reader, started by a shell) and write every output format;
+# then the cluster story (scripts/demo_cluster.sh): server, agent, a
+# simulated 4-rank job with one straggler, and the server's diagnosis.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=build/demo
@@ -13,15 +15,14 @@ mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf 2>/dev/null || true
 workload="build/fixtures/chain 3 & build/fixtures/syscalls 3; wait"
 echo "demo: strata record -F 199 -- sh -c '$workload'"
 build/strata record -F 199 -o "$out/profile.svg" -- sh -c "$workload"
-for ext in folded pb.gz json; do
-	build/strata record -F 99 -o "$out/profile.$ext" -- sh -c "$workload" 2>/dev/null
-done
+build/strata record -F 99 -o "$out/profile.folded" -- sh -c "$workload" 2>/dev/null
 echo
 echo "demo: hottest stacks (folded):"
 sort -t' ' -k2 -nr "$out/profile.folded" | head -5 | cut -c1-160
 echo
 echo "demo: results in $(pwd)/$out/"
 echo "  profile.svg     interactive flamegraph: open it in a browser"
-echo "  profile.folded  collapsed stacks (flamegraph.pl, speedscope)"
-echo "  profile.pb.gz   pprof: go tool pprof -top $out/profile.pb.gz"
-echo "  profile.json    documented JSON (docs/json-format.md)"
+echo "  profile.folded  collapsed stacks (flamegraph.pl, speedscope); -o x.pb.gz / x.json"
+echo "                  write pprof / documented JSON (docs/json-format.md)"
+echo
+scripts/demo_cluster.sh

@@ -260,6 +260,7 @@ static int on_cpu_sample(void *ctx, const struct store_sample *s)
 
 	if (!r)
 		return 0;
+	r->w.oncpu_samples += (double)s->value;
 	return push(c, &r->on, s->stack, s->value * 1e9 / diag_clocks__freq(c->clocks, s->node));
 }
 

@@ -21,8 +21,12 @@ struct path_row {
 
 struct out_row {
 	uint32_t tgid, pad;
-	uint64_t ptr, alloc_ns; /* key: (tgid, ptr, alloc_ns) */
-	uint64_t gen;		/* the last drain that saw it outstanding */
+	/* key: (tgid, ptr, BPF's monotonic stamp), stable across drains; the
+	 * realtime alloc_ns is converted anew at each drain and may move by a
+	 * few ns, which made a live allocation look freed and new again */
+	uint64_t ptr, mono_ns;
+	uint64_t alloc_ns; /* as first sent: the free must name the same one */
+	uint64_t gen;	   /* the last drain that saw it outstanding */
 };
 
 struct batch_gpu {
@@ -53,8 +57,8 @@ struct batch_gpu *batch_gpu__new(struct module_registry *mods)
 			STATE_MAX);
 	gpu_table__init(&g->colls, sizeof(struct gpu_coll_row), 0, sizeof(struct gpu_coll_key),
 			STATE_MAX);
-	gpu_table__init(&g->outstanding, sizeof(struct out_row), 0, offsetof(struct out_row, gen),
-			OUTSTANDING_MAX);
+	gpu_table__init(&g->outstanding, sizeof(struct out_row), 0,
+			offsetof(struct out_row, alloc_ns), OUTSTANDING_MAX);
 	gpu_table__init(&g->paths, sizeof(struct path_row), 0, sizeof(const char *), PATHS_MAX);
 	return g;
 }
@@ -380,7 +384,7 @@ void batch_gpu__drained(struct batch_gpu *g, struct batch_builder *bb, const str
 	g->gen++;
 	for (size_t i = 0; i < d->nallocs; i++) {
 		const struct gpu_alloc_rec *a = &d->allocs[i];
-		struct out_row key = { .tgid = a->tgid, .ptr = a->ptr, .alloc_ns = a->alloc_ns };
+		struct out_row key = { .tgid = a->tgid, .ptr = a->ptr, .mono_ns = a->mono_ns };
 		Strata__V1__CudaAlloc *r;
 		struct out_row *o;
 		int64_t proc, stack;
@@ -396,6 +400,7 @@ void batch_gpu__drained(struct batch_gpu *g, struct batch_builder *bb, const str
 			continue;
 		}
 		o->gen = g->gen;
+		o->alloc_ns = a->alloc_ns;
 		proc = proc_of(bb, d, a->tgid);
 		stack = proc < 0 ? -1 : stack_of(g, bb, d, a->tgid, a->stack_id);
 		if (proc < 0 || stack < 0)

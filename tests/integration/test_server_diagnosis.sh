@@ -14,18 +14,7 @@ SCEN=$ROOT/build/fixtures/gen_scenario
 
 # webhook receiver: appends each POST body as one line to $T/hooks
 HOOK_PORT=$(free_port)
-python3 - "$HOOK_PORT" "$T/hooks" > "$T/hook.log" 2>&1 <<'EOF' &
-import http.server, sys
-port, path = int(sys.argv[1]), sys.argv[2]
-class H(http.server.BaseHTTPRequestHandler):
-    def do_POST(self):
-        body = self.rfile.read(int(self.headers.get('Content-Length', 0)))
-        with open(path, 'ab') as f:
-            f.write(body.replace(b'\n', b' ') + b'\n')
-        self.send_response(200); self.end_headers()
-    def log_message(self, *a): pass
-http.server.HTTPServer(('127.0.0.1', port), H).serve_forever()
-EOF
+python3 "$ROOT/tests/integration/webhook_receiver.py" "$HOOK_PORT" "$T/hooks" > "$T/hook.log" 2>&1 &
 HOOK_PID=$!
 trap 'kill $HOOK_PID 2>/dev/null; cleanup_server' EXIT
 
@@ -92,7 +81,7 @@ top = find[0]
 # alert: the webhook fired once for this rank; time from onset = confirmation
 # (end of the 3rd hot window) - onset, in data time
 assert len(hooks) == 1, hooks
-h = json.loads(hooks[0])
+h = json.loads(hooks[0].split(' ', 1)[1])
 assert h['status'] == 'firing' and h['alerts'][0]['labels']['rank'] == str(rank), h
 confirm_at = s['since'] + 3.0
 print(f'scenario {fault}: detected rank {s["rank"]} layer {top["layer"]} ({top["metric"]} '

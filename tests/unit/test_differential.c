@@ -188,6 +188,33 @@ static void differential_stack(void **state)
 	assert_true(seen);
 }
 
+/* A stack seen in 1 of 6 samples (a mostly idle rank at 49 Hz) is noise,
+ * however rare it is on the peers; the same share over 600 samples is not. */
+static void stack_share_needs_samples(void **state)
+{
+	static const struct diag_stack few[] = {
+		{ "python;train;forward;matmul", 5 * 20e6 },
+		{ "python;train;once;uretprobe", 1 * 20e6 },
+	};
+	struct diag_finding out[16];
+	struct diag_rank_window w = healthy(0);
+	int n;
+
+	w.oncpu = few;
+	w.n_oncpu = 2;
+	w.oncpu_samples = 6;
+	n = diagnose(&w, out, 16);
+	for (int i = 0; i < n; i++)
+		assert_string_not_equal(out[i].metric, "oncpu_stack_share");
+	w.oncpu_samples = 600;
+	n = diagnose(&w, out, 16);
+	bool seen = false;
+	for (int i = 0; i < n; i++)
+		seen |= !strcmp(out[i].metric, "oncpu_stack_share") &&
+			any_evidence(&out[i], "once;uretprobe");
+	assert_true(seen);
+}
+
 static void alloc_failures_and_seq_gaps(void **state)
 {
 	struct diag_finding out[16];
@@ -234,6 +261,7 @@ int main(void)
 		cmocka_unit_test(io_stall_in_data_loader),
 		cmocka_unit_test(slow_gpu_compute),
 		cmocka_unit_test(differential_stack),
+		cmocka_unit_test(stack_share_needs_samples),
 		cmocka_unit_test(alloc_failures_and_seq_gaps),
 		cmocka_unit_test(custom_loader_patterns_and_bad_input),
 	};
