@@ -883,19 +883,24 @@ static void drain_ids(struct gpu *g, struct bpf_map *m,
 	free(val);
 }
 
+/* The row of id in t, added when new; NULL (counted) when t is full. */
+static void *id_row(struct gpu *g, struct gpu_table *t, uint64_t id)
+{
+	int err = 0;
+	void *r = gpu_table__get(t, &id, &err);
+
+	if (!r)
+		g->data.dropped_rows++;
+	return r;
+}
+
 static void keep_native(struct gpu *g, uint64_t id, const void *val)
 {
 	const struct strata_stack *st = val;
 	uint32_t len = st->len > STRATA_MAX_STACK_DEPTH ? STRATA_MAX_STACK_DEPTH : st->len;
-	struct raw_stack *r;
-	int err = 0;
+	struct raw_stack *r = id_row(g, &g->raw_stacks, id);
 
-	r = gpu_table__get(&g->raw_stacks, &id, &err);
-	if (!r) {
-		g->data.dropped_rows++;
-		return;
-	}
-	if (r->ips)
+	if (!r || r->ips)
 		return;
 	r->ips = malloc((len ? len : 1) * sizeof(uint64_t));
 	if (!r->ips)
@@ -906,31 +911,20 @@ static void keep_native(struct gpu *g, uint64_t id, const void *val)
 
 static void keep_python(struct gpu *g, uint64_t id, const void *val)
 {
-	struct py_stack_row *r;
-	int err = 0;
+	struct py_stack_row *r = id_row(g, &g->py_stacks, id);
 
-	r = gpu_table__get(&g->py_stacks, &id, &err);
-	if (!r) {
-		g->data.dropped_rows++;
-		return;
-	}
-	if (!r->py)
+	if (r && !r->py)
 		r->py = malloc(sizeof(*r->py));
-	if (r->py)
+	if (r && r->py)
 		memcpy(r->py, val, sizeof(*r->py));
 }
 
 static void keep_pair(struct gpu *g, uint64_t id, const void *val)
 {
-	struct pair_row *r;
-	int err = 0;
+	struct pair_row *r = id_row(g, &g->pairs, id);
 
-	r = gpu_table__get(&g->pairs, &id, &err);
-	if (!r) {
-		g->data.dropped_rows++;
-		return;
-	}
-	r->pair = *(const struct gpu_stack_pair *)val;
+	if (r)
+		r->pair = *(const struct gpu_stack_pair *)val;
 }
 
 /* Copies new stacks out of BPF: native frames, Python frames, and the
