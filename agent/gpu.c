@@ -45,6 +45,7 @@
 #define GPU_SCAN_MAX_MS 500
 #define GPU_GRACE_MS 5000   /* a file's probes stay attached this long unused */
 #define GPU_RESOLVE_TRIES 8 /* drains a live process's stack may stay partly unknown */
+#define GPU_EXIT_DRAINS 3   /* drains an exited process waits for its exit record */
 
 enum { GRP_FIXED, GRP_SHED, GRP_MAX }; /* probe groups: see group_attach() */
 
@@ -76,7 +77,10 @@ struct gpu_proc {
 	uint32_t backoff_ms;
 	uint32_t nfiles;
 	int files[GPU_PROC_FILES];
-	uint64_t mm_id;
+	uint64_t mm_id;	      /* address space, as BPF saw it at a call or exit */
+	uint64_t hint_mm_id;  /* from the sampler's exec/first-sample event */
+	bool bpf_exited;      /* the GPU object's exit record (with the mappings) came */
+	uint32_t exit_drains; /* drains since it exited without that record */
 	struct gpu_proc_info info;
 };
 
@@ -85,6 +89,16 @@ struct raw_stack { /* key: stack_id */
 	uint32_t len;
 	uint32_t tries; /* resolutions with unknown frames, while the process lived */
 	uint64_t *ips;
+};
+
+struct py_stack_row { /* key: id */
+	uint64_t id;
+	struct strata_py_stack *py;
+};
+
+struct pair_row { /* key: id */
+	uint64_t id;
+	struct gpu_stack_pair pair;
 };
 
 struct stack_key {
@@ -122,7 +136,7 @@ struct gpu {
 	struct gpu_table known;
 	struct gpu_proc *procs;
 
-	struct gpu_table raw_stacks, stacks, sites, tally, errs, colls, funcs;
+	struct gpu_table raw_stacks, py_stacks, pairs, stacks, sites, tally, errs, colls, funcs;
 	struct gpu_leaks leaks;
 	struct gpu_call_rec *calls;
 	size_t ncalls;
@@ -523,6 +537,17 @@ static void proc_scan(struct gpu *g, struct gpu_proc *p, uint64_t now_ms)
 		fi = classify(g, (int)p->tgid, &maps[i]);
 		if (fi < 0)
 			continue;
+		/* The process tracker re-reads the maps while they lack a GPU
+		 * file (once per drain), which also lets the Python layer find
+		 * an interpreter loaded since exec: call-site stacks get Python
+		 * frames from the first calls on. */
+		if (p->mm_id || p->hint_mm_id) {
+			const struct proc_mapping *pm;
+
+			proc_tracker__lookup(g->procs_tracker, p->tgid,
+					     p->mm_id ? p->mm_id : p->hint_mm_id, maps[i].start,
+					     &pm);
+		}
 		for (uint32_t j = 0; j < p->nfiles; j++)
 			have |= p->files[j] == fi;
 		if (have || p->nfiles >= GPU_PROC_FILES)
@@ -602,9 +627,17 @@ static void proc_exited(struct gpu *g, uint32_t tgid, uint64_t mm_id)
 
 void gpu__on_proc_event(struct gpu *g, const struct strata_proc_event *e)
 {
-	if (e->type == PROC_EV_NEW || e->type == PROC_EV_EXEC)
+	if (e->type == PROC_EV_NEW || e->type == PROC_EV_EXEC) {
+		struct gpu_proc *p;
+
 		gpu__watch(g, e->tgid);
-	else if (e->type == PROC_EV_EXIT)
+		p = proc_find(g, e->tgid);
+		/* the image's address space before any call: only a hint for
+		 * the tracker (proc_scan); stacks resolve with the id BPF saw */
+		if (p)
+			p->hint_mm_id = e->mm_id;
+		return;
+	} else if (e->type == PROC_EV_EXIT)
 		proc_exited(g, e->tgid, e->mm_id);
 }
 
@@ -662,10 +695,16 @@ static int on_proc_event(void *ctx, void *data, size_t size)
 	case PROC_EV_NEW: /* admitted by BPF at its first call */
 		proc_admitted(g, e->tgid, e->mm_id, e->comm);
 		break;
-	case PROC_EV_EXIT:
+	case PROC_EV_EXIT: {
+		struct gpu_proc *p;
+
 		proc_tracker__on_event(g->procs_tracker, e);
 		proc_exited(g, e->tgid, e->mm_id);
+		p = proc_find_exited(g, e->tgid);
+		if (p)
+			p->bpf_exited = true;
 		break;
+	}
 	case PROC_EV_VMA:
 		proc_tracker__on_event(g->procs_tracker, e);
 		break;
@@ -677,6 +716,18 @@ static int on_proc_event(void *ctx, void *data, size_t size)
 		break;
 	}
 	return 0;
+}
+
+/*
+ * An exited process is settled once the GPU object's exit record (and the
+ * mapping records after it) came, or after a few drains without (it was no
+ * BPF target then): the sampler's exit event can be read first, before the
+ * exiting task ran the GPU exit program, and resolving its stacks then
+ * would find none of its mappings.
+ */
+static bool proc_settled(const struct gpu_proc *p)
+{
+	return p->state == PROC_EXITED && (p->bpf_exited || p->exit_drains >= GPU_EXIT_DRAINS);
 }
 
 /* ---- events ------------------------------------------------------------ */
@@ -821,17 +872,18 @@ int gpu__poll(struct gpu *g)
 
 /* ---- drain ------------------------------------------------------------- */
 
-/* Copies new stacks out of BPF (and deletes them there: the map stays
- * small; a stack seen again is simply stored again). */
-static void drain_stacks(struct gpu *g)
+/* Moves every entry of a BPF map keyed by a u64 id into user space:
+ * keep() stores it (by id: a later copy of the same content is ignored),
+ * and the BPF entry is deleted so the map stays small. */
+static void drain_ids(struct gpu *g, struct bpf_map *m,
+		      void (*keep)(struct gpu *g, uint64_t id, const void *val))
 {
-	int fd = bpf_map__fd(g->skel->maps.gpu_stacks), err = 0;
+	int fd = bpf_map__fd(m);
 	uint64_t key, next, *batch = NULL;
-	struct strata_stack st;
 	size_t nb = 0, cap = 0;
-	void *prev = NULL;
+	void *val = malloc(bpf_map__value_size(m)), *prev = NULL;
 
-	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+	while (val && bpf_map_get_next_key(fd, prev, &next) == 0) {
 		key = next;
 		prev = &key;
 		if (nb == cap) {
@@ -845,27 +897,66 @@ static void drain_stacks(struct gpu *g)
 		batch[nb++] = key;
 	}
 	for (size_t i = 0; i < nb; i++) {
-		struct raw_stack *r;
-
-		if (bpf_map_lookup_elem(fd, &batch[i], &st))
+		if (bpf_map_lookup_elem(fd, &batch[i], val))
 			continue;
 		bpf_map_delete_elem(fd, &batch[i]);
-		r = gpu_table__get(&g->raw_stacks, &batch[i], &err);
-		if (!r) {
-			g->data.dropped_rows++;
-			continue;
-		}
-		if (r->ips)
-			continue;
-		if (st.len > STRATA_MAX_STACK_DEPTH)
-			st.len = STRATA_MAX_STACK_DEPTH;
-		r->ips = malloc((st.len ? st.len : 1) * sizeof(uint64_t));
-		if (!r->ips)
-			continue;
-		memcpy(r->ips, st.ips, st.len * sizeof(uint64_t));
-		r->len = st.len;
+		keep(g, batch[i], val);
 	}
 	free(batch);
+	free(val);
+}
+
+/* The row of id in t, added when new; NULL (counted) when t is full. */
+static void *id_row(struct gpu *g, struct gpu_table *t, uint64_t id)
+{
+	int err = 0;
+	void *r = gpu_table__get(t, &id, &err);
+
+	if (!r)
+		g->data.dropped_rows++;
+	return r;
+}
+
+static void keep_native(struct gpu *g, uint64_t id, const void *val)
+{
+	const struct strata_stack *st = val;
+	uint32_t len = st->len > STRATA_MAX_STACK_DEPTH ? STRATA_MAX_STACK_DEPTH : st->len;
+	struct raw_stack *r = id_row(g, &g->raw_stacks, id);
+
+	if (!r || r->ips)
+		return;
+	r->ips = malloc((len ? len : 1) * sizeof(uint64_t));
+	if (!r->ips)
+		return;
+	memcpy(r->ips, st->ips, len * sizeof(uint64_t));
+	r->len = len;
+}
+
+static void keep_python(struct gpu *g, uint64_t id, const void *val)
+{
+	struct py_stack_row *r = id_row(g, &g->py_stacks, id);
+
+	if (r && !r->py)
+		r->py = malloc(sizeof(*r->py));
+	if (r && r->py)
+		memcpy(r->py, val, sizeof(*r->py));
+}
+
+static void keep_pair(struct gpu *g, uint64_t id, const void *val)
+{
+	struct pair_row *r = id_row(g, &g->pairs, id);
+
+	if (r)
+		r->pair = *(const struct gpu_stack_pair *)val;
+}
+
+/* Copies new stacks out of BPF: native frames, Python frames, and the
+ * pairs naming sites that have both. */
+static void drain_stacks(struct gpu *g)
+{
+	drain_ids(g, g->skel->maps.gpu_stacks, keep_native);
+	drain_ids(g, g->skel->maps.gpu_py_stacks, keep_python);
+	drain_ids(g, g->skel->maps.gpu_stack_pairs, keep_pair);
 }
 
 static uint64_t proc_mm_id(struct gpu *g, uint32_t tgid)
@@ -887,7 +978,9 @@ static void resolve_stack(struct gpu *g, uint32_t tgid, uint64_t stack_id, const
 {
 	struct stack_key k = { .tgid = tgid, .stack_id = stack_id };
 	uint64_t mm_id = p ? p->mm_id : 0, unknown = g->res.frames_unknown;
-	bool final = !p || p->state == PROC_EXITED;
+	bool final = !p || proc_settled(p);
+	const struct strata_py_stack *py = NULL;
+	const struct pair_row *pair;
 	struct raw_stack *raw;
 	struct strata_stack st;
 	uint32_t idx[PROFILE_MAX_FRAMES];
@@ -896,12 +989,22 @@ static void resolve_stack(struct gpu *g, uint32_t tgid, uint64_t stack_id, const
 
 	if (stack_id <= STRATA_STACK_LOST || gpu_table__find(&g->stacks, &k))
 		return;
-	raw = gpu_table__find(&g->raw_stacks, &stack_id);
+	pair = gpu_table__find(&g->pairs, &stack_id);
+	if (pair) { /* native + Python */
+		const struct py_stack_row *pr = gpu_table__find(&g->py_stacks, &pair->pair.py);
+
+		if (!pr || !pr->py)
+			return; /* not copied yet */
+		py = pr->py;
+		raw = gpu_table__find(&g->raw_stacks, &pair->pair.native);
+	} else {
+		raw = gpu_table__find(&g->raw_stacks, &stack_id);
+	}
 	if (!raw || !raw->ips || !mm_id)
 		return; /* not copied yet (next drain), or process never called */
 	st.len = raw->len;
 	memcpy(st.ips, raw->ips, raw->len * sizeof(uint64_t));
-	n = resolver__user_stack(&g->res, tgid, mm_id, &st, idx, PROFILE_MAX_FRAMES);
+	n = resolver__user_stack(&g->res, tgid, mm_id, &st, py, idx, PROFILE_MAX_FRAMES);
 	if (n < 0)
 		return;
 	if (g->res.frames_unknown != unknown && !final && ++raw->tries < GPU_RESOLVE_TRIES)
@@ -944,7 +1047,7 @@ static const char *kernel_name(struct gpu *g, uint32_t tgid, uint64_t mm_id, uin
 	} else {
 		struct strata_stack st = { .len = 1, .ips = { object } };
 		uint32_t idx[SYM_MAX_INLINE * 2];
-		int n = mm_id ? resolver__user_stack(&g->res, tgid, mm_id, &st, idx, 32) : -1;
+		int n = mm_id ? resolver__user_stack(&g->res, tgid, mm_id, &st, NULL, idx, 32) : -1;
 
 		if (n <= 0)
 			return NULL;
@@ -1087,6 +1190,10 @@ static void finish_exited(struct gpu *g)
 
 		if (p->state != PROC_EXITED)
 			continue;
+		if (!proc_settled(p)) {
+			p->exit_drains++;
+			continue;
+		}
 		purge_bpf(g, p->tgid);
 		for (uint32_t j = 0; j < p->nfiles; j++) {
 			file_unref(g, &g->files[p->files[j]]);
@@ -1239,6 +1346,10 @@ static int session_maps(struct gpu *g)
 		admit = !err;
 	} /* else no filter to admit by: /proc discovery only */
 	g->skel->rodata->admit_in_bpf = admit;
+	if (!err && g->opts.python && g->opts.py_procs_fd > 0) {
+		err = bpf_map__reuse_fd(g->skel->maps.py_procs, g->opts.py_procs_fd);
+		g->skel->rodata->want_python = !err && !g->opts.no_stacks;
+	}
 	if (!err && g->opts.api_layers_fd > 0) {
 		err = bpf_map__reuse_fd(g->skel->maps.api_layers, g->opts.api_layers_fd);
 		g->skel->rodata->mark_layers = !err;
@@ -1272,10 +1383,16 @@ struct gpu *gpu__new(const struct gpu_opts *opts, struct module_registry *mods,
 		goto err_out;
 	}
 	g->res = (struct resolver){
-		.procs = procs, .sym = sym, .ksyms = ksyms, .out = g->data.frames
+		.procs = procs,
+		.sym = sym,
+		.ksyms = ksyms,
+		.out = g->data.frames,
+		.python = opts->python,
 	};
 	gpu_table__init(&g->known, sizeof(struct gpu_known), 0, 16, GPU_MAX_KNOWN);
 	gpu_table__init(&g->raw_stacks, sizeof(struct raw_stack), 0, 8, GPU_MAX_ROWS);
+	gpu_table__init(&g->py_stacks, sizeof(struct py_stack_row), 0, 8, GPU_MAX_ROWS);
+	gpu_table__init(&g->pairs, sizeof(struct pair_row), 0, 8, GPU_MAX_ROWS);
 	gpu_table__init(&g->stacks, sizeof(struct stack_row), 0, sizeof(struct stack_key),
 			GPU_MAX_ROWS);
 	gpu_table__init(&g->sites, sizeof(struct gpu_site), 0, sizeof(struct gpu_site_key),
@@ -1350,6 +1467,10 @@ void gpu__free(struct gpu *g)
 	gpu_bpf__destroy(g->skel);
 	for (size_t i = 0; i < g->raw_stacks.n; i++)
 		free(((struct raw_stack *)g->raw_stacks.rows)[i].ips);
+	for (size_t i = 0; i < g->py_stacks.n; i++)
+		free(((struct py_stack_row *)g->py_stacks.rows)[i].py);
+	gpu_table__fini(&g->py_stacks);
+	gpu_table__fini(&g->pairs);
 	for (size_t i = 0; i < g->stacks.n; i++)
 		free(((struct stack_row *)g->stacks.rows)[i].s.frames);
 	gpu_table__fini(&g->known);

@@ -14,6 +14,7 @@
 #include "agent/gpu_data.h"
 #include "agent/modules.h"
 #include "agent/proc_tracker.h"
+#include "agent/python.h"
 #include "symbolize/symbolize.h"
 
 struct gpu_opts {
@@ -33,6 +34,10 @@ struct gpu_opts {
 	int targets_fd;	   /* the sampler's filter maps (<= 0: none) */
 	int cgroup_map_fd;
 	int api_layers_fd; /* scheduler layer's per-thread API layer (<= 0: off) */
+	/* The session's CPython support (NULL: none): call-site stacks get the
+	 * thread's Python frames (py_procs: the sampler's map, shared). */
+	struct python *python;
+	int py_procs_fd;
 };
 
 struct gpu;

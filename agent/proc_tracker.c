@@ -249,8 +249,10 @@ static int read_maps(struct proc_tracker *t, struct proc_instance *p)
 		return -ESRCH;
 	}
 	err = proc_maps__read(p->tgid, 1, &pm, &n);
-	/* The PID could have been reused during the read: check again. */
-	if (!err && !same_process(t, p)) {
+	/* The PID could have been reused during the read: check again.  No
+	 * executable mapping at all: an exiting process (a zombie's maps are
+	 * empty), whose exit-time records must not be wiped by this read. */
+	if (!err && (!same_process(t, p) || !n)) {
 		free(pm);
 		err = -ESRCH;
 	}

@@ -193,16 +193,27 @@ int resolver__add(void *ctx, const struct sampler_sample *s)
 
 /* --- GPU layer: call-site stacks (additive; see agent/gpu.c) --- */
 int resolver__user_stack(struct resolver *r, uint32_t tgid, uint64_t mm_id,
-			 const struct strata_stack *st, uint32_t *idx, uint32_t max)
+			 const struct strata_stack *st, const struct strata_py_stack *py,
+			 uint32_t *idx, uint32_t max)
 {
+	const struct python_proc *pp = py && r->python ? python__find(r->python, mm_id) : NULL;
 	struct frame_buf b;
 	int err = 0;
 
 	b.n = 0;
 	/* Root first; every frame but the leaf (the probed function's first
-	 * instruction) is a return address. */
-	for (int i = (int)st->len - 1; i >= 0 && !err; i--)
-		err = push_user(r, &b, tgid, mm_id, st->ips[i], i > 0);
+	 * instruction) is a return address (is_ret: i > 0, as no kernel
+	 * frames follow). */
+	if (pp) {
+		struct strata_stack_key k = { .tgid = tgid, .mm_id = mm_id };
+		struct sampler_sample s = { .key = &k, .user = st, .py = py };
+		struct stitch_ctx c = { r, &b, &k };
+
+		err = py_stitch__walk(r->python, r->procs, &s, pp, &stitch_ops, &c);
+	} else {
+		for (int i = (int)st->len - 1; i >= 0 && !err; i--)
+			err = push_user(r, &b, tgid, mm_id, st->ips[i], i > 0);
+	}
 	if (err)
 		return err;
 	if (b.n > max)

@@ -29,9 +29,11 @@ struct resolver {
 int resolver__add(void *r, const struct sampler_sample *s);
 
 /* GPU layer: resolves one user stack (leaf first, as captured) into frame
- * indexes of r->out, root first.  Returns the frame count (at most max)
- * or -errno. */
+ * indexes of r->out, root first, with the thread's Python frames py (NULL:
+ * none) stitched in at the interpreter's frames.  Returns the frame count
+ * (at most max) or -errno. */
 int resolver__user_stack(struct resolver *r, uint32_t tgid, uint64_t mm_id,
-			 const struct strata_stack *st, uint32_t *idx, uint32_t max);
+			 const struct strata_stack *st, const struct strata_py_stack *py,
+			 uint32_t *idx, uint32_t max);
 
 #endif /* STRATA_RESOLVE_H */

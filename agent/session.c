@@ -198,6 +198,8 @@ struct session *session__new(const struct session_opts *opts)
 		go.filter = opts->sampler.filter;
 		sampler__filter_maps(s->sampler, &go.targets_fd, &go.cgroup_map_fd);
 		go.api_layers_fd = s->sched ? sched_collector__api_layers_fd(s->sched) : -1;
+		go.python = s->python;
+		go.py_procs_fd = s->python ? sampler__py_procs_fd(s->sampler) : -1;
 		s->gpu = gpu__new(&go, s->mods, s->procs, s->sym, s->ksyms);
 		if (!s->gpu)
 			pr_warn("session: GPU layer off: %s", strerror(errno));

@@ -29,7 +29,8 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 /* Settings written by user space between open and load. */
 const volatile bool trace_cuda = false; /* per-call CUDA events (--trace) */
 const volatile bool want_stacks = true;
-const volatile __u32 page_shift = 12; /* set from getpagesize() */
+const volatile bool want_python = false; /* Python frames in call-site stacks */
+const volatile __u32 page_shift = 12;	 /* set from getpagesize() */
 /* Mark the scheduler layer's per-thread API layer (api_layers is then
  * sched's map, shared by user space with bpf_map__reuse_fd). */
 const volatile bool mark_layers = false;
@@ -38,6 +39,7 @@ const volatile bool admit_in_bpf = false;
 const volatile __u32 filter_mode = STRATA_FILTER_TGIDS; /* enum strata_filter */
 
 #include "bpf/gpu_maps.bpf.h"
+#include "bpf/python_capture.bpf.h" /* py_procs: the sampler's, shared by fd */
 #include "bpf/gpu_stack.bpf.h"
 #include "bpf/gpu_call.bpf.h"
 #include "bpf/gpu_cuda.bpf.h"
@@ -152,9 +154,9 @@ int gpu_empty_multi(struct pt_regs *ctx)
 /*
  * A process that exec()s or exits stops being a target: its new image is
  * discovered again, and user space sweeps its entries (allocations: the
- * leak report at exit).  At exit, the executable mappings follow the EXIT
- * record (flagged SAMPLED, so the process tracker makes an instance for
- * them): a GPU target that was never CPU-sampled and died before user space
+ * leak report at exit).  At exit, the executable mappings precede the EXIT
+ * record (flagged SAMPLED, so the process tracker keeps the instance they
+ * made): a GPU target that was never CPU-sampled and died before user space
  * read /proc/PID/maps still gets its allocation and launch stacks
  * symbolized.
  */
@@ -166,6 +168,11 @@ static __always_inline void target_gone(struct task_struct *task, bool exiting)
 
 	if (bpf_map_delete_elem(&gpu_targets, &tgid))
 		return;
+	/* The mappings first: user space may read the ring while this runs,
+	 * and must not see the exit (and resolve the stacks for good) before
+	 * the mappings it needs. */
+	if (exiting && mm_id && !exit_vmas_send(&gpu_proc_events, task, tgid, mm_id, page_shift))
+		gpu_count(GPU_CNT_EVENTS_LOST);
 	e = bpf_ringbuf_reserve(&gpu_proc_events, sizeof(*e), 0);
 	if (!e) {
 		gpu_count(GPU_CNT_EVENTS_LOST);
@@ -174,8 +181,6 @@ static __always_inline void target_gone(struct task_struct *task, bool exiting)
 	proc_event_fill(e, exiting ? PROC_EV_EXIT : PROC_EV_EXEC, task, tgid, mm_id);
 	e->flags = exiting ? PROC_EV_F_SAMPLED : 0;
 	bpf_ringbuf_submit(e, 0);
-	if (exiting && mm_id && !exit_vmas_send(&gpu_proc_events, task, tgid, mm_id, page_shift))
-		gpu_count(GPU_CNT_EVENTS_LOST);
 }
 
 SEC("tp_btf/sched_process_exit")

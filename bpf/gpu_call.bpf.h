@@ -19,10 +19,15 @@ static __always_inline bool gpu_wants_stack(__u32 kind)
  * caller's caller differ at identical depths: then the first path's stack
  * is reused - an attribution error bounded to that rare case.)
  */
-static __always_inline __u64 gpu_site_stack(struct pt_regs *ctx, struct gpu_call *c, __u64 sp)
+static __always_inline __u64 gpu_site_stack(struct pt_regs *ctx, struct gpu_call *c, __u64 sp,
+					    __u64 mm_id)
 {
 	__u64 ret = 0, ret2 = 0;
 
+	/* Python frames change under one native site (the interpreter's
+	 * loop): walked every call */
+	if (want_python && mm_id && bpf_map_lookup_elem(&py_procs, &mm_id))
+		return gpu_stack_with_python(gpu_stack(ctx), mm_id);
 	bpf_probe_read_user(&ret, sizeof(ret), (void *)sp);
 	bpf_probe_read_user(&ret2, sizeof(ret2), (void *)(PT_REGS_FP(ctx) + 8));
 	if (c->site_stack > STRATA_STACK_LOST && c->site_sp == sp && c->site_ret == ret &&
@@ -133,8 +138,8 @@ static __always_inline struct gpu_call *call_enter(struct pt_regs *ctx, __u32 ap
 	 * zero when the function has fewer and the read fails. */
 	if (bpf_probe_read_user(&c->a[6], 3 * sizeof(__u64), (void *)(sp + 8)))
 		__builtin_memset(&c->a[6], 0, 3 * sizeof(__u64));
-	c->stack_id =
-		gpu_wants_stack(gpu_api_kind(api)) ? gpu_site_stack(ctx, c, sp) : STRATA_STACK_NONE;
+	c->stack_id = gpu_wants_stack(gpu_api_kind(api)) ? gpu_site_stack(ctx, c, sp, t->mm_id)
+							 : STRATA_STACK_NONE;
 	c->active = 1;
 	/* Last, so the time in call excludes our own work above. */
 	c->start_ns = bpf_ktime_get_ns();

@@ -61,6 +61,23 @@ struct {
 	__type(value, struct strata_stack);
 } gpu_scratch SEC(".maps");
 
+/* Python frames of call sites (by content hash) and the (native, Python)
+ * pairs naming a site that has both; drained and deleted like gpu_stacks. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 2048);
+	__uint(map_flags, BPF_F_NO_PREALLOC); /* 2.3 KiB values */
+	__type(key, __u64);
+	__type(value, struct strata_py_stack);
+} gpu_py_stacks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, struct gpu_stack_pair);
+} gpu_stack_pairs SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);

@@ -56,4 +56,38 @@ static __always_inline __u64 gpu_stack(struct pt_regs *ctx)
 	return id;
 }
 
+/*
+ * The call site's stack with the thread's Python frames, when its process
+ * runs CPython (want_python): native id mixed with the Python stack's id,
+ * the pair recorded for user space to stitch (agent/resolve.c).  Returns
+ * native unchanged when there are no Python frames.
+ */
+static __always_inline __u64 gpu_stack_with_python(__u64 native, __u64 mm_id)
+{
+	struct strata_py_stack *py;
+	struct gpu_stack_pair pair;
+	__u64 pid, id;
+
+	if (native <= STRATA_STACK_LOST)
+		return native;
+	py = py_capture(bpf_get_current_task_btf(), mm_id);
+	if (!py)
+		return native;
+	pid = hash_py_stack(py);
+	if (!bpf_map_lookup_elem(&gpu_py_stacks, &pid) &&
+	    bpf_map_update_elem(&gpu_py_stacks, &pid, py, BPF_ANY)) {
+		gpu_count(GPU_CNT_STACKS_FULL);
+		return native;
+	}
+	id = (native ^ (pid * 0x9e3779b97f4a7c15ULL)) | 2; /* never NONE/LOST */
+	pair.native = native;
+	pair.py = pid;
+	if (!bpf_map_lookup_elem(&gpu_stack_pairs, &id) &&
+	    bpf_map_update_elem(&gpu_stack_pairs, &id, &pair, BPF_ANY)) {
+		gpu_count(GPU_CNT_STACKS_FULL);
+		return native;
+	}
+	return id;
+}
+
 #endif /* STRATA_BPF_GPU_STACK_BPF_H */

@@ -587,6 +587,13 @@ struct gpu_call {
 	__u32 pad;
 };
 _Static_assert(sizeof(struct gpu_call) == 32 + 72 + 8 + 32 + 8, "gpu_call layout");
+/* A GPU call site with Python frames: its id (gpu_stack_pairs' key, used
+ * wherever a stack id goes) names the native stack and the Python one. */
+struct gpu_stack_pair {
+	__u64 native; /* gpu_stacks id */
+	__u64 py;     /* gpu_py_stacks id */
+};
+_Static_assert(sizeof(struct gpu_stack_pair) == 16, "gpu_stack_pair layout");
 /* ==== end GPU layer ===================================================== */
 
 /* ---- Scheduler layer and time breakdown (issue 7; bpf/sched.bpf.c) ------ */
