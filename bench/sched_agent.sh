@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Cost of the scheduler layer as deployed: strata-agent --server (a local
+# strata-server on SQLite), with and without the scheduler layer, for one
+# targeted job (--pid) and host-wide (--sched), side by side with no agent,
+# modes interleaved run by run in one session.  Workloads: the
+# context-switch worst case (`perf bench sched pipe`, 2 switches per op) and
+# a realistic one (train_sim: 4 ranks of simulated kernels + collectives).
+# Per mode: workload time (median of RUNS) and its ratio to no agent, agent
+# CPU (utime+stime over the run), and the BPF run time per sched_switch /
+# sched_wakeup call from kernel.bpf_stats_enabled.
+#   bench/sched_agent.sh [RUNS (default 3)] [PIPE_LOOPS (default 200000)] [TRAIN_STEPS (default 60)]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RUNS=${1:-3}
+LOOPS=${2:-200000}
+STEPS=${3:-60}
+T=$(mktemp -d /tmp/strata-bench.XXXXXX)
+SRV_PID=
+cleanup() {
+	[ -n "$SRV_PID" ] && kill "$SRV_PID" 2>/dev/null && wait "$SRV_PID" 2>/dev/null
+	rm -rf "$T"
+}
+trap cleanup EXIT
+[ "$(id -u)" -eq 0 ] || { echo "bench: needs root"; exit 1; }
+command -v perf >/dev/null || { echo "bench: needs perf (linux-perf)"; exit 1; }
+command -v bpftool >/dev/null || { echo "bench: needs bpftool"; exit 1; }
+sysctl -qw kernel.bpf_stats_enabled=1
+PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+build/strata-server --listen "127.0.0.1:$PORT" --store "sqlite:$T/server.db" --no-debuginfod \
+	> "$T/server.log" 2>&1 &
+SRV_PID=$!
+for _ in $(seq 100); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 0.1; done
+export SIM_INIT_MS=400 SIM_KERNEL_US=200
+
+# run_one MODE WORKLOAD: prints "seconds agent_cpu_s switch_ns wakeup_ns".
+# The workload waits on a FIFO until the agent has attached (--pid needs
+# its PID first), so agent start-up is outside the timed part.
+run_one() {
+	local mode=$1 wl=$2 args=() apid= t0 t1 cpu=0 sw=- wk=-
+	rm -f "$T/go"
+	mkfifo "$T/go"
+	if [ "$wl" = pipe ]; then
+		bash -c 'read -r _ < "$1"; exec perf bench sched pipe -l "$2"' _ "$T/go" "$LOOPS" \
+			> "$T/wl.out" 2>&1 &
+	else
+		bash -c 'read -r _ < "$1"; exec build/fixtures/train_sim 4 "$2"' _ "$T/go" "$STEPS" \
+			> "$T/wl.out" 2>&1 &
+	fi
+	local wpid=$!
+	case $mode in
+	pid) args=(--pid "$wpid" --no-sched) ;;
+	pid+sched) args=(--pid "$wpid") ;;
+	host) args=() ;;
+	host+sched) args=(--sched) ;;
+	esac
+	if [ "$mode" != off ]; then
+		build/strata-agent --server "http://127.0.0.1:$PORT" --spool "$T/spool" --period 1 \
+			-F 49 "${args[@]}" > "$T/agent.log" 2>&1 &
+		apid=$!
+		sleep 2
+	fi
+	t0=$(date +%s.%N)
+	echo go > "$T/go"
+	wait "$wpid"
+	t1=$(date +%s.%N)
+	if [ -n "$apid" ]; then
+		cpu=$(awk '{ print ($14 + $15) / '"$(getconf CLK_TCK)"' }' "/proc/$apid/stat")
+		read -r sw wk < <(bpftool -j prog show 2>/dev/null | python3 -c '
+import json, sys
+ns = {}
+for p in json.load(sys.stdin):
+    if p.get("name") in ("on_switch", "on_wakeup") and p.get("run_cnt"):
+        ns[p["name"]] = "%.0f" % (p["run_time_ns"] / p["run_cnt"])
+print(ns.get("on_switch", "-"), ns.get("on_wakeup", "-"))')
+		kill -INT "$apid"
+		wait "$apid" || true
+	fi
+	if [ "$wl" = pipe ]; then
+		awk '/usecs\/op/ { printf "%s ", $1 }' "$T/wl.out"
+	else
+		awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f ", b - a }'
+	fi
+	echo "$cpu $sw $wk"
+}
+
+MODES=(off pid pid+sched host host+sched)
+for wl in pipe train; do
+	declare -A res=() cpu=() sw=() wk=()
+	for ((r = 0; r < RUNS; r++)); do
+		for m in "${MODES[@]}"; do
+			read -r v c s w < <(run_one "$m" "$wl")
+			res[$m]+="$v "
+			cpu[$m]+="$c "
+			sw[$m]=$s
+			wk[$m]=$w
+		done
+	done
+	median() { tr ' ' '\n' | grep . | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+	base=$(echo "${res[off]}" | median)
+	unit=$([ "$wl" = pipe ] && echo "usec/op" || echo "s wall")
+	echo
+	echo "workload: $wl ($([ "$wl" = pipe ] && echo "perf bench sched pipe -l $LOOPS" || echo "train_sim 4 ranks, $STEPS steps"))"
+	echo "| mode | $unit (median of $RUNS) | vs off | agent CPU s (median) | on_switch ns/run | on_wakeup ns/run |"
+	echo "|---|---|---|---|---|---|"
+	for m in "${MODES[@]}"; do
+		v=$(echo "${res[$m]}" | median)
+		echo "| $m | $v | $(awk -v a="$v" -v b="$base" 'BEGIN { printf "%+.1f%%", 100 * (a - b) / b }') | $(echo "${cpu[$m]}" | median) | ${sw[$m]} | ${wk[$m]} |"
+	done
+	unset res cpu sw wk
+done
