@@ -372,7 +372,10 @@ int diag_findings(struct store *st, const char *job, int32_t rank, uint64_t from
 		  struct diag_finding *out, size_t max)
 {
 	struct fctx c = { .names = diag_strings__new(), .clocks = diag_clocks__new() };
-	struct store_filter f = { .job = job, .from_ns = from_ns, .to_ns = to_ns };
+	/* by batch end: a batch counts in one range only, so shares stay <= 1 */
+	struct store_filter f = {
+		.job = job, .from_ns = from_ns, .to_ns = to_ns, .batch_by_end = 1
+	};
 	struct diag_rank_window *peers = NULL;
 	struct rank_in *flagged = NULL;
 	size_t np = 0;

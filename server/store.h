@@ -85,6 +85,11 @@ struct store_filter {
 	int has_rank;
 	int32_t rank;
 	int rank_negate; /* with has_rank: every rank but this one */
+	/* Batch-window queries (profile, tally, ...): take the batches whose
+	 * end lies in [from_ns, to_ns) instead of every batch overlapping it,
+	 * so consecutive ranges split the batches between them and shares of
+	 * the range length stay exact (<= 1); the diagnosis sets it. */
+	int batch_by_end;
 };
 
 /* ---- query rows ---------------------------------------------------------------- */

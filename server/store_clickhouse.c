@@ -814,6 +814,8 @@ out:
 static void sql_filter(struct ch_store *s, struct ch_sql *q, const struct store_filter *f,
 		       const char *time_col, int per_process)
 {
+	if (!time_col && f->batch_by_end)
+		time_col = "b_end";
 	if (f->from_ns)
 		ch_sql__add(q, " AND %s %s %" PRIu64, time_col ? time_col : "b_end",
 			    time_col ? ">=" : ">", f->from_ns);
@@ -842,7 +844,7 @@ static void sql_filter(struct ch_store *s, struct ch_sql *q, const struct store_
 	 * commit records to read either way. */
 	ch_sql__add(q, " AND ingest IN (SELECT min(ingest) FROM %s.batches WHERE 1", s->db);
 	if (f->from_ns)
-		ch_sql__add(q, " AND end_ns > %" PRIu64, f->from_ns);
+		ch_sql__add(q, " AND end_ns %s %" PRIu64, f->batch_by_end ? ">=" : ">", f->from_ns);
 	if (f->to_ns)
 		ch_sql__add(q, " AND start_ns < %" PRIu64, f->to_ns);
 	ch_sql__add(q, " GROUP BY batch_id)");

@@ -693,6 +693,8 @@ static void q_text(struct query *q, const char *t)
  */
 static void q_filter(struct query *q, const struct store_filter *f, const char *time_col)
 {
+	if (!time_col && f->batch_by_end)
+		time_col = "b.end_ns";
 	if (f->from_ns) {
 		if (time_col)
 			q_add(q, " AND %s >= ?", time_col);

@@ -5,8 +5,9 @@
  * STRATA_TEST_CLICKHOUSE=http://HOST:PORT is set (run by
  * tests/integration/test_store_clickhouse.sh).  Batches are built by hand:
  * per-thread time breakdown, off-CPU time by reason, scheduler counters,
- * clock error bounds; windows that end exactly on a range edge are counted
- * in one range only.
+ * clock error bounds, CUDA API tallies; windows that end exactly on a range
+ * edge are counted in one range only (thread_times always; profile and
+ * tally with the filter's batch_by_end, which the findings use).
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -36,6 +37,7 @@ struct tb {
 	Strata__V1__TimeBreakdown tb[MAXR], *tbp[MAXR];
 	Strata__V1__OffCpuSample off[MAXR], *offp[MAXR];
 	Strata__V1__SchedStat ss[MAXR], *ssp[MAXR];
+	Strata__V1__CudaApiTally ta[MAXR], *tap[MAXR];
 	uint8_t id[16];
 	struct store_stack stacks[1];
 	struct store_batch sb;
@@ -43,7 +45,8 @@ struct tb {
 
 /* A 10 s batch [start, start + 10 s) of node n with ranks 0 and 1 of job
  * "dj"; rank r's main thread (tid = pid) spends (1 + r) s in collectives
- * and 2 s off-CPU on I/O; on-CPU 3 s, runnable 0.5 + 0.25 s. */
+ * and 2 s off-CPU on I/O; on-CPU 3 s, runnable 0.5 + 0.25 s; 4 s in 5
+ * cudaStreamSynchronize calls. */
 static void tb_make(struct tb *t, uint8_t id, const char *node, uint64_t start, uint64_t err_ns)
 {
 	memset(t, 0, sizeof(*t));
@@ -62,8 +65,9 @@ static void tb_make(struct tb *t, uint8_t id, const char *node, uint64_t start, 
 	t->strings[0] = "";
 	t->strings[1] = "trainer";
 	t->strings[2] = "dj";
+	t->strings[3] = "cudaStreamSynchronize";
 	t->b.strings = t->strings;
-	t->b.n_strings = 3;
+	t->b.n_strings = 4;
 	strata__v1__stack__init(&t->stk);
 	t->stkp = &t->stk;
 	t->b.stacks = &t->stkp;
@@ -73,6 +77,7 @@ static void tb_make(struct tb *t, uint8_t id, const char *node, uint64_t start, 
 	t->b.time_breakdown = t->tbp;
 	t->b.offcpu_samples = t->offp;
 	t->b.sched_stats = t->ssp;
+	t->b.cuda_api_tally = t->tap;
 	for (uint32_t r = 0; r < 2; r++) {
 		Strata__V1__Process *p = &t->proc[r];
 
@@ -119,6 +124,16 @@ static void tb_make(struct tb *t, uint8_t id, const char *node, uint64_t start, 
 		t->ss[i].runqueue_latency_ns = NS / 2;
 		t->ss[i].runnable_wait_ns = NS / 4;
 		t->ssp[i] = &t->ss[i];
+
+		i = t->b.n_cuda_api_tally++;
+		strata__v1__cuda_api_tally__init(&t->ta[i]);
+		t->ta[i].process = r;
+		t->ta[i].fn_str = 3;
+		t->ta[i].calls = 5;
+		t->ta[i].total_ns = 4 * NS;
+		t->ta[i].min_ns = NS / 2;
+		t->ta[i].max_ns = NS;
+		t->tap[i] = &t->ta[i];
 	}
 	t->sb = (struct store_batch){ .pb = &t->b, .stacks = t->stacks, .received_ns = start };
 }
@@ -152,6 +167,62 @@ static int on_thread(void *ctx, const struct store_thread_time *t)
 	else
 		s->bad = 1;
 	return 0;
+}
+
+/* Sums over rows of the batch-window queries the findings read. */
+struct window_sums {
+	uint64_t offcpu_ns, sync_ns, sync_calls;
+};
+
+static int on_offcpu(void *ctx, const struct store_sample *s)
+{
+	((struct window_sums *)ctx)->offcpu_ns += s->value;
+	return 0;
+}
+
+static int on_tally(void *ctx, const struct store_tally *t)
+{
+	struct window_sums *w = ctx;
+
+	if (!strcmp(t->fn, "cudaStreamSynchronize")) {
+		w->sync_ns += t->total_ns;
+		w->sync_calls += t->calls;
+	}
+	return 0;
+}
+
+/* The window sums over [from, to) with batches by end (or overlapping). */
+static struct window_sums window_sums(struct store *st, uint64_t from, uint64_t to, int by_end)
+{
+	struct store_filter f = {
+		.job = "dj", .from_ns = from, .to_ns = to, .batch_by_end = by_end
+	};
+	struct window_sums w = { 0 };
+
+	assert_int_equal(st->ops->profile(st, &f, STORE_PROFILE_OFFCPU, on_offcpu, &w), 0);
+	assert_int_equal(st->ops->tally(st, &f, on_tally, &w), 0);
+	return w;
+}
+
+/* Ranges that tile time take each batch once with batch_by_end (shares of
+ * the range length are exact); overlap takes the edge batches twice. */
+static void check_by_end(struct store *st)
+{
+	struct window_sums a = window_sums(st, T0 + 5 * NS, T0 + 15 * NS, 1);
+	struct window_sums b = window_sums(st, T0 + 15 * NS, T0 + 25 * NS, 1);
+	struct window_sums o = window_sums(st, T0 + 5 * NS, T0 + 15 * NS, 0);
+
+	/* [T0+5, T0+15): the batches ending at T0+10 (na's first, nb's), 2 ranks */
+	assert_int_equal(a.offcpu_ns, 2 * 2 * 2 * NS);
+	assert_int_equal(a.sync_ns, 2 * 2 * 4 * NS);
+	assert_int_equal(a.sync_calls, 2 * 2 * 5);
+	/* [T0+15, T0+25): na's second batch (ends T0+20) only */
+	assert_int_equal(b.offcpu_ns, 2 * 2 * NS);
+	assert_int_equal(b.sync_ns, 2 * 4 * NS);
+	/* every batch exactly once */
+	assert_int_equal(a.sync_calls + b.sync_calls, 3 * 2 * 5);
+	/* overlap: all three batches touch [T0+5, T0+15) */
+	assert_int_equal(o.sync_ns, 3 * 2 * 4 * NS);
 }
 
 struct clocks {
@@ -231,6 +302,8 @@ static void check_store(struct store *st)
 	assert_int_equal(st->ops->node_clocks(st, &f, on_clock, &k), 0);
 	assert_int_equal(k.err_a, 2000000);
 	assert_int_equal(k.batches, 2);
+
+	check_by_end(st);
 }
 
 static void test_sqlite(void **state)
