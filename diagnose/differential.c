@@ -402,12 +402,50 @@ out:
 	return err;
 }
 
+/*
+ * Which layer explains which when two findings score the same (scores
+ * saturate at the robust z's cap): resources (CPU, OS) explain the device
+ * (CUDA), which explains the application (Python: a data loader slowed by
+ * I/O waits), which explains the collectives (NCCL: time waiting for
+ * others).  Lower is more causal.
+ */
+static const int causal_order[DIAG_LAYER_MAX] = {
+	[DIAG_LAYER_CPU] = 0,	 [DIAG_LAYER_OS] = 0,	[DIAG_LAYER_CUDA] = 1,
+	[DIAG_LAYER_PYTHON] = 2, [DIAG_LAYER_NCCL] = 3,
+};
+
+/* How many times the peers' median the flagged value is (effect size). */
+static double effect(const struct diag_finding *f)
+{
+	return fabs(f->value - f->peer_median) / fmax(fabs(f->peer_median), 1e-9);
+}
+
+/* A score's 5%-wide bucket on a log scale: scores in one bucket are a tie
+ * (estimates from a few windows), and bucketing keeps the order transitive. */
+static long score_bucket(double score)
+{
+	return (long)floor(log(fabs(score) + 1e-12) / log(1.05));
+}
+
+/* Highest score bucket first; ties: the more causal layer, then the larger
+ * effect, then by name, so the order never depends on qsort's. */
 static int cmp_finding(const void *pa, const void *pb)
 {
-	double a = fabs(((const struct diag_finding *)pa)->score);
-	double b = fabs(((const struct diag_finding *)pb)->score);
+	const struct diag_finding *fa = pa, *fb = pb;
+	long ba = score_bucket(fa->score), bb = score_bucket(fb->score);
+	double a, b;
+	int la = fa->layer < DIAG_LAYER_MAX ? causal_order[fa->layer] : DIAG_LAYER_MAX;
+	int lb = fb->layer < DIAG_LAYER_MAX ? causal_order[fb->layer] : DIAG_LAYER_MAX;
 
-	return (a < b) - (a > b);
+	if (ba != bb)
+		return (ba < bb) - (ba > bb);
+	if (la != lb)
+		return la - lb;
+	a = effect(fa);
+	b = effect(fb);
+	if (a != b)
+		return (a < b) - (a > b);
+	return strcmp(fa->metric, fb->metric);
 }
 
 int diag_differential(const struct diag_rank_window *flagged, const struct diag_rank_window *peers,
