@@ -218,6 +218,7 @@ int main(int argc, char **argv)
 	};
 	struct stat st;
 	int c, verbose = 0, err;
+	char optname[64];
 
 	while ((c = getopt_long(argc, argv, "o:P:F:f:p:G:s:W:vh", longopts, NULL)) != -1) {
 		int handled = cli_common_opt(c, optarg, &o.session, pids);
@@ -313,6 +314,7 @@ int main(int argc, char **argv)
 	}
 	return 0;
 bad:
-	fprintf(stderr, "strata-agent: bad value for -%c: %s\n", c, optarg);
+	fprintf(stderr, "strata-agent: bad value for %s: %s\n",
+		cli_option_name(c, longopts, optname, sizeof(optname)), optarg);
 	return 2;
 }

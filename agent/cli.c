@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "agent/cli.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "agent/session.h"
@@ -59,4 +62,19 @@ int cli_common_opt(int c, const char *arg, struct session_opts *opts, uint32_t *
 	default:
 		return 0;
 	}
+}
+
+const char *cli_option_name(int c, const struct option *longopts, char *buf, size_t n)
+{
+	for (const struct option *o = longopts; o && o->name; o++) {
+		if (!o->flag && o->val == c) {
+			snprintf(buf, n, "--%s", o->name);
+			return buf;
+		}
+	}
+	if (c > 0 && c < 128 && isprint(c))
+		snprintf(buf, n, "-%c", c);
+	else
+		snprintf(buf, n, "option %d", c);
+	return buf;
 }

@@ -86,6 +86,7 @@ static int cmd_record(int argc, char **argv)
 	};
 	struct sampler_opts *so = &o.session.sampler;
 	int c, verbose = 0, rc;
+	char optname[64];
 	char *end;
 
 	optind = 1;
@@ -190,7 +191,8 @@ static int cmd_record(int argc, char **argv)
 	}
 	return rc;
 bad:
-	fprintf(stderr, "strata: bad value for -%c: %s\n", c, optarg);
+	fprintf(stderr, "strata: bad value for %s: %s\n",
+		cli_option_name(c, longopts, optname, sizeof(optname)), optarg);
 	return 2;
 }
 
