@@ -428,7 +428,8 @@ static long score_bucket(double score)
 }
 
 /* Highest score bucket first; ties: the more causal layer, then the larger
- * effect, then by name, so the order never depends on qsort's. */
+ * effect, then by name and first evidence, so the order never depends on
+ * qsort's or the input's. */
 static int cmp_finding(const void *pa, const void *pb)
 {
 	const struct diag_finding *fa = pa, *fb = pb;
@@ -445,7 +446,10 @@ static int cmp_finding(const void *pa, const void *pb)
 	b = effect(fb);
 	if (a != b)
 		return (a < b) - (a > b);
-	return strcmp(fa->metric, fb->metric);
+	if (strcmp(fa->metric, fb->metric))
+		return strcmp(fa->metric, fb->metric);
+	/* Stack findings share one metric name: their stacks tell them apart. */
+	return strcmp(fa->n_evidence ? fa->evidence[0] : "", fb->n_evidence ? fb->evidence[0] : "");
 }
 
 int diag_differential(const struct diag_rank_window *flagged, const struct diag_rank_window *peers,

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "diagnose/differential.h"
@@ -188,6 +189,44 @@ static void differential_stack(void **state)
 	assert_true(seen);
 }
 
+/* Two new stacks with the same share tie on everything but the stack: the
+ * findings come out in one order whatever order the stacks arrive in. */
+static void tied_stacks_ordered(void **state)
+{
+	static const struct diag_stack ab[] = {
+		{ "python;train;forward;matmul", 3.0e9 },
+		{ "python;train;zz_hook;spin", 2.0e9 },
+		{ "python;train;aa_hook;spin", 2.0e9 },
+	};
+	static const struct diag_stack ba[] = {
+		{ "python;train;forward;matmul", 3.0e9 },
+		{ "python;train;aa_hook;spin", 2.0e9 },
+		{ "python;train;zz_hook;spin", 2.0e9 },
+	};
+	const struct diag_stack *orders[2] = { ab, ba };
+	char first[2][DIAG_EVIDENCE_LEN];
+
+	(void)state;
+	for (int k = 0; k < 2; k++) {
+		struct diag_finding out[16];
+		struct diag_rank_window w = healthy(0);
+		int n, seen = 0;
+
+		w.oncpu = orders[k];
+		w.n_oncpu = 3;
+		n = diagnose(&w, out, 16);
+		for (int i = 0; i < n; i++) {
+			if (strcmp(out[i].metric, "oncpu_stack_share") || !out[i].n_evidence ||
+			    !strstr(out[i].evidence[0], "_hook"))
+				continue;
+			if (!seen++)
+				snprintf(first[k], sizeof(first[k]), "%s", out[i].evidence[0]);
+		}
+		assert_int_equal(seen, 2);
+	}
+	assert_string_equal(first[0], first[1]);
+}
+
 /* A stack seen in 1 of 6 samples (a mostly idle rank at 49 Hz) is noise,
  * however rare it is on the peers; the same share over 600 samples is not. */
 static void stack_share_needs_samples(void **state)
@@ -261,6 +300,7 @@ int main(void)
 		cmocka_unit_test(io_stall_in_data_loader),
 		cmocka_unit_test(slow_gpu_compute),
 		cmocka_unit_test(differential_stack),
+		cmocka_unit_test(tied_stacks_ordered),
 		cmocka_unit_test(stack_share_needs_samples),
 		cmocka_unit_test(alloc_failures_and_seq_gaps),
 		cmocka_unit_test(custom_loader_patterns_and_bad_input),
