@@ -15,7 +15,6 @@ cflags="-std=gnu11 -g -O1 -Wall -Wextra -Werror -Wno-unused-parameter \
 
 mkdir -p "$out/corpus/buildid" "$out/corpus/proc_maps" "$out/corpus/unwind_table" \
 	"$out/corpus/py_linetable"
-mkdir -p "$out/corpus/buildid" "$out/corpus/proc_maps" "$out/corpus/unwind_table"
 mkdir -p "$out/corpus/diagnose" # issue 7
 mkdir -p "$out/corpus/batch_decode" # strata-server (issue 6)
 cd "$root"
