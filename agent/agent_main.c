@@ -52,7 +52,7 @@ static void usage(FILE *f)
 	      "      --drain-interval MS  how often kernel maps are drained (1000)\n"
 	      /* --- scheduler layer in the agent --- */
 	      "      --sched, --no-sched  off-CPU, runnable, irq and time breakdown\n"
-	      "                        (default: on with --pid/--cgroup, off host-wide)\n"
+	      "                        (default: on with --server and --pid/--cgroup)\n"
 	      "GPU (CUDA/NCCL uprobes: on by default; per period, the API tally and the\n"
 	      "outstanding allocations are written beside the profile):\n" CLI_GPU_USAGE
 	      "  -v, --verbose         print counters every period\n",
@@ -297,8 +297,11 @@ int main(int argc, char **argv)
 	}
 	/* The scheduler layer costs on every context switch of the host
 	 * (docs/diagnosis.md): by default only with targets, whose filter BPF
-	 * applies before any work. */
-	o.session.sched = sched >= 0 ? sched : o.session.sampler.filter != STRATA_FILTER_NONE;
+	 * applies before any work, and only when its data goes somewhere
+	 * (batches carry it; --output profiles do not). */
+	o.session.sched =
+		sched >= 0 ? sched
+			   : o.ship.upload.url && o.session.sampler.filter != STRATA_FILTER_NONE;
 	o.ship.upload.spool_max_bytes = (uint64_t)o.spool_max_mb << 20;
 	o.ship.freq_hz = o.session.sampler.freq_hz;
 	if (o.output_dir && (stat(o.output_dir, &st) || !S_ISDIR(st.st_mode))) {
