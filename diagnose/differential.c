@@ -2,6 +2,7 @@
 #include "diagnose/differential.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -414,6 +415,18 @@ static const int causal_order[DIAG_LAYER_MAX] = {
 	[DIAG_LAYER_PYTHON] = 2, [DIAG_LAYER_NCCL] = 3,
 };
 
+/* A finding's place in causal_order.  Voluntary sleep is the exception in
+ * the OS layer: a thread sleeps because it waits for something else (a
+ * CUDA sync that sleeps, a barrier), so it explains nothing. */
+static int causal_rank(const struct diag_finding *f)
+{
+	if (f->layer >= DIAG_LAYER_MAX)
+		return DIAG_LAYER_MAX;
+	if (!strcmp(f->metric, "offcpu_sleep_share"))
+		return causal_order[DIAG_LAYER_NCCL];
+	return causal_order[f->layer];
+}
+
 /* How many times the peers' median the flagged value is (effect size). */
 static double effect(const struct diag_finding *f)
 {
@@ -424,7 +437,9 @@ static double effect(const struct diag_finding *f)
  * (estimates from a few windows), and bucketing keeps the order transitive. */
 static long score_bucket(double score)
 {
-	return (long)floor(log(fabs(score) + 1e-12) / log(1.05));
+	double b = floor(log(fabs(score) + 1e-12) / log(1.05));
+
+	return isfinite(b) ? (long)b : isnan(b) ? LONG_MIN : LONG_MAX; /* no UB on NaN/inf */
 }
 
 /* Highest score bucket first; ties: the more causal layer, then the larger
@@ -435,8 +450,7 @@ static int cmp_finding(const void *pa, const void *pb)
 	const struct diag_finding *fa = pa, *fb = pb;
 	long ba = score_bucket(fa->score), bb = score_bucket(fb->score);
 	double a, b;
-	int la = fa->layer < DIAG_LAYER_MAX ? causal_order[fa->layer] : DIAG_LAYER_MAX;
-	int lb = fb->layer < DIAG_LAYER_MAX ? causal_order[fb->layer] : DIAG_LAYER_MAX;
+	int la = causal_rank(fa), lb = causal_rank(fb);
 
 	if (ba != bb)
 		return (ba < bb) - (ba > bb);
