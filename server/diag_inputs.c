@@ -464,9 +464,10 @@ static int charge_cpus(struct fctx *c, struct rank_in *r)
 					return err;
 			} else if (o->kind == STORE_CPU_SOFTIRQ) {
 				GROW(&r->irq);
-				r->irq.v[r->irq.n++] = (struct diag_irq){
-					.cpu = o->cpu, .vector = o->vector, .softirq = true, .ns = ns
-				};
+				r->irq.v[r->irq.n++] = (struct diag_irq){ .cpu = o->cpu,
+									  .vector = o->vector,
+									  .softirq = true,
+									  .ns = ns };
 			}
 		}
 	}

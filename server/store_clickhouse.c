@@ -1682,8 +1682,8 @@ static int ch_thread_times(struct store *base, const struct store_filter *f,
 	return query_rows(s, &q, "thread times", -1, thread_time_row, (void *)fn, ctx);
 }
 
-static int cpu_time_row(const struct ch_result *r, size_t i, const struct stack_set *set,
-			void *fn, void *ctx)
+static int cpu_time_row(const struct ch_result *r, size_t i, const struct stack_set *set, void *fn,
+			void *ctx)
 {
 	struct store_cpu_time t = {
 		.node = STR(0),
@@ -1725,8 +1725,7 @@ static int ch_cpu_times(struct store *base, const struct store_filter *f, store_
 		g.from_ns--;
 	ch_sql__add(&q, "SELECT * FROM (");
 	for (size_t k = 0; k < sizeof(parts) / sizeof(parts[0]); k++) {
-		ch_sql__add(&q,
-			    "%sSELECT node, toUInt32(%u), %s, sum(ns) FROM %s.%s WHERE 1",
+		ch_sql__add(&q, "%sSELECT node, toUInt32(%u), %s, sum(ns) FROM %s.%s WHERE 1",
 			    k ? " UNION ALL " : "", parts[k].kind, parts[k].cols, s->db,
 			    parts[k].table);
 		if (f->from_ns)

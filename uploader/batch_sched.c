@@ -39,9 +39,9 @@ struct cum_set {
 };
 
 struct batch_sched {
-	struct thread_set last, cur; /* last shipped (sorted); this window's */
+	struct thread_set last, cur;	  /* last shipped (sorted); this window's */
 	struct cum_set cum_last, cum_cur; /* the same for per-CPU counters */
-	uint64_t *irq_last;	     /* per CPU: [2 * cpu] hard, [2 * cpu + 1] soft */
+	uint64_t *irq_last;		  /* per CPU: [2 * cpu] hard, [2 * cpu + 1] soft */
 	uint64_t *irq_cur;
 	size_t ncpus;
 	struct strata_stack user, kern; /* an off-CPU row's stacks, for the builder */
@@ -360,9 +360,11 @@ static int add_cum_row(struct batch_sched *s, struct batch_builder *bb, const st
 		row->comm_str = comm;
 		row->ns = d;
 	} else {
-		struct bb_process fb = {
-			.pid = r->id, .comm = r->comm, .rank = -1, .local_rank = -1, .world_size = -1
-		};
+		struct bb_process fb = { .pid = r->id,
+					 .comm = r->comm,
+					 .rank = -1,
+					 .local_rank = -1,
+					 .world_size = -1 };
 		int64_t proc = batch_builder__process_tgid(bb, r->id, &fb);
 		Strata__V1__TargetCpu *row;
 
@@ -393,10 +395,10 @@ static int add_cum(struct batch_sched *s, struct batch_builder *bb, struct sched
 	qsort(s->cum_cur.v, s->cum_cur.n, sizeof(*s->cum_cur.v), cum_cmp);
 	for (size_t i = 0; i < s->cum_cur.n; i++) {
 		const struct cum_row *r = &s->cum_cur.v[i];
-		const struct cum_row *last =
-			s->cum_last.n ? bsearch(r, s->cum_last.v, s->cum_last.n,
-						sizeof(*s->cum_last.v), cum_cmp)
-				      : NULL;
+		const struct cum_row *last = s->cum_last.n
+						     ? bsearch(r, s->cum_last.v, s->cum_last.n,
+							       sizeof(*s->cum_last.v), cum_cmp)
+						     : NULL;
 		uint64_t d = delta(r->ns, last ? last->ns : 0);
 		int err = d ? add_cum_row(s, bb, r, d) : 0;
 

@@ -130,7 +130,7 @@ def check_straggler(sc, args):
     top = finds[0]
     for want in args.want_finding or []:
         metric, _, evidence = want.partition(':')
-        hit = [f for f in finds if f['metric'] == metric and
+        hit = [f for f in finds if f['metric'] in metric.split(',') and
                any(evidence in e for e in f.get('evidence', []))]
         if not hit:
             fail('want finding %s with evidence naming %r among rank %d\'s: %s' %
@@ -208,8 +208,8 @@ def main():
     p.add_argument('--timeout', type=float, default=40, help='seconds after the onset')
     p.add_argument('--name', default=None)
     p.add_argument('--want-finding', action='append',
-                   help='METRIC:EVIDENCE, a finding of the straggler rank whose evidence '
-                   'contains EVIDENCE')
+                   help='METRIC[,METRIC...]:EVIDENCE, a finding of the straggler rank (one '
+                   'of the metrics) whose evidence contains EVIDENCE')
     p.add_argument('mode', choices=('straggler', 'leak', 'none'))
     p.add_argument('rank', type=int, nargs='?')
     p.add_argument('layer', nargs='?')

@@ -74,8 +74,9 @@ static void tb_make(struct tb *t, uint8_t id, uint64_t start)
 		t->procp[t->b.n_processes++] = p;
 	}
 	strata__v1__softirq_vector_stat__init(&t->sv);
-	t->sv = (Strata__V1__SoftirqVectorStat){ .base = t->sv.base, .cpu = 1, .vector = 3,
-						 .ns = NS / 2 };
+	t->sv = (Strata__V1__SoftirqVectorStat){
+		.base = t->sv.base, .cpu = 1, .vector = 3, .ns = NS / 2
+	};
 	t->svp = &t->sv;
 	t->b.softirq_vectors = &t->svp;
 	t->b.n_softirq_vectors = 1;
