@@ -136,7 +136,7 @@ def check_straggler(sc, args):
             fail('want finding %s with evidence naming %r among rank %d\'s: %s' %
                  (metric, evidence, rank, finds))
         print('finding: %s %.3f vs peers %.3f: %s' %
-              (metric, hit[0]['value'], hit[0]['peer_median'], hit[0]['evidence']))
+              (hit[0]['metric'], hit[0]['value'], hit[0]['peer_median'], hit[0]['evidence']))
     metrics = sc.get('/metrics')
     if not re.search(r'^strata_straggler_confirmed\{job="%s",[^}]*rank="%d"[^}]*\} 1$' %
                      (re.escape(sc.job), rank), metrics, re.M):
