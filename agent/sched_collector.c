@@ -307,9 +307,10 @@ uint64_t sched_collector__drain_wait_timeouts(const struct sched_collector *c)
 	return c->drain_wait_timeouts;
 }
 
-int sched_collector__foreign(struct sched_collector *c, sched_foreign_fn fn, void *ctx)
+int sched_collector__foreign(struct sched_collector *c, bool targets, sched_foreign_fn fn,
+			     void *ctx)
 {
-	int fd = bpf_map__fd(c->skel->maps.foreign), n = 0;
+	int fd = bpf_map__fd(targets ? c->skel->maps.target_cpu : c->skel->maps.foreign), n = 0;
 	struct strata_foreign_key k, next;
 	struct strata_foreign_val v;
 	void *prev = NULL;

@@ -81,7 +81,11 @@ uint64_t sched_collector__drain_wait_timeouts(const struct sched_collector *c);
 
 typedef int (*sched_foreign_fn)(void *ctx, const struct strata_foreign_key *k,
 				const struct strata_foreign_val *v);
-int sched_collector__foreign(struct sched_collector *c, sched_foreign_fn fn, void *ctx);
+/* Cumulative ns per (CPU, tgid): with targets false, the non-target
+ * processes that ran on a CPU within a second of a target running there;
+ * with targets true, the targets' own on-CPU time per CPU. */
+int sched_collector__foreign(struct sched_collector *c, bool targets, sched_foreign_fn fn,
+			     void *ctx);
 
 /* Interrupt time per CPU (cumulative); only non-zero entries. */
 typedef int (*sched_irq_fn)(void *ctx, uint32_t cpu, bool softirq, uint32_t vector, uint64_t ns);

@@ -115,7 +115,7 @@ int sched_report__write(struct sched_collector *c, const struct ksyms *ks, FILE 
 	fputs("\n  ],\n  \"foreign\": [", out);
 	r.n = 0;
 	if (err >= 0)
-		err = sched_collector__foreign(c, put_foreign, &r);
+		err = sched_collector__foreign(c, false, put_foreign, &r);
 	fputs("\n  ],\n  \"irq\": [", out);
 	r.n = 0;
 	if (err >= 0)

@@ -88,6 +88,16 @@ struct {
 	__type(value, struct strata_foreign_val);
 } foreign SEC(".maps");
 
+/* Targets' on-CPU time per (CPU, tgid): which CPUs a rank runs on, so the
+ * server weighs the foreign and interrupt time of exactly those CPUs.
+ * Same key/value types as foreign; full: counted as FOREIGN_FULL. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct strata_foreign_key);
+	__type(value, struct strata_foreign_val);
+} target_cpu SEC(".maps");
+
 /* Per CPU: when the running task started, and when a target last ran. */
 struct cpu_run {
 	__u64 start;
@@ -329,29 +339,38 @@ static __always_inline void switch_in(struct task_struct *next, __u64 now)
 }
 
 /* A non-target ran on a CPU that hosts targets: who, for how long. */
-static __always_inline void charge_foreign(struct task_struct *prev, __u64 now, struct cpu_run *cr)
+/* Adds prev's slice on this CPU to map[(cpu, prev->tgid)]. */
+static __always_inline void charge_cpu(void *map, struct task_struct *prev, __u64 now,
+				       struct cpu_run *cr)
 {
 	struct strata_foreign_key k = { .cpu = bpf_get_smp_processor_id(), .tgid = prev->tgid };
 	struct strata_foreign_val *v;
 
-	if (!cr->target_seen || now - cr->target_seen > foreign_window_ns || !cr->start ||
-	    prev->pid == 0)
+	if (!cr->start)
 		return;
-	v = bpf_map_lookup_elem(&foreign, &k);
+	v = bpf_map_lookup_elem(map, &k);
 	if (!v) {
 		struct strata_foreign_val init = {};
 
 		bpf_probe_read_kernel_str(init.comm, sizeof(init.comm), prev->comm);
-		if (bpf_map_update_elem(&foreign, &k, &init, BPF_NOEXIST) &&
-		    !bpf_map_lookup_elem(&foreign, &k)) {
+		if (bpf_map_update_elem(map, &k, &init, BPF_NOEXIST) &&
+		    !bpf_map_lookup_elem(map, &k)) {
 			count(STRATA_SCHED_FOREIGN_FULL);
 			return;
 		}
-		v = bpf_map_lookup_elem(&foreign, &k);
+		v = bpf_map_lookup_elem(map, &k);
 		if (!v)
 			return;
 	}
 	add(&v->ns, now - cr->start);
+}
+
+/* A non-target ran on a CPU that hosts targets: who, for how long. */
+static __always_inline void charge_foreign(struct task_struct *prev, __u64 now, struct cpu_run *cr)
+{
+	if (!cr->target_seen || now - cr->target_seen > foreign_window_ns || prev->pid == 0)
+		return;
+	charge_cpu(&foreign, prev, now, cr);
 }
 
 SEC("tp_btf/sched_switch")
@@ -370,9 +389,10 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	count(STRATA_SCHED_SWITCHES);
 	if (!cr)
 		return 0;
-	if (prev_target)
+	if (prev_target) {
 		switch_out(ctx, preempt, prev, prev_state, now);
-	else
+		charge_cpu(&target_cpu, prev, now, cr);
+	} else
 		charge_foreign(prev, now, cr);
 	if (next_target) {
 		switch_in(next, now);

@@ -6,7 +6,8 @@
  * counters) with blocking stacks (assigned to a reason by their kernel
  * frames, since stored off-CPU stacks are summed over reasons), runnable
  * time, CUDA API tallies (launches, sync and copy time, allocation
- * failures) and NCCL collectives (time, bytes, sequence gaps).
+ * failures) and NCCL collectives (time, bytes, sequence gaps), and the
+ * CPU layer: other processes' and softirq time on the CPUs the rank ran on.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -181,7 +182,19 @@ struct comm_seq {
 	uint64_t comm, min, max, count;
 };
 
+struct foreign_vec {
+	struct diag_foreign *v;
+	size_t n, cap;
+};
+
+struct irq_vec {
+	struct diag_irq *v;
+	size_t n, cap;
+};
+
 struct rank_in {
+	struct foreign_vec foreign;
+	struct irq_vec irq;
 	int32_t rank;
 	uint32_t pid;
 	uint64_t last_ns;
@@ -192,9 +205,23 @@ struct rank_in {
 	size_t nseqs;
 };
 
+/* CPU layer rows (store_cpu_time), kept until every row is in: a rank's
+ * CPUs must be known before other processes' time on them is charged. */
+#define MAX_CPU_ROWS 262144
+
+struct cpu_row {
+	const char *node, *comm; /* in fctx.names */
+	uint32_t kind, cpu, pid, vector;
+	int has_rank;
+	int32_t rank;
+	double ns;
+};
+
 struct fctx {
 	struct rank_in *r;
 	size_t n;
+	struct cpu_row *cpu;
+	size_t ncpu, cpu_dropped;
 	struct diag_strings *names;
 	struct diag_clocks *clocks;
 	int oom;
@@ -352,6 +379,105 @@ static int on_collective(void *ctx, const struct store_event *e)
 	return 0;
 }
 
+static int on_cpu_time(void *ctx, const struct store_cpu_time *t)
+{
+	struct fctx *c = ctx;
+	struct cpu_row *r;
+
+	if (c->ncpu == MAX_CPU_ROWS) {
+		c->cpu_dropped++;
+		return 0;
+	}
+	r = &c->cpu[c->ncpu];
+	*r = (struct cpu_row){ .node = diag_strings__add(c->names, t->node ? t->node : ""),
+			       .comm = diag_strings__add(c->names, t->comm ? t->comm : ""),
+			       .kind = t->kind,
+			       .cpu = t->cpu,
+			       .pid = t->pid,
+			       .vector = t->vector,
+			       .has_rank = t->has_rank,
+			       .rank = t->rank,
+			       .ns = (double)t->ns };
+	if (!r->node || !r->comm)
+		return -ENOMEM;
+	c->ncpu++;
+	return 0;
+}
+
+#define GROW(vec)                                                               \
+	do {                                                                    \
+		if ((vec)->n == (vec)->cap) {                                   \
+			size_t cap_ = (vec)->cap ? (vec)->cap * 2 : 16;         \
+			void *p_ = realloc((vec)->v, cap_ * sizeof(*(vec)->v)); \
+			if (!p_)                                                \
+				return -ENOMEM;                                 \
+			(vec)->v = p_;                                          \
+			(vec)->cap = cap_;                                      \
+		}                                                               \
+	} while (0)
+
+static int add_foreign(struct foreign_vec *v, const struct cpu_row *row, double ns)
+{
+	for (size_t i = 0; i < v->n; i++)
+		if (v->v[i].pid == row->pid && !strcmp(v->v[i].comm, row->comm)) {
+			v->v[i].ns += ns;
+			return 0;
+		}
+	GROW(v);
+	v->v[v->n++] = (struct diag_foreign){ .comm = row->comm, .pid = row->pid, .ns = ns };
+	return 0;
+}
+
+/*
+ * A rank's CPUs are those its process ran on (TargetCpu rows), each with
+ * its share of the rank's on-CPU time: another process's time and softirq
+ * time on a CPU count for the rank in that share, so a rank pinned to one
+ * CPU takes all of it and one spread over eight takes an eighth of each.
+ */
+static int charge_cpus(struct fctx *c, struct rank_in *r)
+{
+	double total = 0;
+
+	for (size_t i = 0; i < c->ncpu; i++)
+		if (c->cpu[i].kind == STORE_CPU_TARGET && c->cpu[i].has_rank &&
+		    c->cpu[i].rank == r->rank && c->cpu[i].pid == r->pid &&
+		    !strcmp(c->cpu[i].node, r->node))
+			total += c->cpu[i].ns;
+	if (total <= 0)
+		return 0;
+	for (size_t i = 0; i < c->ncpu; i++) {
+		const struct cpu_row *t = &c->cpu[i];
+
+		if (t->kind != STORE_CPU_TARGET || !t->has_rank || t->rank != r->rank ||
+		    t->pid != r->pid || strcmp(t->node, r->node))
+			continue;
+		for (size_t j = 0; j < c->ncpu; j++) {
+			const struct cpu_row *o = &c->cpu[j];
+			double ns = o->ns * t->ns / total;
+
+			if (o->cpu != t->cpu || strcmp(o->node, r->node) || ns <= 0)
+				continue;
+			if (o->kind == STORE_CPU_FOREIGN) {
+				int err = add_foreign(&r->foreign, o, ns);
+
+				if (err)
+					return err;
+			} else if (o->kind == STORE_CPU_SOFTIRQ) {
+				GROW(&r->irq);
+				r->irq.v[r->irq.n++] = (struct diag_irq){ .cpu = o->cpu,
+									  .vector = o->vector,
+									  .softirq = true,
+									  .ns = ns };
+			}
+		}
+	}
+	r->w.foreign = r->foreign.v;
+	r->w.n_foreign = r->foreign.n;
+	r->w.irq = r->irq.v;
+	r->w.n_irq = r->irq.n;
+	return 0;
+}
+
 static void finish_rank(struct rank_in *r, double wall)
 {
 	r->w.rank = (uint32_t)r->rank;
@@ -382,7 +508,8 @@ int diag_findings(struct store *st, const char *job, int32_t rank, uint64_t from
 	int err = -ENOMEM;
 
 	c.r = calloc(MAX_RANKS, sizeof(*c.r));
-	if (!c.r || !c.names || !c.clocks)
+	c.cpu = malloc(MAX_CPU_ROWS * sizeof(*c.cpu));
+	if (!c.r || !c.cpu || !c.names || !c.clocks)
 		goto out;
 	err = st->ops->processes(st, &f, on_process, &c);
 	if (!err)
@@ -399,6 +526,10 @@ int diag_findings(struct store *st, const char *job, int32_t rank, uint64_t from
 	if (!err)
 		err = st->ops->events(st, &f, STORE_EVENT_COLLECTIVE, 1000000, NULL, on_collective,
 				      &c);
+	if (!err && st->ops->cpu_times)
+		err = st->ops->cpu_times(st, &f, on_cpu_time, &c);
+	for (size_t i = 0; !err && i < c.n; i++)
+		err = charge_cpus(&c, &c.r[i]);
 	if (err)
 		goto out;
 	peers = calloc(c.n ? c.n : 1, sizeof(*peers));
@@ -417,10 +548,13 @@ int diag_findings(struct store *st, const char *job, int32_t rank, uint64_t from
 out:
 	for (size_t i = 0; c.r && i < c.n; i++) {
 		free(c.r[i].on.v);
+		free(c.r[i].foreign.v);
+		free(c.r[i].irq.v);
 		for (int k = 0; k < DIAG_OFF_MAX; k++)
 			free(c.r[i].off[k].v);
 	}
 	free(c.r);
+	free(c.cpu);
 	free(peers);
 	diag_strings__free(c.names);
 	diag_clocks__free(c.clocks);

@@ -240,7 +240,32 @@ struct store_node_clock {
 	uint64_t batches;
 };
 
+/* CPU layer (issue 7): per-CPU time summed over the batches whose window
+ * ENDS in [from_ns, to_ns).  TARGET rows are a targeted process's on-CPU
+ * time on one CPU and obey the whole filter; FOREIGN (another process on a
+ * CPU where targets ran) and SOFTIRQ (one vector) rows belong to a node,
+ * not a process: only the time range and node filter them. */
+enum store_cpu_kind {
+	STORE_CPU_TARGET = 1,
+	STORE_CPU_FOREIGN = 2,
+	STORE_CPU_SOFTIRQ = 3,
+};
+
+struct store_cpu_time {
+	const char *node;
+	uint32_t kind; /* enum store_cpu_kind */
+	uint32_t cpu;
+	uint32_t pid;	  /* TARGET, FOREIGN */
+	uint32_t vector;  /* SOFTIRQ: NET_RX = 3 ... */
+	const char *comm; /* TARGET, FOREIGN ("" unknown) */
+	const char *job;  /* TARGET */
+	int has_rank;	  /* TARGET */
+	int32_t rank;
+	uint64_t ns;
+};
+
 typedef int (*store_thread_time_fn)(void *ctx, const struct store_thread_time *t);
+typedef int (*store_cpu_time_fn)(void *ctx, const struct store_cpu_time *c);
 typedef int (*store_node_clock_fn)(void *ctx, const struct store_node_clock *c);
 
 /* ---- the vtable ------------------------------------------------------------- */
@@ -279,6 +304,9 @@ struct store_ops {
 			    void *ctx);
 	int (*node_clocks)(struct store *s, const struct store_filter *f, store_node_clock_fn fn,
 			   void *ctx);
+	/* CPU layer inputs (see struct store_cpu_time). */
+	int (*cpu_times)(struct store *s, const struct store_filter *f, store_cpu_time_fn fn,
+			 void *ctx);
 };
 
 /* Backends embed this first. */

@@ -127,6 +127,10 @@ static const struct table {
 	  "comm_hash UInt64, op String, count UInt64, bytes UInt64, total_ns UInt64,"
 	  " min_ns UInt64, max_ns UInt64",
 	  "node, pid, comm_hash", 1 },
+	/* CPU layer (issue 7) */
+	{ "softirq_vectors", "cpu UInt32, vector UInt32, ns UInt64", "node, b_end", 0 },
+	{ "foreign_runs", "cpu UInt32, fpid UInt32, comm String, ns UInt64", "node, b_end", 0 },
+	{ "target_cpus", "cpu UInt32, comm String, ns UInt64", "node, pid, cpu", 1 },
 };
 #define NTABLES (sizeof(TABLES) / sizeof(TABLES[0]))
 enum table_id {
@@ -146,8 +150,11 @@ enum table_id {
 	T_NCCL_COMMS,
 	T_NCCL_COLL,
 	T_NCCL_STATS,
+	T_SOFTIRQ,
+	T_FOREIGN,
+	T_TARGET_CPU,
 };
-_Static_assert(NTABLES == T_NCCL_STATS + 1, "enum table_id follows TABLES");
+_Static_assert(NTABLES == T_TARGET_CPU + 1, "enum table_id follows TABLES");
 
 /* The commit records and the stacks, which are not per batch/process. */
 static const char BATCHES_DDL[] =
@@ -378,6 +385,41 @@ static void rows_cpu(struct ingest *in)
 
 		ch_rows__u64(w, c->tid);
 		ch_rows__u64(w, (uint64_t)c->category);
+		ch_rows__u64(w, c->ns);
+		ch_rows__end(w);
+	}
+}
+
+/* CPU layer rows (issue 7): softirq vectors, foreign runs, target CPUs. */
+static void rows_cpu_layer(struct ingest *in)
+{
+	const Strata__V1__Batch *b = in->b;
+
+	for (size_t i = 0; i < b->n_softirq_vectors; i++) {
+		struct ch_rows *w = &in->rows[T_SOFTIRQ];
+
+		node_head(in, w);
+		ch_rows__u64(w, b->softirq_vectors[i]->cpu);
+		ch_rows__u64(w, b->softirq_vectors[i]->vector);
+		ch_rows__u64(w, b->softirq_vectors[i]->ns);
+		ch_rows__end(w);
+	}
+	for (size_t i = 0; i < b->n_foreign_runs; i++) {
+		struct ch_rows *w = &in->rows[T_FOREIGN];
+
+		node_head(in, w);
+		ch_rows__u64(w, b->foreign_runs[i]->cpu);
+		ch_rows__u64(w, b->foreign_runs[i]->pid);
+		ch_rows__str(w, S(in, b->foreign_runs[i]->comm_str));
+		ch_rows__u64(w, b->foreign_runs[i]->ns);
+		ch_rows__end(w);
+	}
+	for (size_t i = 0; i < b->n_target_cpus; i++) {
+		const Strata__V1__TargetCpu *c = b->target_cpus[i];
+		struct ch_rows *w = row_head(in, T_TARGET_CPU, c->process);
+
+		ch_rows__u64(w, c->cpu);
+		ch_rows__str(w, S(in, b->processes[c->process]->comm_str));
 		ch_rows__u64(w, c->ns);
 		ch_rows__end(w);
 	}
@@ -734,6 +776,9 @@ static const char *const TABLE_INSERT_COLS[NTABLES] = {
 	[T_NCCL_COLL] = PROC_COLS ", tid, comm_hash, seq, op, dtype, bytes, entry_ns, exit_ns,"
 				  " peer, stack_id",
 	[T_NCCL_STATS] = PROC_COLS ", comm_hash, op, count, bytes, total_ns, min_ns, max_ns",
+	[T_SOFTIRQ] = NODE_COLS ", cpu, vector, ns",
+	[T_FOREIGN] = NODE_COLS ", cpu, fpid, comm, ns",
+	[T_TARGET_CPU] = PROC_COLS ", cpu, comm, ns",
 };
 
 static int ch_ingest(struct store *base, const struct store_batch *sb)
@@ -766,6 +811,7 @@ static int ch_ingest(struct store *base, const struct store_batch *sb)
 	if (err) /* 1: the agent retried a stored batch; nothing is written */
 		goto out;
 	rows_cpu(&in);
+	rows_cpu_layer(&in);
 	rows_cuda(&in);
 	rows_nccl(&in);
 	rows_processes(&in);
@@ -1636,6 +1682,63 @@ static int ch_thread_times(struct store *base, const struct store_filter *f,
 	return query_rows(s, &q, "thread times", -1, thread_time_row, (void *)fn, ctx);
 }
 
+static int cpu_time_row(const struct ch_result *r, size_t i, const struct stack_set *set, void *fn,
+			void *ctx)
+{
+	struct store_cpu_time t = {
+		.node = STR(0),
+		.kind = (uint32_t)U64(1),
+		.cpu = (uint32_t)U64(2),
+		.pid = (uint32_t)U64(3),
+		.vector = (uint32_t)U64(4),
+		.comm = STR(5),
+		.job = STR(6),
+		.has_rank = (int)U64(7),
+		.rank = (int32_t)ch_result__i64(r, i, 8, NULL),
+		.ns = U64(9),
+	};
+
+	(void)set;
+	return ((store_cpu_time_fn)fn)(ctx, &t);
+}
+
+static int ch_cpu_times(struct store *base, const struct store_filter *f, store_cpu_time_fn fn,
+			void *ctx)
+{
+	static const struct {
+		uint32_t kind;
+		const char *cols, *table, *group;
+		int per_process;
+	} parts[] = {
+		{ STORE_CPU_TARGET, "cpu, pid, toUInt32(0), any(comm), job, has_rank, rank",
+		  "target_cpus", "node, pid, pstart, job, has_rank, rank, cpu", 1 },
+		{ STORE_CPU_FOREIGN, "cpu, fpid, toUInt32(0), comm, '', toUInt8(0), toInt32(-1)",
+		  "foreign_runs", "node, cpu, fpid, comm", 0 },
+		{ STORE_CPU_SOFTIRQ, "cpu, toUInt32(0), vector, '', '', toUInt8(0), toInt32(-1)",
+		  "softirq_vectors", "node, cpu, vector", 0 },
+	};
+	struct ch_store *s = (struct ch_store *)base;
+	struct ch_sql q = { 0 };
+	struct store_filter g = *f; /* widened: see ch_thread_times */
+
+	if (g.from_ns)
+		g.from_ns--;
+	ch_sql__add(&q, "SELECT * FROM (");
+	for (size_t k = 0; k < sizeof(parts) / sizeof(parts[0]); k++) {
+		ch_sql__add(&q, "%sSELECT node, toUInt32(%u), %s, sum(ns) FROM %s.%s WHERE 1",
+			    k ? " UNION ALL " : "", parts[k].kind, parts[k].cols, s->db,
+			    parts[k].table);
+		if (f->from_ns)
+			ch_sql__add(&q, " AND b_end >= %" PRIu64, f->from_ns);
+		if (f->to_ns)
+			ch_sql__add(&q, " AND b_end < %" PRIu64, f->to_ns);
+		sql_filter(s, &q, &g, "b_end", parts[k].per_process);
+		ch_sql__add(&q, " GROUP BY %s", parts[k].group);
+	}
+	ch_sql__add(&q, ")");
+	return query_rows(s, &q, "cpu times", -1, cpu_time_row, (void *)fn, ctx);
+}
+
 static int node_clock_row(const struct ch_result *r, size_t i, const struct stack_set *set,
 			  void *fn, void *ctx)
 {
@@ -1691,6 +1794,7 @@ static const struct store_ops clickhouse_ops = {
 	.stats = ch_stats,
 	.close = ch_close,
 	.thread_times = ch_thread_times,
+	.cpu_times = ch_cpu_times,
 	.node_clocks = ch_node_clocks,
 };
 

@@ -80,6 +80,12 @@ static const char SCHEMA[] =
 	" runnable_wait_ns INTEGER, switches INTEGER);"
 	"CREATE TABLE IF NOT EXISTS irq_stats(" BATCH_REF
 	" cpu INTEGER, irq_ns INTEGER, softirq_ns INTEGER);"
+	/* CPU layer (issue 7) */
+	"CREATE TABLE IF NOT EXISTS softirq_vectors(" BATCH_REF
+	" cpu INTEGER, vector INTEGER, ns INTEGER);"
+	"CREATE TABLE IF NOT EXISTS foreign_runs(" BATCH_REF
+	" cpu INTEGER, pid INTEGER, comm TEXT, ns INTEGER);"
+	"CREATE TABLE IF NOT EXISTS target_cpus(" BATCH_REF PROC_REF " cpu INTEGER, ns INTEGER);"
 	"CREATE TABLE IF NOT EXISTS time_breakdown(" BATCH_REF PROC_REF
 	" tid INTEGER, category INTEGER, ns INTEGER);"
 	"CREATE TABLE IF NOT EXISTS cuda_launches(" BATCH_REF PROC_REF
@@ -428,6 +434,43 @@ static int ingest_cpu(struct ingest *in)
 	return 0;
 }
 
+/* CPU layer rows (issue 7): softirq vectors, foreign runs, target CPUs. */
+static int ingest_cpu_layer(struct ingest *in)
+{
+	const Strata__V1__Batch *b = in->b;
+	sqlite3_stmt *sv, *fr, *tc;
+
+	if (stmt(in, "INSERT INTO softirq_vectors VALUES(?,?,?,?)", &sv) ||
+	    stmt(in, "INSERT INTO foreign_runs VALUES(?,?,?,?,?)", &fr) ||
+	    stmt(in, "INSERT INTO target_cpus VALUES(?,?,?,?)", &tc))
+		return -EIO;
+	for (size_t i = 0; i < b->n_softirq_vectors; i++) {
+		sqlite3_bind_int64(sv, 1, in->batch_row);
+		sqlite3_bind_int64(sv, 2, b->softirq_vectors[i]->cpu);
+		sqlite3_bind_int64(sv, 3, b->softirq_vectors[i]->vector);
+		sqlite3_bind_int64(sv, 4, i64(b->softirq_vectors[i]->ns));
+		if (step_done(sv))
+			return -EIO;
+	}
+	for (size_t i = 0; i < b->n_foreign_runs; i++) {
+		sqlite3_bind_int64(fr, 1, in->batch_row);
+		sqlite3_bind_int64(fr, 2, b->foreign_runs[i]->cpu);
+		sqlite3_bind_int64(fr, 3, b->foreign_runs[i]->pid);
+		sqlite3_bind_text(fr, 4, S(in, b->foreign_runs[i]->comm_str), -1, SQLITE_STATIC);
+		sqlite3_bind_int64(fr, 5, i64(b->foreign_runs[i]->ns));
+		if (step_done(fr))
+			return -EIO;
+	}
+	for (size_t i = 0; i < b->n_target_cpus; i++) {
+		bind_head(in, tc, b->target_cpus[i]->process);
+		sqlite3_bind_int64(tc, 3, b->target_cpus[i]->cpu);
+		sqlite3_bind_int64(tc, 4, i64(b->target_cpus[i]->ns));
+		if (step_done(tc))
+			return -EIO;
+	}
+	return 0;
+}
+
 static int ingest_cuda(struct ingest *in)
 {
 	const Strata__V1__Batch *b = in->b;
@@ -614,6 +657,8 @@ static int sq_ingest(struct store *base, const struct store_batch *sb)
 		err = ingest_stacks(&in);
 	if (!err)
 		err = ingest_cpu(&in);
+	if (!err)
+		err = ingest_cpu_layer(&in);
 	if (!err)
 		err = ingest_cuda(&in);
 	if (!err)
@@ -1477,6 +1522,67 @@ static int sq_thread_times(struct store *base, const struct store_filter *f,
 	return err;
 }
 
+static int cpu_time_row(void *rc, sqlite3_stmt *st)
+{
+	struct row_ctx *r = rc;
+	struct store_cpu_time c = {
+		.node = col_text(st, 0),
+		.kind = (uint32_t)sqlite3_column_int(st, 1),
+		.cpu = (uint32_t)sqlite3_column_int64(st, 2),
+		.pid = (uint32_t)sqlite3_column_int64(st, 3),
+		.vector = (uint32_t)sqlite3_column_int64(st, 4),
+		.comm = col_text(st, 5),
+		.job = col_text(st, 6),
+		.has_rank = sqlite3_column_int(st, 7),
+		.rank = sqlite3_column_int(st, 8),
+		.ns = col_u64(st, 9),
+	};
+
+	return ((store_cpu_time_fn)r->fn)(r->ctx, &c);
+}
+
+static int sq_cpu_times(struct store *base, const struct store_filter *f, store_cpu_time_fn fn,
+			void *ctx)
+{
+	struct sqlite_store *s = (struct sqlite_store *)base;
+	struct row_ctx r = { .fn = (void *)fn, .ctx = ctx };
+	/* node rows: the time range and node only */
+	struct store_filter nf = { .from_ns = f->from_ns, .to_ns = f->to_ns };
+	struct query q = { .len = 0 };
+	int err;
+
+	q_add(&q,
+	      "SELECT p.node, %u, t.cpu, p.pid, 0, p.comm, p.job, p.has_rank, p.rank, SUM(t.ns)"
+	      " FROM target_cpus t JOIN batches b ON b.id = t.batch"
+	      " JOIN processes p ON p.id = t.process WHERE 1",
+	      STORE_CPU_TARGET);
+	q_filter(&q, f, "b.end_ns");
+	q_add(&q, " GROUP BY p.id, t.cpu");
+	err = exec_query(s, &q, cpu_time_row, &r, 0);
+	for (int i = 0; !err && i < 2; i++) {
+		q = (struct query){ .len = 0 };
+		if (i == 0)
+			q_add(&q,
+			      "SELECT b.node, %u, t.cpu, t.pid, 0, t.comm, NULL, 0, 0, SUM(t.ns)"
+			      " FROM foreign_runs t JOIN batches b ON b.id = t.batch WHERE 1",
+			      STORE_CPU_FOREIGN);
+		else
+			q_add(&q,
+			      "SELECT b.node, %u, t.cpu, 0, t.vector, NULL, NULL, 0, 0, SUM(t.ns)"
+			      " FROM softirq_vectors t JOIN batches b ON b.id = t.batch WHERE 1",
+			      STORE_CPU_SOFTIRQ);
+		q_filter(&q, &nf, "b.end_ns");
+		if (f->node && f->node[0]) {
+			q_add(&q, " AND b.node = ?");
+			q_text(&q, f->node);
+		}
+		q_add(&q, i == 0 ? " GROUP BY b.node, t.cpu, t.pid, t.comm"
+				 : " GROUP BY b.node, t.cpu, t.vector");
+		err = exec_query(s, &q, cpu_time_row, &r, 0);
+	}
+	return err;
+}
+
 static int node_clock_row(void *rc, sqlite3_stmt *st)
 {
 	struct row_ctx *r = rc;
@@ -1529,6 +1635,7 @@ static const struct store_ops sqlite_ops = {
 	.stats = sq_stats,
 	.close = sq_close,
 	.thread_times = sq_thread_times,
+	.cpu_times = sq_cpu_times,
 	.node_clocks = sq_node_clocks,
 };
 

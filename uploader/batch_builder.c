@@ -692,6 +692,12 @@ static size_t row_size(enum bb_list l)
 		return sizeof(Strata__V1__NcclCollective);
 	case BB_COLL_STAT:
 		return sizeof(Strata__V1__NcclCollectiveStat);
+	case BB_SOFTIRQ:
+		return sizeof(Strata__V1__SoftirqVectorStat);
+	case BB_FOREIGN:
+		return sizeof(Strata__V1__ForeignRun);
+	case BB_TARGET_CPU:
+		return sizeof(Strata__V1__TargetCpu);
 	default:
 		return 0;
 	}
@@ -743,6 +749,15 @@ static void row_init(enum bb_list l, void *r)
 		break;
 	case BB_COLL_STAT:
 		strata__v1__nccl_collective_stat__init(r);
+		break;
+	case BB_SOFTIRQ:
+		strata__v1__softirq_vector_stat__init(r);
+		break;
+	case BB_FOREIGN:
+		strata__v1__foreign_run__init(r);
+		break;
+	case BB_TARGET_CPU:
+		strata__v1__target_cpu__init(r);
 		break;
 	default:
 		break;
@@ -925,6 +940,9 @@ static int fill_rows(struct batch_builder *bb, Strata__V1__Batch *b, struct pb_a
 	SET_LIST(nccl_comms, BB_COMM);
 	SET_LIST(nccl_collectives, BB_COLL);
 	SET_LIST(nccl_stats, BB_COLL_STAT);
+	SET_LIST(softirq_vectors, BB_SOFTIRQ);
+	SET_LIST(foreign_runs, BB_FOREIGN);
+	SET_LIST(target_cpus, BB_TARGET_CPU);
 #undef SET_LIST
 	return 0;
 }

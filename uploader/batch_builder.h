@@ -140,6 +140,9 @@ enum bb_list {
 	BB_COMM,       /* Strata__V1__NcclComm */
 	BB_COLL,       /* Strata__V1__NcclCollective */
 	BB_COLL_STAT,  /* Strata__V1__NcclCollectiveStat */
+	BB_SOFTIRQ,    /* Strata__V1__SoftirqVectorStat */
+	BB_FOREIGN,    /* Strata__V1__ForeignRun */
+	BB_TARGET_CPU, /* Strata__V1__TargetCpu */
 	BB_LIST_MAX,
 };
 

@@ -23,9 +23,25 @@ struct thread_set {
 	size_t n, cap;
 };
 
+/* A cumulative per-CPU counter (softirq vector, foreign or target
+ * process), keyed by (kind, cpu, id), for shipping window deltas. */
+enum cum_kind { CUM_SOFTIRQ, CUM_FOREIGN, CUM_TARGET };
+
+struct cum_row {
+	uint32_t kind, cpu, id;
+	uint64_t ns;
+	char comm[STRATA_COMM_LEN];
+};
+
+struct cum_set {
+	struct cum_row *v;
+	size_t n, cap;
+};
+
 struct batch_sched {
-	struct thread_set last, cur; /* last shipped (sorted); this window's */
-	uint64_t *irq_last;	     /* per CPU: [2 * cpu] hard, [2 * cpu + 1] soft */
+	struct thread_set last, cur;	  /* last shipped (sorted); this window's */
+	struct cum_set cum_last, cum_cur; /* the same for per-CPU counters */
+	uint64_t *irq_last;		  /* per CPU: [2 * cpu] hard, [2 * cpu + 1] soft */
 	uint64_t *irq_cur;
 	size_t ncpus;
 	struct strata_stack user, kern; /* an off-CPU row's stacks, for the builder */
@@ -45,6 +61,8 @@ void batch_sched__free(struct batch_sched *s)
 	free(s->cur.v);
 	free(s->irq_last);
 	free(s->irq_cur);
+	free(s->cum_last.v);
+	free(s->cum_cur.v);
 	free(s);
 }
 
@@ -262,6 +280,138 @@ static int add_offcpu(void *ctx, const struct sched_offcpu *o)
 	return 0;
 }
 
+/* ---- per-CPU counters (softirq vectors, foreign and target processes) --- */
+
+static int cum_cmp(const void *a, const void *b)
+{
+	const struct cum_row *x = a, *y = b;
+
+	if (x->kind != y->kind)
+		return x->kind < y->kind ? -1 : 1;
+	if (x->cpu != y->cpu)
+		return x->cpu < y->cpu ? -1 : 1;
+	if (x->id != y->id)
+		return x->id < y->id ? -1 : 1;
+	return 0;
+}
+
+static int cum_add(struct batch_sched *s, uint32_t kind, uint32_t cpu, uint32_t id, uint64_t ns,
+		   const char *comm)
+{
+	struct cum_set *set = &s->cum_cur;
+	struct cum_row *r;
+
+	if (set->n == BATCH_SCHED_MAX_CPU_ROWS) {
+		s->st.cpu_rows_over++;
+		return 0;
+	}
+	if (set->n == set->cap) {
+		size_t cap = set->cap ? set->cap * 2 : 256;
+		void *v = realloc(set->v, cap * sizeof(*set->v));
+
+		if (!v)
+			return -ENOMEM;
+		set->v = v;
+		set->cap = cap;
+	}
+	r = &set->v[set->n++];
+	*r = (struct cum_row){ .kind = kind, .cpu = cpu, .id = id, .ns = ns };
+	if (comm) {
+		memcpy(r->comm, comm, sizeof(r->comm));
+		r->comm[sizeof(r->comm) - 1] = 0;
+	}
+	return 0;
+}
+
+static int collect_foreign(void *ctx, const struct strata_foreign_key *k,
+			   const struct strata_foreign_val *v)
+{
+	return cum_add(ctx, CUM_FOREIGN, k->cpu, k->tgid, v->ns, v->comm);
+}
+
+static int collect_target(void *ctx, const struct strata_foreign_key *k,
+			  const struct strata_foreign_val *v)
+{
+	return cum_add(ctx, CUM_TARGET, k->cpu, k->tgid, v->ns, v->comm);
+}
+
+/* One window delta as its wire row. */
+static int add_cum_row(struct batch_sched *s, struct batch_builder *bb, const struct cum_row *r,
+		       uint64_t d)
+{
+	if (r->kind == CUM_SOFTIRQ) {
+		Strata__V1__SoftirqVectorStat *row = batch_builder__row(bb, BB_SOFTIRQ);
+
+		if (!row)
+			return 0; /* counted by the builder */
+		row->cpu = r->cpu;
+		row->vector = r->id;
+		row->ns = d;
+	} else if (r->kind == CUM_FOREIGN) {
+		Strata__V1__ForeignRun *row = batch_builder__row(bb, BB_FOREIGN);
+		uint32_t comm = batch_builder__string(bb, r->comm);
+
+		if (comm == UINT32_MAX)
+			return -ENOMEM;
+		if (!row)
+			return 0;
+		row->cpu = r->cpu;
+		row->pid = r->id;
+		row->comm_str = comm;
+		row->ns = d;
+	} else {
+		struct bb_process fb = { .pid = r->id,
+					 .comm = r->comm,
+					 .rank = -1,
+					 .local_rank = -1,
+					 .world_size = -1 };
+		int64_t proc = batch_builder__process_tgid(bb, r->id, &fb);
+		Strata__V1__TargetCpu *row;
+
+		if (proc < 0)
+			return (int)proc;
+		row = batch_builder__row(bb, BB_TARGET_CPU);
+		if (!row)
+			return 0;
+		row->process = (uint32_t)proc;
+		row->cpu = r->cpu;
+		row->ns = d;
+	}
+	s->st.records++;
+	return 0;
+}
+
+/* Ships every per-CPU counter's delta since the last window.  Call after
+ * add_irq (which collects the softirq vectors into cum_cur). */
+static int add_cum(struct batch_sched *s, struct batch_builder *bb, struct sched_collector *c)
+{
+	struct cum_set tmp;
+	int n = sched_collector__foreign(c, false, collect_foreign, s);
+
+	if (n >= 0)
+		n = sched_collector__foreign(c, true, collect_target, s);
+	if (n < 0)
+		return n;
+	qsort(s->cum_cur.v, s->cum_cur.n, sizeof(*s->cum_cur.v), cum_cmp);
+	for (size_t i = 0; i < s->cum_cur.n; i++) {
+		const struct cum_row *r = &s->cum_cur.v[i];
+		const struct cum_row *last = s->cum_last.n
+						     ? bsearch(r, s->cum_last.v, s->cum_last.n,
+							       sizeof(*s->cum_last.v), cum_cmp)
+						     : NULL;
+		uint64_t d = delta(r->ns, last ? last->ns : 0);
+		int err = d ? add_cum_row(s, bb, r, d) : 0;
+
+		if (err)
+			return err;
+	}
+	tmp = s->cum_last;
+	s->cum_last = s->cum_cur;
+	s->cum_cur = tmp;
+	s->cum_cur.n = 0;
+	return 0;
+}
+
 /* ---- irq --------------------------------------------------------------- */
 
 static int grow_irq(struct batch_sched *s, size_t ncpus)
@@ -289,17 +439,17 @@ static int sum_irq(void *ctx, uint32_t cpu, bool softirq, uint32_t vector, uint6
 	struct batch_sched *s = ctx;
 	int err = grow_irq(s, (size_t)cpu + 1);
 
-	(void)vector;
 	if (err)
 		return err;
 	s->irq_cur[2 * cpu + softirq] += ns;
-	return 0;
+	return softirq ? cum_add(s, CUM_SOFTIRQ, cpu, vector, ns, NULL) : 0;
 }
 
 static int add_irq(struct batch_sched *s, struct batch_builder *bb, struct sched_collector *c)
 {
 	int err;
 
+	s->cum_cur.n = 0; /* softirq vectors are its first rows */
 	if (s->ncpus)
 		memset(s->irq_cur, 0, 2 * s->ncpus * sizeof(*s->irq_cur));
 	err = sched_collector__irq(c, sum_irq, s);
@@ -337,6 +487,8 @@ int batch_sched__add(struct batch_sched *s, struct batch_builder *bb, struct sch
 	}
 	if (!err)
 		err = add_irq(s, bb, c);
+	if (!err)
+		err = add_cum(s, bb, c);
 	return err;
 }
 

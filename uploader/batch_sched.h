@@ -11,6 +11,11 @@
  * reused tid starts afresh) and per CPU.  The off-CPU aggregate is drained
  * (removed) by the collector, so its rows are already per window.  Bounded:
  * threads beyond BATCH_SCHED_MAX_THREADS are not shipped and counted.
+ *
+ * CPU layer (issue 7): SoftirqVectorStat (per CPU and vector), ForeignRun
+ * (non-target processes on the targets' CPUs) and TargetCpu (each target
+ * process's on-CPU time per CPU), deltas of cumulative per-CPU counters
+ * bounded by BATCH_SCHED_MAX_CPU_ROWS.
  */
 #ifndef STRATA_UPLOADER_BATCH_SCHED_H
 #define STRATA_UPLOADER_BATCH_SCHED_H
@@ -19,6 +24,8 @@
 #include "uploader/batch_builder.h"
 
 #define BATCH_SCHED_MAX_THREADS 131072 /* > the collector's live + retired bounds */
+/* > softirq vectors x CPUs + the foreign and target_cpu maps (4096 each) */
+#define BATCH_SCHED_MAX_CPU_ROWS 65536
 
 struct batch_sched;
 
@@ -27,6 +34,7 @@ struct batch_sched_stats {
 	uint64_t
 		stacks_dropped; /* off-CPU rows over the batch's stack bound (row kept, no stack) */
 	uint64_t threads_over;	/* thread rows not shipped: state table full */
+	uint64_t cpu_rows_over; /* per-CPU counter rows not shipped: table full */
 };
 
 struct batch_sched *batch_sched__new(void);

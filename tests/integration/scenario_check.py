@@ -128,6 +128,15 @@ def check_straggler(sc, args):
     if not finds or finds[0]['layer'] != layer:
         fail('want layer %s first in the findings of rank %d: %s' % (layer, rank, finds))
     top = finds[0]
+    for want in args.want_finding or []:
+        metric, _, evidence = want.partition(':')
+        hit = [f for f in finds if f['metric'] in metric.split(',') and
+               any(evidence in e for e in f.get('evidence', []))]
+        if not hit:
+            fail('want finding %s with evidence naming %r among rank %d\'s: %s' %
+                 (metric, evidence, rank, finds))
+        print('finding: %s %.3f vs peers %.3f: %s' %
+              (hit[0]['metric'], hit[0]['value'], hit[0]['peer_median'], hit[0]['evidence']))
     metrics = sc.get('/metrics')
     if not re.search(r'^strata_straggler_confirmed\{job="%s",[^}]*rank="%d"[^}]*\} 1$' %
                      (re.escape(sc.job), rank), metrics, re.M):
@@ -198,6 +207,9 @@ def main():
     p.add_argument('--window-ms', type=int, default=2000)
     p.add_argument('--timeout', type=float, default=40, help='seconds after the onset')
     p.add_argument('--name', default=None)
+    p.add_argument('--want-finding', action='append',
+                   help='METRIC[,METRIC...]:EVIDENCE, a finding of the straggler rank (one '
+                   'of the metrics) whose evidence contains EVIDENCE')
     p.add_argument('mode', choices=('straggler', 'leak', 'none'))
     p.add_argument('rank', type=int, nargs='?')
     p.add_argument('layer', nargs='?')

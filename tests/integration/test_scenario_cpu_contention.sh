@@ -20,10 +20,16 @@ sleep "$(python3 -c "import time; print(max(0, $onset - time.time()))")"
 # higher priority: its autogroup at nice $HOG_NICE (set from inside, after
 # setsid, so no other session is touched).
 setsid taskset -c 1 sh -c '[ -w /proc/self/autogroup ] && echo "$2" > /proc/self/autogroup
-	for i in $(seq "$1"); do (while :; do :; done) & done; wait' _ "$HOG_THREADS" "$HOG_NICE" &
+	for i in $(seq "$1"); do (printf %s strata-hog > /proc/self/comm; while :; do :; done) & done; wait' _ "$HOG_THREADS" "$HOG_NICE" &
 HOG_PID=$!
 trap 'kill -- -$HOG_PID 2> /dev/null; scenario_cleanup' EXIT
-scenario_check --name cpu_contention straggler 3 cpu
+# CPU layer evidence (issue 7): the hog (comm strata-hog) named among the
+# other processes on rank 3's CPUs (ForeignRun rows charged by TargetCpu),
+# as foreign_cpu_share's evidence or runnable_share's (both cite them;
+# foreign_cpu_share alone misses the score bar in some runs, its peers'
+# share on CPU 0 varying).
+scenario_check --name cpu_contention --want-finding foreign_cpu_share,runnable_share:strata-hog \
+	straggler 3 cpu
 # The hog's CPU seconds (every process of its session): it must have run.
 # The hog's CPU time (utime + stime of every process of its session): it
 # must have run, most of CPU 1 since the onset.
