@@ -1,9 +1,11 @@
 # server/store_clickhouse.c against a real ClickHouse (Debian's 18.16,
 # started privately): synthetic batches through the store interface, every
 # query, filters, exactly-once ingest, leaks, tally, events, retention by
-# partition, concurrent ingest (tests/unit/test_store_clickhouse.c).
+# partition, concurrent ingest (tests/unit/test_store_clickhouse.c), and
+# the diagnosis inputs (test_store_diag_inputs.c, test_store_cpu_layer.c).
 source "$(dirname "$0")/lib.sh"
 source "$ROOT/tests/integration/clickhouse.sh"
 ch_start
 ch_run_unit test_store_clickhouse
 ch_run_unit test_store_diag_inputs
+ch_run_unit test_store_cpu_layer
