@@ -16,6 +16,27 @@
 #ifndef STRATA_BPF_GENERATION_BPF_H
 #define STRATA_BPF_GENERATION_BPF_H
 
+/*
+ * A double-buffered hash: name0 and name1 (struct name##_map, which user
+ * space sizes and clears by those names) behind the ARRAY_OF_MAPS name,
+ * indexed by generation.
+ */
+#define STRATA_GENERATION_MAPS(name, key_type, value_type, entries) \
+	struct name##_map {                                         \
+		__uint(type, BPF_MAP_TYPE_HASH);                    \
+		__uint(max_entries, entries);                       \
+		__type(key, key_type);                              \
+		__type(value, value_type);                          \
+	} name##0 SEC(".maps"), name##1 SEC(".maps");               \
+	struct {                                                    \
+		__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);           \
+		__uint(max_entries, STRATA_GENERATIONS);            \
+		__type(key, __u32);                                 \
+		__array(values, struct name##_map);                 \
+	} name SEC(".maps") = {                                     \
+		.values = { &name##0, &name##1 },                   \
+	}
+
 /* Generation BPF writes to; flipped by user space through the mmap'd .bss. */
 __u32 gen;
 

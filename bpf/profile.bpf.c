@@ -34,39 +34,11 @@ const volatile bool want_python = false; /* walk CPython frames (issue 4) */
 			bpf_printk(fmt, ##__VA_ARGS__); \
 	} while (0)
 
-struct counts_map {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, struct strata_stack_key);
-	__type(value, struct strata_stack_count);
-} counts0 SEC(".maps"), counts1 SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
-	__uint(max_entries, STRATA_GENERATIONS);
-	__type(key, __u32);
-	__array(values, struct counts_map);
-} counts SEC(".maps") = {
-	.values = { &counts0, &counts1 },
-};
+STRATA_GENERATION_MAPS(counts, struct strata_stack_key, struct strata_stack_count, 16384);
 
 /* Stacks are per generation too: a drained generation's stacks can be freed
  * without invalidating ids the other generation still refers to. */
-struct stacks_map {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 8192);
-	__type(key, __u64);
-	__type(value, struct strata_stack);
-} stacks0 SEC(".maps"), stacks1 SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
-	__uint(max_entries, STRATA_GENERATIONS);
-	__type(key, __u32);
-	__array(values, struct stacks_map);
-} stacks SEC(".maps") = {
-	.values = { &stacks0, &stacks1 },
-};
+STRATA_GENERATION_MAPS(stacks, __u64, struct strata_stack, 8192);
 
 /* Per-CPU scratch: a stack_trace is too big for the 512-byte BPF stack. */
 struct {
@@ -152,21 +124,7 @@ struct {
 
 /* --- Python frames (issue 4; the walker is bpf/python_walk.h) --- */
 
-struct py_stacks_map {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 8192);
-	__type(key, __u64);
-	__type(value, struct strata_py_stack);
-} py_stacks0 SEC(".maps"), py_stacks1 SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
-	__uint(max_entries, STRATA_GENERATIONS);
-	__type(key, __u32);
-	__array(values, struct py_stacks_map);
-} py_stacks SEC(".maps") = {
-	.values = { &py_stacks0, &py_stacks1 },
-};
+STRATA_GENERATION_MAPS(py_stacks, __u64, struct strata_py_stack, 8192);
 
 /* Per CPU: tags of code objects seen lately (a direct-mapped cache): a
  * stack with a code object missing here is sent to user space at once,

@@ -58,21 +58,7 @@ struct {
 
 /* Off-CPU time by (thread, reason, stacks): drained every window, so
  * double buffered (bpf/generation.bpf.h). */
-struct offcpu_map {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, struct strata_offcpu_key);
-	__type(value, struct strata_offcpu_val);
-} offcpu0 SEC(".maps"), offcpu1 SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
-	__uint(max_entries, STRATA_GENERATIONS);
-	__type(key, __u32);
-	__array(values, struct offcpu_map);
-} offcpu SEC(".maps") = {
-	.values = { &offcpu0, &offcpu1 },
-};
+STRATA_GENERATION_MAPS(offcpu, struct strata_offcpu_key, struct strata_offcpu_val, 16384);
 
 struct {
 	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
