@@ -22,6 +22,7 @@
 #include <cmocka.h>
 
 #include "server/store.h"
+#include "tests/unit/store_test_util.h"
 
 #define NS 1000000000ULL
 #define T0 (1709294400ULL * NS)
@@ -308,35 +309,14 @@ static void check_store(struct store *st)
 
 static void test_sqlite(void **state)
 {
-	char dir[] = "/tmp/strata-diagin-XXXXXX", spec[600], cmd[700], err[256];
-	struct store *st;
-
 	(void)state;
-	assert_non_null(mkdtemp(dir));
-	snprintf(spec, sizeof(spec), "sqlite:%s/db", dir);
-	st = store__open(spec, err, sizeof(err));
-	assert_non_null(st);
-	check_store(st);
-	store__close(st);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	assert_int_equal(system(cmd), 0);
+	check_on_sqlite(check_store);
 }
 
 static void test_clickhouse(void **state)
 {
-	const char *url = getenv("STRATA_TEST_CLICKHOUSE");
-	char spec[256], err[512] = "";
-	struct store *st;
-
 	(void)state;
-	if (!url || strncmp(url, "http://", 7))
-		skip();
-	snprintf(spec, sizeof(spec), "clickhouse://%s/strata_diagin_%d", url + 7, (int)getpid());
-	st = store_clickhouse__open(spec, err, sizeof(err));
-	if (!st)
-		fail_msg("%s: %s", spec, err);
-	check_store(st);
-	store__close(st);
+	check_on_clickhouse(check_store, "strata_diagin");
 }
 
 int main(void)
