@@ -70,8 +70,7 @@ static int write_gpu_period(struct session *s, const char *base)
 
 	if (!s->gpu)
 		return 0;
-	gpu__drain(s->gpu);
-	d = gpu__data(s->gpu);
+	d = gpu__data(s->gpu); /* drained by session__take_profile, inside its bracket */
 	if (snprintf(path, sizeof(path), "%s.gpu-tally.txt", base) >= (int)sizeof(path))
 		return -ENAMETOOLONG;
 	err = gpu_data__write_file(d, path, gpu_data__write_tally);
