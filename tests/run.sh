@@ -2,7 +2,19 @@
 # The whole suite: cmocka unit tests (built under ASan/UBSan), then the
 # integration scripts in tests/integration/ (each one test: exit 0 passes,
 # 77 skips, anything else fails).  Ends with "N passed, N failed, N skipped".
+# Arguments, if any, are name patterns (shell globs): only the unit binaries
+# and integration scripts whose names match run.
 set -u
+selected() { # NAME: true if no pattern was given or one matches
+	[ ${#patterns[@]} -eq 0 ] && return 0
+	local p
+	for p in "${patterns[@]}"; do
+		# shellcheck disable=SC2053
+		[[ $1 == $p ]] && return 0
+	done
+	return 1
+}
+patterns=("$@")
 cd "$(dirname "$0")/.."
 passed=0 failed=0 skipped=0
 failures=()
@@ -12,6 +24,7 @@ mkdir -p "$log"
 for t in build/tests/test_*; do
 	[ -x "$t" ] || continue
 	name=$(basename "$t")
+	selected "$name" || continue
 	out=$("$t" 2>&1)
 	rc=$?
 	printf '%s\n' "$out" > "$log/$name.log"
@@ -29,8 +42,12 @@ done
 for t in tests/integration/test_*.sh; do
 	[ -f "$t" ] || continue
 	name=$(basename "$t" .sh)
+	selected "$name" || continue
 	start=$(date +%s)
-	bash "$t" > "$log/$name.log" 2>&1
+	# One integration test at a time on this machine, across checkouts:
+	# they load BPF programs and measure timing, and two at once on a
+	# small machine make each other's sample counts and lags wrong.
+	flock "${STRATA_TEST_LOCK:-/tmp/strata-integration.lock}" bash "$t" > "$log/$name.log" 2>&1
 	rc=$?
 	secs=$(( $(date +%s) - start ))
 	case $rc in
