@@ -20,17 +20,17 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#include "agent/clock.h"
 #include "agent/gpu_budget.h"
 #include "agent/gpu_elf.h"
 #include "agent/gpu_leaks.h"
 #include "agent/gpu_libs.h"
 #include "agent/gpu_names.h"
 #include "agent/gpu_tables.h"
-#include "agent/log.h"
 #include "agent/proc_maps.h"
 #include "agent/resolve.h"
 #include "agent/uprobe_multi.h"
+#include "lib/clock.h"
+#include "lib/log.h"
 #include "gpu.skel.h"
 
 #define GPU_MAX_FILES 64

@@ -12,8 +12,8 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#include "agent/log.h"
 #include "agent/map_drain.h"
+#include "lib/log.h"
 #include "profile.skel.h"
 
 struct sampler {

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/log.h"
 #include "agent/map_drain.h"
+#include "lib/log.h"
 #include "sched.skel.h"
 
 /* Threads that exited, taken out of the BPF map: their final counters. */

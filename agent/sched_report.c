@@ -4,7 +4,7 @@
 #include <errno.h>
 #include <inttypes.h>
 
-#include "agent/json_str.h"
+#include "lib/json_str.h"
 
 struct report {
 	FILE *out;

@@ -12,8 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/clock.h"
-#include "agent/log.h"
+#include "lib/clock.h"
+#include "lib/log.h"
 
 static void unwind_maps_read(void *ctx, uint64_t mm_id, const struct proc_mapping *maps, size_t n)
 {

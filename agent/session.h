@@ -15,12 +15,12 @@
 #include "agent/gpu.h"
 #include "agent/modules.h"
 #include "agent/proc_tracker.h"
-#include "agent/profile.h"
 #include "agent/python.h"
 #include "agent/resolve.h"
 #include "agent/sampler.h"
 #include "agent/sched_collector.h"
 #include "agent/unwind_loader.h"
+#include "lib/profile.h"
 #include "symbolize/symbolize.h"
 
 struct session_opts {

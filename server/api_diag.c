@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/clock.h"
 #include "diagnose/breakdown.h"
+#include "lib/clock.h"
 #include "server/diag_engine.h"
 #include "server/diag_inputs.h"
 #include "server/server.h"

@@ -9,7 +9,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "agent/clock.h"
+#include "lib/clock.h"
 #include "server/server.h"
 #include "symbolize/buildid.h"
 

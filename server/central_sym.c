@@ -11,10 +11,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "agent/profile.h"
+#include "lib/hash.h"
+#include "lib/profile.h"
 #include "symbolize/buildid.h"
 #include "symbolize/debuginfod.h"
-#include "symbolize/hash.h"
 #include "symbolize/symbolize.h"
 
 #define STACK_CACHE_ENTRIES (256u * 1024)

@@ -43,7 +43,7 @@ enum store_frame_kind {
 
 struct store_frame {
 	uint32_t kind;	      /* enum store_frame_kind */
-	uint32_t flags;	      /* PROFILE_FRAME_* (agent/profile.h) | STORE_FRAME_RETURN */
+	uint32_t flags;	      /* PROFILE_FRAME_* (lib/profile.h) | STORE_FRAME_RETURN */
 	const char *func;     /* NULL when unresolved (never a nearby wrong name) */
 	const char *file;     /* NULL when unknown */
 	uint32_t line;	      /* 0 when unknown */

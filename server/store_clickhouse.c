@@ -30,9 +30,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/hash.h"
 #include "server/clickhouse_http.h"
 #include "server/store.h"
-#include "symbolize/hash.h"
 
 #define POOL_MAX 8		    /* connections (one query each at a time) */
 #define INFLIGHT_MAX 64		    /* concurrent ingests */

@@ -17,9 +17,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "agent/profile.h"
+#include "lib/hash.h"
+#include "lib/profile.h"
 #include "server/store.h"
-#include "symbolize/hash.h"
 
 #define NREADERS 3
 #define MAX_STMTS 32

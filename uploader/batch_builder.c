@@ -10,8 +10,8 @@
 #include <zstd.h>
 
 #include "agent/py_stitch.h"
+#include "lib/hash.h"
 #include "symbolize/buildid.h"
-#include "symbolize/hash.h"
 #include "uploader/proc_labels.h"
 
 #include "strata.pb-c.h"

@@ -17,11 +17,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "agent/profile.h"
 #include "agent/proc_tracker.h"
 #include "agent/python.h"
 #include "agent/sampler.h"
 #include "agent/unwind_loader.h"
+#include "lib/profile.h"
 #include "symbolize/symbolize.h"
 
 #include "strata.pb-c.h"

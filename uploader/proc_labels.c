@@ -7,8 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "lib/clock.h"
 
 #define ENV_MAX (256 * 1024) /* environ bytes read at most */
 
@@ -37,12 +38,9 @@ static ssize_t read_file(const char *path, char *buf, size_t sz)
 /* CLOCK_REALTIME minus CLOCK_BOOTTIME: start times are boot-relative. */
 static uint64_t boot_epoch_ns(void)
 {
-	struct timespec rt, bt;
+	uint64_t rt = realtime_ns();
 
-	clock_gettime(CLOCK_REALTIME, &rt);
-	clock_gettime(CLOCK_BOOTTIME, &bt);
-	return ((uint64_t)rt.tv_sec - (uint64_t)bt.tv_sec) * 1000000000ull + (uint64_t)rt.tv_nsec -
-	       (uint64_t)bt.tv_nsec;
+	return rt - boottime_ns();
 }
 
 static int read_stat(uint32_t pid, struct proc_labels *o)

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/log.h"
+#include "lib/log.h"
 #include "uploader/batch_sched.h"
 
 struct shipper {

@@ -26,7 +26,7 @@ echo "  FUZZ-CC  $out/fuzz_proc_maps"
 $clang $cflags tests/fuzz/fuzz_proc_maps.c agent/proc_maps.c \
 	-o "$out/fuzz_proc_maps"
 echo "  FUZZ-CC  $out/fuzz_py_linetable"
-$clang $cflags tests/fuzz/fuzz_py_linetable.c unwind/python_lines.c agent/python_symbols.c \
+$clang $cflags tests/fuzz/fuzz_py_linetable.c unwind/python_lines.c agent/python_symbols.c lib/utf8.c \
 	agent/proc_mem.c -o "$out/fuzz_py_linetable"
 echo "  FUZZ-CC  $out/fuzz_unwind_table"
 $clang $cflags tests/fuzz/fuzz_unwind_table.c unwind/*.c \

@@ -163,12 +163,4 @@ static inline int profile_frame__unresolved(const struct profile_frame *f)
 	return !f->func || !f->func[0] || (f->flags & PROFILE_FRAME_UNRESOLVED);
 }
 
-/*
- * Decodes one UTF-8 code point from NUL-terminated s (which must not
- * point at the NUL).  Returns the bytes consumed (1..4); an invalid,
- * overlong, surrogate or truncated sequence consumes one byte and yields
- * U+FFFD, so a caller can always make progress.
- */
-size_t profile__utf8_next(const char *s, uint32_t *cp);
-
 #endif /* STRATA_PROFILE_H */

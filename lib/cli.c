@@ -1,13 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "agent/cli.h"
+#include "lib/cli.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
-
-#include "agent/session.h"
 
 int cli_parse_u32(const char *arg, uint32_t max, uint32_t *out)
 {
@@ -40,28 +38,6 @@ int cli_parse_pids(const char *arg, uint32_t *pids, size_t *n, size_t max)
 		p = end;
 	}
 	return *n ? 0 : -EINVAL;
-}
-
-int cli_common_opt(int c, const char *arg, struct session_opts *opts, uint32_t *pids)
-{
-	struct sampler_opts *so = &opts->sampler;
-
-	switch (c) {
-	case 'F':
-		return cli_parse_u32(arg, 100000, &so->freq_hz) ? -EINVAL : 1;
-	case 'p':
-		if (cli_parse_pids(arg, pids, &opts->npids, CLI_MAX_PIDS))
-			return -EINVAL;
-		opts->pids = pids;
-		so->filter = STRATA_FILTER_TGIDS;
-		return 1;
-	case 'G':
-		so->cgroup = arg;
-		so->filter = STRATA_FILTER_CGROUP;
-		return 1;
-	default:
-		return 0;
-	}
 }
 
 const char *cli_option_name(int c, const struct option *longopts, char *buf, size_t n)

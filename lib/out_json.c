@@ -8,8 +8,8 @@
 #include <inttypes.h>
 #include <stdlib.h>
 
-#include "agent/json_str.h"
-#include "agent/profile.h"
+#include "lib/json_str.h"
+#include "lib/profile.h"
 
 #define JSON_VERSION 1
 

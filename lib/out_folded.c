@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/profile.h"
+#include "lib/profile.h"
 
 struct folded_line {
 	size_t off;	  /* into the text buffer, while it may still move */

@@ -1,22 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Option parsing shared by `strata record` and strata-agent. */
+/* Option parsing helpers shared by every command (strata, strata-agent,
+ * strata-server). */
 #ifndef STRATA_CLI_H
 #define STRATA_CLI_H
 
 #include <stddef.h>
 #include <stdint.h>
-
-#define CLI_MAX_PIDS 256
-#define CLI_MAX_GPU_LIBS 16 /* --gpu-lib (GPU layer) */
-
-struct session_opts;
-
-/*
- * The target and rate options every command takes: -F HZ, -p PID[,PID],
- * -G CGROUP_DIR.  pids (CLI_MAX_PIDS long) backs opts->pids.  Returns 1 when
- * c was one of them, 0 when it was not, -EINVAL for a bad value.
- */
-int cli_common_opt(int c, const char *arg, struct session_opts *opts, uint32_t *pids);
 
 /* Parses a comma-separated pid list into pids (appending at *n).  0/-EINVAL. */
 int cli_parse_pids(const char *arg, uint32_t *pids, size_t *n, size_t max);

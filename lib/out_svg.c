@@ -13,7 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/profile.h"
+#include "lib/profile.h"
+#include "lib/utf8.h"
 
 #define SVG_WIDTH 1200
 #define SVG_MIN_WIDTH_PX 0.1
@@ -243,7 +244,7 @@ static size_t cp_count(const char *s)
 	uint32_t cp;
 
 	while (*s) {
-		s += profile__utf8_next(s, &cp);
+		s += utf8_next(s, &cp);
 		n++;
 	}
 	return n;
@@ -259,7 +260,7 @@ static void xml_put(FILE *out, const char *s, size_t max)
 {
 	for (size_t i = 0; *s && i < max; i++) {
 		uint32_t cp;
-		size_t n = profile__utf8_next(s, &cp);
+		size_t n = utf8_next(s, &cp);
 
 		switch (cp) {
 		case '&':

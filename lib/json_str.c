@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "agent/json_str.h"
+#include "lib/json_str.h"
 
 #include <inttypes.h>
 
-#include "agent/profile.h"
+#include "lib/utf8.h"
 
 /* A JSON string (or null): always valid UTF-8, whatever s holds. */
 void json_write_str(FILE *out, const char *s)
@@ -15,7 +15,7 @@ void json_write_str(FILE *out, const char *s)
 	fputc('"', out);
 	while (*s) {
 		uint32_t cp;
-		size_t n = profile__utf8_next(s, &cp);
+		size_t n = utf8_next(s, &cp);
 
 		switch (cp) {
 		case '"':

@@ -15,7 +15,4 @@ void log_msg(enum log_level lvl, const char *fmt, ...) __attribute__((format(pri
 #define pr_info(...) log_msg(LOG_INFO, __VA_ARGS__)
 #define pr_debug(...) log_msg(LOG_DEBUG, __VA_ARGS__)
 
-/* Routes libbpf's own messages here (its debug output only at LOG_DEBUG). */
-void log_route_libbpf(void);
-
 #endif /* STRATA_LOG_H */

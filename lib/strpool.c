@@ -5,9 +5,9 @@
  * never freed one by one: their addresses are handed out as "valid until
  * symbolizer__free".
  */
-#include "symbolize/strpool.h"
+#include "lib/strpool.h"
 
-#include "symbolize/hash.h"
+#include "lib/hash.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -15,12 +15,12 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "agent/profile.h"
-#include "symbolize/hash.h"
-#include "symbolize/strpool.h"
+#include "lib/clock.h"
+#include "lib/hash.h"
+#include "lib/profile.h"
+#include "lib/strpool.h"
 
 #define ARENA_MIN_BLOCK (64u * 1024)
 #define ARENA_MAX_BLOCK (4u * 1024 * 1024)
@@ -460,46 +460,6 @@ const char **profile__display_names(const struct profile *p)
 	return names;
 }
 
-size_t profile__utf8_next(const char *s, uint32_t *cp)
-{
-	const unsigned char *b = (const unsigned char *)s;
-	uint32_t c = b[0], min;
-	size_t n;
-
-	if (c < 0x80) {
-		*cp = c;
-		return 1;
-	}
-	if (c >= 0xc2 && c <= 0xdf) {
-		n = 2;
-		c &= 0x1f;
-		min = 0x80;
-	} else if (c >= 0xe0 && c <= 0xef) {
-		n = 3;
-		c &= 0x0f;
-		min = 0x800;
-	} else if (c >= 0xf0 && c <= 0xf4) {
-		n = 4;
-		c &= 0x07;
-		min = 0x10000;
-	} else {
-		goto bad;
-	}
-	/* a NUL is not a continuation byte, so this never reads past it */
-	for (size_t i = 1; i < n; i++) {
-		if ((b[i] & 0xc0) != 0x80)
-			goto bad;
-		c = (c << 6) | (b[i] & 0x3f);
-	}
-	if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
-		goto bad;
-	*cp = c;
-	return n;
-bad:
-	*cp = 0xfffd;
-	return 1;
-}
-
 /* --- writing a file ---------------------------------------------------- */
 
 typedef int (*encoder_fn)(const struct profile *p, FILE *out, const char *title);
@@ -546,14 +506,13 @@ static encoder_fn encoder_for(const char *path)
  */
 static int open_temp(const char *path, char *tmp, size_t sz)
 {
-	struct timespec ts;
+	uint64_t seed = mono_ns();
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
 	for (int attempt = 0; attempt < 100; attempt++) {
 		int fd, n;
 
 		n = snprintf(tmp, sz, "%s.tmp.%ld.%lx", path, (long)getpid(),
-			     (unsigned long)(ts.tv_nsec + attempt));
+			     (unsigned long)(seed + attempt));
 		if (n < 0 || (size_t)n >= sz)
 			return -ENAMETOOLONG;
 		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);

@@ -21,7 +21,7 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "agent/profile.h"
+#include "lib/profile.h"
 #include "profile.pb-c.h"
 
 struct pp_map {
