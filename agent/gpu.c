@@ -30,6 +30,7 @@
 #include "agent/resolve.h"
 #include "agent/uprobe_multi.h"
 #include "lib/clock.h"
+#include "lib/enum_names.h"
 #include "lib/log.h"
 #include "gpu.skel.h"
 
@@ -1545,7 +1546,8 @@ void gpu__report(struct gpu *g)
 		return;
 	fprintf(stderr, "  gpu.bpf:");
 	for (int i = 0; i < GPU_CNT_MAX; i++)
-		fprintf(stderr, " %s=%llu", gpu_counter_name(i), (unsigned long long)d->bpf[i]);
+		fprintf(stderr, " %s=%llu", strata_gpu_counter_name(i),
+			(unsigned long long)d->bpf[i]);
 	fprintf(stderr,
 		"\n  gpu: links=%llu attach_failed=%llu files_attached=%llu targets=%llu "
 		"watched=%llu exits=%llu scans=%llu bpf_targets=%llu bpf_allocs=%llu "

@@ -85,8 +85,6 @@ void sampler__filter_maps(const struct sampler *s, int *targets_fd, int *cgroup_
 void sampler__unwind_maps(const struct sampler *s, int *rows_fd, uint32_t *max_rows, int *procs_fd);
 /* Per-reason unwinder counters summed over CPUs (UNWIND_ERR_MAX entries). */
 void sampler__unwind_counters(const struct sampler *s, uint64_t *out);
-const char *sampler__unwind_counter_name(enum unwind_err e);
-const char *sampler__counter_name(enum strata_counter c);
 
 /* Python (issue 4): the descriptor map the agent fills (keyed by mm_id),
  * and the walker's per-reason counters summed over CPUs (STRATA_PY_ERR_MAX). */
@@ -95,6 +93,5 @@ void sampler__py_counters(const struct sampler *s, uint64_t *out);
 /* The Python stack id of generation gen (a PROC_EV_PY_STACK event's), read
  * before that generation is drained: 0, or -errno (drained meanwhile). */
 int sampler__py_stack(struct sampler *s, uint32_t gen, uint64_t id, struct strata_py_stack *buf);
-const char *sampler__py_counter_name(enum strata_py_err e);
 
 #endif /* STRATA_SAMPLER_H */

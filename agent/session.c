@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "lib/clock.h"
+#include "lib/enum_names.h"
 #include "lib/log.h"
 
 static void unwind_maps_read(void *ctx, uint64_t mm_id, const struct proc_mapping *maps, size_t n)
@@ -404,7 +405,7 @@ void session__report(struct session *s, const struct profile *p)
 	if (!log_enabled(LOG_INFO))
 		return;
 	for (int i = 0; i < STRATA_CNT_MAX; i++)
-		fprintf(stderr, "  bpf.%s=%llu\n", sampler__counter_name(i),
+		fprintf(stderr, "  bpf.%s=%llu\n", strata_sampler_counter_name(i),
 			(unsigned long long)st.counters[i]);
 	fprintf(stderr,
 		"  drains=%llu drain_wait_timeouts=%llu stacks_missing=%llu samples_dropped=%llu "
@@ -433,7 +434,7 @@ void session__report(struct session *s, const struct profile *p)
 		sampler__unwind_counters(s->sampler, uc);
 		fprintf(stderr, "  unwind:");
 		for (int i = 0; i < UNWIND_ERR_MAX; i++)
-			fprintf(stderr, " %s=%llu", sampler__unwind_counter_name(i),
+			fprintf(stderr, " %s=%llu", strata_unwind_counter_name(i),
 				(unsigned long long)uc[i]);
 		unwind_loader__stats(s->unwind, &ul);
 		fprintf(stderr,
@@ -456,7 +457,7 @@ void session__report(struct session *s, const struct profile *p)
 		sampler__py_counters(s->sampler, pc);
 		fprintf(stderr, "  python:");
 		for (int i = 0; i < STRATA_PY_ERR_MAX; i++)
-			fprintf(stderr, " %s=%llu", sampler__py_counter_name(i),
+			fprintf(stderr, " %s=%llu", strata_py_counter_name(i),
 				(unsigned long long)pc[i]);
 		python__symbol_stats(s->python, &sy);
 		fprintf(stderr,
@@ -486,7 +487,7 @@ void session__report(struct session *s, const struct profile *p)
 		sched_collector__counters(s->sched, sc);
 		fprintf(stderr, "  sched:");
 		for (int i = 0; i < STRATA_SCHED_CNT_MAX; i++)
-			fprintf(stderr, " %s=%llu", sched_collector__counter_name(i),
+			fprintf(stderr, " %s=%llu", strata_sched_counter_name(i),
 				(unsigned long long)sc[i]);
 		sched_collector__retire_stats(s->sched, &rs);
 		fprintf(stderr, " retired=%llu retired_dropped=%llu\n",

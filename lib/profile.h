@@ -17,11 +17,28 @@
 /* Sanity bound on one stack; deeper ones are bugs or hostile input. */
 #define PROFILE_MAX_FRAMES 4096
 
+/*
+ * What a frame is and how to show it: the one frame-kind/flag vocabulary
+ * of the agent, the wire and the server.  The kinds are numbered as the
+ * wire's Frame.Kind (lib/wire_enums.h checks them); the stores keep the
+ * kind beside the flags.
+ */
+enum profile_frame_kind {
+	PROFILE_KIND_NATIVE = 1,  /* ELF file + file offset */
+	PROFILE_KIND_KERNEL = 2,  /* kernel ip, named from kallsyms */
+	PROFILE_KIND_PYTHON = 3,  /* interpreter frame: qualname, file, line */
+	PROFILE_KIND_LOST = 4,	  /* "[stack lost]": the stack could not be read */
+	PROFILE_KIND_UNKNOWN = 5, /* user ip in no known mapping */
+};
+
 enum profile_frame_flags {
 	PROFILE_FRAME_KERNEL = 1u << 0,	    /* kernel text */
 	PROFILE_FRAME_INLINED = 1u << 1,    /* inlined into the frame below it */
 	PROFILE_FRAME_UNRESOLVED = 1u << 2, /* no symbol: shown as module+0xaddr */
 	PROFILE_FRAME_PYTHON = 1u << 3,	    /* interpreter-level frame */
+	/* addr is a return address (symbolized at addr - 1): kept where a
+	 * frame stored unresolved may be resolved later (the server) */
+	PROFILE_FRAME_RETURN = 1u << 16,
 };
 
 struct profile_frame {

@@ -151,7 +151,7 @@ static int to_profile_frame(struct profile *p, const struct store_frame *sf, uin
 		.line = sf->line,
 		.module = sf->module ? sf->module : "[unknown]",
 		.addr = sf->addr,
-		.flags = sf->flags & ~STORE_FRAME_RETURN,
+		.flags = sf->flags & ~PROFILE_FRAME_RETURN,
 	};
 	int64_t i = profile__intern_frame(p, &f);
 

@@ -15,6 +15,7 @@
 #include "diagnose/alert_webhook.h"
 #include "diagnose/breakdown.h"
 #include "lib/clock.h"
+#include "lib/enum_names.h"
 #include "server/diag_engine.h"
 #include "server/diag_inputs.h"
 
@@ -753,7 +754,7 @@ void diag_engine__metrics(struct diag_engine *e, FILE *o)
 				diag_prom_label(o, e->jobs[i]->job);
 				fprintf(o, ",rank=\"%d\",node=", t->rank);
 				diag_prom_label(o, t->node);
-				fprintf(o, ",category=\"%s\"} %.9f\n", diag_time_cat_name(c),
+				fprintf(o, ",category=\"%s\"} %.9f\n", strata_time_cat_name(c),
 					t->ns[c] / 1e9);
 			}
 		}

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/wire_enums.h"
+
 /* A stack key's "present" value: any hash other than NONE/LOST (the frames
  * are handed over in the sampler_sample itself). */
 #define STACK_PRESENT 2ULL
@@ -174,7 +176,7 @@ static int add_thread(struct batch_sched *s, struct batch_builder *bb, const str
 			continue; /* counted by the builder */
 		tb->process = (uint32_t)proc;
 		tb->tid = r->tid;
-		tb->category = (Strata__V1__TimeBreakdown__Category)(i + 1); /* wire is 1-based */
+		tb->category = strata_time_cat_to_wire((enum strata_time_cat)i);
 		tb->ns = d[i];
 		s->st.records++;
 	}
@@ -273,7 +275,7 @@ static int add_offcpu(void *ctx, const struct sched_offcpu *o)
 	row->stack = (uint32_t)stack;
 	row->process = proc;
 	row->tid = o->key->tid;
-	row->reason = (Strata__V1__OffCpuSample__Reason)(o->key->reason + 1); /* 1-based */
+	row->reason = strata_offcpu_reason_to_wire(o->key->reason);
 	row->ns = o->ns;
 	row->count = o->count;
 	s->st.records++;
