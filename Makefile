@@ -48,7 +48,7 @@ MAINS      := agent/strata_main.c agent/agent_main.c
 MAINS      += server/server_main.c
 LDLIBS     += -lsqlite3 -lmicrohttpd -lcurl
 # --- end strata-server ---
-LIB_SRCS   := $(filter-out $(MAINS),$(wildcard lib/*.c agent/*.c symbolize/*.c unwind/*.c uploader/*.c server/*.c))
+LIB_SRCS   := $(filter-out $(MAINS),$(wildcard lib/*.c agent/*.c agent/*/*.c symbolize/*.c unwind/*.c uploader/*.c server/*.c))
 # --- diagnose (issue 7): pure analysis library + webhook sender ---
 LIB_SRCS   += $(wildcard diagnose/*.c)
 LDLIBS     += -lm

@@ -19,10 +19,10 @@
 #include "agent/cli_gpu.h"
 #include "agent/log_libbpf.h"
 #include "agent/session.h"
+#include "agent/ship/shipper.h"
 #include "lib/cli.h"
 #include "lib/clock.h"
 #include "lib/log.h"
-#include "uploader/shipper.h"
 
 struct agent_opts {
 	struct session_opts session;

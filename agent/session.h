@@ -67,7 +67,7 @@ struct session {
 	sampler_sample_fn consume;
 	void *consume_ctx;
 	/* strata-agent --server: called after every GPU drain (allocation
-	 * sets are compared drain by drain, uploader/batch_gpu.c). */
+	 * sets are compared drain by drain, agent/ship/batch_gpu.c). */
 	void (*gpu_drained)(void *ctx, const struct gpu_data *d);
 	void *gpu_drained_ctx;
 };

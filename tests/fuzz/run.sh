@@ -20,7 +20,7 @@ mkdir -p "$out/corpus/batch_decode" # strata-server (issue 6)
 cd "$root"
 
 echo "  FUZZ-CC  $out/fuzz_buildid"
-$clang $cflags tests/fuzz/fuzz_buildid.c symbolize/buildid.c \
+$clang $cflags tests/fuzz/fuzz_buildid.c symbolize/buildid.c lib/hex.c \
 	-lelf -ldw -lz -o "$out/fuzz_buildid"
 echo "  FUZZ-CC  $out/fuzz_proc_maps"
 $clang $cflags tests/fuzz/fuzz_proc_maps.c agent/proc_maps.c \

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "uploader/batch_gpu.h"
+#include "agent/ship/batch_gpu.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -174,8 +174,9 @@ static int64_t stack_of(struct batch_gpu *g, struct batch_builder *bb, const str
 
 /* The batch's process for tgid, labelled with the layer's rank identity
  * where its environment had none. */
-static int64_t proc_of(struct batch_builder *bb, const struct gpu_data *d, uint32_t tgid)
+static int64_t proc_of(struct agent_batch *ab, const struct gpu_data *d, uint32_t tgid)
 {
+	struct batch_builder *bb = agent_batch__builder(ab);
 	const struct gpu_proc_info *pi = gpu_data__proc(d, tgid);
 	struct bb_process fb = { .pid = tgid, .rank = -1, .local_rank = -1, .world_size = -1 };
 	char job[32];
@@ -191,7 +192,7 @@ static int64_t proc_of(struct batch_builder *bb, const struct gpu_data *d, uint3
 		fb.slurm_job_id = pi->slurm_job;
 		fb.job = pi->run_id[0] ? pi->run_id : pi->slurm_job;
 	}
-	p = batch_builder__process_tgid(bb, tgid, &fb);
+	p = agent_batch__process_tgid(ab, tgid, &fb);
 	if (p >= 0 && pi && pi->nccl_rank >= 0) {
 		snprintf(job, sizeof(job), "nccl-%016llx", (unsigned long long)pi->comm_hash);
 		batch_builder__label_rank(bb, (uint32_t)p, pi->nccl_rank, pi->nccl_nranks, job);
@@ -270,8 +271,9 @@ static Strata__V1__CudaTransfer__Direction direction(uint64_t memcpy_kind)
 }
 
 /* Launches, allocation failures, copies and syncs: per call site. */
-static void add_sites(struct batch_gpu *g, struct batch_builder *bb, const struct gpu_data *d)
+static void add_sites(struct batch_gpu *g, struct agent_batch *ab, const struct gpu_data *d)
 {
+	struct batch_builder *bb = agent_batch__builder(ab);
 	char buf[32];
 
 	for (size_t i = 0; i < d->nsites; i++) {
@@ -291,7 +293,7 @@ static void add_sites(struct batch_gpu *g, struct batch_builder *bb, const struc
 		errors = s->val.errors - prev.val.errors;
 		if (!count || (kind == GPU_KIND_ALLOC && !errors))
 			continue;
-		proc = proc_of(bb, d, s->key.tgid);
+		proc = proc_of(ab, d, s->key.tgid);
 		stack = proc < 0 ? -1 : stack_of(g, bb, d, s->key.tgid, s->key.stack_id);
 		if (proc < 0 || stack < 0)
 			continue;
@@ -334,8 +336,9 @@ static void add_sites(struct batch_gpu *g, struct batch_builder *bb, const struc
 	}
 }
 
-static void add_tally(struct batch_gpu *g, struct batch_builder *bb, const struct gpu_data *d)
+static void add_tally(struct batch_gpu *g, struct agent_batch *ab, const struct gpu_data *d)
 {
+	struct batch_builder *bb = agent_batch__builder(ab);
 	char buf[32];
 
 	for (size_t i = 0; i < d->ntally; i++) {
@@ -347,7 +350,7 @@ static void add_tally(struct batch_gpu *g, struct batch_builder *bb, const struc
 		swap_prev(g, &g->tally, t, &prev);
 		if (t->val.calls == prev.val.calls)
 			continue;
-		proc = proc_of(bb, d, t->key.tgid);
+		proc = proc_of(ab, d, t->key.tgid);
 		if (proc < 0)
 			continue;
 		ROW_OR_DROP(r, BB_TALLY);
@@ -379,8 +382,10 @@ static int out_stale(const void *row, void *ctx)
 }
 
 /* Allocation events from two successive outstanding sets. */
-void batch_gpu__drained(struct batch_gpu *g, struct batch_builder *bb, const struct gpu_data *d)
+void batch_gpu__drained(struct batch_gpu *g, struct agent_batch *ab, const struct gpu_data *d)
 {
+	struct batch_builder *bb = agent_batch__builder(ab);
+
 	g->gen++;
 	for (size_t i = 0; i < d->nallocs; i++) {
 		const struct gpu_alloc_rec *a = &d->allocs[i];
@@ -401,7 +406,7 @@ void batch_gpu__drained(struct batch_gpu *g, struct batch_builder *bb, const str
 		}
 		o->gen = g->gen;
 		o->alloc_ns = a->alloc_ns;
-		proc = proc_of(bb, d, a->tgid);
+		proc = proc_of(ab, d, a->tgid);
 		stack = proc < 0 ? -1 : stack_of(g, bb, d, a->tgid, a->stack_id);
 		if (proc < 0 || stack < 0)
 			continue;
@@ -424,7 +429,7 @@ void batch_gpu__drained(struct batch_gpu *g, struct batch_builder *bb, const str
 		pi = gpu_data__proc(d, o->tgid);
 		if (pi && pi->exited) /* leaked at exit: stays outstanding */
 			continue;
-		proc = proc_of(bb, d, o->tgid);
+		proc = proc_of(ab, d, o->tgid);
 		if (proc < 0)
 			continue;
 		ROW_OR_DROP(r, BB_ALLOC);
@@ -453,15 +458,17 @@ static void add_comm(struct batch_builder *bb, int64_t proc, uint64_t hash, int3
 }
 
 /* Communicators, collectives (one row per call on this rank) and stats. */
-static void add_nccl(struct batch_gpu *g, struct batch_builder *bb, const struct gpu_data *d)
+static void add_nccl(struct batch_gpu *g, struct agent_batch *ab, const struct gpu_data *d)
 {
+	struct batch_builder *bb = agent_batch__builder(ab);
+
 	for (size_t i = 0; i < d->nprocs; i++) {
 		const struct gpu_proc_info *pi = &d->procs[i];
 		int64_t proc;
 
 		if (pi->nccl_rank < 0 || pi->exited)
 			continue;
-		proc = proc_of(bb, d, pi->tgid);
+		proc = proc_of(ab, d, pi->tgid);
 		if (proc >= 0)
 			add_comm(bb, proc, pi->comm_hash, pi->nccl_rank, pi->nccl_nranks, 0);
 	}
@@ -475,7 +482,7 @@ static void add_nccl(struct batch_gpu *g, struct batch_builder *bb, const struct
 
 		if (kind != GPU_KIND_COLL && kind != GPU_KIND_P2P && kind != GPU_KIND_NCCL_INIT)
 			continue;
-		proc = proc_of(bb, d, e->tgid);
+		proc = proc_of(ab, d, e->tgid);
 		if (proc < 0)
 			continue;
 		if (kind == GPU_KIND_NCCL_INIT) { /* the first one is sent above */
@@ -512,7 +519,7 @@ static void add_nccl(struct batch_gpu *g, struct batch_builder *bb, const struct
 		swap_prev(g, &g->colls, c, &prev);
 		if (c->val.count == prev.val.count)
 			continue;
-		proc = proc_of(bb, d, c->key.tgid);
+		proc = proc_of(ab, d, c->key.tgid);
 		if (proc < 0)
 			continue;
 		ROW_OR_DROP(r, BB_COLL_STAT);
@@ -550,17 +557,18 @@ static void add_drops(struct batch_gpu *g, const struct gpu_data *d, struct batc
 	g->seen_allocs = d->allocs_dropped;
 }
 
-int batch_gpu__add(struct batch_gpu *g, struct batch_builder *bb, const struct gpu_data *d,
+int batch_gpu__add(struct batch_gpu *g, struct agent_batch *ab, const struct gpu_data *d,
 		   struct batch_meta *m)
 {
+	struct batch_builder *bb = agent_batch__builder(ab);
 	Strata__V1__ProbeDutyCycle *duty;
 	int err = err_deltas(g, d);
 
 	if (err)
 		return err;
-	add_sites(g, bb, d);
-	add_tally(g, bb, d);
-	add_nccl(g, bb, d);
+	add_sites(g, ab, d);
+	add_tally(g, ab, d);
+	add_nccl(g, ab, d);
 	if (d->nprocs && (duty = batch_builder__row(bb, BB_DUTY))) {
 		uint64_t window = m->end_ns > m->start_ns ? m->end_ns - m->start_ns : 0;
 

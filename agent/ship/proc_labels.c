@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "uploader/proc_labels.h"
+#include "agent/ship/proc_labels.h"
 
 #include <ctype.h>
 #include <errno.h>

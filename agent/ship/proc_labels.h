@@ -6,8 +6,8 @@
  * LOCAL_RANK, WORLD_SIZE, TORCHELASTIC_RUN_ID, SLURM_JOB_ID, and
  * STRATA_JOB when set).  Every read is bounded.
  */
-#ifndef STRATA_UPLOADER_PROC_LABELS_H
-#define STRATA_UPLOADER_PROC_LABELS_H
+#ifndef STRATA_AGENT_SHIP_PROC_LABELS_H
+#define STRATA_AGENT_SHIP_PROC_LABELS_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -36,4 +36,4 @@ int proc_labels__read(uint32_t pid, struct proc_labels *out);
 void proc_labels__parse_cgroup(const char *path, char *container, size_t csz, char *pod,
 			       size_t psz);
 
-#endif /* STRATA_UPLOADER_PROC_LABELS_H */
+#endif /* STRATA_AGENT_SHIP_PROC_LABELS_H */

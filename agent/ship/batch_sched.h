@@ -17,11 +17,11 @@
  * process's on-CPU time per CPU), deltas of cumulative per-CPU counters
  * bounded by BATCH_SCHED_MAX_CPU_ROWS.
  */
-#ifndef STRATA_UPLOADER_BATCH_SCHED_H
-#define STRATA_UPLOADER_BATCH_SCHED_H
+#ifndef STRATA_AGENT_SHIP_BATCH_SCHED_H
+#define STRATA_AGENT_SHIP_BATCH_SCHED_H
 
 #include "agent/sched_collector.h"
-#include "uploader/batch_builder.h"
+#include "agent/ship/agent_batch.h"
 
 #define BATCH_SCHED_MAX_THREADS 131072 /* > the collector's live + retired bounds */
 /* > softirq vectors x CPUs + the foreign and target_cpu maps (4096 each) */
@@ -41,8 +41,8 @@ struct batch_sched *batch_sched__new(void);
 void batch_sched__free(struct batch_sched *s);
 
 /* Adds the window's scheduler records of c to the batch.  0 or -errno. */
-int batch_sched__add(struct batch_sched *s, struct batch_builder *bb, struct sched_collector *c);
+int batch_sched__add(struct batch_sched *s, struct agent_batch *ab, struct sched_collector *c);
 
 void batch_sched__stats(const struct batch_sched *s, struct batch_sched_stats *st);
 
-#endif /* STRATA_UPLOADER_BATCH_SCHED_H */
+#endif /* STRATA_AGENT_SHIP_BATCH_SCHED_H */

@@ -4,12 +4,10 @@
  * to the batch builder (not the symbolizer); every period the batch is
  * finished, spooled and sent by the uploader.
  */
-#ifndef STRATA_UPLOADER_SHIPPER_H
-#define STRATA_UPLOADER_SHIPPER_H
+#ifndef STRATA_AGENT_SHIP_SHIPPER_H
+#define STRATA_AGENT_SHIP_SHIPPER_H
 
 #include "agent/session.h"
-#include "uploader/batch_builder.h"
-#include "uploader/batch_gpu.h"
 #include "uploader/uploader.h"
 
 struct shipper_opts {
@@ -30,4 +28,4 @@ void shipper__report(struct shipper *sh);
 /* Waits up to drain_ms for the spool to empty, then stops. */
 void shipper__free(struct shipper *sh, uint32_t drain_ms);
 
-#endif /* STRATA_UPLOADER_SHIPPER_H */
+#endif /* STRATA_AGENT_SHIP_SHIPPER_H */

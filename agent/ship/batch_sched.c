@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "uploader/batch_sched.h"
+#include "agent/ship/batch_sched.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -127,19 +127,20 @@ static uint64_t delta(uint64_t cur, uint64_t last)
 	return cur >= last ? cur - last : cur;
 }
 
-static int64_t process_of(struct batch_builder *bb, const struct thread_row *r)
+static int64_t process_of(struct agent_batch *ab, const struct thread_row *r)
 {
 	struct bb_process fb = {
 		.pid = r->tgid, .comm = r->comm, .rank = -1, .local_rank = -1, .world_size = -1
 	};
 
-	return batch_builder__process_tgid(bb, r->tgid, &fb);
+	return agent_batch__process_tgid(ab, r->tgid, &fb);
 }
 
 /* SchedStat and TimeBreakdown rows of one thread's window. */
-static int add_thread(struct batch_sched *s, struct batch_builder *bb, const struct thread_row *r,
+static int add_thread(struct batch_sched *s, struct agent_batch *ab, const struct thread_row *r,
 		      const struct thread_row *last)
 {
+	struct batch_builder *bb = agent_batch__builder(ab);
 	static const struct thread_row zero;
 	Strata__V1__SchedStat *ss;
 	uint64_t d[STRATA_TIME_MAX], any = 0;
@@ -152,7 +153,7 @@ static int add_thread(struct batch_sched *s, struct batch_builder *bb, const str
 	any |= delta(r->oncpu_ns, last->oncpu_ns) | delta(r->runnable_ns, last->runnable_ns);
 	if (!any)
 		return 0; /* nothing new: retired threads stay silent */
-	proc = process_of(bb, r);
+	proc = process_of(ab, r);
 	if (proc < 0)
 		return (int)proc;
 	ss = batch_builder__row(bb, BB_SCHED);
@@ -183,7 +184,7 @@ static int add_thread(struct batch_sched *s, struct batch_builder *bb, const str
 	return 0;
 }
 
-static int add_threads(struct batch_sched *s, struct batch_builder *bb, struct sched_collector *c)
+static int add_threads(struct batch_sched *s, struct agent_batch *ab, struct sched_collector *c)
 {
 	struct collect_ctx cc = { .s = s };
 	struct thread_set tmp;
@@ -201,7 +202,7 @@ static int add_threads(struct batch_sched *s, struct batch_builder *bb, struct s
 			s->last.n ? bsearch(&s->cur.v[i], s->last.v, s->last.n, sizeof(*s->last.v),
 					    row_cmp)
 				  : NULL;
-		int err = add_thread(s, bb, &s->cur.v[i], last);
+		int err = add_thread(s, ab, &s->cur.v[i], last);
 
 		if (err)
 			return err;
@@ -218,6 +219,7 @@ static int add_threads(struct batch_sched *s, struct batch_builder *bb, struct s
 
 struct offcpu_ctx {
 	struct batch_sched *s;
+	struct agent_batch *ab;
 	struct batch_builder *bb;
 };
 
@@ -260,7 +262,7 @@ static int add_offcpu(void *ctx, const struct sched_offcpu *o)
 
 	if (o->key->reason >= STRATA_OFF_MAX || !o->ns)
 		return 0;
-	err = batch_builder__sampled_stack(c->bb, &smp, &proc, &stack);
+	err = agent_batch__sampled_stack(c->ab, &smp, &proc, &stack);
 	if (err)
 		return err;
 	if (stack == -E2BIG) {
@@ -338,9 +340,11 @@ static int collect_target(void *ctx, const struct strata_foreign_key *k,
 }
 
 /* One window delta as its wire row. */
-static int add_cum_row(struct batch_sched *s, struct batch_builder *bb, const struct cum_row *r,
+static int add_cum_row(struct batch_sched *s, struct agent_batch *ab, const struct cum_row *r,
 		       uint64_t d)
 {
+	struct batch_builder *bb = agent_batch__builder(ab);
+
 	if (r->kind == CUM_SOFTIRQ) {
 		Strata__V1__SoftirqVectorStat *row = batch_builder__row(bb, BB_SOFTIRQ);
 
@@ -367,7 +371,7 @@ static int add_cum_row(struct batch_sched *s, struct batch_builder *bb, const st
 					 .rank = -1,
 					 .local_rank = -1,
 					 .world_size = -1 };
-		int64_t proc = batch_builder__process_tgid(bb, r->id, &fb);
+		int64_t proc = agent_batch__process_tgid(ab, r->id, &fb);
 		Strata__V1__TargetCpu *row;
 
 		if (proc < 0)
@@ -385,7 +389,7 @@ static int add_cum_row(struct batch_sched *s, struct batch_builder *bb, const st
 
 /* Ships every per-CPU counter's delta since the last window.  Call after
  * add_irq (which collects the softirq vectors into cum_cur). */
-static int add_cum(struct batch_sched *s, struct batch_builder *bb, struct sched_collector *c)
+static int add_cum(struct batch_sched *s, struct agent_batch *ab, struct sched_collector *c)
 {
 	struct cum_set tmp;
 	int n = sched_collector__foreign(c, false, collect_foreign, s);
@@ -402,7 +406,7 @@ static int add_cum(struct batch_sched *s, struct batch_builder *bb, struct sched
 							       sizeof(*s->cum_last.v), cum_cmp)
 						     : NULL;
 		uint64_t d = delta(r->ns, last ? last->ns : 0);
-		int err = d ? add_cum_row(s, bb, r, d) : 0;
+		int err = d ? add_cum_row(s, ab, r, d) : 0;
 
 		if (err)
 			return err;
@@ -447,8 +451,9 @@ static int sum_irq(void *ctx, uint32_t cpu, bool softirq, uint32_t vector, uint6
 	return softirq ? cum_add(s, CUM_SOFTIRQ, cpu, vector, ns, NULL) : 0;
 }
 
-static int add_irq(struct batch_sched *s, struct batch_builder *bb, struct sched_collector *c)
+static int add_irq(struct batch_sched *s, struct agent_batch *ab, struct sched_collector *c)
 {
+	struct batch_builder *bb = agent_batch__builder(ab);
 	int err;
 
 	s->cum_cur.n = 0; /* softirq vectors are its first rows */
@@ -477,10 +482,11 @@ static int add_irq(struct batch_sched *s, struct batch_builder *bb, struct sched
 	return 0;
 }
 
-int batch_sched__add(struct batch_sched *s, struct batch_builder *bb, struct sched_collector *c)
+int batch_sched__add(struct batch_sched *s, struct agent_batch *ab, struct sched_collector *c)
 {
-	struct offcpu_ctx oc = { .s = s, .bb = bb };
-	int err = add_threads(s, bb, c);
+	struct batch_builder *bb = agent_batch__builder(ab);
+	struct offcpu_ctx oc = { .s = s, .ab = ab, .bb = bb };
+	int err = add_threads(s, ab, c);
 
 	if (!err) {
 		int n = sched_collector__drain_offcpu(c, add_offcpu, &oc);
@@ -488,9 +494,9 @@ int batch_sched__add(struct batch_sched *s, struct batch_builder *bb, struct sch
 		err = n < 0 ? n : 0;
 	}
 	if (!err)
-		err = add_irq(s, bb, c);
+		err = add_irq(s, ab, c);
 	if (!err)
-		err = add_cum(s, bb, c);
+		err = add_cum(s, ab, c);
 	return err;
 }
 

@@ -15,12 +15,12 @@
  * drains is never outstanding and is not sent.  A process that exited with
  * allocations keeps them outstanding (leaks at exit, as in the local report).
  */
-#ifndef STRATA_UPLOADER_BATCH_GPU_H
-#define STRATA_UPLOADER_BATCH_GPU_H
+#ifndef STRATA_AGENT_SHIP_BATCH_GPU_H
+#define STRATA_AGENT_SHIP_BATCH_GPU_H
 
 #include "agent/gpu_data.h"
 #include "agent/modules.h"
-#include "uploader/batch_builder.h"
+#include "agent/ship/agent_batch.h"
 
 struct batch_gpu;
 
@@ -38,13 +38,13 @@ void batch_gpu__free(struct batch_gpu *g);
 /* After every drain of the layer: allocation events from this drain's
  * outstanding set (a short-lived process's allocations are in exactly one
  * drain's set, at its exit). */
-void batch_gpu__drained(struct batch_gpu *g, struct batch_builder *bb, const struct gpu_data *d);
+void batch_gpu__drained(struct batch_gpu *g, struct agent_batch *ab, const struct gpu_data *d);
 
 /* Adds the window's other GPU records of d to the batch; fills the GPU fields of
  * m->drops (cuda/nccl events lost this window).  0 or -ENOMEM. */
-int batch_gpu__add(struct batch_gpu *g, struct batch_builder *bb, const struct gpu_data *d,
+int batch_gpu__add(struct batch_gpu *g, struct agent_batch *ab, const struct gpu_data *d,
 		   struct batch_meta *m);
 
 void batch_gpu__stats(const struct batch_gpu *g, struct batch_gpu_stats *st);
 
-#endif /* STRATA_UPLOADER_BATCH_GPU_H */
+#endif /* STRATA_AGENT_SHIP_BATCH_GPU_H */

@@ -1,29 +1,33 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "uploader/shipper.h"
+#include "agent/ship/shipper.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/ship/agent_batch.h"
+#include "agent/ship/batch_gpu.h"
+#include "agent/ship/batch_sched.h"
 #include "lib/log.h"
-#include "uploader/batch_sched.h"
+#include "uploader/batch_builder.h"
 
 struct shipper {
 	struct batch_builder *bb;
+	struct agent_batch *ab; /* the agent's samples and processes into bb */
 	struct uploader *up;
 	struct batch_gpu *gpu;	   /* NULL: the session has no GPU layer */
 	struct batch_sched *sched; /* NULL: the session has no scheduler layer */
 	uint32_t freq_hz;
 	uint64_t seq;
-	uint64_t unknown_seen; /* builder's frames_unknown at the last period */
+	uint64_t unknown_seen; /* ab's frames_unknown at the last period */
 };
 
 static void gpu_drained(void *ctx, const struct gpu_data *d)
 {
 	struct shipper *sh = ctx;
 
-	batch_gpu__drained(sh->gpu, sh->bb, d);
+	batch_gpu__drained(sh->gpu, sh->ab, d);
 }
 
 struct shipper *shipper__new(const struct shipper_opts *o, struct session *s)
@@ -48,8 +52,10 @@ struct shipper *shipper__new(const struct shipper_opts *o, struct session *s)
 		.unwind = s->unwind,
 		.python = s->python,
 	};
-	batch_builder__set_sources(sh->bb, &src);
-	session__set_consumer(s, batch_builder__add_sampled, sh->bb);
+	sh->ab = agent_batch__new(sh->bb, &src);
+	if (!sh->ab)
+		goto err_out;
+	session__set_consumer(s, agent_batch__add_sampled, sh->ab);
 	if (s->gpu) {
 		sh->gpu = batch_gpu__new(s->mods);
 		if (!sh->gpu)
@@ -73,7 +79,7 @@ int shipper__period(struct shipper *sh, struct session *s)
 	/* The session's own profile stays empty; it still carries the window
 	 * and the sampler's drop counters for this period. */
 	struct profile *p = session__take_profile(s);
-	struct batch_builder_stats bs;
+	struct agent_batch_stats as;
 	struct batch_meta m;
 	uint8_t *data = NULL;
 	size_t len = 0;
@@ -81,7 +87,7 @@ int shipper__period(struct shipper *sh, struct session *s)
 
 	if (!p)
 		return -ENOMEM;
-	batch_builder__stats(sh->bb, &bs);
+	agent_batch__stats(sh->ab, &as);
 	m = (struct batch_meta){
 		.start_ns = p->start_ns,
 		.end_ns = p->end_ns,
@@ -90,18 +96,18 @@ int shipper__period(struct shipper *sh, struct session *s)
 		.spool_dropped = uploader__take_spool_dropped(sh->up),
 		.seq = ++sh->seq,
 	};
-	/* Unknown frames are counted by the builder, not the resolver. */
-	m.drops.proc_unknown = bs.frames_unknown - sh->unknown_seen;
-	sh->unknown_seen = bs.frames_unknown;
+	/* Unknown frames are counted by the conversion, not the resolver. */
+	m.drops.proc_unknown = as.frames_unknown - sh->unknown_seen;
+	sh->unknown_seen = as.frames_unknown;
 	profile__free(p);
 	if (sh->gpu) { /* drained by session__take_profile */
-		err = batch_gpu__add(sh->gpu, sh->bb, gpu__data(s->gpu), &m);
+		err = batch_gpu__add(sh->gpu, sh->ab, gpu__data(s->gpu), &m);
 		gpu__calls_taken(s->gpu);
 		if (err)
 			return err;
 	}
 	if (sh->sched) { /* scheduler layer: this window's deltas and off-CPU drain */
-		err = batch_sched__add(sh->sched, sh->bb, s->sched);
+		err = batch_sched__add(sh->sched, sh->ab, s->sched);
 		if (err == -ENOMEM)
 			return err;
 		if (err)
@@ -121,9 +127,11 @@ int shipper__period(struct shipper *sh, struct session *s)
 void shipper__report(struct shipper *sh)
 {
 	struct batch_builder_stats bs;
+	struct agent_batch_stats as;
 	struct uploader_stats us;
 
 	batch_builder__stats(sh->bb, &bs);
+	agent_batch__stats(sh->ab, &as);
 	uploader__stats(sh->up, &us);
 	fprintf(stderr,
 		"  batches: built=%llu samples=%llu rows_dropped=%llu raw=%llu B wire=%llu B "
@@ -134,7 +142,7 @@ void shipper__report(struct shipper *sh)
 		"recovered=%llu\n",
 		(unsigned long long)bs.batches, (unsigned long long)bs.samples,
 		(unsigned long long)bs.rows_dropped, (unsigned long long)bs.raw_bytes,
-		(unsigned long long)bs.wire_bytes, (unsigned long long)bs.proc_read_failed,
+		(unsigned long long)bs.wire_bytes, (unsigned long long)as.proc_read_failed,
 		(unsigned long long)us.sent, (unsigned long long)us.duplicates,
 		(unsigned long long)us.attempts, (unsigned long long)us.failures,
 		(unsigned long long)us.rejected, us.backoff_ms, us.last_status,
@@ -167,6 +175,7 @@ void shipper__free(struct shipper *sh, uint32_t drain_ms)
 	uploader__free(sh->up);
 	batch_gpu__free(sh->gpu);
 	batch_sched__free(sh->sched);
+	agent_batch__free(sh->ab);
 	batch_builder__free(sh->bb);
 	free(sh);
 }
