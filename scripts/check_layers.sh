@@ -2,8 +2,12 @@
 # The layering check run by `make lint`: reads the #include "..." lines of
 # every tracked .c/.h in the product folders and fails on an include that
 # the arrows below do not allow.  docs/architecture.md explains the layers.
-#   scripts/check_layers.sh          list the violations; exit 1 if any
-#   scripts/check_layers.sh --count  print only their number
+#   scripts/check_layers.sh             list the violations; exit 1 if any
+#   scripts/check_layers.sh --count     print only their number
+#   scripts/check_layers.sh --link L..  the archives layers L.. link (all
+#                                       layers without L), in link order: the
+#                                       Makefile and tests/fuzz/run.sh use it,
+#                                       so the linker enforces the same arrows
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,6 +29,35 @@ declare -A ALLOWED=(
 	[agent]="lib proto bpf symbolize unwind uploader"
 )
 LAYERS="${!ALLOWED[*]}"
+
+# --link: each layer before the layers it uses (a static link resolves a
+# symbol only from archives after its user); proto (in lib's archive) and
+# bpf (headers) are no archives.
+if [ "${1:-}" = --link ]; then
+	shift
+	declare -A seen=()
+	order=()
+	visit() {
+		local l=$1 d
+		case $l in proto | bpf) return ;; esac
+		[ -n "${seen[$l]:-}" ] && return
+		seen[$l]=1
+		for d in ${ALLOWED[$l]}; do
+			visit "$d"
+		done
+		order=("$l" "${order[@]}")
+	}
+	if [ $# -eq 0 ]; then
+		read -ra all <<<"$LAYERS"
+		set -- "${all[@]}"
+	fi
+	for l in "$@"; do
+		[ -n "${ALLOWED[$l]+x}" ] || { echo "check_layers: no layer $l" >&2; exit 2; }
+		visit "$l"
+	done
+	echo "${order[*]}"
+	exit 0
+fi
 
 # The layer an include names ("" when it is a file the repo does not have).
 layer_of_include() {
