@@ -289,7 +289,7 @@ static const struct strata_py_stack *py_stack_lookup(struct sampler *s, int fd, 
 	return buf;
 }
 
-/* Python support (issue 4): a stack of generation gen, while it is live. */
+/* Python support: a stack of generation gen, while it is live. */
 int sampler__py_stack(struct sampler *s, uint32_t gen, uint64_t id, struct strata_py_stack *buf)
 {
 	struct bpf_map *m = gen & 1 ? s->skel->maps.py_stacks1 : s->skel->maps.py_stacks0;

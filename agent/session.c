@@ -193,7 +193,7 @@ struct session *session__new(const struct session_opts *opts)
 			goto err_out;
 		}
 	}
-	if (!opts->no_gpu) { /* GPU layer (issue 5): after sched, whose API-layer map it marks */
+	if (!opts->no_gpu) { /* GPU layer: after sched, whose API-layer map it marks */
 		struct gpu_opts go = opts->gpu;
 
 		go.filter = opts->sampler.filter;
@@ -346,7 +346,7 @@ int session__drain(struct session *s)
 	}
 	if (s->unwind)
 		unwind_loader__flush(s->unwind);
-	if (s->sched) /* exited threads out of the BPF map (issue 7) */
+	if (s->sched) /* exited threads out of the BPF map */
 		sched_collector__retire(s->sched, mono_ns(), SCHED_RETIRE_GRACE_NS);
 	proc_tracker__end_drain(s->procs);
 	if (n < 0)
@@ -480,7 +480,7 @@ void session__report(struct session *s, const struct profile *p)
 			(unsigned long long)sy.read_failed, (unsigned long long)sy.stale,
 			(unsigned long long)sy.no_line);
 	}
-	if (s->sched) { /* scheduler layer (issue 7) */
+	if (s->sched) { /* scheduler layer */
 		uint64_t sc[STRATA_SCHED_CNT_MAX];
 		struct sched_retire_stats rs;
 

@@ -32,7 +32,7 @@ struct session_opts {
 	/* GPU layer (CUDA/NCCL uprobes) */
 	bool no_gpu;
 	struct gpu_opts gpu;
-	/* Scheduler layer (issue 7): on when sched is set. */
+	/* Scheduler layer: on when sched is set. */
 	bool sched;
 	const char *sched_test_layer_binary; /* tests: API-layer uprobes */
 };

@@ -27,7 +27,7 @@ struct strata_stack_key {
 	__u64 user_stack; /* hash of the user frames, or STRATA_STACK_* */
 	__u64 kern_stack; /* hash of the kernel frames, or STRATA_STACK_* */
 	__u64 py_stack;	  /* hash of the Python frames (py_stacks), or
-			   * STRATA_STACK_NONE (issue 4) */
+			   * STRATA_STACK_NONE */
 };
 
 struct strata_stack_count {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * Diagnosis endpoints (pinned by issue 7) and the job page's diagnosis
+ * Diagnosis endpoints and the job page's diagnosis
  * section, over server/diag_engine.c (stragglers, breakdown, leaks: judged
  * per window) and server/diag_inputs.c (findings: computed on request over
  * the last judged windows, or from/to).  Every answer first brings the

@@ -12,7 +12,7 @@
  * (removed) by the collector, so its rows are already per window.  Bounded:
  * threads beyond BATCH_SCHED_MAX_THREADS are not shipped and counted.
  *
- * CPU layer (issue 7): SoftirqVectorStat (per CPU and vector), ForeignRun
+ * CPU layer: SoftirqVectorStat (per CPU and vector), ForeignRun
  * (non-target processes on the targets' CPUs) and TargetCpu (each target
  * process's on-CPU time per CPU), deltas of cumulative per-CPU counters
  * bounded by BATCH_SCHED_MAX_CPU_ROWS.
