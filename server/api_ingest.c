@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "lib/clock.h"
+#include "lib/hex.h"
 #include "server/server.h"
-#include "symbolize/buildid.h"
 
 static void add(uint64_t *c, uint64_t v)
 {
