@@ -30,7 +30,7 @@ CFLAGS     += -std=gnu11 -Wall -Wextra -Werror -Wno-unused-parameter \
 	      $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 DEPFLAGS    = -MMD -MP
 LDLIBS     := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lbpf -ldw -lelf -lz -lzstd) \
-	      -lprotobuf-c -lstdc++ -lpthread
+	      -lprotobuf-c -lstdc++ -lpthread -lsqlite3 -lmicrohttpd -lcurl -lm
 SAN_FLAGS  := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 
 BPF_CFLAGS := -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) -Ivmlinux/$(ARCH) \
@@ -43,17 +43,32 @@ SKELS      := $(patsubst bpf/%.bpf.c,$(BPFOUT)/%.skel.h,$(BPF_SRCS))
 PROTOS     := $(wildcard proto/*.proto)
 PROTO_C    := $(patsubst proto/%.proto,$(GEN)/%.pb-c.c,$(PROTOS))
 PROTO_H    := $(PROTO_C:.c=.h)
-MAINS      := agent/strata_main.c agent/agent_main.c
-# --- strata-server (issue 6) ---
-MAINS      += server/server_main.c
-LDLIBS     += -lsqlite3 -lmicrohttpd -lcurl
-# --- end strata-server ---
-LIB_SRCS   := $(filter-out $(MAINS),$(wildcard agent/*.c symbolize/*.c unwind/*.c uploader/*.c server/*.c))
-# --- diagnose (issue 7): pure analysis library + webhook sender ---
-LIB_SRCS   += $(wildcard diagnose/*.c)
-LDLIBS     += -lm
-LIB_OBJS   := $(patsubst %.c,$(OBJ)/%.o,$(LIB_SRCS)) $(patsubst $(GEN)/%.c,$(OBJ)/gen/%.o,$(PROTO_C))
-ASAN_OBJS  := $(patsubst $(OBJ)/%,$(ASAN_OBJ)/%,$(LIB_OBJS))
+MAINS      := agent/strata_main.c agent/agent_main.c server/server_main.c
+
+# --- layers: one archive each ------------------------------------------------
+# A layer is a top-level folder (and its subfolders).  Its archive holds its
+# objects; lib's also holds the generated protobuf code.  A binary links only
+# the archives its layer may use, in the order scripts/check_layers.sh derives
+# from the allowed include arrows written there, so the linker enforces the
+# arrows that `make lint` checks.  Three builds of every archive: plain
+# (binaries, fixtures, bench), -san (unit tests, ASan/UBSan) and fuzz
+# (libFuzzer targets, clang with coverage).
+layer_srcs  = $(filter-out $(MAINS),$(wildcard $(1)/*.c $(1)/*/*.c))
+PROTO_OBJS := $(patsubst $(GEN)/%.c,$(OBJ)/gen/%.o,$(PROTO_C))
+layer_objs  = $(patsubst %.c,$(OBJ)/%.o,$(call layer_srcs,$(1))) \
+	      $(if $(filter lib,$(1)),$(PROTO_OBJS))
+# archives LAYER, VARIANT ("" or -san): what a LAYER binary links
+link_order  = $(shell scripts/check_layers.sh --link $(1))
+LINK_agent := $(call link_order,agent)
+LINK_server := $(call link_order,server)
+LINK_tests := $(call link_order,)
+LAYERS     := $(LINK_tests)
+archives    = $(foreach l,$(LINK_$(1)),$(BUILD)/libstrata-$(l)$(2).a)
+FUZZ_OBJ   := $(BUILD)/fuzz/obj
+FUZZ_CFLAGS := -std=gnu11 -g -O1 -Wall -Wextra -Werror -Wno-unused-parameter \
+	      -Wno-missing-field-initializers -fno-omit-frame-pointer -D_GNU_SOURCE \
+	      -I. -I$(GEN) -I$(BPFOUT) $(shell pkg-config --cflags $(PKGS) 2>/dev/null) \
+	      -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
 UNIT_SRCS  := $(wildcard tests/unit/test_*.c)
 UNIT_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 FIXTURE_SRCS := $(wildcard tests/fixtures/*.c)
@@ -108,27 +123,42 @@ $(ASAN_OBJ)/%.o: %.c | $(SKELS) $(PROTO_H)
 	$(call msg,CC-SAN,$@)
 	$(Q)$(CC) $(CFLAGS) $(SAN_FLAGS) $(DEPFLAGS) -c $< -o $@
 
-$(BUILD)/libstrata.a: $(LIB_OBJS)
-	$(call msg,AR,$@)
-	$(Q)rm -f $@ && ar rcs $@ $^
+$(FUZZ_OBJ)/gen/%.o: $(GEN)/%.c | $(PROTO_H)
+	@mkdir -p $(@D)
+	$(Q)$(CLANG) $(FUZZ_CFLAGS) -Wno-error $(DEPFLAGS) -c $< -o $@
 
-$(BUILD)/libstrata-san.a: $(ASAN_OBJS)
-	$(Q)rm -f $@ && ar rcs $@ $^
+$(FUZZ_OBJ)/%.o: %.c | $(SKELS) $(PROTO_H)
+	@mkdir -p $(@D)
+	$(call msg,CC-FUZZ,$@)
+	$(Q)$(CLANG) $(FUZZ_CFLAGS) $(DEPFLAGS) -c $< -o $@
 
-$(BUILD)/strata: $(OBJ)/agent/strata_main.o $(BUILD)/libstrata.a
+define layer_archives
+$(BUILD)/libstrata-$(1).a: $(call layer_objs,$(1))
+	$$(call msg,AR,$$@)
+	$$(Q)rm -f $$@ && ar rcs $$@ $$^
+
+$(BUILD)/libstrata-$(1)-san.a: $(patsubst $(OBJ)/%,$(ASAN_OBJ)/%,$(call layer_objs,$(1)))
+	$$(Q)rm -f $$@ && ar rcs $$@ $$^
+
+$(BUILD)/fuzz/libstrata-$(1).a: $(patsubst $(OBJ)/%,$(FUZZ_OBJ)/%,$(call layer_objs,$(1)))
+	$$(Q)rm -f $$@ && ar rcs $$@ $$^
+endef
+$(foreach l,$(LAYERS),$(eval $(call layer_archives,$(l))))
+
+$(BUILD)/strata: $(OBJ)/agent/strata_main.o $(call archives,agent)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
 
-$(BUILD)/strata-agent: $(OBJ)/agent/agent_main.o $(BUILD)/libstrata.a
+$(BUILD)/strata-agent: $(OBJ)/agent/agent_main.o $(call archives,agent)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
 
-$(BUILD)/strata-server: $(OBJ)/server/server_main.o $(BUILD)/libstrata.a
+$(BUILD)/strata-server: $(OBJ)/server/server_main.o $(call archives,server)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
 
-# Unit tests run under ASan/UBSan.
-$(BUILD)/tests/%: $(ASAN_OBJ)/tests/unit/%.o $(BUILD)/libstrata-san.a
+# Unit tests run under ASan/UBSan; a test may use any layer.
+$(BUILD)/tests/%: $(ASAN_OBJ)/tests/unit/%.o $(call archives,tests,-san)
 	@mkdir -p $(@D)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) $(SAN_FLAGS) $^ $(LDLIBS) -lcmocka -lunwind -ldl -o $@
@@ -148,24 +178,21 @@ $(BUILD)/fixtures/%: tests/fixtures/%.cc
 # Fixtures that link fixture libraries.
 $(BUILD)/fixtures/libnofpa.so: $(BUILD)/fixtures/libnofpb.so
 $(BUILD)/fixtures/nofp_chain: $(BUILD)/fixtures/libnofpa.so $(BUILD)/fixtures/libnofpb.so
-# --- GPU layer: stand-in CUDA/NCCL libraries and the workloads on them ---
+# The GPU layer's stand-in CUDA/NCCL libraries and the workloads on them.
 GPU_SIM_HDRS := tests/fixtures/cuda_decls.h tests/fixtures/sim_device.h
 $(BUILD)/fixtures/libcuda.so: $(GPU_SIM_HDRS)
 $(BUILD)/fixtures/libcudart.so: $(BUILD)/fixtures/libcuda.so tests/fixtures/cudart.map $(GPU_SIM_HDRS)
 $(BUILD)/fixtures/libnccl.so: $(BUILD)/fixtures/libcuda.so $(GPU_SIM_HDRS)
 $(BUILD)/fixtures/gpu_workload $(BUILD)/fixtures/train_sim: $(BUILD)/fixtures/libcudart.so \
 	$(BUILD)/fixtures/libcuda.so $(BUILD)/fixtures/libnccl.so $(GPU_SIM_HDRS)
-# --- end GPU layer ---
 
-# --- strata-server (issue 6): the synthetic batch generator links the lib ---
-$(BUILD)/fixtures/gen_batch: $(BUILD)/libstrata.a $(PROTO_H)
-# (gen_scenario too: a parallel `make all fixtures` built it before the headers)
-$(BUILD)/fixtures/gen_scenario: $(BUILD)/libstrata.a $(PROTO_H)
-# --- end strata-server ---
-
-# --- scheduler layer (issue 7): the drain-exactness check links the lib ---
-$(BUILD)/fixtures/sched_drain_exact: $(BUILD)/libstrata.a $(SKELS)
-# --- end scheduler layer ---
+# Fixtures that link layer archives (named on their "// link:" lines): the
+# synthetic batch generators, the scheduler drain-exactness check.  The
+# headers are prerequisites too: a parallel `make all fixtures` once built
+# one before them.
+$(BUILD)/fixtures/gen_batch: $(BUILD)/libstrata-symbolize.a $(BUILD)/libstrata-lib.a $(PROTO_H)
+$(BUILD)/fixtures/gen_scenario: $(BUILD)/libstrata-lib.a $(PROTO_H)
+$(BUILD)/fixtures/sched_drain_exact: $(call archives,agent) $(SKELS)
 
 fixtures: $(FIXTURES)
 
@@ -193,12 +220,16 @@ bench: deps
 	@$(MAKE) --no-print-directory all fixtures
 	@bench/overhead.sh
 
-# libFuzzer targets for the parsers of outside input (FUZZ_SECONDS each).
+# libFuzzer targets for the parsers of outside input (FUZZ_SECONDS each),
+# linked against the fuzz build of the layer archives.
+FUZZ_ARCHIVES := $(foreach l,$(LINK_tests),$(BUILD)/fuzz/libstrata-$(l).a)
 fuzz: deps $(SKELS) $(PROTO_H)
-	@tests/fuzz/run.sh $(or $(FUZZ_SECONDS),30)
+	@$(MAKE) --no-print-directory $(FUZZ_ARCHIVES)
+	@FUZZ_LDLIBS="$(LDLIBS)" tests/fuzz/run.sh $(or $(FUZZ_SECONDS),30)
 
 lint:
 	@clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h' | grep -v '^vmlinux/')
+	@scripts/check_layers.sh
 
 format:
 	@clang-format -i $$(git ls-files '*.c' '*.h' | grep -v '^vmlinux/')

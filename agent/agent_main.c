@@ -15,12 +15,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/cli.h"
+#include "agent/cli_common.h"
 #include "agent/cli_gpu.h"
-#include "agent/clock.h"
-#include "agent/log.h"
+#include "agent/log_libbpf.h"
 #include "agent/session.h"
-#include "uploader/shipper.h"
+#include "agent/ship/shipper.h"
+#include "lib/cli.h"
+#include "lib/clock.h"
+#include "lib/log.h"
 
 struct agent_opts {
 	struct session_opts session;

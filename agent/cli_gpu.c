@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/cli.h"
 #include "agent/session.h"
+#include "lib/cli.h"
 
 int cli_gpu_opt(int c, const char *arg, struct session_opts *opts, const char **libs)
 {

@@ -5,6 +5,8 @@
 
 #include <getopt.h>
 
+#define CLI_MAX_GPU_LIBS 16 /* --gpu-lib */
+
 struct session_opts;
 
 /* Option codes (no short forms): above any character. */

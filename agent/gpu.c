@@ -20,17 +20,18 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#include "agent/clock.h"
 #include "agent/gpu_budget.h"
 #include "agent/gpu_elf.h"
 #include "agent/gpu_leaks.h"
 #include "agent/gpu_libs.h"
 #include "agent/gpu_names.h"
 #include "agent/gpu_tables.h"
-#include "agent/log.h"
 #include "agent/proc_maps.h"
 #include "agent/resolve.h"
 #include "agent/uprobe_multi.h"
+#include "lib/clock.h"
+#include "lib/enum_names.h"
+#include "lib/log.h"
 #include "gpu.skel.h"
 
 #define GPU_MAX_FILES 64
@@ -1545,7 +1546,8 @@ void gpu__report(struct gpu *g)
 		return;
 	fprintf(stderr, "  gpu.bpf:");
 	for (int i = 0; i < GPU_CNT_MAX; i++)
-		fprintf(stderr, " %s=%llu", gpu_counter_name(i), (unsigned long long)d->bpf[i]);
+		fprintf(stderr, " %s=%llu", strata_gpu_counter_name(i),
+			(unsigned long long)d->bpf[i]);
 	fprintf(stderr,
 		"\n  gpu: links=%llu attach_failed=%llu files_attached=%llu targets=%llu "
 		"watched=%llu exits=%llu scans=%llu bpf_targets=%llu bpf_allocs=%llu "

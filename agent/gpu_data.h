@@ -15,8 +15,8 @@
 
 #include <linux/types.h>
 
-#include "agent/profile.h"
 #include "bpf/strata.h"
+#include "lib/profile.h"
 
 struct gpu_table;
 

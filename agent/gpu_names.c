@@ -5,47 +5,9 @@
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
-static const char *const api_names[GPU_API_MAX] = {
-#define X(name) [GPU_API_##name] = #name
-	X(cudaLaunchKernel),
-	X(cudaLaunchKernelExC),
-	X(cuLaunchKernel),
-	X(cuLaunchKernelEx),
-	X(cudaGraphLaunch),
-	X(cudaMalloc),
-	X(cudaMallocAsync),
-	X(cudaMallocManaged),
-	X(cudaMallocHost),
-	X(cuMemAlloc),
-	X(cuMemAllocAsync),
-	X(cuMemAllocManaged),
-	X(cuMemAllocHost),
-	X(cudaFree),
-	X(cudaFreeAsync),
-	X(cudaFreeHost),
-	X(cuMemFree),
-	X(cuMemFreeAsync),
-	X(cuMemFreeHost),
-	X(cudaMemcpy),
-	X(cudaMemcpyAsync),
-	X(cudaStreamSynchronize),
-	X(cudaDeviceSynchronize),
-	X(cudaEventSynchronize),
-	X(cuModuleGetFunction),
-	X(cuLibraryGetKernel),
-	X(ncclCommInitRank),
-	X(ncclCommInitRankConfig),
-	X(ncclAllReduce),
-	X(ncclBroadcast),
-	X(ncclReduce),
-	X(ncclAllGather),
-	X(ncclReduceScatter),
-	X(ncclSend),
-	X(ncclRecv),
-	X(ncclGroupStart),
-	X(ncclGroupEnd),
-#undef X
-};
+#define API_NAME(name) [GPU_API_##name] = #name,
+static const char *const api_names[GPU_API_MAX] = { STRATA_GPU_APIS(API_NAME) };
+#undef API_NAME
 
 const char *gpu_api_name(uint32_t api)
 {
@@ -175,30 +137,4 @@ const char *gpu_memcpy_kind_name(uint64_t kind)
 	static const char *const k[] = { "HtoH", "HtoD", "DtoH", "DtoD", "default" };
 
 	return kind < N(k) ? k[kind] : "?";
-}
-
-const char *gpu_counter_name(enum gpu_counter c)
-{
-	static const char *const n[GPU_CNT_MAX] = {
-		[GPU_CNT_HITS] = "hits",
-		[GPU_CNT_FILTERED] = "filtered",
-		[GPU_CNT_NESTED] = "nested",
-		[GPU_CNT_STATE_FULL] = "inflight_full",
-		[GPU_CNT_ORPHAN_RET] = "orphan_returns",
-		[GPU_CNT_SITES_FULL] = "sites_full",
-		[GPU_CNT_STACKS_FULL] = "stacks_full",
-		[GPU_CNT_STACK_ERR] = "stack_errors",
-		[GPU_CNT_ALLOCS_FULL] = "allocs_full",
-		[GPU_CNT_FREE_UNKNOWN] = "free_unknown",
-		[GPU_CNT_EVENTS_LOST] = "events_lost",
-		[GPU_CNT_COMMS_FULL] = "comms_full",
-		[GPU_CNT_COMM_UNKNOWN] = "comm_unknown",
-		[GPU_CNT_TALLY_FULL] = "tally_full",
-		[GPU_CNT_FUNCS_FULL] = "funcs_full",
-		[GPU_CNT_ADMITTED] = "admitted",
-		[GPU_CNT_TARGETS_FULL] = "targets_full",
-		[GPU_CNT_STACK_REUSED] = "stacks_reused",
-	};
-
-	return (unsigned)c < GPU_CNT_MAX ? n[c] : "?";
 }

@@ -24,6 +24,5 @@ const char *gpu_kind_name(uint32_t kind);
 const char *gpu_nccl_op_name(uint32_t op);
 const char *gpu_nccl_dtype_name(uint32_t dtype);
 const char *gpu_memcpy_kind_name(uint64_t kind);
-const char *gpu_counter_name(enum gpu_counter c);
 
 #endif /* STRATA_GPU_NAMES_H */

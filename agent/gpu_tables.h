@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "agent/profile.h"
+#include "lib/profile.h"
 
 struct gpu_table {
 	void *rows; /* elem-sized rows */

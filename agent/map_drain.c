@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "agent/clock.h"
 #include "bpf/strata.h"
+#include "lib/clock.h"
 
 #define DRAIN_WAIT_STEP_NS 50000ULL    /* poll inflight every 50 us ... */
 #define DRAIN_WAIT_MAX_NS 200000000ULL /* ... for at most 200 ms */

@@ -12,7 +12,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "agent/log.h"
+#include "lib/log.h"
 
 #define MODULE_BUCKETS 1024
 #define NOT_FOUND_RING 256 /* (dev, ino) pairs recently not located */

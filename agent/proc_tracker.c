@@ -9,7 +9,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "agent/log.h"
+#include "lib/log.h"
 
 #define PROC_BUCKETS 4096
 #define LIVENESS_EVERY 10 /* drains between checks that instances still live */

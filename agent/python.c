@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/log.h"
 #include "agent/proc_mem.h"
+#include "lib/log.h"
 
 #define BUCKETS 1024
 

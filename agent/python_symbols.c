@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "agent/proc_mem.h"
+#include "lib/utf8.h"
 #include "unwind/python_lines.h"
 
 #define CODE_HEADER 256 /* bytes read from a code object: every field we use */
@@ -71,31 +72,8 @@ void py_symbols__forget(struct py_symbols *c, uint64_t mm_id)
 static int put_utf8(char *out, size_t sz, size_t *pos, uint32_t cp)
 {
 	char b[4];
-	size_t n;
+	size_t n = utf8_encode(cp, b);
 
-	if (cp < 0x80) {
-		b[0] = (char)cp;
-		n = 1;
-	} else if (cp < 0x800) {
-		b[0] = (char)(0xc0 | cp >> 6);
-		b[1] = (char)(0x80 | (cp & 0x3f));
-		n = 2;
-	} else if (cp < 0x10000) {
-		if (cp >= 0xd800 && cp < 0xe000)
-			cp = 0xfffd; /* lone surrogate: not valid UTF-8 */
-		b[0] = (char)(0xe0 | cp >> 12);
-		b[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-		b[2] = (char)(0x80 | (cp & 0x3f));
-		n = 3;
-	} else if (cp <= 0x10ffff) {
-		b[0] = (char)(0xf0 | cp >> 18);
-		b[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-		b[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
-		b[3] = (char)(0x80 | (cp & 0x3f));
-		n = 4;
-	} else {
-		return put_utf8(out, sz, pos, 0xfffd);
-	}
 	if (*pos + n >= sz)
 		return -1;
 	memcpy(out + *pos, b, n);

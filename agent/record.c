@@ -13,8 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/clock.h"
-#include "agent/log.h"
+#include "lib/clock.h"
+#include "lib/log.h"
 
 /*
  * Forks the command held at a pipe until the parent has made it a target

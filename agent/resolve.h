@@ -7,11 +7,11 @@
 #ifndef STRATA_RESOLVE_H
 #define STRATA_RESOLVE_H
 
-#include "agent/profile.h"
 #include "agent/proc_tracker.h"
 #include "agent/python.h"
 #include "agent/sampler.h"
 #include "agent/unwind_loader.h"
+#include "lib/profile.h"
 #include "symbolize/symbolize.h"
 
 struct resolver {

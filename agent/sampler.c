@@ -12,8 +12,8 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#include "agent/log.h"
 #include "agent/map_drain.h"
+#include "lib/log.h"
 #include "profile.skel.h"
 
 struct sampler {
@@ -30,25 +30,6 @@ struct sampler {
 	uint64_t drains, drain_wait_timeouts, stacks_missing, samples_dropped;
 	uint64_t events_malformed;
 };
-
-static const char *const counter_names[STRATA_CNT_MAX] = {
-	[STRATA_CNT_SAMPLES] = "samples",
-	[STRATA_CNT_FILTERED] = "filtered",
-	[STRATA_CNT_IDLE] = "idle",
-	[STRATA_CNT_RECORDED] = "recorded",
-	[STRATA_CNT_COUNTS_FULL] = "counts_map_full",
-	[STRATA_CNT_STACKS_FULL] = "stacks_map_full",
-	[STRATA_CNT_USER_STACK_ERR] = "user_stack_error",
-	[STRATA_CNT_KERN_STACK_ERR] = "kernel_stack_error",
-	[STRATA_CNT_EVENTS_LOST] = "events_lost",
-	[STRATA_CNT_VMAS_TRUNCATED] = "exit_vmas_truncated",
-	[STRATA_CNT_TARGETS_FULL] = "targets_full",
-};
-
-const char *sampler__counter_name(enum strata_counter c)
-{
-	return c < STRATA_CNT_MAX ? counter_names[c] : "unknown";
-}
 
 static int ring_event(void *ctx, void *data, size_t len)
 {
@@ -308,7 +289,7 @@ static const struct strata_py_stack *py_stack_lookup(struct sampler *s, int fd, 
 	return buf;
 }
 
-/* Python support (issue 4): a stack of generation gen, while it is live. */
+/* Python support: a stack of generation gen, while it is live. */
 int sampler__py_stack(struct sampler *s, uint32_t gen, uint64_t id, struct strata_py_stack *buf)
 {
 	struct bpf_map *m = gen & 1 ? s->skel->maps.py_stacks1 : s->skel->maps.py_stacks0;
@@ -440,20 +421,6 @@ void sampler__unwind_counters(const struct sampler *s, uint64_t *out)
 	}
 }
 
-const char *sampler__unwind_counter_name(enum unwind_err e)
-{
-	static const char *const names[UNWIND_ERR_MAX] = {
-		[UNWIND_OK_END] = "end_reached",	[UNWIND_ERR_NO_PROC] = "no_proc",
-		[UNWIND_ERR_NO_MAPPING] = "no_mapping", [UNWIND_ERR_NO_TABLE] = "no_table",
-		[UNWIND_ERR_NO_ROW] = "no_row",		[UNWIND_ERR_UNSUPPORTED] = "unsupported",
-		[UNWIND_ERR_READ] = "read_failed",	[UNWIND_ERR_BAD_FRAME] = "bad_frame",
-		[UNWIND_ERR_DEPTH] = "depth_limit",	[UNWIND_FP_STEPS] = "fp_steps",
-		[UNWIND_CFI_STEPS] = "cfi_steps",
-	};
-
-	return e < UNWIND_ERR_MAX ? names[e] : "unknown";
-}
-
 int sampler__py_procs_fd(const struct sampler *s)
 {
 	return bpf_map__fd(s->skel->maps.py_procs);
@@ -470,21 +437,4 @@ void sampler__py_counters(const struct sampler *s, uint64_t *out)
 		for (int i = 0; i < s->ncpus; i++)
 			out[e] += vals[i];
 	}
-}
-
-const char *sampler__py_counter_name(enum strata_py_err e)
-{
-	static const char *const names[STRATA_PY_ERR_MAX] = {
-		[STRATA_PY_WALKED] = "walked",
-		[STRATA_PY_NO_THREAD] = "thread_state_not_found",
-		[STRATA_PY_ERR_READ] = "frame_read_failed",
-		[STRATA_PY_ERR_DEPTH] = "depth_exceeded",
-		[STRATA_PY_ERR_STORE] = "stack_map_full",
-		[STRATA_PY_TSTATE_CACHED] = "thread_state_cached",
-		[STRATA_PY_NO_FRAMES] = "no_frames",
-		[STRATA_PY_NEW_CODE] = "new_code_sent",
-		[STRATA_PY_NEW_CODE_SKIPPED] = "new_code_skipped",
-	};
-
-	return e < STRATA_PY_ERR_MAX ? names[e] : "unknown";
 }

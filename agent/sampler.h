@@ -25,7 +25,7 @@ struct sampler_opts {
 	bool debug_bpf;		  /* bpf_printk tracing */
 	bool hybrid;		  /* CFI-table + FP unwinding of user stacks */
 	uint32_t max_unwind_rows; /* rows of all loaded unwind tables; 0 = 2097152 */
-	bool no_python;		  /* do not walk CPython frames (issue 4) */
+	bool no_python;		  /* do not walk CPython frames */
 };
 
 /* One aggregated sample handed out by sampler__drain(). */
@@ -85,16 +85,13 @@ void sampler__filter_maps(const struct sampler *s, int *targets_fd, int *cgroup_
 void sampler__unwind_maps(const struct sampler *s, int *rows_fd, uint32_t *max_rows, int *procs_fd);
 /* Per-reason unwinder counters summed over CPUs (UNWIND_ERR_MAX entries). */
 void sampler__unwind_counters(const struct sampler *s, uint64_t *out);
-const char *sampler__unwind_counter_name(enum unwind_err e);
-const char *sampler__counter_name(enum strata_counter c);
 
-/* Python (issue 4): the descriptor map the agent fills (keyed by mm_id),
+/* Python: the descriptor map the agent fills (keyed by mm_id),
  * and the walker's per-reason counters summed over CPUs (STRATA_PY_ERR_MAX). */
 int sampler__py_procs_fd(const struct sampler *s);
 void sampler__py_counters(const struct sampler *s, uint64_t *out);
 /* The Python stack id of generation gen (a PROC_EV_PY_STACK event's), read
  * before that generation is drained: 0, or -errno (drained meanwhile). */
 int sampler__py_stack(struct sampler *s, uint32_t gen, uint64_t id, struct strata_py_stack *buf);
-const char *sampler__py_counter_name(enum strata_py_err e);
 
 #endif /* STRATA_SAMPLER_H */

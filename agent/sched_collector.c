@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/log.h"
 #include "agent/map_drain.h"
+#include "lib/log.h"
 #include "sched.skel.h"
 
 /* Threads that exited, taken out of the BPF map: their final counters. */
@@ -364,38 +364,4 @@ void sched_collector__counters(const struct sched_collector *c, uint64_t *out)
 		for (int cpu = 0; cpu < c->ncpus; cpu++)
 			out[i] += vals[cpu];
 	}
-}
-
-const char *sched_collector__counter_name(enum strata_sched_counter i)
-{
-	static const char *const names[STRATA_SCHED_CNT_MAX] = {
-		[STRATA_SCHED_SWITCHES] = "switches",
-		[STRATA_SCHED_THREADS_FULL] = "threads_full",
-		[STRATA_SCHED_OFFCPU_FULL] = "offcpu_full",
-		[STRATA_SCHED_FOREIGN_FULL] = "foreign_full",
-		[STRATA_SCHED_STACK_LOST] = "stack_lost",
-		[STRATA_SCHED_STORAGE_FAILED] = "storage_failed",
-		[STRATA_SCHED_MISSED_WAKEUP] = "missed_wakeup",
-		[STRATA_SCHED_EXIT_UNSEEN] = "exit_unseen",
-	};
-
-	return i < STRATA_SCHED_CNT_MAX ? names[i] : "unknown";
-}
-
-const char *sched_collector__time_name(enum strata_time_cat i)
-{
-	static const char *const names[STRATA_TIME_MAX] = {
-		"cpu",	   "cuda_api",	"gpu_wait", "collective",
-		"io_wait", "lock_wait", "runnable", "other",
-	};
-
-	return i < STRATA_TIME_MAX ? names[i] : "unknown";
-}
-
-const char *sched_collector__reason_name(enum strata_offcpu_reason i)
-{
-	static const char *const names[STRATA_OFF_MAX] = { "io", "lock", "sleep", "page_fault",
-							   "other" };
-
-	return i < STRATA_OFF_MAX ? names[i] : "unknown";
 }

@@ -93,8 +93,5 @@ int sched_collector__irq(struct sched_collector *c, sched_irq_fn fn, void *ctx);
 
 /* STRATA_SCHED_CNT_MAX counters summed over CPUs. */
 void sched_collector__counters(const struct sched_collector *c, uint64_t *out);
-const char *sched_collector__counter_name(enum strata_sched_counter i);
-const char *sched_collector__time_name(enum strata_time_cat i);
-const char *sched_collector__reason_name(enum strata_offcpu_reason i);
 
 #endif /* STRATA_SCHED_COLLECTOR_H */

@@ -4,7 +4,8 @@
 #include <errno.h>
 #include <inttypes.h>
 
-#include "agent/json_str.h"
+#include "lib/enum_names.h"
+#include "lib/json_str.h"
 
 struct report {
 	FILE *out;
@@ -32,11 +33,11 @@ static int put_thread(void *ctx, const struct strata_sched_key *k,
 		", \"offcpu_ns\": {",
 		(uint64_t)t->oncpu_ns, (uint64_t)t->runnable_ns, (uint64_t)t->switches);
 	for (int i = 0; i < STRATA_OFF_MAX; i++)
-		fprintf(r->out, "%s\"%s\": %" PRIu64, i ? ", " : "",
-			sched_collector__reason_name(i), (uint64_t)t->offcpu_ns[i]);
+		fprintf(r->out, "%s\"%s\": %" PRIu64, i ? ", " : "", strata_offcpu_reason_name(i),
+			(uint64_t)t->offcpu_ns[i]);
 	fputs("}, \"time_ns\": {", r->out);
 	for (int i = 0; i < STRATA_TIME_MAX; i++)
-		fprintf(r->out, "%s\"%s\": %" PRIu64, i ? ", " : "", sched_collector__time_name(i),
+		fprintf(r->out, "%s\"%s\": %" PRIu64, i ? ", " : "", strata_time_cat_name(i),
 			(uint64_t)t->time_ns[i]);
 	fputs("}}", r->out);
 	return 0;
@@ -67,8 +68,8 @@ static int put_offcpu(void *ctx, const struct sched_offcpu *o)
 	fprintf(r->out,
 		"{\"tgid\": %u, \"tid\": %u, \"reason\": \"%s\", \"layer\": %u, \"ns\": %" PRIu64
 		", \"count\": %" PRIu64 ", \"kernel\": ",
-		o->key->tgid, o->key->tid, sched_collector__reason_name(o->key->reason),
-		o->key->layer, o->ns, o->count);
+		o->key->tgid, o->key->tid, strata_offcpu_reason_name(o->key->reason), o->key->layer,
+		o->ns, o->count);
 	put_frames(r, o->kern, o->n_kern, true);
 	fputs(", \"user\": ", r->out);
 	put_frames(r, o->user, o->n_user, false);
@@ -123,7 +124,7 @@ int sched_report__write(struct sched_collector *c, const struct ksyms *ks, FILE 
 	fputs("\n  ],\n  \"counters\": {", out);
 	sched_collector__counters(c, cnt);
 	for (int i = 0; i < STRATA_SCHED_CNT_MAX; i++)
-		fprintf(out, "%s\"%s\": %" PRIu64, i ? ", " : "", sched_collector__counter_name(i),
+		fprintf(out, "%s\"%s\": %" PRIu64, i ? ", " : "", strata_sched_counter_name(i),
 			cnt[i]);
 	fputs("}\n}\n", out);
 	if (err < 0)

@@ -12,8 +12,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/clock.h"
-#include "agent/log.h"
+#include "lib/clock.h"
+#include "lib/enum_names.h"
+#include "lib/log.h"
 
 static void unwind_maps_read(void *ctx, uint64_t mm_id, const struct proc_mapping *maps, size_t n)
 {
@@ -192,7 +193,7 @@ struct session *session__new(const struct session_opts *opts)
 			goto err_out;
 		}
 	}
-	if (!opts->no_gpu) { /* GPU layer (issue 5): after sched, whose API-layer map it marks */
+	if (!opts->no_gpu) { /* GPU layer: after sched, whose API-layer map it marks */
 		struct gpu_opts go = opts->gpu;
 
 		go.filter = opts->sampler.filter;
@@ -345,7 +346,7 @@ int session__drain(struct session *s)
 	}
 	if (s->unwind)
 		unwind_loader__flush(s->unwind);
-	if (s->sched) /* exited threads out of the BPF map (issue 7) */
+	if (s->sched) /* exited threads out of the BPF map */
 		sched_collector__retire(s->sched, mono_ns(), SCHED_RETIRE_GRACE_NS);
 	proc_tracker__end_drain(s->procs);
 	if (n < 0)
@@ -404,7 +405,7 @@ void session__report(struct session *s, const struct profile *p)
 	if (!log_enabled(LOG_INFO))
 		return;
 	for (int i = 0; i < STRATA_CNT_MAX; i++)
-		fprintf(stderr, "  bpf.%s=%llu\n", sampler__counter_name(i),
+		fprintf(stderr, "  bpf.%s=%llu\n", strata_sampler_counter_name(i),
 			(unsigned long long)st.counters[i]);
 	fprintf(stderr,
 		"  drains=%llu drain_wait_timeouts=%llu stacks_missing=%llu samples_dropped=%llu "
@@ -433,7 +434,7 @@ void session__report(struct session *s, const struct profile *p)
 		sampler__unwind_counters(s->sampler, uc);
 		fprintf(stderr, "  unwind:");
 		for (int i = 0; i < UNWIND_ERR_MAX; i++)
-			fprintf(stderr, " %s=%llu", sampler__unwind_counter_name(i),
+			fprintf(stderr, " %s=%llu", strata_unwind_counter_name(i),
 				(unsigned long long)uc[i]);
 		unwind_loader__stats(s->unwind, &ul);
 		fprintf(stderr,
@@ -456,7 +457,7 @@ void session__report(struct session *s, const struct profile *p)
 		sampler__py_counters(s->sampler, pc);
 		fprintf(stderr, "  python:");
 		for (int i = 0; i < STRATA_PY_ERR_MAX; i++)
-			fprintf(stderr, " %s=%llu", sampler__py_counter_name(i),
+			fprintf(stderr, " %s=%llu", strata_py_counter_name(i),
 				(unsigned long long)pc[i]);
 		python__symbol_stats(s->python, &sy);
 		fprintf(stderr,
@@ -479,14 +480,14 @@ void session__report(struct session *s, const struct profile *p)
 			(unsigned long long)sy.read_failed, (unsigned long long)sy.stale,
 			(unsigned long long)sy.no_line);
 	}
-	if (s->sched) { /* scheduler layer (issue 7) */
+	if (s->sched) { /* scheduler layer */
 		uint64_t sc[STRATA_SCHED_CNT_MAX];
 		struct sched_retire_stats rs;
 
 		sched_collector__counters(s->sched, sc);
 		fprintf(stderr, "  sched:");
 		for (int i = 0; i < STRATA_SCHED_CNT_MAX; i++)
-			fprintf(stderr, " %s=%llu", sched_collector__counter_name(i),
+			fprintf(stderr, " %s=%llu", strata_sched_counter_name(i),
 				(unsigned long long)sc[i]);
 		sched_collector__retire_stats(s->sched, &rs);
 		fprintf(stderr, " retired=%llu retired_dropped=%llu\n",

@@ -15,12 +15,12 @@
 #include "agent/gpu.h"
 #include "agent/modules.h"
 #include "agent/proc_tracker.h"
-#include "agent/profile.h"
 #include "agent/python.h"
 #include "agent/resolve.h"
 #include "agent/sampler.h"
 #include "agent/sched_collector.h"
 #include "agent/unwind_loader.h"
+#include "lib/profile.h"
 #include "symbolize/symbolize.h"
 
 struct session_opts {
@@ -32,7 +32,7 @@ struct session_opts {
 	/* GPU layer (CUDA/NCCL uprobes) */
 	bool no_gpu;
 	struct gpu_opts gpu;
-	/* Scheduler layer (issue 7): on when sched is set. */
+	/* Scheduler layer: on when sched is set. */
 	bool sched;
 	const char *sched_test_layer_binary; /* tests: API-layer uprobes */
 };
@@ -67,7 +67,7 @@ struct session {
 	sampler_sample_fn consume;
 	void *consume_ctx;
 	/* strata-agent --server: called after every GPU drain (allocation
-	 * sets are compared drain by drain, uploader/batch_gpu.c). */
+	 * sets are compared drain by drain, agent/ship/batch_gpu.c). */
 	void (*gpu_drained)(void *ctx, const struct gpu_data *d);
 	void *gpu_drained_ctx;
 };

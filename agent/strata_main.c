@@ -6,10 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/cli.h"
+#include "agent/cli_common.h"
 #include "agent/cli_gpu.h"
-#include "agent/log.h"
+#include "agent/log_libbpf.h"
 #include "agent/record.h"
+#include "lib/cli.h"
+#include "lib/log.h"
 
 #define STRATA_VERSION "0.1.0"
 

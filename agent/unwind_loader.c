@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/clock.h"
-#include "agent/log.h"
 #include "agent/row_alloc.h"
+#include "lib/clock.h"
+#include "lib/log.h"
 #include "unwind/unwind_table.h"
 
 #define TABLE_BUCKETS 1024

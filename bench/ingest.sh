@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# strata-server ingest benchmark (issue 6), on this machine:
+# strata-server ingest benchmark, on this machine:
 #   1. ingest: batches/s and samples/s for synthetic realistic batches (one
 #      training node's 10 s: 8 ranks x 4 threads x 49 Hz, 1500 distinct
 #      stacks 40 frames deep), POSTed by 2 client threads with keep-alive;

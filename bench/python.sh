@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Python frames (issue 4): BPF cost per sample with CPython walking vs
+# Python frames: BPF cost per sample with CPython walking vs
 # without (kernel.bpf_stats_enabled), and frame accuracy against the
 # interpreter's own view (sys._current_frames(), dumped by the workload in
 # inner): the share of the workload's samples whose Python frames (name

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Unwind-table memory and build time (issue 3's memory benchmark).
+# Unwind-table memory and build time (the unwinder's memory benchmark).
 # Per file (libc, libstdc++, python3.11, and libtorch_cpu.so when Debian's
 # python3-torch is installed): CFI size (.eh_frame + .debug_frame), rows,
 # table size (16 bytes a row), table bytes per MiB of CFI, best-of-RUNS
@@ -13,9 +13,15 @@ RUNS=${1:-3}
 T=$(mktemp -d /tmp/strata-bench-unwind.XXXXXX)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$T"' EXIT
 
-# The compiler's own sources: no dependence on the rest of the build.
-cc -std=gnu11 -O2 -g -Wall -Wextra -D_GNU_SOURCE -I. -o "$T/unwind_tables" \
-	bench/unwind_tables.c unwind/*.c \
+# The table compiler as the agent links it: the unwind layer's archive
+# and what it may use (scripts/check_layers.sh --link unwind).
+archives=()
+for l in $(scripts/check_layers.sh --link unwind); do
+	archives+=("build/libstrata-$l.a")
+done
+make -s --no-print-directory "${archives[@]}"
+cc -std=gnu11 -O2 -g -Wall -Wextra -D_GNU_SOURCE -I. -Ibuild/gen -o "$T/unwind_tables" \
+	bench/unwind_tables.c "${archives[@]}" \
 	$(pkg-config --libs libdw libelf 2>/dev/null || echo -ldw -lelf)
 
 files=()

@@ -24,7 +24,7 @@ const volatile bool want_kernel = true;
 const volatile bool debug = false;
 const volatile __u32 page_shift = 12;	 /* set from getpagesize() */
 const volatile bool want_hybrid = false; /* CFI tables + FP, else FP only */
-const volatile bool want_python = false; /* walk CPython frames (issue 4) */
+const volatile bool want_python = false; /* walk CPython frames */
 
 #include "bpf/generation.bpf.h" /* gen, inflight: shared with bpf/sched.bpf.c */
 
@@ -122,7 +122,7 @@ struct {
 	__type(value, __u64);
 } unwind_miss_last SEC(".maps");
 
-/* --- Python frames (issue 4; the walker is bpf/python_walk.h) --- */
+/* --- Python frames (the walker is bpf/python_walk.h) --- */
 
 STRATA_GENERATION_MAPS(py_stacks, __u64, struct strata_py_stack, 8192);
 

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * Scheduler accounting rules, shared by bpf/sched.bpf.c and user space (the
- * unit tests, diagnose/breakdown.c): why a thread blocked, which breakdown
- * category an interval belongs to, and the per-thread API-layer stack the
- * GPU uprobes push and pop.  Plain C on __u32/__u64 and the enums of
- * bpf/strata.h (include that first); no helpers, no maps.
+ * Scheduler accounting rules, shared by bpf/sched.bpf.c and the unit tests:
+ * why a thread blocked, which breakdown category an interval belongs to
+ * (the same precedence as strata_time_rank() in lib/enums.h, which
+ * diagnose/breakdown.c applies to overlapping intervals), and the
+ * per-thread API-layer stack the GPU uprobes push and pop.  Plain C on
+ * __u32/__u64 and the enums of bpf/strata.h (include that first); no
+ * helpers, no maps.
  */
 #ifndef STRATA_BPF_SCHED_ACCOUNT_H
 #define STRATA_BPF_SCHED_ACCOUNT_H
@@ -72,29 +74,6 @@ static __always_inline __u32 sched_offcpu_cat(int runnable, __u32 reason, __u32 
 		return STRATA_TIME_LOCK_WAIT;
 	default:
 		return STRATA_TIME_OTHER;
-	}
-}
-
-/* The same precedence as a rank (higher wins) for overlapping intervals. */
-static __always_inline int sched_time_rank(__u32 cat)
-{
-	switch (cat) {
-	case STRATA_TIME_RUNNABLE:
-		return 7;
-	case STRATA_TIME_COLLECTIVE:
-		return 6;
-	case STRATA_TIME_GPU_WAIT:
-		return 5;
-	case STRATA_TIME_CUDA_API:
-		return 4;
-	case STRATA_TIME_IO_WAIT:
-		return 3;
-	case STRATA_TIME_LOCK_WAIT:
-		return 2;
-	case STRATA_TIME_CPU:
-		return 1;
-	default:
-		return 0; /* other */
 	}
 }
 

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "agent/json_str.h"
+#include "lib/json_str.h"
 
 #define ALERT_NAME "StrataStraggler"
 

@@ -5,18 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bpf/sched_account.h"
-
-const char *diag_time_cat_name(uint32_t cat)
-{
-	static const char *const names[STRATA_TIME_MAX] = {
-		"cpu",	   "cuda_api",	"gpu_wait", "collective",
-		"io_wait", "lock_wait", "runnable", "other",
-	};
-
-	return cat < STRATA_TIME_MAX ? names[cat] : "unknown";
-}
-
 /* An interval edge: +1 opens a category, -1 closes it. */
 struct edge {
 	int64_t t;
@@ -37,7 +25,7 @@ static uint32_t top_cat(const int64_t *open)
 	uint32_t best = STRATA_TIME_OTHER;
 
 	for (uint32_t c = 0; c < STRATA_TIME_MAX; c++)
-		if (open[c] > 0 && sched_time_rank(c) > sched_time_rank(best))
+		if (open[c] > 0 && strata_time_rank(c) > strata_time_rank(best))
 			best = c;
 	return best;
 }

@@ -5,7 +5,7 @@
  * the wall time exactly (integer nanoseconds).  Two sources:
  *   - intervals from any layer (on-CPU slices, off-CPU waits, CUDA / NCCL
  *     calls), possibly overlapping: each instant goes to the covering
- *     interval of highest precedence (bpf/sched_account.h: runnable >
+ *     interval of highest precedence (strata_time_rank, lib/enums.h: runnable >
  *     collective > gpu_wait > cuda_api > io_wait > lock_wait > cpu > other),
  *     and uncovered time is "other";
  *   - the scheduler layer's per-thread counters, already exclusive.
@@ -17,9 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <linux/types.h>
-
-#include "bpf/strata.h"
+#include "lib/enums.h"
 
 struct diag_interval {
 	int64_t start_ns, end_ns; /* [start, end) */
@@ -43,7 +41,5 @@ int diag_breakdown_intervals(const struct diag_interval *iv, size_t n, int64_t s
  */
 void diag_breakdown_counters(const uint64_t ns[STRATA_TIME_MAX], uint64_t wall_ns,
 			     struct diag_breakdown *out);
-
-const char *diag_time_cat_name(uint32_t cat);
 
 #endif /* STRATA_DIAGNOSE_BREAKDOWN_H */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "diagnose/robust.h"
+#include "lib/enum_names.h"
 
 #define SCORE_CAP 1000.0       /* a 0-MAD peer set with no floor cannot give inf */
 #define STACK_CANDIDATES 64    /* flagged stacks compared one by one */
@@ -79,14 +80,6 @@ const char *diag_layer_name(enum diag_layer l)
 	return l < DIAG_LAYER_MAX ? names[l] : "unknown";
 }
 
-const char *diag_offcpu_reason_name(enum diag_offcpu_reason r)
-{
-	static const char *const names[DIAG_OFF_MAX] = { "io", "lock", "sleep", "page_fault",
-							 "other" };
-
-	return r < DIAG_OFF_MAX ? names[r] : "unknown";
-}
-
 const char *diag_softirq_name(uint32_t vector)
 {
 	/* include/linux/interrupt.h, stable since 2.6 */
@@ -120,7 +113,7 @@ static double loader_ns(const struct diag_rank_window *w, const char *const *pat
 	for (size_t i = 0; i < w->n_oncpu; i++)
 		if (is_loader(w->oncpu[i].frames, pat))
 			t += w->oncpu[i].ns;
-	for (int r = 0; r < DIAG_OFF_MAX; r++)
+	for (int r = 0; r < STRATA_OFF_MAX; r++)
 		for (size_t i = 0; i < w->n_offcpu[r]; i++)
 			if (is_loader(w->offcpu[r][i].frames, pat))
 				t += w->offcpu[r][i].ns;
@@ -147,7 +140,7 @@ static void rank_metrics(const struct diag_rank_window *w, const char *const *pa
 	m[M_RUNNABLE] = w->runnable_ns / wall;
 	m[M_FOREIGN] = foreign / wall;
 	m[M_IRQ] = irq_max_ns(w) / wall;
-	for (int r = 0; r < DIAG_OFF_MAX; r++)
+	for (int r = 0; r < STRATA_OFF_MAX; r++)
 		m[M_OFF_IO + r] = w->offcpu_ns[r] / wall;
 	m[M_LOADER] = loader_ns(w, pat) / wall;
 	m[M_LAUNCH_RATE] = w->launches / (wall / 1e9);
@@ -268,7 +261,7 @@ static void evidence(struct diag_finding *f, enum metric_id id, const struct dia
 		break;
 	case M_LOADER:
 		top_stacks(f, w->oncpu, w->n_oncpu, wall, pat);
-		for (int r = 0; r < DIAG_OFF_MAX && f->n_evidence < DIAG_EVIDENCE_MAX; r++)
+		for (int r = 0; r < STRATA_OFF_MAX && f->n_evidence < DIAG_EVIDENCE_MAX; r++)
 			top_stacks(f, w->offcpu[r], w->n_offcpu[r], wall, pat);
 		break;
 	default:

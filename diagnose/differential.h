@@ -17,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lib/enums.h"
+
 enum diag_layer {
 	DIAG_LAYER_CPU = 0,
 	DIAG_LAYER_OS,
@@ -24,15 +26,6 @@ enum diag_layer {
 	DIAG_LAYER_CUDA,
 	DIAG_LAYER_NCCL,
 	DIAG_LAYER_MAX,
-};
-
-enum diag_offcpu_reason {
-	DIAG_OFF_IO = 0, /* uninterruptible (D) / io_schedule */
-	DIAG_OFF_LOCK,	 /* futex */
-	DIAG_OFF_SLEEP,	 /* voluntary interruptible sleep */
-	DIAG_OFF_FAULT,	 /* blocked in a page fault */
-	DIAG_OFF_OTHER,
-	DIAG_OFF_MAX,
 };
 
 /* A stack with a weight: folded frames "outermost;...;leaf", value in ns. */
@@ -74,9 +67,9 @@ struct diag_rank_window {
 	const struct diag_irq *irq;
 	size_t n_irq;
 	/* os */
-	double offcpu_ns[DIAG_OFF_MAX];
-	const struct diag_stack *offcpu[DIAG_OFF_MAX]; /* blocking stacks by reason */
-	size_t n_offcpu[DIAG_OFF_MAX];
+	double offcpu_ns[STRATA_OFF_MAX];
+	const struct diag_stack *offcpu[STRATA_OFF_MAX]; /* blocking stacks by reason */
+	size_t n_offcpu[STRATA_OFF_MAX];
 	/* cuda */
 	double launches;       /* kernel launches in the window */
 	double sync_ns;	       /* blocked in cuda*Synchronize / event waits */
@@ -120,7 +113,6 @@ int diag_differential(const struct diag_rank_window *flagged, const struct diag_
 		      size_t max);
 
 const char *diag_layer_name(enum diag_layer l);
-const char *diag_offcpu_reason_name(enum diag_offcpu_reason r);
 const char *diag_softirq_name(uint32_t vector);
 
 #endif /* STRATA_DIAGNOSE_DIFFERENTIAL_H */

@@ -10,12 +10,12 @@ pkgs=(make gcc clang llvm pkg-config libbpf-dev bpftool libelf-dev libdw-dev
 # deploy/ manifest checks (python3-yaml); ClickHouse store tests run a
 # private clickhouse-server (Debian's 18.16; no system service is used).
 pkgs+=(python3-yaml clickhouse-server)
-# Python frames (issue 4): the PyTorch test workload and the 3.11 headers
+# Python frames: the PyTorch test workload and the 3.11 headers
 # the offsets table is checked against.
 pkgs+=(python3-torch python3.11-dev)
-# Diagnosis (issue 7): promtool checks deploy/prometheus rules.
+# Diagnosis: promtool checks deploy/prometheus rules.
 pkgs+=(prometheus)
-# strata-server (issue 6): the server tests drive it with these CLIs.
+# strata-server: the server tests drive it with these CLIs.
 pkgs+=(curl zstd sqlite3)
 missing=()
 for p in "${pkgs[@]}"; do

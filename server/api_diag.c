@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * Diagnosis endpoints (pinned by issue 7) and the job page's diagnosis
+ * Diagnosis endpoints and the job page's diagnosis
  * section, over server/diag_engine.c (stragglers, breakdown, leaks: judged
  * per window) and server/diag_inputs.c (findings: computed on request over
  * the last judged windows, or from/to).  Every answer first brings the
@@ -11,8 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/clock.h"
 #include "diagnose/breakdown.h"
+#include "lib/clock.h"
+#include "lib/enum_names.h"
 #include "server/diag_engine.h"
 #include "server/diag_inputs.h"
 #include "server/server.h"
@@ -154,7 +155,7 @@ int api_breakdown(struct server *srv, const struct request *r, FILE *out)
 		json_str(out, v[i].node);
 		fprintf(out, ",\"pid\":%u,\"tid\":%u,\"seconds\":{", v[i].pid, v[i].tid);
 		for (uint32_t c = 0; c < STRATA_TIME_MAX; c++) {
-			fprintf(out, "%s\"%s\":%.6f", c ? "," : "", diag_time_cat_name(c),
+			fprintf(out, "%s\"%s\":%.6f", c ? "," : "", strata_time_cat_name(c),
 				v[i].ns[c] / 1e9);
 			wall += v[i].ns[c];
 		}
@@ -260,7 +261,7 @@ void page_diagnosis(struct server *srv, const char *job, FILE *out)
 	fputs("<h2>Time breakdown (main thread, seconds)</h2><table><tr><th>rank</th><th>node</th>",
 	      out);
 	for (uint32_t c = 0; c < STRATA_TIME_MAX; c++)
-		fprintf(out, "<th>%s</th>", diag_time_cat_name(c));
+		fprintf(out, "<th>%s</th>", strata_time_cat_name(c));
 	fputs("</tr>", out);
 	n = t ? diag_engine__breakdown(srv->diag, job, t, MAX_LIST) : 0;
 	for (size_t i = 0; i < n && i < MAX_LIST; i++) {

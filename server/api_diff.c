@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/profile.h"
+#include "lib/hash.h"
+#include "lib/profile.h"
 #include "server/server.h"
-#include "symbolize/hash.h"
 
 struct dnode {
 	char *name;

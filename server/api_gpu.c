@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/profile.h"
+#include "lib/hash.h"
+#include "lib/profile.h"
 #include "server/server.h"
-#include "symbolize/hash.h"
 
 #define MAX_EVENTS_DEFAULT 100000u
 

@@ -9,9 +9,9 @@
 #include <errno.h>
 #include <string.h>
 
-#include "agent/clock.h"
+#include "lib/clock.h"
+#include "lib/hex.h"
 #include "server/server.h"
-#include "symbolize/buildid.h"
 
 static void add(uint64_t *c, uint64_t v)
 {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * Query endpoints over the store: jobs, nodes, processes/ranks, profiles
- * (exported by the agent's own encoders through agent/profile.h), leaks
+ * (exported by the agent's own encoders through lib/profile.h), leaks
  * and CUDA API tallies.
  */
 #include <errno.h>
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/profile.h"
+#include "lib/profile.h"
 #include "server/server.h"
 
 #define FILTER_OR_400(r, prefix, f)                                            \
@@ -151,7 +151,7 @@ static int to_profile_frame(struct profile *p, const struct store_frame *sf, uin
 		.line = sf->line,
 		.module = sf->module ? sf->module : "[unknown]",
 		.addr = sf->addr,
-		.flags = sf->flags & ~STORE_FRAME_RETURN,
+		.flags = sf->flags & ~PROFILE_FRAME_RETURN,
 	};
 	int64_t i = profile__intern_frame(p, &f);
 

@@ -220,7 +220,7 @@ static enum batch_error check_cpu(const struct vctx *v)
 		PROC(b->sched_stats[i]->process, "sched_stats", i);
 	for (size_t i = 0; i < b->n_time_breakdown; i++)
 		PROC(b->time_breakdown[i]->process, "time_breakdown", i);
-	/* CPU layer (issue 7) */
+	/* CPU layer */
 	for (size_t i = 0; i < b->n_foreign_runs; i++)
 		STR(b->foreign_runs[i]->comm_str, "foreign_runs", i);
 	for (size_t i = 0; i < b->n_target_cpus; i++)

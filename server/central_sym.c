@@ -11,10 +11,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "agent/profile.h"
+#include "lib/hash.h"
+#include "lib/profile.h"
 #include "symbolize/buildid.h"
 #include "symbolize/debuginfod.h"
-#include "symbolize/hash.h"
 #include "symbolize/symbolize.h"
 
 #define STACK_CACHE_ENTRIES (256u * 1024)
@@ -187,8 +187,8 @@ static int native_frames(struct central_sym *c, const Strata__V1__Batch *b, stru
 
 		if (!f)
 			return -ENOMEM;
-		f->kind = STORE_FRAME_NATIVE;
-		f->flags = PROFILE_FRAME_UNRESOLVED | (wf->is_return ? STORE_FRAME_RETURN : 0);
+		f->kind = PROFILE_KIND_NATIVE;
+		f->flags = PROFILE_FRAME_UNRESOLVED | (wf->is_return ? PROFILE_FRAME_RETURN : 0);
 		f->module = module;
 		f->build_id = hex;
 		f->addr = wf->address;
@@ -201,7 +201,7 @@ static int native_frames(struct central_sym *c, const Strata__V1__Batch *b, stru
 
 		if (!f)
 			return -ENOMEM;
-		f->kind = STORE_FRAME_NATIVE;
+		f->kind = PROFILE_KIND_NATIVE;
 		f->flags = sf[i].inlined ? PROFILE_FRAME_INLINED : 0;
 		f->func = sf[i].func;
 		f->file = sf[i].file;
@@ -407,7 +407,7 @@ int central_sym__resolve_late(struct central_sym *c, const struct store_frame *f
 	char path[PATH_MAX];
 	int n = 0, len;
 
-	if (f->kind != STORE_FRAME_NATIVE || !(f->flags & PROFILE_FRAME_UNRESOLVED) ||
+	if (f->kind != PROFILE_KIND_NATIVE || !(f->flags & PROFILE_FRAME_UNRESOLVED) ||
 	    !f->build_id || !buildid_hex_valid(f->build_id))
 		return 0;
 	len = unhex(f->build_id, id, sizeof(id));
@@ -416,7 +416,7 @@ int central_sym__resolve_late(struct central_sym *c, const struct store_frame *f
 	pthread_mutex_lock(&c->lock);
 	/* Uploaded files only: debuginfod was asked at ingest already. */
 	if (!file_for(c, f->build_id, id, (size_t)len, path, sizeof(path), 0)) {
-		uint64_t q = (f->flags & STORE_FRAME_RETURN) && f->addr ? f->addr - 1 : f->addr;
+		uint64_t q = (f->flags & PROFILE_FRAME_RETURN) && f->addr ? f->addr - 1 : f->addr;
 
 		n = symbolizer__resolve(c->sym, path, id, (size_t)len, q, out, max);
 		if (n > 0)

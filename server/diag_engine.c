@@ -12,9 +12,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "agent/clock.h"
 #include "diagnose/alert_webhook.h"
 #include "diagnose/breakdown.h"
+#include "lib/clock.h"
+#include "lib/enum_names.h"
 #include "server/diag_engine.h"
 #include "server/diag_inputs.h"
 
@@ -122,14 +123,10 @@ static void *engine_thread(void *arg)
 	pthread_mutex_lock(&e->stop_lock);
 	while (!e->stop) {
 		struct timespec ts;
-		uint64_t at;
 
 		pthread_mutex_unlock(&e->stop_lock);
 		diag_engine__run(e, realtime_ns());
-		clock_gettime(CLOCK_REALTIME, &ts);
-		at = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec + every;
-		ts.tv_sec = (time_t)(at / 1000000000ull);
-		ts.tv_nsec = (long)(at % 1000000000ull);
+		ts = realtime_deadline(every);
 		pthread_mutex_lock(&e->stop_lock);
 		if (!e->stop)
 			pthread_cond_timedwait(&e->stop_cond, &e->stop_lock, &ts);
@@ -757,7 +754,7 @@ void diag_engine__metrics(struct diag_engine *e, FILE *o)
 				diag_prom_label(o, e->jobs[i]->job);
 				fprintf(o, ",rank=\"%d\",node=", t->rank);
 				diag_prom_label(o, t->node);
-				fprintf(o, ",category=\"%s\"} %.9f\n", diag_time_cat_name(c),
+				fprintf(o, ",category=\"%s\"} %.9f\n", strata_time_cat_name(c),
 					t->ns[c] / 1e9);
 			}
 		}

@@ -18,11 +18,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include <linux/types.h>
-
-#include "bpf/strata.h"
 #include "diagnose/leak.h"
 #include "diagnose/straggler.h"
+#include "lib/enums.h"
 #include "server/store.h"
 
 struct diag_engine_opts {

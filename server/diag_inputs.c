@@ -200,7 +200,7 @@ struct rank_in {
 	uint64_t last_ns;
 	char node[64];
 	struct diag_rank_window w;
-	struct stack_vec on, off[DIAG_OFF_MAX];
+	struct stack_vec on, off[STRATA_OFF_MAX];
 	struct comm_seq seqs[16];
 	size_t nseqs;
 };
@@ -298,20 +298,20 @@ static int offcpu_reason_of(const struct store_stack *s)
 	for (uint32_t i = s->nframes; i-- > 0;) {
 		const char *fn = s->frames[i].func;
 
-		if (s->frames[i].kind != STORE_FRAME_KERNEL || !fn)
+		if (s->frames[i].kind != PROFILE_KIND_KERNEL || !fn)
 			continue;
 		if (strstr(fn, "futex"))
-			return DIAG_OFF_LOCK;
+			return STRATA_OFF_LOCK;
 		if (strstr(fn, "fault"))
-			return DIAG_OFF_FAULT;
+			return STRATA_OFF_FAULT;
 		if (strstr(fn, "io_schedule") || strstr(fn, "jbd2") || strstr(fn, "blk") ||
 		    strstr(fn, "wait_on_page") || strstr(fn, "folio_wait"))
-			return DIAG_OFF_IO;
+			return STRATA_OFF_IO;
 		if (strstr(fn, "nanosleep") || strstr(fn, "hrtimer") || strstr(fn, "poll") ||
 		    strstr(fn, "select"))
-			return DIAG_OFF_SLEEP;
+			return STRATA_OFF_SLEEP;
 	}
-	return DIAG_OFF_OTHER;
+	return STRATA_OFF_OTHER;
 }
 
 static int on_offcpu_sample(void *ctx, const struct store_sample *s)
@@ -330,7 +330,7 @@ static int on_thread_time(void *ctx, const struct store_thread_time *t)
 
 	if (!r)
 		return 0;
-	if (t->kind == STORE_THREAD_OFFCPU && t->index < DIAG_OFF_MAX)
+	if (t->kind == STORE_THREAD_OFFCPU && t->index < STRATA_OFF_MAX)
 		r->w.offcpu_ns[t->index] += (double)t->ns;
 	else if (t->kind == STORE_THREAD_RUNNABLE)
 		r->w.runnable_ns += (double)t->ns;
@@ -484,7 +484,7 @@ static void finish_rank(struct rank_in *r, double wall)
 	r->w.wall_ns = wall;
 	r->w.oncpu = r->on.v;
 	r->w.n_oncpu = r->on.n;
-	for (int k = 0; k < DIAG_OFF_MAX; k++) {
+	for (int k = 0; k < STRATA_OFF_MAX; k++) {
 		r->w.offcpu[k] = r->off[k].v;
 		r->w.n_offcpu[k] = r->off[k].n;
 	}
@@ -550,7 +550,7 @@ out:
 		free(c.r[i].on.v);
 		free(c.r[i].foreign.v);
 		free(c.r[i].irq.v);
-		for (int k = 0; k < DIAG_OFF_MAX; k++)
+		for (int k = 0; k < STRATA_OFF_MAX; k++)
 			free(c.r[i].off[k].v);
 	}
 	free(c.r);

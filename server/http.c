@@ -14,7 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "agent/clock.h"
+#include "lib/clock.h"
 #include "server/server.h"
 
 struct http_daemon {

@@ -8,7 +8,7 @@
 #include <inttypes.h>
 #include <string.h>
 
-#include "agent/profile.h"
+#include "lib/profile.h"
 #include "server/server.h"
 
 void page_html(FILE *o, const char *s)

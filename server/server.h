@@ -97,7 +97,7 @@ int page_index(struct server *srv, const struct request *r, FILE *out);
 void json_str(FILE *out, const char *s); /* quoted, escaped; NULL -> null */
 int json_error(FILE *out, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-/* Builds an agent/profile.h profile from the store for f. */
+/* Builds an lib/profile.h profile from the store for f. */
 struct profile;
 int server__load_profile(struct server *srv, const struct store_filter *f,
 			 enum store_profile_kind kind, struct profile **out);

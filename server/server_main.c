@@ -15,8 +15,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "agent/cli.h"
-#include "agent/clock.h"
+#include "lib/cli.h"
+#include "lib/clock.h"
 #include "server/diag_engine.h"
 #include "server/server.h"
 

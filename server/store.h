@@ -24,26 +24,24 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lib/profile.h"
+
 #include "strata.pb-c.h"
 
 /* ---- symbolized frames and stacks ---------------------------------------- */
 
-enum store_frame_kind {
-	STORE_FRAME_NATIVE = 1, /* = Strata__V1__Frame__Kind values */
-	STORE_FRAME_KERNEL = 2,
-	STORE_FRAME_PYTHON = 3,
-	STORE_FRAME_LOST = 4,
-	STORE_FRAME_UNKNOWN = 5,
-};
-
-/* A store_frame flag beside the PROFILE_FRAME_* ones: addr is a return
- * address (symbolized at addr - 1).  Kept so that a frame stored
- * unresolved can be resolved later, when its file has been uploaded. */
-#define STORE_FRAME_RETURN (1u << 16)
+/* The profile model's frame kinds and flags (lib/profile.h), under the
+ * names the store code uses. */
+#define STORE_FRAME_NATIVE PROFILE_KIND_NATIVE
+#define STORE_FRAME_KERNEL PROFILE_KIND_KERNEL
+#define STORE_FRAME_PYTHON PROFILE_KIND_PYTHON
+#define STORE_FRAME_LOST PROFILE_KIND_LOST
+#define STORE_FRAME_UNKNOWN PROFILE_KIND_UNKNOWN
+#define STORE_FRAME_RETURN PROFILE_FRAME_RETURN
 
 struct store_frame {
-	uint32_t kind;	      /* enum store_frame_kind */
-	uint32_t flags;	      /* PROFILE_FRAME_* (agent/profile.h) | STORE_FRAME_RETURN */
+	uint32_t kind;	      /* enum profile_frame_kind */
+	uint32_t flags;	      /* enum profile_frame_flags (lib/profile.h) */
 	const char *func;     /* NULL when unresolved (never a nearby wrong name) */
 	const char *file;     /* NULL when unknown */
 	uint32_t line;	      /* 0 when unknown */
@@ -210,7 +208,7 @@ typedef int (*store_event_fn)(void *ctx, const struct store_event *e);
 
 enum store_thread_kind {
 	STORE_THREAD_TIME = 1,	   /* index: enum strata_time_cat (breakdown counters) */
-	STORE_THREAD_OFFCPU = 2,   /* index: enum diag_offcpu_reason (io, lock, sleep,
+	STORE_THREAD_OFFCPU = 2,   /* index: enum strata_offcpu_reason (io, lock, sleep,
 				    * page_fault, other) */
 	STORE_THREAD_ONCPU = 3,	   /* index 0: on-CPU ns (scheduler layer) */
 	STORE_THREAD_RUNNABLE = 4, /* index 0: runqueue latency + preempted-runnable ns */

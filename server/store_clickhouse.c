@@ -30,9 +30,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/hash.h"
+#include "lib/wire_enums.h"
 #include "server/clickhouse_http.h"
 #include "server/store.h"
-#include "symbolize/hash.h"
 
 #define POOL_MAX 8		    /* connections (one query each at a time) */
 #define INFLIGHT_MAX 64		    /* concurrent ingests */
@@ -1644,17 +1645,19 @@ static int thread_time_row(const struct ch_result *r, size_t i, const struct sta
 static int ch_thread_times(struct store *base, const struct store_filter *f,
 			   store_thread_time_fn fn, void *ctx)
 {
+	/* kind, the wire-enum column the index comes from (NULL: index 0) and
+	 * its list's length, value expression, table (lib/wire_enums.h). */
 	static const struct {
 		uint32_t kind;
-		const char *index, *value, *table, *cond;
+		const char *col;
+		uint32_t n;
+		const char *value, *table;
 	} parts[] = {
-		{ STORE_THREAD_TIME, "toUInt32(category - 1)", "ns", "time_breakdown",
-		  " AND category BETWEEN 1 AND 8" },
-		{ STORE_THREAD_OFFCPU, "toUInt32(reason - 1)", "ns", "offcpu_samples",
-		  " AND reason BETWEEN 1 AND 5" },
-		{ STORE_THREAD_ONCPU, "toUInt32(0)", "on_cpu_ns", "sched_stats", "" },
-		{ STORE_THREAD_RUNNABLE, "toUInt32(0)", "runqueue_latency_ns + runnable_wait_ns",
-		  "sched_stats", "" },
+		{ STORE_THREAD_TIME, "category", STRATA_TIME_MAX, "ns", "time_breakdown" },
+		{ STORE_THREAD_OFFCPU, "reason", STRATA_OFF_MAX, "ns", "offcpu_samples" },
+		{ STORE_THREAD_ONCPU, NULL, 0, "on_cpu_ns", "sched_stats" },
+		{ STORE_THREAD_RUNNABLE, NULL, 0, "runqueue_latency_ns + runnable_wait_ns",
+		  "sched_stats" },
 	};
 	struct ch_store *s = (struct ch_store *)base;
 	struct ch_sql q = { 0 };
@@ -1666,11 +1669,16 @@ static int ch_thread_times(struct store *base, const struct store_filter *f,
 		g.from_ns--;
 	ch_sql__add(&q, "SELECT * FROM (");
 	for (size_t k = 0; k < sizeof(parts) / sizeof(parts[0]); k++) {
+		char ix[64] = "0", cond[96] = "";
+
+		if (parts[k].col)
+			strata_wire_enum_sql(parts[k].col, parts[k].n, ix, sizeof(ix), cond,
+					     sizeof(cond));
 		ch_sql__add(&q,
 			    "%sSELECT node, pid, tid, job, has_rank, rank, toUInt32(%u) AS kind,"
-			    " %s AS ix, sum(%s) AS v FROM %s.%s WHERE 1%s",
-			    k ? " UNION ALL " : "", parts[k].kind, parts[k].index, parts[k].value,
-			    s->db, parts[k].table, parts[k].cond);
+			    " toUInt32(%s) AS ix, sum(%s) AS v FROM %s.%s WHERE 1%s",
+			    k ? " UNION ALL " : "", parts[k].kind, ix, parts[k].value, s->db,
+			    parts[k].table, cond);
 		if (f->from_ns)
 			ch_sql__add(&q, " AND b_end >= %" PRIu64, f->from_ns);
 		if (f->to_ns)

@@ -17,9 +17,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "agent/profile.h"
+#include "lib/hash.h"
+#include "lib/profile.h"
+#include "lib/wire_enums.h"
 #include "server/store.h"
-#include "symbolize/hash.h"
 
 #define NREADERS 3
 #define MAX_STMTS 32
@@ -1488,19 +1489,20 @@ static int thread_time_row(void *rc, sqlite3_stmt *st)
 static int sq_thread_times(struct store *base, const struct store_filter *f,
 			   store_thread_time_fn fn, void *ctx)
 {
-	/* kind, index expression, value expression, table, extra condition.
-	 * Stored categories and reasons are the wire enums (1-based). */
+	/* kind, the wire-enum column the index comes from (NULL: index 0) and
+	 * its list's length, value expression, table.  Stored categories and
+	 * reasons are wire values (lib/enums.h: strata_enum_from_wire). */
 	static const struct {
 		uint32_t kind;
-		const char *index, *value, *table, *cond;
+		const char *col;
+		uint32_t n;
+		const char *value, *table;
 	} parts[] = {
-		{ STORE_THREAD_TIME, "t.category - 1", "t.ns", "time_breakdown",
-		  " AND t.category BETWEEN 1 AND 8" },
-		{ STORE_THREAD_OFFCPU, "t.reason - 1", "t.ns", "offcpu_samples",
-		  " AND t.reason BETWEEN 1 AND 5" },
-		{ STORE_THREAD_ONCPU, "0", "t.on_cpu_ns", "sched_stats", "" },
-		{ STORE_THREAD_RUNNABLE, "0", "t.runqueue_latency_ns + t.runnable_wait_ns",
-		  "sched_stats", "" },
+		{ STORE_THREAD_TIME, "t.category", STRATA_TIME_MAX, "t.ns", "time_breakdown" },
+		{ STORE_THREAD_OFFCPU, "t.reason", STRATA_OFF_MAX, "t.ns", "offcpu_samples" },
+		{ STORE_THREAD_ONCPU, NULL, 0, "t.on_cpu_ns", "sched_stats" },
+		{ STORE_THREAD_RUNNABLE, NULL, 0, "t.runqueue_latency_ns + t.runnable_wait_ns",
+		  "sched_stats" },
 	};
 	struct sqlite_store *s = (struct sqlite_store *)base;
 	struct row_ctx r = { .fn = (void *)fn, .ctx = ctx };
@@ -1509,12 +1511,16 @@ static int sq_thread_times(struct store *base, const struct store_filter *f,
 	/* One query per table: the filter's binds would overflow one UNION. */
 	for (size_t i = 0; !err && i < sizeof(parts) / sizeof(parts[0]); i++) {
 		struct query q = { .len = 0 };
+		char ix[64] = "0", cond[96] = "";
 
+		if (parts[i].col)
+			strata_wire_enum_sql(parts[i].col, parts[i].n, ix, sizeof(ix), cond,
+					     sizeof(cond));
 		q_add(&q,
 		      "SELECT p.node, p.pid, t.tid, p.job, p.has_rank, p.rank, %u, %s AS ix,"
 		      " SUM(%s) FROM %s t JOIN batches b ON b.id = t.batch"
 		      " JOIN processes p ON p.id = t.process WHERE 1%s",
-		      parts[i].kind, parts[i].index, parts[i].value, parts[i].table, parts[i].cond);
+		      parts[i].kind, ix, parts[i].value, parts[i].table, cond);
 		q_filter(&q, f, "b.end_ns");
 		q_add(&q, " GROUP BY p.id, t.tid, ix");
 		err = exec_query(s, &q, thread_time_row, &r, 0);

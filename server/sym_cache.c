@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/profile.h"
-#include "symbolize/strpool.h"
+#include "lib/profile.h"
+#include "lib/strpool.h"
 
 struct entry {
 	uint64_t key[2];

@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lib/hex.h"
+
 #define BUILD_ID_MAX 20 /* sha1; longer ids are truncated and flagged */
 
 /*
@@ -15,7 +17,6 @@
  */
 int build_id_read(const char *path, int fd, uint8_t *out, size_t max);
 
-/* Lower-case hex of id into buf (2*len+1 bytes); returns buf. */
-char *build_id_hex(const uint8_t *id, size_t len, char *buf, size_t sz);
+/* build_id_hex() prints one (lib/hex.h). */
 
 #endif /* STRATA_BUILDID_H */

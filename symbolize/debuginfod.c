@@ -15,7 +15,8 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdlib.h>
-#include <time.h>
+
+#include "lib/clock.h"
 
 #define NSEC 1000000000ull
 #define CONNECT_BUDGET_NS (5 * NSEC) /* no answer from any server yet */
@@ -47,14 +48,6 @@ struct debuginfod {
 	struct debuginfod_stats st;
 };
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * NSEC + (uint64_t)ts.tv_nsec;
-}
-
 /*
  * Called by libdebuginfod about once a second while a request runs.
  * The client has no pointer back to us except its user data, and the
@@ -76,7 +69,7 @@ static int progress(debuginfod_client *c, long a, long total)
 	dlclose(so);
 	if (!d)
 		return 0;
-	spent = now_ns() - d->started_ns;
+	spent = mono_ns() - d->started_ns;
 	/*
 	 * a is a loop counter until a server answers, bytes afterwards, so
 	 * only total (the size, once a server has sent its headers) tells
@@ -161,7 +154,7 @@ static int find(struct debuginfod *d, int executable, const uint8_t *id, size_t 
 		d->st.skipped++;
 		return -ENOSYS;
 	}
-	now = now_ns();
+	now = mono_ns();
 	if (now < d->backoff_until_ns) {
 		d->st.skipped++;
 		return -EAGAIN;
@@ -180,7 +173,7 @@ static int find(struct debuginfod *d, int executable, const uint8_t *id, size_t 
 		*path = NULL;
 		/* "Not found" is an answer; anything else means trouble. */
 		if (fd != -ENOENT)
-			d->backoff_until_ns = now_ns() + BACKOFF_NS;
+			d->backoff_until_ns = mono_ns() + BACKOFF_NS;
 		return fd;
 	}
 	d->st.found++;

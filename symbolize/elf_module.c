@@ -23,10 +23,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "lib/strpool.h"
 #include "symbolize/buildid.h"
 #include "symbolize/debuginfod.h"
 #include "symbolize/debuglink.h"
-#include "symbolize/strpool.h"
 
 /*
  * Backward steps when looking for the symbol containing an address; only

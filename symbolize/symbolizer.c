@@ -20,13 +20,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
+#include "lib/clock.h"
+#include "lib/hash.h"
+#include "lib/strpool.h"
 #include "symbolize/buildid.h"
 #include "symbolize/debuginfod.h"
 #include "symbolize/elf_module.h"
-#include "symbolize/hash.h"
-#include "symbolize/strpool.h"
 
 #define DEFAULT_MAX_MODULES 64
 #define DEFAULT_MAX_CACHE 65536
@@ -68,14 +68,6 @@ struct symbolizer {
 
 	struct symbolizer_stats st;
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* splitmix64 finaliser: spreads pointer bits over the whole word. */
 static uint64_t mix64(uint64_t x)
@@ -292,7 +284,7 @@ static int mod_get(struct symbolizer *s, const char *key, const char *path, cons
 			*out = e->em;
 			return 0;
 		}
-		now = now_ns();
+		now = mono_ns();
 		if (now < e->retry_ns && e->path_hash == path_hash)
 			return e->err;
 		/* Retry: drop the memo and open afresh below. */
@@ -317,7 +309,7 @@ static int mod_get(struct symbolizer *s, const char *key, const char *path, cons
 		s->st.module_open_failed++;
 		e->err = err;
 		e->path_hash = path_hash;
-		e->retry_ns = now_ns() + RETRY_NS;
+		e->retry_ns = mono_ns() + RETRY_NS;
 	}
 	e->hnext = NULL;
 	*pp = e;

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Builds the wire batch (proto/strata.proto) from what the agent drains:
- * processes with their job/rank labels, mappings (build-id + path),
- * deduplicated stacks of (mapping, file offset) frames, and merged CPU
- * samples.  Native user frames get NO names: the server symbolizes them.
- * Kernel frames are named here (kallsyms is per node).
+ * Builds the wire batch (proto/strata.proto): processes with their
+ * job/rank labels, mappings (build-id + path), deduplicated stacks of
+ * (mapping, file offset) frames, merged CPU samples and the other record
+ * lists, then encodes and compresses it (uploader/batch_encode.c).  It
+ * knows only the wire: the agent turns what it drains into these calls
+ * (agent/ship/).
  *
  * Bounded: past max_stacks distinct stacks or max_samples distinct sample
  * rows in one batch, samples are dropped and counted (rows_dropped, sent in
@@ -17,12 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "agent/profile.h"
-#include "agent/proc_tracker.h"
-#include "agent/python.h"
-#include "agent/sampler.h"
-#include "agent/unwind_loader.h"
-#include "symbolize/symbolize.h"
+#include "lib/profile.h"
 
 #include "strata.pb-c.h"
 
@@ -39,15 +35,7 @@ struct batch_builder_opts {
 	void *on_file_ctx;
 };
 
-/* Where the sampler adapter (batch_builder__add_sampled) looks things up. */
-struct batch_sources {
-	struct proc_tracker *procs;
-	struct ksyms *ksyms;	      /* NULL: kernel frames go unnamed */
-	struct unwind_loader *unwind; /* NULL: FP only; else sampled tables kept warm */
-	struct python *python;	      /* NULL: Python frames are not stitched */
-};
-
-/* A frame as the low-level API takes it. */
+/* A frame as the builder takes it. */
 struct bb_frame {
 	uint32_t kind;		 /* Strata__V1__Frame__Kind */
 	const uint8_t *build_id; /* NATIVE */
@@ -62,7 +50,7 @@ struct bb_frame {
 	const char *open_path; /* NATIVE: the file the server may ask for (NULL: none) */
 };
 
-/* A process as the low-level API takes it (read from /proc by the adapter). */
+/* A process as the builder takes it (the agent reads it from /proc). */
 struct bb_process {
 	uint32_t pid, ppid;
 	uint64_t start_time_ns;
@@ -83,7 +71,7 @@ struct batch_meta {
 };
 
 struct batch_builder_stats {
-	uint64_t batches, samples, rows_dropped, frames_unknown, proc_read_failed;
+	uint64_t batches, samples, rows_dropped;
 	uint64_t raw_bytes, wire_bytes; /* of every finished batch */
 };
 
@@ -91,7 +79,6 @@ struct batch_builder;
 
 struct batch_builder *batch_builder__new(const struct batch_builder_opts *opts);
 void batch_builder__free(struct batch_builder *bb);
-void batch_builder__set_sources(struct batch_builder *bb, const struct batch_sources *src);
 
 /* Index of the process in this batch (deduplicated by pid + start time). */
 int64_t batch_builder__process(struct batch_builder *bb, const struct bb_process *p);
@@ -99,16 +86,6 @@ int64_t batch_builder__process(struct batch_builder *bb, const struct bb_process
  * a sample over the bounds is dropped, counted, and 0 is returned. */
 int batch_builder__add(struct batch_builder *bb, uint32_t process, uint32_t tid, const char *comm,
 		       const struct bb_frame *frames, uint32_t n, uint64_t count);
-
-/* sampler_sample_fn: converts one drained sample through the sources. */
-int batch_builder__add_sampled(void *bb, const struct sampler_sample *s);
-
-/* A drained stack (user/kernel/Python as the sampler hands them; count
- * unused) without a sample row: its process and stack indexes in this
- * batch, for records that carry a stack (off-CPU).  0 or -errno; *stack is
- * -E2BIG past max_stacks (drop the row and count it). */
-int batch_builder__sampled_stack(struct batch_builder *bb, const struct sampler_sample *s,
-				 uint32_t *process, int64_t *stack);
 
 /* Samples added since the last finish. */
 uint64_t batch_builder__pending(const struct batch_builder *bb);
@@ -123,8 +100,8 @@ int batch_builder__finish(struct batch_builder *bb, const struct batch_meta *m, 
 
 void batch_builder__stats(const struct batch_builder *bb, struct batch_builder_stats *st);
 
-/* ---- the other record lists (GPU and scheduler layers: uploader/batch_gpu.c,
- * uploader/batch_sched.c) ------------------------------------------------------ */
+/* ---- the other record lists (GPU and scheduler layers: agent/ship/batch_gpu.c,
+ * agent/ship/batch_sched.c) ------------------------------------------------------ */
 
 enum bb_list {
 	BB_OFFCPU,     /* Strata__V1__OffCpuSample */
@@ -159,10 +136,8 @@ uint32_t batch_builder__string(struct batch_builder *bb, const char *s);
  * -E2BIG past max_stacks (the caller drops its row and counts it with
  * batch_builder__dropped), -ENOMEM, -EINVAL. */
 int64_t batch_builder__stack(struct batch_builder *bb, const struct bb_frame *frames, uint32_t n);
-/* Index of process tgid in this batch: the instance its samples used, else
- * the one /proc shows, else (gone) one made from fallback (may be NULL). */
-int64_t batch_builder__process_tgid(struct batch_builder *bb, uint32_t tgid,
-				    const struct bb_process *fallback);
+/* Index of the first process of this batch with this pid, or -ENOENT. */
+int64_t batch_builder__find_pid(const struct batch_builder *bb, uint32_t pid);
 /* Fills in what the process's environment did not give: a rank (from
  * ncclCommInitRank) and a job (the NCCL unique-id hash). */
 void batch_builder__label_rank(struct batch_builder *bb, uint32_t process, int32_t rank,

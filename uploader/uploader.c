@@ -14,8 +14,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/log.h"
-#include "symbolize/hash.h"
+#include "lib/clock.h"
+#include "lib/hash.h"
+#include "lib/log.h"
 
 #define RESP_MAX 65536
 #define MAX_MISSING 32
@@ -47,14 +48,6 @@ struct uploader {
 
 	struct uploader_stats st;
 };
-
-static uint64_t mono_ms_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 struct resp_buf {
 	char data[RESP_MAX];
@@ -249,7 +242,7 @@ static uint32_t next_backoff(struct uploader *u)
 		b = u->o.backoff_max_ms;
 	u->st.backoff_ms = b;
 	if (getrandom(&r, sizeof(r), 0) != sizeof(r))
-		r = (uint32_t)mono_ms_now();
+		r = (uint32_t)mono_ms();
 	return b / 2 + r % (b / 2 + 1);
 }
 
@@ -268,7 +261,7 @@ static void *sender(void *arg)
 		return NULL;
 	pthread_mutex_lock(&u->lock);
 	while (!u->stop) {
-		uint64_t now = mono_ms_now(), seq;
+		uint64_t now = mono_ms(), seq;
 		uint8_t *data = NULL;
 		size_t len = 0;
 		const char *why = "";
@@ -280,13 +273,7 @@ static void *sender(void *arg)
 
 			if (!spool__count(u->spool))
 				pthread_cond_broadcast(&u->idle);
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_sec += (time_t)(wait / 1000);
-			ts.tv_nsec += (long)(wait % 1000) * 1000000;
-			if (ts.tv_nsec >= 1000000000) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000;
-			}
+			ts = realtime_deadline(wait * 1000000);
 			pthread_cond_timedwait(&u->wake, &u->lock, &ts);
 			continue;
 		}
@@ -323,7 +310,7 @@ static void *sender(void *arg)
 				(unsigned long long)seq, status, resp->data);
 		} else {
 			u->st.failures++;
-			not_before = mono_ms_now() + next_backoff(u);
+			not_before = mono_ms() + next_backoff(u);
 			pr_info("uploader: %s: %s; retrying in about %u ms", u->url,
 				status ? "server error" : why, u->st.backoff_ms);
 		}
@@ -445,25 +432,20 @@ int uploader__submit(struct uploader *u, const void *data, size_t len)
 
 int uploader__drain(struct uploader *u, uint32_t timeout_ms)
 {
-	uint64_t deadline = mono_ms_now() + timeout_ms;
+	uint64_t deadline = mono_ms() + timeout_ms;
 	int err = 0;
 
 	pthread_mutex_lock(&u->lock);
 	pthread_cond_broadcast(&u->wake);
 	while (spool__count(u->spool)) {
-		uint64_t now = mono_ms_now();
+		uint64_t now = mono_ms();
 		struct timespec ts;
 
 		if (now >= deadline) {
 			err = -ETIMEDOUT;
 			break;
 		}
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 100 * 1000000;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
-		}
+		ts = realtime_deadline(100 * 1000000);
 		pthread_cond_timedwait(&u->idle, &u->lock, &ts);
 	}
 	pthread_mutex_unlock(&u->lock);

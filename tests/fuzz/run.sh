@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/usr/bin/env bash
 # Builds the libFuzzer targets into build/fuzz/ and runs each for SECONDS
 # (default 20).  Exits non-zero when a target crashes; the reproducer is
 # left in build/fuzz/crash-<target>-*.
@@ -10,37 +10,32 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 out=$root/build/fuzz
 clang=${CLANG:-clang}
 cflags="-std=gnu11 -g -O1 -Wall -Wextra -Werror -Wno-unused-parameter \
-	-D_GNU_SOURCE -I$root -fno-omit-frame-pointer \
+	-D_GNU_SOURCE -I$root -I$root/build/gen -I$root/build/bpf -fno-omit-frame-pointer \
 	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined"
+# What the layers' code needs from the system (the Makefile's LDLIBS).
+libs="${FUZZ_LDLIBS:--lbpf -ldw -lelf -lz -lzstd -lprotobuf-c -lstdc++ -lpthread \
+	-lsqlite3 -lmicrohttpd -lcurl -lm}"
 
 mkdir -p "$out/corpus/buildid" "$out/corpus/proc_maps" "$out/corpus/unwind_table" \
-	"$out/corpus/py_linetable"
-mkdir -p "$out/corpus/diagnose" # issue 7
-mkdir -p "$out/corpus/batch_decode" # strata-server (issue 6)
+	"$out/corpus/py_linetable" "$out/corpus/diagnose" "$out/corpus/batch_decode"
 cd "$root"
 
-echo "  FUZZ-CC  $out/fuzz_buildid"
-$clang $cflags tests/fuzz/fuzz_buildid.c symbolize/buildid.c \
-	-lelf -ldw -lz -o "$out/fuzz_buildid"
-echo "  FUZZ-CC  $out/fuzz_proc_maps"
-$clang $cflags tests/fuzz/fuzz_proc_maps.c agent/proc_maps.c \
-	-o "$out/fuzz_proc_maps"
-echo "  FUZZ-CC  $out/fuzz_py_linetable"
-$clang $cflags tests/fuzz/fuzz_py_linetable.c unwind/python_lines.c agent/python_symbols.c \
-	agent/proc_mem.c -o "$out/fuzz_py_linetable"
-echo "  FUZZ-CC  $out/fuzz_unwind_table"
-$clang $cflags tests/fuzz/fuzz_unwind_table.c unwind/*.c \
-	-ldw -lelf -lz -o "$out/fuzz_unwind_table"
-# issue 7: the detectors on hostile event streams
-echo "  FUZZ-CC  $out/fuzz_diagnose"
-$clang $cflags tests/fuzz/fuzz_diagnose.c diagnose/straggler.c diagnose/leak.c \
-	diagnose/breakdown.c diagnose/robust.c diagnose/keymap.c -lm -o "$out/fuzz_diagnose"
+# Every target links the fuzz build of the layer archives (`make fuzz`
+# builds them: clang, coverage, ASan/UBSan), all of them in link order;
+# the linker takes from them only what the target uses.
+archives=()
+for l in $(scripts/check_layers.sh --link); do
+	a=$out/libstrata-$l.a
+	[ -f "$a" ] || { echo "tests/fuzz/run.sh: $a missing: run make fuzz" >&2; exit 1; }
+	archives+=("$a")
+done
+targets="buildid proc_maps unwind_table py_linetable diagnose batch_decode"
+for t in $targets; do
+	echo "  FUZZ-CC  $out/fuzz_$t"
+	# shellcheck disable=SC2086
+	$clang $cflags "tests/fuzz/fuzz_$t.c" "${archives[@]}" $libs -o "$out/fuzz_$t"
+done
 
-# --- strata-server (issue 6): the batch decoder --------------------------
-echo "  FUZZ-CC  $out/fuzz_batch_decode"
-$clang $cflags -I$root/build/gen -c build/gen/strata.pb-c.c -Wno-error -o "$out/strata.pb-c.o"
-$clang $cflags -I$root/build/gen tests/fuzz/fuzz_batch_decode.c server/batch_decode.c \
-	"$out/strata.pb-c.o" -lprotobuf-c -lzstd -o "$out/fuzz_batch_decode"
 # Seeds: real batches, as sent (odd first byte) and as protobuf (even).
 if [ -x build/fixtures/gen_batch ]; then
 	for g in "--stacks 3 --depth 4 --ranks 2 --samples 50" "--gpu --stacks 2 --depth 3 --ranks 2 --samples 20"; do
@@ -50,7 +45,6 @@ if [ -x build/fixtures/gen_batch ]; then
 		{ printf '\000'; zstd -dcq "$out/seed.zst"; } > "$out/corpus/batch_decode/seed-pb-${#g}"
 	done
 fi
-# --- end strata-server ---
 
 # Seeds: small real ELF files (one of them tiny, with a build-id), and
 # real maps lines.  Re-seeding an existing corpus is harmless.
@@ -83,7 +77,7 @@ printf '\000\000\010\004\001\014\001\012\003' > "$out/corpus/py_linetable/seed-3
 printf '\001\000\010\200\210\351\001\360\006\002\005\011' > "$out/corpus/py_linetable/seed-311"
 
 fail=0
-for t in buildid proc_maps unwind_table py_linetable diagnose batch_decode; do
+for t in $targets; do
 	echo "  FUZZ     $t for ${secs}s"
 	if ! "$out/fuzz_$t" -max_total_time="$secs" -timeout=10 \
 		-max_len=65536 -rss_limit_mb=2048 -print_final_stats=1 \

@@ -23,7 +23,7 @@ setsid taskset -c 1 sh -c '[ -w /proc/self/autogroup ] && echo "$2" > /proc/self
 	for i in $(seq "$1"); do (printf %s strata-hog > /proc/self/comm; while :; do :; done) & done; wait' _ "$HOG_THREADS" "$HOG_NICE" &
 HOG_PID=$!
 trap 'kill -- -$HOG_PID 2> /dev/null; scenario_cleanup' EXIT
-# CPU layer evidence (issue 7): the hog (comm strata-hog) named among the
+# CPU layer evidence: the hog (comm strata-hog) named among the
 # other processes on rank 3's CPUs (ForeignRun rows charged by TargetCpu),
 # as foreign_cpu_share's evidence or runnable_share's (both cite them;
 # foreign_cpu_share alone misses the score bar in some runs, its peers'

@@ -4,7 +4,7 @@
 # reason, the off-CPU time summed over all drains equals the thread's
 # cumulative counter to the nanosecond.  Before the double-buffered drain,
 # lookup_and_delete raced with sched_switch/sched_wakeup programs adding
-# through a pointer they had looked up (issue 7).
+# through a pointer they had looked up.
 source "$(dirname "$0")/lib.sh"
 require_bpf
 "$FIX/sched_drain_exact" 3 2 4 > "$T/out" 2> "$T/err" || rc=$?

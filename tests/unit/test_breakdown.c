@@ -15,6 +15,13 @@
 #include <string.h>
 
 #include "diagnose/breakdown.h"
+#include "lib/enum_names.h"
+
+/* the BPF side's rules: its types first (plain __u32, bpf/strata.h) */
+#include <linux/types.h>
+
+#include "bpf/strata.h"
+
 #include "bpf/sched_account.h"
 
 static uint64_t sum(const struct diag_breakdown *b)
@@ -63,7 +70,7 @@ static void empty_and_bad(void **state)
 	assert_int_equal(b.ns[STRATA_TIME_OTHER], 100);
 	assert_int_equal(diag_breakdown_intervals(&bad, 1, 0, 100, &b), -EINVAL);
 	assert_int_equal(diag_breakdown_intervals(NULL, 0, 100, 0, &b), -EINVAL);
-	assert_string_equal(diag_time_cat_name(STRATA_TIME_GPU_WAIT), "gpu_wait");
+	assert_string_equal(strata_time_cat_name(STRATA_TIME_GPU_WAIT), "gpu_wait");
 }
 
 static void counters_exact(void **state)

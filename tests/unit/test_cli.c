@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-/* agent/cli.c: option names in error messages. */
+/* lib/cli.c: option names in error messages. */
 #include <getopt.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "agent/cli.h"
 #include "agent/cli_gpu.h"
+#include "lib/cli.h"
 
 static const struct option longopts[] = {
 	{ "freq", required_argument, NULL, 'F' },

@@ -43,11 +43,11 @@ static struct diag_rank_window healthy(uint32_t rank)
 		.n_foreign = 1,
 		.irq = peer_irq,
 		.n_irq = 2,
-		.offcpu_ns = { [DIAG_OFF_IO] = 0.05e9 * k,
-			       [DIAG_OFF_LOCK] = 0.4e9 * k,
-			       [DIAG_OFF_SLEEP] = 0.2e9 * k },
-		.offcpu = { [DIAG_OFF_IO] = peer_io },
-		.n_offcpu = { [DIAG_OFF_IO] = 1 },
+		.offcpu_ns = { [STRATA_OFF_IO] = 0.05e9 * k,
+			       [STRATA_OFF_LOCK] = 0.4e9 * k,
+			       [STRATA_OFF_SLEEP] = 0.2e9 * k },
+		.offcpu = { [STRATA_OFF_IO] = peer_io },
+		.n_offcpu = { [STRATA_OFF_IO] = 1 },
 		.launches = 20000 * k,
 		.sync_ns = 1.0e9 * k,
 		.copy_ns = 0.2e9 * k,
@@ -128,9 +128,9 @@ static void io_stall_in_data_loader(void **state)
 	struct diag_rank_window w = healthy(0);
 	int n;
 
-	w.offcpu_ns[DIAG_OFF_IO] = 3.05e9;
-	w.offcpu[DIAG_OFF_IO] = slow_io;
-	w.n_offcpu[DIAG_OFF_IO] = 2;
+	w.offcpu_ns[STRATA_OFF_IO] = 3.05e9;
+	w.offcpu[STRATA_OFF_IO] = slow_io;
+	w.n_offcpu[STRATA_OFF_IO] = 2;
 	n = diagnose(&w, out, 16);
 	assert_int_equal(n, 2);
 	/* The OS layer says why (blocked on I/O, which stack), the Python
@@ -280,8 +280,8 @@ static void custom_loader_patterns_and_bad_input(void **state)
 
 	for (uint32_t i = 0; i < NPEERS; i++)
 		peers[i] = healthy(i + 1);
-	w.offcpu[DIAG_OFF_SLEEP] = mine;
-	w.n_offcpu[DIAG_OFF_SLEEP] = 1;
+	w.offcpu[STRATA_OFF_SLEEP] = mine;
+	w.n_offcpu[STRATA_OFF_SLEEP] = 1;
 	n = diag_differential(&w, peers, NPEERS, &o, out, 16);
 	assert_int_equal(n, 1);
 	assert_string_equal(out[0].metric, "dataloader_share");

@@ -21,7 +21,7 @@
 
 #include <cmocka.h>
 
-#include "agent/profile.h"
+#include "lib/profile.h"
 #include "profile.pb-c.h"
 
 #define FREQ 100

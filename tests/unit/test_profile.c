@@ -11,7 +11,8 @@
 
 #include <cmocka.h>
 
-#include "agent/profile.h"
+#include "lib/profile.h"
+#include "lib/utf8.h"
 
 static int64_t intern(struct profile *p, const char *func, const char *file, uint32_t line,
 		      const char *module, uint64_t addr, uint32_t flags)
@@ -227,23 +228,44 @@ static void test_utf8(void **state)
 {
 	uint32_t cp;
 
-	assert_int_equal(profile__utf8_next("a", &cp), 1);
+	assert_int_equal(utf8_next("a", &cp), 1);
 	assert_int_equal(cp, 'a');
-	assert_int_equal(profile__utf8_next("\xc3\xa9", &cp), 2);
+	assert_int_equal(utf8_next("\xc3\xa9", &cp), 2);
 	assert_int_equal(cp, 0xe9);
-	assert_int_equal(profile__utf8_next("\xe2\x82\xac", &cp), 3);
+	assert_int_equal(utf8_next("\xe2\x82\xac", &cp), 3);
 	assert_int_equal(cp, 0x20ac);
-	assert_int_equal(profile__utf8_next("\xf0\x9f\x94\xa5", &cp), 4);
+	assert_int_equal(utf8_next("\xf0\x9f\x94\xa5", &cp), 4);
 	assert_int_equal(cp, 0x1f525);
 	/* invalid: lone continuation, overlong, surrogate, truncated */
-	assert_int_equal(profile__utf8_next("\x80", &cp), 1);
+	assert_int_equal(utf8_next("\x80", &cp), 1);
 	assert_int_equal(cp, 0xfffd);
-	assert_int_equal(profile__utf8_next("\xc0\xaf", &cp), 1);
+	assert_int_equal(utf8_next("\xc0\xaf", &cp), 1);
 	assert_int_equal(cp, 0xfffd);
-	assert_int_equal(profile__utf8_next("\xed\xa0\x80", &cp), 1);
+	assert_int_equal(utf8_next("\xed\xa0\x80", &cp), 1);
 	assert_int_equal(cp, 0xfffd);
-	assert_int_equal(profile__utf8_next("\xe2\x82", &cp), 1);
+	assert_int_equal(utf8_next("\xe2\x82", &cp), 1);
 	assert_int_equal(cp, 0xfffd);
+}
+
+static void test_utf8_encode(void **state)
+{
+	static const uint32_t cps[] = { 'a',	0x7f,	0x80,	 0xe9,	  0x7ff,   0x800,
+					0x20ac, 0xffff, 0x10000, 0x1f525, 0x10ffff };
+	char b[5];
+	uint32_t cp;
+
+	for (size_t i = 0; i < sizeof(cps) / sizeof(cps[0]); i++) {
+		size_t n = utf8_encode(cps[i], b);
+
+		b[n] = '\0';
+		assert_int_equal(utf8_next(b, &cp), n);
+		assert_int_equal(cp, cps[i]);
+	}
+	/* not encodable: a surrogate, past U+10FFFF */
+	assert_int_equal(utf8_encode(0xd800, b), 3);
+	assert_memory_equal(b, "\xef\xbf\xbd", 3);
+	assert_int_equal(utf8_encode(0x110000, b), 3);
+	assert_memory_equal(b, "\xef\xbf\xbd", 3);
 }
 
 int main(void)
@@ -253,7 +275,7 @@ int main(void)
 		cmocka_unit_test(test_intern_many),  cmocka_unit_test(test_merge_samples),
 		cmocka_unit_test(test_many_samples), cmocka_unit_test(test_bad_samples),
 		cmocka_unit_test(test_frame_name),   cmocka_unit_test(test_display_names),
-		cmocka_unit_test(test_utf8),
+		cmocka_unit_test(test_utf8),	     cmocka_unit_test(test_utf8_encode),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -18,7 +18,7 @@
 
 #include <cmocka.h>
 
-#include "agent/profile.h"
+#include "lib/profile.h"
 #include "server/batch_decode.h"
 #include "server/buildid_store.h"
 #include "server/central_sym.h"

@@ -21,7 +21,7 @@
 
 #include "server/batch_decode.h"
 #include "uploader/batch_builder.h"
-#include "uploader/proc_labels.h"
+#include "agent/ship/proc_labels.h"
 #include "uploader/uploader.h"
 
 static const uint8_t ID[20] = { 0xde, 0xad, 0xbe, 0xef, 1,  2,	3,  4,	5,  6,

@@ -1,0 +1,224 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "agent/ship/proc_labels.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lib/clock.h"
+
+#define ENV_MAX (256 * 1024) /* environ bytes read at most */
+
+/* Reads up to sz-1 bytes of a /proc file; returns bytes read or -errno. */
+static ssize_t read_file(const char *path, char *buf, size_t sz)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	size_t n = 0;
+
+	if (fd < 0)
+		return -errno;
+	while (n < sz - 1) {
+		ssize_t r = read(fd, buf + n, sz - 1 - n);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+	}
+	close(fd);
+	buf[n] = 0;
+	return (ssize_t)n;
+}
+
+/* CLOCK_REALTIME minus CLOCK_BOOTTIME: start times are boot-relative. */
+static uint64_t boot_epoch_ns(void)
+{
+	uint64_t rt = realtime_ns();
+
+	return rt - boottime_ns();
+}
+
+static int read_stat(uint32_t pid, struct proc_labels *o)
+{
+	char path[64], buf[1024], *open_p, *close_p;
+	unsigned long long start = 0;
+	int ppid = 0;
+	long tck = sysconf(_SC_CLK_TCK);
+
+	snprintf(path, sizeof(path), "/proc/%u/stat", pid);
+	if (read_file(path, buf, sizeof(buf)) <= 0)
+		return -ESRCH;
+	/* comm may hold spaces and parentheses: it ends at the last ')'. */
+	open_p = strchr(buf, '(');
+	close_p = strrchr(buf, ')');
+	if (!open_p || !close_p || close_p < open_p)
+		return -EINVAL;
+	snprintf(o->comm, sizeof(o->comm), "%.*s", (int)(close_p - open_p - 1), open_p + 1);
+	/* After ") ": state(3) ppid(4) ... starttime(22). */
+	if (sscanf(close_p + 2,
+		   "%*c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
+		   "%*d %*d %*d %llu",
+		   &ppid, &start) != 2)
+		return -EINVAL;
+	o->ppid = (uint32_t)ppid;
+	if (tck <= 0)
+		tck = 100;
+	o->start_time_ns = boot_epoch_ns() + start * (1000000000ull / (uint64_t)tck);
+	/* Whole clock ticks: round so that two reads agree. */
+	o->start_time_ns -= o->start_time_ns % (1000000000ull / (uint64_t)tck);
+	return 0;
+}
+
+static void read_cmdline(uint32_t pid, struct proc_labels *o)
+{
+	char path[64];
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%u/cmdline", pid);
+	n = read_file(path, o->cmdline, sizeof(o->cmdline));
+	for (ssize_t i = 0; i + 1 < n; i++)
+		if (!o->cmdline[i])
+			o->cmdline[i] = ' ';
+}
+
+static int is_hex(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!isxdigit((unsigned char)s[i]))
+			return 0;
+	return 1;
+}
+
+void proc_labels__parse_cgroup(const char *path, char *container, size_t csz, char *pod, size_t psz)
+{
+	container[0] = pod[0] = 0;
+	for (const char *p = path; *p;) {
+		size_t len = strcspn(p, "/");
+		const char *seg = p, *pd;
+
+		/* docker-<id>.scope, cri-containerd-<id>.scope, crio-<id>, <id> */
+		for (size_t i = 0; i + 64 <= len; i++) {
+			if (is_hex(seg + i, 64) &&
+			    (i + 64 == len || !isxdigit((unsigned char)seg[i + 64])) &&
+			    (i == 0 || !isxdigit((unsigned char)seg[i - 1]))) {
+				snprintf(container, csz, "%.64s", seg + i);
+				break;
+			}
+		}
+		/* kubepods-burstable-pod<uid>.slice or pod<uid>; "kubepods"
+		 * itself holds "pod", so every occurrence is tried. */
+		for (pd = seg; (pd = memmem(pd, len - (size_t)(pd - seg), "pod", 3)); pd += 3) {
+			size_t ul = 0;
+
+			if ((size_t)(pd - seg) + 3 + 36 > len)
+				break;
+			while (ul < 36 && (isxdigit((unsigned char)pd[3 + ul]) ||
+					   pd[3 + ul] == '-' || pd[3 + ul] == '_'))
+				ul++;
+			if (ul == 36) {
+				snprintf(pod, psz, "%.36s", pd + 3);
+				for (char *c = pod; *c; c++)
+					if (*c == '_')
+						*c = '-'; /* systemd escapes '-' as '_' */
+				break;
+			}
+		}
+		p += len;
+		if (*p == '/')
+			p++;
+	}
+}
+
+static void read_cgroup(uint32_t pid, struct proc_labels *o)
+{
+	char path[64], buf[4096], *line;
+
+	snprintf(path, sizeof(path), "/proc/%u/cgroup", pid);
+	if (read_file(path, buf, sizeof(buf)) <= 0)
+		return;
+	/* cgroup v2: "0::/path"; with v1 also present, the v2 line wins. */
+	for (char *save = NULL, *l = strtok_r(buf, "\n", &save); l;
+	     l = strtok_r(NULL, "\n", &save)) {
+		line = strstr(l, "::");
+		if (line || !o->cgroup[0])
+			snprintf(o->cgroup, sizeof(o->cgroup), "%s",
+				 line		  ? line + 2
+				 : strchr(l, ':') ? strrchr(l, ':') + 1
+						  : l);
+	}
+	proc_labels__parse_cgroup(o->cgroup, o->container, sizeof(o->container), o->pod,
+				  sizeof(o->pod));
+}
+
+static int env_int(const char *v, int32_t *out)
+{
+	char *end;
+	long n;
+
+	errno = 0;
+	n = strtol(v, &end, 10);
+	if (errno || end == v || *end || n < 0 || n > INT32_MAX)
+		return -EINVAL;
+	*out = (int32_t)n;
+	return 0;
+}
+
+static void read_environ(uint32_t pid, struct proc_labels *o)
+{
+	char path[64];
+	char *buf = malloc(ENV_MAX);
+	ssize_t n;
+
+	if (!buf)
+		return;
+	snprintf(path, sizeof(path), "/proc/%u/environ", pid);
+	n = read_file(path, buf, ENV_MAX);
+	for (ssize_t i = 0; i < n;) {
+		const char *kv = buf + i;
+		size_t len = strnlen(kv, (size_t)(n - i));
+
+#define ENV_IS(name) (!strncmp(kv, name "=", sizeof(name)))
+#define ENV_VAL (kv + strcspn(kv, "=") + 1)
+		if (ENV_IS("RANK"))
+			o->has_rank = !env_int(ENV_VAL, &o->rank);
+		else if (ENV_IS("LOCAL_RANK"))
+			env_int(ENV_VAL, &o->local_rank);
+		else if (ENV_IS("WORLD_SIZE"))
+			env_int(ENV_VAL, &o->world_size);
+		else if (ENV_IS("TORCHELASTIC_RUN_ID"))
+			snprintf(o->torchelastic_run_id, sizeof(o->torchelastic_run_id), "%s",
+				 ENV_VAL);
+		else if (ENV_IS("SLURM_JOB_ID"))
+			snprintf(o->slurm_job_id, sizeof(o->slurm_job_id), "%s", ENV_VAL);
+		else if (ENV_IS("STRATA_JOB"))
+			snprintf(o->job, sizeof(o->job), "%s", ENV_VAL);
+#undef ENV_IS
+#undef ENV_VAL
+		i += (ssize_t)len + 1;
+	}
+	free(buf);
+	if (!o->job[0])
+		snprintf(o->job, sizeof(o->job), "%s",
+			 o->torchelastic_run_id[0] ? o->torchelastic_run_id : o->slurm_job_id);
+}
+
+int proc_labels__read(uint32_t pid, struct proc_labels *o)
+{
+	int err;
+
+	memset(o, 0, sizeof(*o));
+	o->pid = pid;
+	o->rank = o->local_rank = o->world_size = -1;
+	err = read_stat(pid, o);
+	if (err)
+		return err;
+	read_cmdline(pid, o);
+	read_cgroup(pid, o);
+	read_environ(pid, o);
+	return 0;
+}

@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * What the server needs to know about a process beyond its stacks, read
+ * from /proc: start time, comm, cmdline, cgroup, container and pod ids (from
+ * the cgroup path), and job/rank labels from the environment (RANK,
+ * LOCAL_RANK, WORLD_SIZE, TORCHELASTIC_RUN_ID, SLURM_JOB_ID, and
+ * STRATA_JOB when set).  Every read is bounded.
+ */
+#ifndef STRATA_AGENT_SHIP_PROC_LABELS_H
+#define STRATA_AGENT_SHIP_PROC_LABELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define PROC_LABEL_LEN 256
+
+struct proc_labels {
+	uint32_t pid, ppid;
+	uint64_t start_time_ns; /* CLOCK_REALTIME; 0 unknown */
+	char comm[32];
+	char cmdline[PROC_LABEL_LEN];
+	char cgroup[PROC_LABEL_LEN];
+	char container[80]; /* 64-hex container id, "" unknown */
+	char pod[80];	    /* pod uid from a kubepods cgroup, "" unknown */
+	char job[PROC_LABEL_LEN], torchelastic_run_id[PROC_LABEL_LEN], slurm_job_id[64];
+	int has_rank;
+	int32_t rank, local_rank, world_size;
+};
+
+/* Reads pid's labels; 0, or -errno when the process is gone (comm and start
+ * time missing).  Unreadable parts (environ of another user) stay empty. */
+int proc_labels__read(uint32_t pid, struct proc_labels *out);
+
+/* Parses the container and pod ids out of one cgroup path (exposed for
+ * tests). */
+void proc_labels__parse_cgroup(const char *path, char *container, size_t csz, char *pod,
+			       size_t psz);
+
+#endif /* STRATA_AGENT_SHIP_PROC_LABELS_H */

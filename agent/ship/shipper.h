@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * strata-agent --server: glues a session to the wire.  Drained samples go
+ * to the batch builder (not the symbolizer); every period the batch is
+ * finished, spooled and sent by the uploader.
+ */
+#ifndef STRATA_AGENT_SHIP_SHIPPER_H
+#define STRATA_AGENT_SHIP_SHIPPER_H
+
+#include "agent/session.h"
+#include "uploader/uploader.h"
+
+struct shipper_opts {
+	size_t sz;
+	struct uploader_opts upload;
+	const char *node; /* NULL: hostname */
+	uint32_t freq_hz;
+};
+
+struct shipper;
+
+/* Takes over s's drained samples.  NULL + errno. */
+struct shipper *shipper__new(const struct shipper_opts *o, struct session *s);
+/* Ends the period: one batch built, spooled and queued.  0 or -errno. */
+int shipper__period(struct shipper *sh, struct session *s);
+/* Prints batch and upload counters to stderr. */
+void shipper__report(struct shipper *sh);
+/* Waits up to drain_ms for the spool to empty, then stops. */
+void shipper__free(struct shipper *sh, uint32_t drain_ms);
+
+#endif /* STRATA_AGENT_SHIP_SHIPPER_H */
