@@ -5,7 +5,9 @@
  * read (401, 404, 405, 413, 400), batch bodies share one memory budget
  * (503 past it, given back after), and symbol uploads are streamed to the
  * build-id store: committed when verified, dropped (file and reserved
- * bytes) when the client goes away mid-upload.
+ * bytes) when the client goes away mid-upload.  And the text the answers
+ * carry: JSON, Prometheus labels and HTML stay valid UTF-8 whatever bytes
+ * a name holds.
  */
 #include <curl/curl.h>
 #include <dirent.h>
@@ -21,6 +23,7 @@
 
 #include <cmocka.h>
 
+#include "server/diag_inputs.h"
 #include "server/server.h"
 #include "symbolize/buildid.h"
 #include "test_util.h"
@@ -277,12 +280,40 @@ static void test_symbol_stream(void **state)
 	free(elf);
 }
 
+/* writes s with fn into a string (static buffer) */
+static const char *render(void (*fn)(FILE *, const char *), const char *s)
+{
+	static char buf[256];
+	FILE *f = fmemopen(buf, sizeof(buf), "w");
+
+	assert_non_null(f);
+	fn(f, s);
+	fclose(f);
+	return buf;
+}
+
+static void test_text_escapes(void **state)
+{
+	const char *bad = "a\xff\xc3(\x01\x1b\"\\<&>\n\xe2\x82";
+
+	assert_string_equal(render(json_str, bad),
+			    "\"a\\ufffd\\ufffd(\\u0001\\u001b\\\"\\\\<&>\\n\\ufffd\\ufffd\"");
+	assert_string_equal(render(diag_prom_label, bad),
+			    "\"a\xef\xbf\xbd\xef\xbf\xbd(\x01\x1b\\\"\\\\<&>\\n"
+			    "\xef\xbf\xbd\xef\xbf\xbd\"");
+	assert_string_equal(
+		render(page_html, bad),
+		"a\xef\xbf\xbd\xef\xbf\xbd(\xef\xbf\xbd\xef\xbf\xbd&quot;\\&lt;&amp;&gt; "
+		"\xef\xbf\xbd\xef\xbf\xbd");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_refused_on_headers, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_budget, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_symbol_stream, setup, teardown),
+		cmocka_unit_test(test_text_escapes),
 	};
 
 	curl_global_init(CURL_GLOBAL_DEFAULT);
