@@ -95,9 +95,9 @@ int api_symbols(struct server *srv, const struct request *r, const char *hex, FI
 {
 	int err;
 
-	if (!buildid_hex_valid(hex))
-		return json_error(out, 400, "bad build-id \"%s\": want lowercase hex", hex);
-	err = buildid_store__put(srv->bids, hex, r->body, r->body_len);
+	if (!r->upload) /* server/http.c begins it on the first callback */
+		return json_error(out, 500, "no upload for %s", hex);
+	err = buildid_store__commit(r->upload);
 	if (err) {
 		add(&srv->m.symbol_upload_rejected, 1);
 		if (err == -ENOEXEC)

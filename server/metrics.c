@@ -10,6 +10,11 @@ static uint64_t ld(const uint64_t *v)
 	return __atomic_load_n(v, __ATOMIC_RELAXED);
 }
 
+static size_t ld64(const size_t *v)
+{
+	return __atomic_load_n(v, __ATOMIC_RELAXED);
+}
+
 static void counter(FILE *o, const char *name, const char *help, uint64_t v)
 {
 	fprintf(o, "# HELP %s %s\n# TYPE %s counter\n%s %" PRIu64 "\n", name, help, name, name, v);
@@ -55,6 +60,15 @@ int api_metrics(struct server *srv, FILE *o)
 		ld(&m->rejected_unauthorized));
 	fprintf(o, "strata_batches_rejected_total{reason=\"store_error\"} %" PRIu64 "\n",
 		ld(&m->rejected_store_error));
+	fprintf(o, "strata_batches_rejected_total{reason=\"busy\"} %" PRIu64 "\n",
+		ld(&m->rejected_busy));
+	gauge(o, "strata_request_memory_bytes",
+	      "request bodies and batch decodes in memory now (all connections)",
+	      (double)ld64(&srv->budget.used));
+	gauge(o, "strata_request_memory_peak_bytes", "highest strata_request_memory_bytes seen",
+	      (double)ld64(&srv->budget.peak));
+	gauge(o, "strata_request_memory_limit_bytes", "their bound (--max-buffered-mb)",
+	      (double)srv->budget.max);
 	counter(o, "strata_ingest_wire_bytes_total", "compressed bytes received",
 		ld(&m->wire_bytes));
 	counter(o, "strata_ingest_raw_bytes_total", "decompressed bytes of decoded batches",

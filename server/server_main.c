@@ -22,7 +22,7 @@
 
 struct server_opts {
 	const char *listen, *store, *token_file, *buildid_dir;
-	uint32_t retention_h, threads, max_batch_mb, max_symbol_mb, buildid_max_mb;
+	uint32_t retention_h, threads, max_batch_mb, max_symbol_mb, buildid_max_mb, max_buffered_mb;
 	int debuginfod;
 	/* diagnosis (server/diag_engine.c) */
 	uint32_t diag_window_ms, diag_delay_ms;
@@ -42,6 +42,8 @@ static void usage(FILE *f)
 	      "  -j, --threads N          HTTP worker threads (default 4)\n"
 	      "      --max-batch-mb N     compressed batch limit (default 16)\n"
 	      "      --max-symbol-mb N    symbol upload limit (default 512)\n"
+	      "      --max-buffered-mb N  batch bodies and decodes in memory, all connections\n"
+	      "                           together (default 1024; 503 past it)\n"
 	      "      --buildid-max-mb N   build-id store bound (default 20480)\n"
 	      "      --no-debuginfod      never ask DEBUGINFOD_URLS\n"
 	      "      --diag-window-ms N   straggler/breakdown/leak window (default 10000; 0: off)\n"
@@ -99,6 +101,12 @@ static int serve(const struct server_opts *o)
 	srv.limits.max_wire = (size_t)o->max_batch_mb << 20;
 	srv.limits.max_raw = srv.limits.max_wire * 8;
 	srv.max_symbol_upload = (size_t)o->max_symbol_mb << 20;
+	srv.budget.max = (size_t)o->max_buffered_mb << 20;
+	if (srv.budget.max < srv.limits.max_wire) {
+		fprintf(stderr, "strata-server: --max-buffered-mb below --max-batch-mb\n");
+		free(token);
+		return 2;
+	}
 	if (o->buildid_dir)
 		snprintf(bdir, sizeof(bdir), "%s", o->buildid_dir);
 	else if (!strncmp(o->store, "sqlite:", 7))
@@ -184,7 +192,8 @@ int main(int argc, char **argv)
 		OPT_DIAG_DELAY,
 		OPT_WEBHOOK,
 		OPT_EXTURL,
-		OPT_DIAG_ONQUERY
+		OPT_DIAG_ONQUERY,
+		OPT_BUFFERED,
 	};
 	static const struct option longopts[] = {
 		{ "listen", required_argument, NULL, 'l' },
@@ -195,6 +204,7 @@ int main(int argc, char **argv)
 		{ "threads", required_argument, NULL, 'j' },
 		{ "max-batch-mb", required_argument, NULL, OPT_BATCH },
 		{ "max-symbol-mb", required_argument, NULL, OPT_SYMBOL },
+		{ "max-buffered-mb", required_argument, NULL, OPT_BUFFERED },
 		{ "buildid-max-mb", required_argument, NULL, OPT_BIDMAX },
 		{ "no-debuginfod", no_argument, NULL, OPT_NODBGD },
 		{ "diag-window-ms", required_argument, NULL, OPT_DIAG_WINDOW },
@@ -211,10 +221,12 @@ int main(int argc, char **argv)
 		.max_batch_mb = 16,
 		.max_symbol_mb = 512,
 		.buildid_max_mb = 20480,
+		.max_buffered_mb = 1024,
 		.debuginfod = 1,
 		.diag_window_ms = 10000,
 	};
 	int c, bad = 0;
+	char oname[64];
 
 	while ((c = getopt_long(argc, argv, "l:s:t:b:r:j:h", longopts, NULL)) != -1) {
 		switch (c) {
@@ -241,6 +253,9 @@ int main(int argc, char **argv)
 			break;
 		case OPT_SYMBOL:
 			bad |= cli_parse_u32(optarg, 16384, &o.max_symbol_mb);
+			break;
+		case OPT_BUFFERED:
+			bad |= cli_parse_u32(optarg, 1 << 20, &o.max_buffered_mb);
 			break;
 		case OPT_BIDMAX:
 			bad |= cli_parse_u32(optarg, 1 << 24, &o.buildid_max_mb);
@@ -271,8 +286,8 @@ int main(int argc, char **argv)
 			return 2;
 		}
 		if (bad) {
-			fprintf(stderr, "strata-server: bad value for --%s: %s\n", longopts[0].name,
-				optarg);
+			fprintf(stderr, "strata-server: bad value for %s: %s\n",
+				cli_option_name(c, longopts, oname, sizeof(oname)), optarg);
 			return 2;
 		}
 	}
