@@ -209,18 +209,11 @@ struct vctx {
 		if (!(cond))                                                       \
 			return fail(v->err, v->errsz, BATCH_INVALID, __VA_ARGS__); \
 	} while (0)
-#define STR(field, what, i)                                                          \
-	CHECK((field) < v->b->n_strings, "%s[%zu]: string %u out of range", what, i, \
-	      (unsigned)(field))
-#define PROC(field, what, i)                                                            \
-	CHECK((field) < v->b->n_processes, "%s[%zu]: process %u out of range", what, i, \
-	      (unsigned)(field))
-#define STACK(field, what, i)                                                      \
-	CHECK((field) < v->b->n_stacks, "%s[%zu]: stack %u out of range", what, i, \
-	      (unsigned)(field))
-#define MAPPING(field, what, i)                                                        \
-	CHECK((field) < v->b->n_mappings, "%s[%zu]: mapping %u out of range", what, i, \
-	      (unsigned)(field))
+/* Index field of record what[i] into a list of n (named list). */
+#define INDEX(field, n, list, what, i) \
+	CHECK((field) < (n), "%s[%zu]: %s %u out of range", what, i, list, (unsigned)(field))
+#define STR(field, what, i) INDEX(field, v->b->n_strings, "string", what, i)
+#define MAPPING(field, what, i) INDEX(field, v->b->n_mappings, "mapping", what, i)
 
 /* What the schema does not describe: a process's pid, labels and maps. */
 static enum batch_error check_processes(const struct vctx *v)
@@ -350,10 +343,10 @@ static int check_record(void *ctx, const struct store_rec *rec)
 			STR(x, what, i);
 			break;
 		case STORE_REF_PROCESS:
-			PROC(x, what, i);
+			INDEX(x, v->b->n_processes, "process", what, i);
 			break;
 		case STORE_REF_STACK:
-			STACK(x, what, i);
+			INDEX(x, v->b->n_stacks, "stack", what, i);
 			break;
 		default:
 			break;
