@@ -3,6 +3,7 @@
 #include <inttypes.h>
 
 #include "server/diag_engine.h"
+#include "server/diag_live.h"
 #include "server/server.h"
 
 static uint64_t ld(const uint64_t *v)
@@ -135,7 +136,9 @@ int api_metrics(struct server *srv, FILE *o)
 	counter(o, "strata_retention_runs_total", "retention passes", ld(&m->retention_runs));
 	counter(o, "strata_retention_deleted_batches_total", "batches deleted by retention",
 		ld(&m->retention_deleted));
-	if (srv->diag) /* docs/metrics.md: stragglers, breakdown, leaks */
+	if (srv->live) /* docs/metrics.md: stragglers */
+		diag_live__metrics(srv->live, o);
+	if (srv->diag) /* docs/metrics.md: breakdown, leaks */
 		diag_engine__metrics(srv->diag, o);
 	return 200;
 }

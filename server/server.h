@@ -21,6 +21,7 @@
 #define METRIC_BUCKETS 8
 
 struct diag_engine;
+struct diag_live;
 
 struct latency_hist {
 	uint64_t buckets[METRIC_BUCKETS]; /* cumulative per bound */
@@ -52,6 +53,7 @@ struct server {
 	struct mem_budget budget; /* request bodies in memory, all connections */
 	struct server_metrics m;
 	struct diag_engine *diag; /* server/diag_engine.h; NULL: no diagnosis */
+	struct diag_live *live;	  /* server/diag_live.h: stragglers at ingest */
 };
 
 /* A request as the handlers see it. */
