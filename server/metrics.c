@@ -41,7 +41,8 @@ static void histogram(FILE *o, const char *name, const char *help, const struct 
 int api_metrics(struct server *srv, FILE *o)
 {
 	static const char *const reasons[] = { "ok",	       "too_large",   "not_zstd",
-					       "bad_protobuf", "bad_version", "invalid" };
+					       "bad_protobuf", "bad_version", "invalid",
+					       "busy" };
 	const struct server_metrics *m = &srv->m;
 	struct central_sym_stats cs;
 	struct buildid_store_stats bs;
@@ -54,15 +55,13 @@ int api_metrics(struct server *srv, FILE *o)
 	fputs("# HELP strata_batches_rejected_total batches refused, by reason\n"
 	      "# TYPE strata_batches_rejected_total counter\n",
 	      o);
-	for (int i = 1; i <= BATCH_INVALID; i++)
+	for (int i = 1; i <= BATCH_BUSY; i++)
 		fprintf(o, "strata_batches_rejected_total{reason=\"%s\"} %" PRIu64 "\n", reasons[i],
 			ld(&m->rejected[i]));
 	fprintf(o, "strata_batches_rejected_total{reason=\"unauthorized\"} %" PRIu64 "\n",
 		ld(&m->rejected_unauthorized));
 	fprintf(o, "strata_batches_rejected_total{reason=\"store_error\"} %" PRIu64 "\n",
 		ld(&m->rejected_store_error));
-	fprintf(o, "strata_batches_rejected_total{reason=\"busy\"} %" PRIu64 "\n",
-		ld(&m->rejected_busy));
 	gauge(o, "strata_request_memory_bytes",
 	      "request bodies and batch decodes in memory now (all connections)",
 	      (double)ld64(&srv->budget.used));

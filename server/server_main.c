@@ -103,8 +103,10 @@ static int serve(const struct server_opts *o)
 	srv.limits.max_raw = srv.limits.max_wire * 8;
 	srv.max_symbol_upload = (size_t)o->max_symbol_mb << 20;
 	srv.budget.max = (size_t)o->max_buffered_mb << 20;
-	if (srv.budget.max < srv.limits.max_wire) {
-		fprintf(stderr, "strata-server: --max-buffered-mb below --max-batch-mb\n");
+	srv.limits.budget = &srv.budget;	   /* decodes draw from it too */
+	if (srv.budget.max < srv.limits.max_raw) { /* one decode must always fit */
+		fprintf(stderr, "strata-server: --max-buffered-mb below 8 x --max-batch-mb (one "
+				"batch's decode)\n");
 		free(token);
 		return 2;
 	}
