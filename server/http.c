@@ -116,7 +116,7 @@ static int body_grow(struct server *srv, struct conn_state *cs, size_t cap)
 
 static int busy(struct server *srv, struct conn_state *cs)
 {
-	__atomic_fetch_add(&srv->m.rejected_busy, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&srv->m.rejected[BATCH_BUSY], 1, __ATOMIC_RELAXED);
 	return fail(cs, 503, "server busy: request bodies in memory at their bound; retry later");
 }
 

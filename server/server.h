@@ -21,6 +21,7 @@
 #define METRIC_BUCKETS 8
 
 struct diag_engine;
+struct diag_live;
 
 struct latency_hist {
 	uint64_t buckets[METRIC_BUCKETS]; /* cumulative per bound */
@@ -31,9 +32,8 @@ struct latency_hist {
 /* Counters for /metrics; updated with atomics from every request thread. */
 struct server_metrics {
 	uint64_t batches_received, batches_stored, batches_duplicate;
-	uint64_t rejected[BATCH_INVALID + 1]; /* by enum batch_error */
+	uint64_t rejected[BATCH_BUSY + 1]; /* by enum batch_error */
 	uint64_t rejected_unauthorized, rejected_store_error;
-	uint64_t rejected_busy; /* 503: the body budget was spent */
 	uint64_t wire_bytes, raw_bytes, cpu_samples;
 	uint64_t agent_drops[8]; /* Drops fields the agents reported, in wire order */
 	uint64_t symbol_uploads, symbol_upload_rejected;
@@ -52,6 +52,7 @@ struct server {
 	struct mem_budget budget; /* request bodies in memory, all connections */
 	struct server_metrics m;
 	struct diag_engine *diag; /* server/diag_engine.h; NULL: no diagnosis */
+	struct diag_live *live;	  /* server/diag_live.h: stragglers at ingest */
 };
 
 /* A request as the handlers see it. */

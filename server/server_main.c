@@ -18,6 +18,7 @@
 #include "lib/cli.h"
 #include "lib/clock.h"
 #include "server/diag_engine.h"
+#include "server/diag_live.h"
 #include "server/server.h"
 
 struct server_opts {
@@ -46,7 +47,7 @@ static void usage(FILE *f)
 	      "                           together (default 1024; 503 past it)\n"
 	      "      --buildid-max-mb N   build-id store bound (default 20480)\n"
 	      "      --no-debuginfod      never ask DEBUGINFOD_URLS\n"
-	      "      --diag-window-ms N   straggler/breakdown/leak window (default 10000; 0: off)\n"
+	      "      --diag-window-ms N   breakdown/leak window (default 10000; 0: diagnosis off)\n"
 	      "      --diag-delay-ms N    judge a window this long after it ends (default: "
 	      "window)\n"
 	      "      --diag-on-query      judge windows only when queried (replayed data)\n"
@@ -102,8 +103,10 @@ static int serve(const struct server_opts *o)
 	srv.limits.max_raw = srv.limits.max_wire * 8;
 	srv.max_symbol_upload = (size_t)o->max_symbol_mb << 20;
 	srv.budget.max = (size_t)o->max_buffered_mb << 20;
-	if (srv.budget.max < srv.limits.max_wire) {
-		fprintf(stderr, "strata-server: --max-buffered-mb below --max-batch-mb\n");
+	srv.limits.budget = &srv.budget;	   /* decodes draw from it too */
+	if (srv.budget.max < srv.limits.max_raw) { /* one decode must always fit */
+		fprintf(stderr, "strata-server: --max-buffered-mb below 8 x --max-batch-mb (one "
+				"batch's decode)\n");
 		free(token);
 		return 2;
 	}
@@ -134,12 +137,18 @@ static int serve(const struct server_opts *o)
 			.window_ns = (uint64_t)o->diag_window_ms * 1000000ull,
 			.delay_ns = (uint64_t)o->diag_delay_ms * 1000000ull,
 			.interval_ns = o->diag_on_query ? UINT64_MAX : 0,
+		};
+
+		struct diag_live_opts lopts = {
+			.sz = sizeof(lopts),
 			.alert_webhook = o->alert_webhook,
 			.external_url = o->external_url,
 		};
 
 		srv.diag = diag_engine__new(srv.store, &dopts);
-		if (!srv.diag || diag_engine__start(srv.diag)) {
+		srv.live = diag_live__new(&lopts);
+		if (!srv.diag || diag_engine__start(srv.diag) || !srv.live ||
+		    diag_live__start(srv.live)) {
 			fprintf(stderr, "strata-server: diagnosis: %s\n", strerror(ENOMEM));
 			goto out;
 		}
@@ -173,6 +182,7 @@ static int serve(const struct server_opts *o)
 	ret = 0;
 out:
 	http__stop(d);
+	diag_live__free(srv.live);
 	diag_engine__free(srv.diag);
 	central_sym__free(srv.sym);
 	buildid_store__free(srv.bids);

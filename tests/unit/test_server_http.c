@@ -231,7 +231,7 @@ static void test_budget(void **state)
 	/* hold most of the budget as an in-flight request would */
 	assert_int_equal(mem_budget__take(&fx->srv.budget, (2 << 20) + 1), 0);
 	assert_int_equal(req(fx, "POST", "/api/v1/batches", "t0ken", SRC(n), (long)n, 1), 503);
-	assert_int_equal(fx->srv.m.rejected_busy, 1);
+	assert_int_equal(fx->srv.m.rejected[BATCH_BUSY], 1);
 	/* chunked (no size declared): refused while growing */
 	assert_int_equal(req(fx, "POST", "/api/v1/batches", "t0ken", SRC(n), -1, 0), 503);
 	mem_budget__give(&fx->srv.budget, (2 << 20) + 1);
