@@ -16,6 +16,7 @@
 #include "server/central_sym.h"
 #include "server/mem_budget.h"
 #include "server/store.h"
+#include "server/sym_asks.h"
 
 /* Request latency buckets (seconds) of the /metrics histograms. */
 #define METRIC_BUCKETS 8
@@ -46,7 +47,8 @@ struct server {
 	struct store *store;
 	struct central_sym *sym;
 	struct buildid_store *bids;
-	const char *token; /* NULL: no auth */
+	struct sym_asks *asks; /* build-ids asked of each node; uploads need one */
+	const char *token;     /* NULL: no auth */
 	struct batch_limits limits;
 	size_t max_symbol_upload; /* bytes */
 	struct mem_budget budget; /* request bodies in memory, all connections */

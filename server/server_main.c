@@ -121,9 +121,14 @@ static int serve(const struct server_opts *o)
 		fprintf(stderr, "strata-server: %s\n", err);
 		goto out;
 	}
-	srv.bids = buildid_store__open(bdir, (uint64_t)o->buildid_max_mb << 20);
+	srv.bids = buildid_store__open(bdir, (uint64_t)o->buildid_max_mb << 20, 0);
 	if (!srv.bids) {
 		fprintf(stderr, "strata-server: build-id store %s: %s\n", bdir, strerror(errno));
+		goto out;
+	}
+	srv.asks = sym_asks__new(0, 0);
+	if (!srv.asks) {
+		fprintf(stderr, "strata-server: %s\n", strerror(ENOMEM));
 		goto out;
 	}
 	srv.sym = central_sym__new(srv.bids, o->debuginfod);
@@ -186,6 +191,7 @@ out:
 	diag_engine__free(srv.diag);
 	central_sym__free(srv.sym);
 	buildid_store__free(srv.bids);
+	sym_asks__free(srv.asks);
 	store__close(srv.store);
 	free(token);
 	return ret;
