@@ -40,6 +40,7 @@ struct fake_store {
 	struct fake_job jobs[MAXJ];
 	size_t n;
 	uint64_t now_ns;
+	struct diag_engine *e; /* over this store, run on query only */
 };
 
 static int fake_jobs(struct store *s, const struct store_filter *f, store_job_fn fn, void *ctx)
@@ -96,10 +97,19 @@ static const struct store_ops fake_ops = {
 static struct fake_store *fake_new(void)
 {
 	struct fake_store *fs = calloc(1, sizeof(*fs));
+	struct diag_engine_opts o = { .sz = sizeof(o), .window_ns = W, .interval_ns = UINT64_MAX };
 
 	assert_non_null(fs);
 	fs->base.ops = &fake_ops;
+	fs->e = diag_engine__new(&fs->base, &o);
+	assert_non_null(fs->e);
 	return fs;
+}
+
+static void fake_free(struct fake_store *fs)
+{
+	diag_engine__free(fs->e);
+	free(fs);
 }
 
 static void add_job(struct fake_store *fs, uint64_t start_ns, uint64_t dur_ns)
@@ -149,13 +159,11 @@ static void assert_all_judged(struct fake_store *fs)
 static void test_weeks_of_jobs(void **state)
 {
 	struct fake_store *fs = fake_new();
-	struct diag_engine_opts o = { .sz = sizeof(o), .window_ns = W, .interval_ns = UINT64_MAX };
-	struct diag_engine *e = diag_engine__new(&fs->base, &o);
+	struct diag_engine *e = fs->e;
 	uint64_t t0 = 1700000000ull * S, weeks = 21 * 24 * 3600 * S;
 	struct diag_engine_stats st;
 	uint32_t max_tracked = 0;
 
-	assert_non_null(e);
 	for (uint64_t t = t0; t < t0 + weeks; t += 1800 * S)
 		add_job(fs, t + 3 * S, 2400 * S);
 	drive(e, fs, t0, t0 + weeks + 3 * 3600 * S, 120 * S, &max_tracked);
@@ -171,8 +179,7 @@ static void test_weeks_of_jobs(void **state)
 	/* an evicted job still in the store: findings range to its data's end */
 	assert_true(diag_engine__judged_until(e, fs->jobs[fs->n - 10].name) >=
 		    fs->jobs[fs->n - 10].end_ns);
-	diag_engine__free(e);
-	free(fs);
+	fake_free(fs);
 }
 
 /* 100 30-second jobs, one every 30 s: more than 64 inside the idle hour,
@@ -180,13 +187,11 @@ static void test_weeks_of_jobs(void **state)
 static void test_many_short_jobs(void **state)
 {
 	struct fake_store *fs = fake_new();
-	struct diag_engine_opts o = { .sz = sizeof(o), .window_ns = W, .interval_ns = UINT64_MAX };
-	struct diag_engine *e = diag_engine__new(&fs->base, &o);
+	struct diag_engine *e = fs->e;
 	uint64_t t0 = 1700000000ull * S;
 	struct diag_engine_stats st;
 	uint32_t max_tracked = 0;
 
-	assert_non_null(e);
 	for (int i = 0; i < 100; i++)
 		add_job(fs, t0 + (uint64_t)i * 30 * S, 30 * S);
 	drive(e, fs, t0, t0 + 52 * 60 * S, 5 * S, &max_tracked);
@@ -195,8 +200,7 @@ static void test_many_short_jobs(void **state)
 	assert_int_equal(st.jobs_dropped, 0);
 	assert_int_equal(max_tracked, 64);
 	assert_true(st.jobs_evicted >= 36);
-	diag_engine__free(e);
-	free(fs);
+	fake_free(fs);
 }
 
 /* 70 jobs at once in a 64-job table: 6 are dropped (counted) while all
@@ -204,13 +208,11 @@ static void test_many_short_jobs(void **state)
 static void test_full_of_active_jobs(void **state)
 {
 	struct fake_store *fs = fake_new();
-	struct diag_engine_opts o = { .sz = sizeof(o), .window_ns = W, .interval_ns = UINT64_MAX };
-	struct diag_engine *e = diag_engine__new(&fs->base, &o);
+	struct diag_engine *e = fs->e;
 	uint64_t t0 = 1700000000ull * S;
 	struct diag_engine_stats st;
 	uint32_t max_tracked = 0;
 
-	assert_non_null(e);
 	for (int i = 0; i < 64; i++)
 		add_job(fs, t0, 120 * S);
 	for (int i = 0; i < 6; i++)
@@ -225,8 +227,7 @@ static void test_full_of_active_jobs(void **state)
 	/* the late six: every window since they got in, in order */
 	for (size_t i = 64; i < 70; i++)
 		assert_true(fs->jobs[i].judged >= 60 && !fs->jobs[i].out_of_order);
-	diag_engine__free(e);
-	free(fs);
+	fake_free(fs);
 }
 
 int main(void)
