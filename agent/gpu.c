@@ -20,6 +20,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "agent/core/features.h"
 #include "agent/gpu_budget.h"
 #include "agent/gpu_elf.h"
 #include "agent/gpu_leaks.h"
@@ -146,6 +147,10 @@ struct gpu {
 
 	struct gpu_data data;
 	bool no_multi, multi_ok; /* uprobe_multi refused / worked on this kernel */
+	struct kernel_features features; /* the session's: which path each feature takes */
+	struct bpf_program *exit_prog;	 /* gpu_proc_exit or its _kept twin */
+	uint64_t link_objs;	 /* kernel link objects open (a multi link holds many probes) */
+	uint64_t attach_ns;	 /* time spent attaching, all files */
 	uint64_t adopted;	 /* BPF-admitted targets found without their event */
 	uint64_t links, attach_failed, scans, scan_failed, files_dropped, procs_dropped;
 	uint64_t exits;
@@ -197,6 +202,7 @@ static int attach_probe(struct gpu *g, struct gpu_file *f, size_t i)
 			return -errno;
 		}
 		g->links++;
+		g->link_objs++;
 	}
 	if (!f->exit[i]) {
 		o.retprobe = true;
@@ -208,6 +214,7 @@ static int attach_probe(struct gpu *g, struct gpu_file *f, size_t i)
 			return -errno;
 		}
 		g->links++;
+		g->link_objs++;
 	}
 	return 0;
 }
@@ -218,11 +225,13 @@ static void detach_probe(struct gpu *g, struct gpu_file *f, size_t i)
 		bpf_link__destroy(f->enter[i]);
 		f->enter[i] = NULL;
 		g->links--;
+		g->link_objs--;
 	}
 	if (f->exit[i]) {
 		bpf_link__destroy(f->exit[i]);
 		f->exit[i] = NULL;
 		g->links--;
+		g->link_objs--;
 	}
 }
 
@@ -272,6 +281,7 @@ static int group_attach(struct gpu *g, struct gpu_file *f, int grp)
 		f->multi[grp][ret] = fd;
 		f->multi_n[grp] = n;
 		g->links += n;
+		g->link_objs++;
 	}
 	return 0;
 }
@@ -287,6 +297,7 @@ static void group_detach(struct gpu *g, struct gpu_file *f, int grp)
 		close(f->multi[grp][ret]); /* one grace period for the whole group */
 		f->multi[grp][ret] = -1;
 		g->links -= f->multi_n[grp];
+		g->link_objs--;
 	}
 }
 
@@ -294,10 +305,13 @@ static void group_detach(struct gpu *g, struct gpu_file *f, int grp)
  * has them on). */
 static void file_attach(struct gpu *g, struct gpu_file *f)
 {
+	uint64_t t0 = mono_ns();
+
 	group_attach(g, f, GRP_FIXED);
 	if (g->budget.attached)
 		group_attach(g, f, GRP_SHED);
 	f->attached = true;
+	g->attach_ns += mono_ns() - t0;
 }
 
 static void file_detach(struct gpu *g, struct gpu_file *f)
@@ -1419,17 +1433,45 @@ struct gpu *gpu__new(const struct gpu_opts *opts, struct module_registry *mods,
 	err = session_maps(g);
 	if (err)
 		goto err_out;
-	err = uprobe_multi__prepare(g->skel->progs.gpu_enter_multi) ?:
-	      uprobe_multi__prepare(g->skel->progs.gpu_exit_multi) ?:
-	      uprobe_multi__prepare(g->skel->progs.gpu_empty_multi);
-	if (err)
-		goto err_out;
+	if (opts->features)
+		g->features = *opts->features;
+	else
+		kernel_features__probe(&g->features);
+	/* Probes through uprobe_multi links where the kernel has them, else
+	 * one uprobe per function (the *_multi copies not loaded). */
+	g->no_multi = !g->features.have[KFEAT_UPROBE_MULTI];
+	if (g->no_multi) {
+		bpf_program__set_autoload(g->skel->progs.gpu_enter_multi, false);
+		bpf_program__set_autoload(g->skel->progs.gpu_exit_multi, false);
+		bpf_program__set_autoload(g->skel->progs.gpu_empty_multi, false);
+	} else {
+		err = uprobe_multi__prepare(g->skel->progs.gpu_enter_multi) ?:
+		      uprobe_multi__prepare(g->skel->progs.gpu_exit_multi) ?:
+		      uprobe_multi__prepare(g->skel->progs.gpu_empty_multi);
+		if (err)
+			goto err_out;
+	}
+	/* the exit program: as the sampler's (features.h) */
+	{
+		struct bpf_program *exits[2][2] = {
+			{ g->skel->progs.gpu_proc_exit, g->skel->progs.gpu_proc_exit_kept },
+			{ g->skel->progs.gpu_proc_exit_early,
+			  g->skel->progs.gpu_proc_exit_early_kept },
+		};
+		bool early, vmas;
+
+		kernel_features__exit_prog(&g->features, &early, &vmas);
+		for (int e = 0; e < 2; e++)
+			for (int k = 0; k < 2; k++)
+				bpf_program__set_autoload(exits[e][k], e == early && k == !vmas);
+		g->exit_prog = exits[early][!vmas];
+	}
 	err = gpu_bpf__load(g->skel);
 	if (err) {
 		pr_warn("gpu: cannot load the BPF object: %s", strerror(-err));
 		goto err_out;
 	}
-	if (!bpf_program__attach(g->skel->progs.gpu_proc_exit) ||
+	if (!bpf_program__attach(g->exit_prog) ||
 	    !bpf_program__attach(g->skel->progs.gpu_proc_exec)) {
 		err = -errno;
 		goto err_out;
@@ -1548,6 +1590,9 @@ void gpu__report(struct gpu *g)
 	for (int i = 0; i < GPU_CNT_MAX; i++)
 		fprintf(stderr, " %s=%llu", strata_gpu_counter_name(i),
 			(unsigned long long)d->bpf[i]);
+	fprintf(stderr, "\n  gpu: probes via %s: %llu kernel link objects, %.1f ms attaching",
+		kernel_features__path(&g->features, KPATH_GPU_PROBES, NULL),
+		(unsigned long long)g->link_objs, (double)g->attach_ns / 1e6);
 	fprintf(stderr,
 		"\n  gpu: links=%llu attach_failed=%llu files_attached=%llu targets=%llu "
 		"watched=%llu exits=%llu scans=%llu bpf_targets=%llu bpf_allocs=%llu "

@@ -101,7 +101,9 @@ struct session *session__new(const struct session_opts *opts)
 {
 	struct symbolizer_opts sopts = { .sz = sizeof(sopts) };
 	struct epoll_event ev = { .events = EPOLLIN };
+	struct sampler_opts so;
 	struct session *s;
+	char why[256];
 	sigset_t mask;
 	int err;
 
@@ -144,12 +146,29 @@ struct session *session__new(const struct session_opts *opts)
 	s->res.ksyms = s->ksyms;
 	s->res.out->start_ns = realtime_ns();
 
-	s->sampler = sampler__new(&opts->sampler, on_event, s);
+	/* Each kernel-dependent feature's path, chosen once (features.h). */
+	kernel_features__probe(&s->features);
+	kernel_features__log(&s->features);
+	if (kernel_features__missing_required(&s->features, why, sizeof(why))) {
+		pr_err("session: kernel %s lacks %s", s->features.release, why);
+		err = -EOPNOTSUPP;
+		goto err_out;
+	}
+	so = opts->sampler;
+	so.features = &s->features;
+	if (!s->features.have[KFEAT_BPF_LOOP] && (so.hybrid || !so.no_python)) {
+		pr_warn("session: kernel %s has no bpf_loop (Linux 5.17): frame-pointer stacks "
+			"only, no Python frames",
+			s->features.release);
+		so.hybrid = false;
+		so.no_python = true;
+	}
+	s->sampler = sampler__new(&so, on_event, s);
 	if (!s->sampler) {
 		err = -errno;
 		goto err_out;
 	}
-	if (opts->sampler.hybrid) {
+	if (so.hybrid) {
 		int rows_fd, procs_fd;
 		uint32_t max_rows;
 
@@ -161,7 +180,7 @@ struct session *session__new(const struct session_opts *opts)
 		}
 		s->res.unwind = s->unwind;
 	}
-	if (!opts->sampler.no_python && !opts->sampler.no_user) {
+	if (!so.no_python && !so.no_user) {
 		s->python = python__new(sampler__py_procs_fd(s->sampler), 0);
 		if (!s->python) {
 			err = -ENOMEM;
@@ -197,6 +216,7 @@ struct session *session__new(const struct session_opts *opts)
 		struct gpu_opts go = opts->gpu;
 
 		go.filter = opts->sampler.filter;
+		go.features = &s->features;
 		sampler__filter_maps(s->sampler, &go.targets_fd, &go.cgroup_map_fd);
 		go.api_layers_fd = s->sched ? sched_collector__api_layers_fd(s->sched) : -1;
 		go.python = s->python;

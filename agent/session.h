@@ -12,6 +12,7 @@
 #include <sys/resource.h>
 #include <sys/types.h>
 
+#include "agent/core/features.h"
 #include "agent/gpu.h"
 #include "agent/modules.h"
 #include "agent/proc_tracker.h"
@@ -45,6 +46,7 @@ struct session_signal {
 };
 
 struct session {
+	struct kernel_features features; /* probed at start: the path of each */
 	struct sampler *sampler;
 	struct module_registry *mods;
 	struct proc_tracker *procs;
