@@ -171,7 +171,8 @@ static __always_inline void target_gone(struct task_struct *task, bool exiting, 
 	/* The mappings first: user space may read the ring while this runs,
 	 * and must not see the exit (and resolve the stacks for good) before
 	 * the mappings it needs. */
-	if (with_vmas && exiting && mm_id && !exit_vmas_send(&gpu_proc_events, task, tgid, mm_id, page_shift))
+	if (with_vmas && exiting && mm_id &&
+	    !exit_vmas_send(&gpu_proc_events, task, tgid, mm_id, page_shift))
 		gpu_count(GPU_CNT_EVENTS_LOST);
 	e = bpf_ringbuf_reserve(&gpu_proc_events, sizeof(*e), 0);
 	if (!e) {

@@ -73,7 +73,8 @@ static void features_off(struct kernel_features *f, const char *list)
 		size_t n = strcspn(p, ",");
 
 		for (int i = 0; i < KFEAT_MAX; i++)
-			if (strlen(feature_desc[i].name) == n && !strncmp(p, feature_desc[i].name, n)) {
+			if (strlen(feature_desc[i].name) == n &&
+			    !strncmp(p, feature_desc[i].name, n)) {
 				f->have[i] = false;
 				pr_info("features: %s off (STRATA_KERNEL_FEATURES_OFF)",
 					feature_desc[i].name);
@@ -232,8 +233,8 @@ void kernel_features__log(const struct kernel_features *f)
 	size_t len = 0;
 
 	for (int i = 0; i < KFEAT_MAX; i++) {
-		int w = snprintf(line + len, len < sizeof(line) ? sizeof(line) - len : 0,
-				 " %s=%s", feature_desc[i].name, f->have[i] ? "yes" : "no");
+		int w = snprintf(line + len, len < sizeof(line) ? sizeof(line) - len : 0, " %s=%s",
+				 feature_desc[i].name, f->have[i] ? "yes" : "no");
 		if (w > 0)
 			len += (size_t)w;
 	}

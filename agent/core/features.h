@@ -32,15 +32,15 @@
 #include <stddef.h>
 
 /* X(id, name, since): the probed kernel features, in report order. */
-#define STRATA_KERNEL_FEATURES(X)                                \
-	X(KFEAT_BTF, "btf", "5.4")                               \
-	X(KFEAT_RINGBUF, "ringbuf", "5.8")                       \
-	X(KFEAT_TASK_STORAGE, "task_storage", "5.11")            \
-	X(KFEAT_TASK_PT_REGS, "task_pt_regs", "5.15")            \
-	X(KFEAT_BPF_LOOP, "bpf_loop", "5.17")                    \
-	X(KFEAT_UPROBE_MULTI, "uprobe_multi", "6.6")             \
-	X(KFEAT_VMA_ITER, "vma_iter", "6.7")                     \
-	X(KFEAT_EXIT_TP_MM, "exit_tracepoint_has_mm", "6.16")    \
+#define STRATA_KERNEL_FEATURES(X)                             \
+	X(KFEAT_BTF, "btf", "5.4")                            \
+	X(KFEAT_RINGBUF, "ringbuf", "5.8")                    \
+	X(KFEAT_TASK_STORAGE, "task_storage", "5.11")         \
+	X(KFEAT_TASK_PT_REGS, "task_pt_regs", "5.15")         \
+	X(KFEAT_BPF_LOOP, "bpf_loop", "5.17")                 \
+	X(KFEAT_UPROBE_MULTI, "uprobe_multi", "6.6")          \
+	X(KFEAT_VMA_ITER, "vma_iter", "6.7")                  \
+	X(KFEAT_EXIT_TP_MM, "exit_tracepoint_has_mm", "6.16") \
 	X(KFEAT_EXIT_MM_RELEASE, "fentry_exit_mm_release", "5.5")
 
 enum kernel_feature {
