@@ -12,7 +12,7 @@
 #include <bpf/libbpf.h>
 #include <linux/bpf.h>
 
-#include "agent/uprobe_multi.h"
+#include "agent/proc/uprobe_multi.h"
 #include "lib/log.h"
 
 static const struct {

@@ -7,7 +7,7 @@
 #ifndef STRATA_AGENT_SHIP_SHIPPER_H
 #define STRATA_AGENT_SHIP_SHIPPER_H
 
-#include "agent/session.h"
+#include "agent/core/session.h"
 #include "uploader/uploader.h"
 
 struct shipper_opts {

@@ -15,7 +15,8 @@
 # host directory; paths without spaces) read-write at the same path.
 # SCRIPT must not be under those tmpfs folders.
 # SCRIPT runs under bash inside; its output goes to OUTDIR/guest.log and its
-# exit status to OUTDIR/guest.rc, the kernel console to OUTDIR/console.log.
+# exit status to OUTDIR/guest.rc, the kernel console to OUTDIR/console.log;
+# its environment has STRATA_IN_VM=1 and STRATA_VM_ACCEL (kvm or tcg).
 # Exit status: the script's, or 125 when the VM gave none (boot failure,
 # timeout: STRATA_VM_TIMEOUT seconds, default 900).
 #
@@ -147,7 +148,7 @@ ip link set lo up
 hostname strata-vm
 set -- $(cat $R$out/guest.args)
 chroot $R /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-	HOME=/tmp/home TERM=dumb LANG=C.UTF-8 STRATA_IN_VM=1 \
+	HOME=/tmp/home TERM=dumb LANG=C.UTF-8 STRATA_IN_VM=1 STRATA_VM_ACCEL=$(arg accel) \
 	/bin/bash "$script" "$@" > $R$out/guest.log 2>&1
 echo $? > $R$out/guest.rc
 echo "strata-vm: script exited $(cat $R$out/guest.rc)" > /dev/console
@@ -211,7 +212,7 @@ run)
 		-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
 		-virtfs "local,path=$out,mount_tag=out,security_model=none,multidevs=remap" \
 		-device virtio-rng-pci \
-		-append "console=ttyS0 quiet panic=-1 strata.out=$out strata.script=$script" \
+		-append "console=ttyS0 quiet panic=-1 strata.out=$out strata.script=$script strata.accel=$accel" \
 		> "$out/qemu.log" 2>&1 || echo "vm: qemu exited $? (see $out/qemu.log)" >&2
 	ms=$((($(date +%s%N) - start) / 1000000))
 	printf 'vm: %s ran %d.%03ds\n' "$kver" $((ms / 1000)) $((ms % 1000)) >&2
