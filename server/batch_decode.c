@@ -8,6 +8,8 @@
 #include <string.h>
 #include <zstd.h>
 
+#include "server/store/schema.h"
+
 #define DEFAULT_MAX_WIRE (16u << 20)
 #define DEFAULT_MAX_RAW (128u << 20)
 #define DEFAULT_MAX_FRAMES 4096u
@@ -121,19 +123,13 @@ struct vctx {
 		if (!(cond))                                                       \
 			return fail(v->err, v->errsz, BATCH_INVALID, __VA_ARGS__); \
 	} while (0)
-#define STR(field, what, i)                                                          \
-	CHECK((field) < v->b->n_strings, "%s[%zu]: string %u out of range", what, i, \
-	      (unsigned)(field))
-#define PROC(field, what, i)                                                            \
-	CHECK((field) < v->b->n_processes, "%s[%zu]: process %u out of range", what, i, \
-	      (unsigned)(field))
-#define STACK(field, what, i)                                                      \
-	CHECK((field) < v->b->n_stacks, "%s[%zu]: stack %u out of range", what, i, \
-	      (unsigned)(field))
-#define MAPPING(field, what, i)                                                        \
-	CHECK((field) < v->b->n_mappings, "%s[%zu]: mapping %u out of range", what, i, \
-	      (unsigned)(field))
+/* Index field of record what[i] into a list of n (named list). */
+#define INDEX(field, n, list, what, i) \
+	CHECK((field) < (n), "%s[%zu]: %s %u out of range", what, i, list, (unsigned)(field))
+#define STR(field, what, i) INDEX(field, v->b->n_strings, "string", what, i)
+#define MAPPING(field, what, i) INDEX(field, v->b->n_mappings, "mapping", what, i)
 
+/* What the schema does not describe: a process's pid, labels and maps. */
 static enum batch_error check_processes(const struct vctx *v)
 {
 	const Strata__V1__Batch *b = v->b;
@@ -142,14 +138,6 @@ static enum batch_error check_processes(const struct vctx *v)
 		const Strata__V1__Process *p = b->processes[i];
 
 		CHECK(p->pid != 0, "processes[%zu]: pid 0", i);
-		STR(p->comm_str, "processes", i);
-		STR(p->cmdline_str, "processes", i);
-		STR(p->cgroup_str, "processes", i);
-		STR(p->container_str, "processes", i);
-		STR(p->pod_str, "processes", i);
-		STR(p->job_str, "processes", i);
-		STR(p->torchelastic_run_id_str, "processes", i);
-		STR(p->slurm_job_id_str, "processes", i);
 		for (size_t j = 0; j < p->n_labels; j++) {
 			STR(p->labels[j]->key_str, "processes.labels", i);
 			STR(p->labels[j]->value_str, "processes.labels", i);
@@ -203,83 +191,110 @@ static enum batch_error check_stacks(const struct vctx *v)
 	return BATCH_OK;
 }
 
-static enum batch_error check_cpu(const struct vctx *v)
-{
-	const Strata__V1__Batch *b = v->b;
+/* ---- the records' indexes, from the store schema ------------------------- */
 
-	for (size_t i = 0; i < b->n_cpu_samples; i++) {
-		STACK(b->cpu_samples[i]->stack, "cpu_samples", i);
-		PROC(b->cpu_samples[i]->process, "cpu_samples", i);
-		STR(b->cpu_samples[i]->thread_comm_str, "cpu_samples", i);
+/* A table's index fields, in field order, for one batch. */
+struct refs {
+	const struct vctx *v;
+	const char *what; /* "cpu_samples", "cuda_api_tally.errors" */
+	char whatbuf[64];
+	size_t n;
+	struct {
+		const ProtobufCFieldDescriptor *f;
+		enum store_ref ref;
+		int of_parent;
+	} r[STORE_MAX_COLS];
+};
+
+/* The table's index fields of the parent's or its own message, in field
+ * order. */
+static void add_refs(struct refs *rs, const struct store_table *t, int of_parent)
+{
+	const ProtobufCMessageDescriptor *d = of_parent ? STORE_TABLES[t->parent].msg : t->msg;
+
+	for (unsigned i = 0; i < d->n_fields; i++) {
+		for (size_t c = 0; c < t->ncols; c++) {
+			const struct store_column *col = &t->cols[c];
+
+			if (col->ref == STORE_REF_NONE ||
+			    !(col->flags & STORE_OF_PARENT) != !of_parent ||
+			    strcmp(col->field, d->fields[i].name))
+				continue;
+			rs->r[rs->n].f = &d->fields[i];
+			rs->r[rs->n].ref = col->ref;
+			rs->r[rs->n++].of_parent = of_parent;
+		}
 	}
-	for (size_t i = 0; i < b->n_offcpu_samples; i++) {
-		STACK(b->offcpu_samples[i]->stack, "offcpu_samples", i);
-		PROC(b->offcpu_samples[i]->process, "offcpu_samples", i);
+}
+
+static void refs_init(struct refs *rs, const struct vctx *v, const struct store_table *t)
+{
+	rs->v = v;
+	rs->n = 0;
+	rs->what = t->field;
+	if (t->parent >= 0) {
+		snprintf(rs->whatbuf, sizeof(rs->whatbuf), "%s.%s", STORE_TABLES[t->parent].field,
+			 t->field);
+		rs->what = rs->whatbuf;
+		add_refs(rs, t, 1);
 	}
-	for (size_t i = 0; i < b->n_sched_stats; i++)
-		PROC(b->sched_stats[i]->process, "sched_stats", i);
-	for (size_t i = 0; i < b->n_time_breakdown; i++)
-		PROC(b->time_breakdown[i]->process, "time_breakdown", i);
-	/* CPU layer */
-	for (size_t i = 0; i < b->n_foreign_runs; i++)
-		STR(b->foreign_runs[i]->comm_str, "foreign_runs", i);
-	for (size_t i = 0; i < b->n_target_cpus; i++)
-		PROC(b->target_cpus[i]->process, "target_cpus", i);
+	add_refs(rs, t, 0);
+}
+
+static int check_record(void *ctx, const struct store_rec *rec)
+{
+	const struct refs *rs = ctx;
+	const struct vctx *v = rs->v;
+	const char *what = rs->what;
+	size_t i = rec->i;
+
+	for (size_t k = 0; k < rs->n; k++) {
+		uint32_t x =
+			store_rec__u32(rs->r[k].of_parent ? rec->parent : rec->msg, rs->r[k].f);
+
+		switch (rs->r[k].ref) {
+		case STORE_REF_STRING:
+			STR(x, what, i);
+			break;
+		case STORE_REF_PROCESS:
+			INDEX(x, v->b->n_processes, "process", what, i);
+			break;
+		case STORE_REF_STACK:
+			INDEX(x, v->b->n_stacks, "stack", what, i);
+			break;
+		default:
+			break;
+		}
+	}
 	return BATCH_OK;
 }
 
-static enum batch_error check_gpu(const struct vctx *v)
+/* Every string, process and stack index of every record the schema
+ * describes (server/store/schema.h), stored or not. */
+static enum batch_error check_records(const struct vctx *v)
+{
+	for (int t = 0; t < STORE_NTABLES; t++) {
+		struct refs rs;
+		int e;
+
+		refs_init(&rs, v, &STORE_TABLES[t]);
+		if (rs.n && (e = store_table__each(&STORE_TABLES[t], v->b, check_record, &rs)))
+			return (enum batch_error)e;
+	}
+	return BATCH_OK;
+}
+
+/* Value checks beyond indexes. */
+static enum batch_error check_values(const struct vctx *v)
 {
 	const Strata__V1__Batch *b = v->b;
 
-	for (size_t i = 0; i < b->n_cuda_launches; i++) {
-		PROC(b->cuda_launches[i]->process, "cuda_launches", i);
-		STACK(b->cuda_launches[i]->stack, "cuda_launches", i);
-		STR(b->cuda_launches[i]->kernel_name_str, "cuda_launches", i);
-	}
-	for (size_t i = 0; i < b->n_cuda_allocs; i++) {
-		PROC(b->cuda_allocs[i]->process, "cuda_allocs", i);
-		STACK(b->cuda_allocs[i]->stack, "cuda_allocs", i);
-		STR(b->cuda_allocs[i]->api_str, "cuda_allocs", i);
-	}
-	for (size_t i = 0; i < b->n_cuda_alloc_failures; i++) {
-		PROC(b->cuda_alloc_failures[i]->process, "cuda_alloc_failures", i);
-		STACK(b->cuda_alloc_failures[i]->stack, "cuda_alloc_failures", i);
-		STR(b->cuda_alloc_failures[i]->code_name_str, "cuda_alloc_failures", i);
-	}
-	for (size_t i = 0; i < b->n_cuda_transfers; i++) {
-		PROC(b->cuda_transfers[i]->process, "cuda_transfers", i);
-		STACK(b->cuda_transfers[i]->stack, "cuda_transfers", i);
-		STR(b->cuda_transfers[i]->api_str, "cuda_transfers", i);
-	}
-	for (size_t i = 0; i < b->n_cuda_api_tally; i++) {
-		const Strata__V1__CudaApiTally *t = b->cuda_api_tally[i];
-
-		PROC(t->process, "cuda_api_tally", i);
-		STR(t->fn_str, "cuda_api_tally", i);
-		for (size_t j = 0; j < t->n_errors; j++)
-			STR(t->errors[j]->name_str, "cuda_api_tally.errors", i);
-	}
-	for (size_t i = 0; i < b->n_probe_duty; i++) {
-		STR(b->probe_duty[i]->probe_str, "probe_duty", i);
+	for (size_t i = 0; i < b->n_probe_duty; i++)
 		CHECK(b->probe_duty[i]->ratio >= 0 && b->probe_duty[i]->ratio <= 1,
 		      "probe_duty[%zu]: ratio outside [0, 1]", i);
-	}
-	for (size_t i = 0; i < b->n_nccl_comms; i++)
-		PROC(b->nccl_comms[i]->process, "nccl_comms", i);
-	for (size_t i = 0; i < b->n_nccl_collectives; i++) {
-		const Strata__V1__NcclCollective *c = b->nccl_collectives[i];
-
-		PROC(c->process, "nccl_collectives", i);
-		STR(c->op_str, "nccl_collectives", i);
-		STR(c->dtype_str, "nccl_collectives", i);
-		STACK(c->stack, "nccl_collectives", i);
-		CHECK(c->exit_ns >= c->entry_ns, "nccl_collectives[%zu]: exit before entry", i);
-	}
-	for (size_t i = 0; i < b->n_nccl_stats; i++) {
-		PROC(b->nccl_stats[i]->process, "nccl_stats", i);
-		STR(b->nccl_stats[i]->op_str, "nccl_stats", i);
-	}
+	for (size_t i = 0; i < b->n_nccl_collectives; i++)
+		CHECK(b->nccl_collectives[i]->exit_ns >= b->nccl_collectives[i]->entry_ns,
+		      "nccl_collectives[%zu]: exit before entry", i);
 	return BATCH_OK;
 }
 
@@ -300,8 +315,8 @@ enum batch_error batch_validate(const Strata__V1__Batch *b, const struct batch_l
 	CHECK(b->end_ns >= b->start_ns && b->start_ns > 0, "bad time window [%llu, %llu)",
 	      (unsigned long long)b->start_ns, (unsigned long long)b->end_ns);
 	CHECK(b->n_strings == 0 || (b->strings[0] && !b->strings[0][0]), "strings[0] must be \"\"");
-	if ((e = check_processes(v)) || (e = check_stacks(v)) || (e = check_cpu(v)) ||
-	    (e = check_gpu(v)))
+	if ((e = check_processes(v)) || (e = check_stacks(v)) || (e = check_records(v)) ||
+	    (e = check_values(v)))
 		return e;
 	return BATCH_OK;
 }

@@ -3,9 +3,15 @@
 #include <inttypes.h>
 
 #include "server/diag_engine.h"
+#include "server/diag_live.h"
 #include "server/server.h"
 
 static uint64_t ld(const uint64_t *v)
+{
+	return __atomic_load_n(v, __ATOMIC_RELAXED);
+}
+
+static size_t ld64(const size_t *v)
 {
 	return __atomic_load_n(v, __ATOMIC_RELAXED);
 }
@@ -55,6 +61,15 @@ int api_metrics(struct server *srv, FILE *o)
 		ld(&m->rejected_unauthorized));
 	fprintf(o, "strata_batches_rejected_total{reason=\"store_error\"} %" PRIu64 "\n",
 		ld(&m->rejected_store_error));
+	fprintf(o, "strata_batches_rejected_total{reason=\"busy\"} %" PRIu64 "\n",
+		ld(&m->rejected_busy));
+	gauge(o, "strata_request_memory_bytes",
+	      "request bodies and batch decodes in memory now (all connections)",
+	      (double)ld64(&srv->budget.used));
+	gauge(o, "strata_request_memory_peak_bytes", "highest strata_request_memory_bytes seen",
+	      (double)ld64(&srv->budget.peak));
+	gauge(o, "strata_request_memory_limit_bytes", "their bound (--max-buffered-mb)",
+	      (double)srv->budget.max);
 	counter(o, "strata_ingest_wire_bytes_total", "compressed bytes received",
 		ld(&m->wire_bytes));
 	counter(o, "strata_ingest_raw_bytes_total", "decompressed bytes of decoded batches",
@@ -121,7 +136,9 @@ int api_metrics(struct server *srv, FILE *o)
 	counter(o, "strata_retention_runs_total", "retention passes", ld(&m->retention_runs));
 	counter(o, "strata_retention_deleted_batches_total", "batches deleted by retention",
 		ld(&m->retention_deleted));
-	if (srv->diag) /* docs/metrics.md: stragglers, breakdown, leaks */
+	if (srv->live) /* docs/metrics.md: stragglers */
+		diag_live__metrics(srv->live, o);
+	if (srv->diag) /* docs/metrics.md: breakdown, leaks */
 		diag_engine__metrics(srv->diag, o);
 	return 200;
 }

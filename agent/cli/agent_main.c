@@ -18,6 +18,7 @@
 #include "agent/cli/cli_common.h"
 #include "agent/cli/cli_gpu.h"
 #include "agent/core/log_libbpf.h"
+#include "agent/core/profile_sink.h"
 #include "agent/core/session.h"
 #include "agent/ship/shipper.h"
 #include "lib/cli.h"
@@ -61,60 +62,80 @@ static void usage(FILE *f)
 	      f);
 }
 
-/* GPU layer data of the period (cumulative since the agent started:
- * struct gpu_data), beside the profile: the API tally and the outstanding
- * allocations by stack. */
-static int write_gpu_period(struct session *s, const char *base)
+/* The file name of a period's outputs, without extension:
+ * DIR/strata-HOST-STARTTIME. */
+static int period_base(const struct agent_opts *o, uint64_t start_ns, char *base, size_t len)
 {
-	char path[PATH_MAX];
-	const struct gpu_data *d;
-	int err;
-
-	if (!s->gpu)
-		return 0;
-	d = gpu__data(s->gpu); /* drained by session__take_profile, inside its bracket */
-	if (snprintf(path, sizeof(path), "%s.gpu-tally.txt", base) >= (int)sizeof(path))
-		return -ENAMETOOLONG;
-	err = gpu_data__write_file(d, path, gpu_data__write_tally);
-	if (err)
-		return err;
-	if (snprintf(path, sizeof(path), "%s.gpu-leaks.txt", base) >= (int)sizeof(path))
-		return -ENAMETOOLONG;
-	return gpu_data__write_leaks_file(d, path);
-}
-
-static int write_period(const struct agent_opts *o, struct session *s, struct profile *p)
-{
-	char path[PATH_MAX], base[PATH_MAX], host[HOST_NAME_MAX + 1] = "node", stamp[32];
-	time_t t = (time_t)(p->start_ns / 1000000000ULL);
+	char host[HOST_NAME_MAX + 1] = "node", stamp[32];
+	time_t t = (time_t)(start_ns / 1000000000ULL);
 	struct tm tm;
-	int err;
 
 	gethostname(host, sizeof(host) - 1);
 	gmtime_r(&t, &tm);
 	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
-	if (snprintf(base, sizeof(base), "%s/strata-%s-%s", o->output_dir, host, stamp) >=
-		    (int)sizeof(base) ||
-	    snprintf(path, sizeof(path), "%s.%s", base, o->format) >= (int)sizeof(path))
+	if (snprintf(base, len, "%s/strata-%s-%s", o->output_dir, host, stamp) >= (int)len)
 		return -ENAMETOOLONG;
-	err = profile__write_file(p, path, host);
-	return err ? err : write_gpu_period(s, base);
+	return 0;
+}
+
+/* GPU layer data of the period (cumulative since the agent started:
+ * struct gpu_data), beside the profile: the API tally and the outstanding
+ * allocations by stack.  The local writers' GPU window member. */
+static int write_gpu_period(void *ctx, struct gpu *g, const struct session_window *w)
+{
+	const struct agent_opts *o = ctx;
+	char path[PATH_MAX], base[PATH_MAX];
+	const struct gpu_data *d = gpu__data(g);
+	int err = period_base(o, w->start_ns, base, sizeof(base));
+
+	if (!err && snprintf(path, sizeof(path), "%s.gpu-tally.txt", base) >= (int)sizeof(path))
+		err = -ENAMETOOLONG;
+	if (!err)
+		err = gpu_data__write_file(d, path, gpu_data__write_tally);
+	if (!err && snprintf(path, sizeof(path), "%s.gpu-leaks.txt", base) >= (int)sizeof(path))
+		err = -ENAMETOOLONG;
+	if (!err)
+		err = gpu_data__write_leaks_file(d, path);
+	if (err)
+		pr_warn("agent: cannot write GPU files: %s", strerror(-err));
+	return 0; /* the profile is still written */
+}
+
+static int write_period(const struct agent_opts *o, struct profile *p)
+{
+	char path[PATH_MAX], base[PATH_MAX], host[HOST_NAME_MAX + 1] = "node";
+	int err = period_base(o, p->start_ns, base, sizeof(base));
+
+	if (err)
+		return err;
+	if (snprintf(path, sizeof(path), "%s.%s", base, o->format) >= (int)sizeof(path))
+		return -ENAMETOOLONG;
+	gethostname(host, sizeof(host) - 1);
+	return profile__write_file(p, path, host);
 }
 
 static int run(const struct agent_opts *o)
 {
 	struct session *s = session__new(&o->session);
+	struct profile_sink_opts po = {
+		.sz = sizeof(po),
+		.ctx = (void *)o,
+		.gpu_window = write_gpu_period,
+	};
+	struct profile_sink *ps = NULL;
 	struct shipper *sh = NULL;
 	int err, stop = 0;
 
 	if (!s)
 		return -errno;
-	if (o->ship.upload.url) {
+	/* the sink: the wire batch (--server) or the local writers (--output) */
+	if (o->ship.upload.url)
 		sh = shipper__new(&o->ship, s);
-		if (!sh) {
-			err = -errno;
-			goto out;
-		}
+	else
+		ps = profile_sink__new(s, &po);
+	if (!sh && !ps) {
+		err = -errno;
+		goto out;
 	}
 	err = session__start(s);
 	if (err)
@@ -145,16 +166,22 @@ static int run(const struct agent_opts *o)
 			err = 0;
 			continue;
 		}
-		struct profile *p = session__take_profile(s);
+		struct session_window w;
+		struct profile *p;
+
+		session__end_window(s, &w); /* GPU files written in it */
+		p = profile_sink__take(ps, &w);
 		if (!p) {
 			err = -ENOMEM;
 			goto out;
 		}
-		err = write_period(o, s, p);
+		err = write_period(o, p);
 		if (err)
 			pr_warn("agent: cannot write profile: %s", strerror(-err));
-		if (log_enabled(LOG_INFO))
+		if (log_enabled(LOG_INFO)) {
 			session__report(s, p);
+			profile_sink__report(ps);
+		}
 		profile__free(p);
 		err = 0;
 	}
@@ -163,6 +190,7 @@ out:
 	 * on disk for the next start. */
 	shipper__free(sh, 5000);
 	session__free(s);
+	profile_sink__free(ps);
 	return err;
 }
 

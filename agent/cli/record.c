@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "agent/cli/record.h"
+#include "agent/core/profile_sink.h"
 #include "agent/sched/sched_report.h"
 
 #include <errno.h>
@@ -97,10 +98,17 @@ static int wait_child(pid_t child)
 	}
 }
 
-/* --leaks / --trace / --tally: written from the session's GPU layer (its
- * last drain ran in session__take_profile). */
-static int record_gpu_outputs(struct session *s, const struct record_opts *opts)
+/* The local writers' context: what the window members write. */
+struct record_writers {
+	const struct record_opts *opts;
+	const struct ksyms *ksyms;
+};
+
+/* --leaks / --trace / --tally: the GPU layer's tables at the window's end
+ * (agent/core/sink.h). */
+static int record_gpu_window(void *ctx, struct gpu *g, const struct session_window *w)
 {
+	const struct record_opts *opts = ((struct record_writers *)ctx)->opts;
 	const struct gpu_data *d;
 	struct {
 		const char *path;
@@ -111,14 +119,8 @@ static int record_gpu_outputs(struct session *s, const struct record_opts *opts)
 	};
 	int err;
 
-	if (!s->gpu) {
-		if (opts->leaks_path || opts->trace_path || opts->tally_path)
-			fprintf(stderr,
-				"strata: GPU layer off: no --leaks/--trace/--tally output\n");
-		return 0;
-	}
-	gpu__report(s->gpu);
-	d = gpu__data(s->gpu);
+	gpu__report(g);
+	d = gpu__data(g);
 	if (opts->leaks_path) {
 		err = gpu_data__write_leaks_file(d, opts->leaks_path);
 		if (err) {
@@ -142,19 +144,52 @@ static int record_gpu_outputs(struct session *s, const struct record_opts *opts)
 	return 0;
 }
 
+/* --sched FILE: the scheduler layer's window (its off-CPU aggregate is
+ * drained while written). */
+static int record_sched_window(void *ctx, struct sched_collector *c, const struct session_window *w)
+{
+	struct record_writers *r = ctx;
+	int err;
+
+	if (!r->opts->sched_output)
+		return 0;
+	err = sched_report__write_file(c, r->ksyms, r->opts->sched_output);
+	if (err)
+		fprintf(stderr, "strata: cannot write %s: %s\n", r->opts->sched_output,
+			strerror(-err));
+	return err;
+}
+
 int record_run(const struct record_opts *opts)
 {
+	struct record_writers wr = { .opts = opts };
+	struct profile_sink_opts po = {
+		.sz = sizeof(po),
+		.ctx = &wr,
+		.gpu_window = record_gpu_window,
+		.sched_window = record_sched_window,
+	};
+	struct session_sources src;
+	struct session_window win;
+	struct profile_sink *ps = NULL;
 	struct session *s;
 	struct profile *p = NULL;
 	pid_t child = 0;
-	int go_fd = -1, status = 0, err, rc = 0;
+	int go_fd = -1, status = 0, err, werr, rc = 0;
 	uint64_t start;
 
 	s = session__new(&opts->session);
 	if (!s)
 		return -errno;
+	session__sources(s, &src);
+	wr.ksyms = src.ksyms;
+	ps = profile_sink__new(s, &po);
+	if (!ps) {
+		err = -errno;
+		goto out;
+	}
 	if (opts->argv) {
-		child = spawn_held(opts->argv, &s->nofile_orig, &go_fd);
+		child = spawn_held(opts->argv, src.nofile_orig, &go_fd);
 		if (child < 0) {
 			err = child;
 			child = 0;
@@ -202,7 +237,11 @@ int record_run(const struct record_opts *opts)
 			break;
 	}
 
-	p = session__take_profile(s);
+	/* The GPU and scheduler files are written at the window's end, inside
+	 * the drain (record_gpu_window, record_sched_window); the profile
+	 * after it. */
+	werr = session__end_window(s, &win);
+	p = profile_sink__take(ps, &win);
 	if (!p) {
 		err = -ENOMEM;
 		goto out;
@@ -213,23 +252,17 @@ int record_run(const struct record_opts *opts)
 		goto out;
 	}
 	session__report(s, p);
+	profile_sink__report(ps);
 	fprintf(stderr, "strata: wrote %s\n", opts->output);
-	err = record_gpu_outputs(s, opts);
-	if (err)
-		goto out;
-	if (s->sched && opts->sched_output) {
-		err = sched_report__write_file(s->sched, s->ksyms, opts->sched_output);
-		if (err) {
-			fprintf(stderr, "strata: cannot write %s: %s\n", opts->sched_output,
-				strerror(-err));
-			goto out;
-		}
-	}
+	if (!src.gpu && (opts->leaks_path || opts->trace_path || opts->tally_path))
+		fprintf(stderr, "strata: GPU layer off: no --leaks/--trace/--tally output\n");
+	err = werr;
 out:
 	if (go_fd >= 0)
 		close(go_fd); /* the held child exits 127 */
 	profile__free(p);
 	session__free(s);
+	profile_sink__free(ps);
 	/* -d ended profiling before the command, or profiling failed: the
 	 * command runs on as it would have, and its exit code is ours. */
 	if (child > 0) {

@@ -12,9 +12,38 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/core/features.h"
+#include "agent/proc/modules.h"
+#include "agent/proc/proc_tracker.h"
+#include "agent/proc/unwind_loader.h"
+#include "agent/python/python.h"
+#include "agent/sched/sched_collector.h"
 #include "lib/clock.h"
 #include "lib/enum_names.h"
 #include "lib/log.h"
+#include "symbolize/symbolize.h"
+
+struct session {
+	struct kernel_features features; /* probed at start: the path of each */
+	struct sampler *sampler;
+	struct module_registry *mods;
+	struct proc_tracker *procs;
+	struct symbolizer *sym;
+	struct ksyms *ksyms;
+	struct unwind_loader *unwind;  /* NULL: frame pointers only */
+	struct python *python;	       /* NULL: no Python frames (--no-python) */
+	struct sched_collector *sched; /* NULL: scheduler layer off */
+	struct gpu *gpu;	       /* NULL: --no-gpu, or the layer could not load */
+	struct session_sink sink;
+	int epfd, sigfd;
+	uint32_t freq_hz;
+	uint32_t drain_ms;
+	uint64_t next_drain_ms;	   /* CLOCK_MONOTONIC */
+	uint64_t window_start_ns;  /* CLOCK_REALTIME */
+	struct rlimit nofile_orig; /* for children: they run as without us */
+	uint64_t events_failed;
+	struct sampler_stats base; /* counters at the last window's end */
+};
 
 static void unwind_maps_read(void *ctx, uint64_t mm_id, const struct proc_mapping *maps, size_t n)
 {
@@ -130,8 +159,7 @@ struct session *session__new(const struct session_opts *opts)
 	s->mods = modules__new(0);
 	s->procs = s->mods ? proc_tracker__new(s->mods, 0) : NULL;
 	s->sym = symbolizer__new(&sopts);
-	s->res.out = profile__new(s->freq_hz);
-	if (!s->procs || !s->sym || !s->res.out) {
+	if (!s->procs || !s->sym) {
 		err = -ENOMEM;
 		goto err_out;
 	}
@@ -141,10 +169,7 @@ struct session *session__new(const struct session_opts *opts)
 	else if (ksyms__restricted(s->ksyms))
 		pr_warn("session: /proc/kallsyms hides addresses (kptr_restrict): kernel frames "
 			"stay addresses");
-	s->res.procs = s->procs;
-	s->res.sym = s->sym;
-	s->res.ksyms = s->ksyms;
-	s->res.out->start_ns = realtime_ns();
+	s->window_start_ns = realtime_ns();
 
 	/* Each kernel-dependent feature's path, chosen once (features.h). */
 	kernel_features__probe(&s->features);
@@ -178,7 +203,6 @@ struct session *session__new(const struct session_opts *opts)
 			err = -ENOMEM;
 			goto err_out;
 		}
-		s->res.unwind = s->unwind;
 	}
 	if (!so.no_python && !so.no_user) {
 		s->python = python__new(sampler__py_procs_fd(s->sampler), 0);
@@ -186,7 +210,6 @@ struct session *session__new(const struct session_opts *opts)
 			err = -ENOMEM;
 			goto err_out;
 		}
-		s->res.python = s->python;
 	}
 	if (s->unwind || s->python) {
 		struct proc_tracker_hooks hooks = {
@@ -275,7 +298,6 @@ void session__free(struct session *s)
 	python__free(s->python);
 	sched_collector__free(s->sched);
 	sampler__free(s->sampler);
-	profile__free(s->res.out);
 	ksyms__free(s->ksyms);
 	symbolizer__free(s->sym);
 	modules__free(s->mods);
@@ -303,6 +325,8 @@ int session__start(struct session *s)
 		err = sched_collector__start(s->sched);
 	return err;
 }
+
+static int drain(struct session *s, struct session_window *w);
 
 int session__wait(struct session *s, int timeout_ms, struct session_signal *sig)
 {
@@ -336,73 +360,113 @@ int session__wait(struct session *s, int timeout_ms, struct session_signal *sig)
 		}
 	}
 	if (mono_ms() >= s->next_drain_ms) {
-		session__drain(s);
+		drain(s, NULL);
 		s->next_drain_ms = mono_ms() + s->drain_ms;
 	}
 	return ret;
 }
 
-void session__set_consumer(struct session *s, sampler_sample_fn fn, void *ctx)
+void session__sources(const struct session *s, struct session_sources *out)
 {
-	s->consume = fn;
-	s->consume_ctx = ctx;
+	*out = (struct session_sources){
+		.procs = s->procs,
+		.mods = s->mods,
+		.sym = s->sym,
+		.ksyms = s->ksyms,
+		.unwind = s->unwind,
+		.python = s->python,
+		.freq_hz = s->freq_hz,
+		.gpu = s->gpu != NULL,
+		.sched = s->sched != NULL,
+		.nofile_orig = &s->nofile_orig,
+		.features = &s->features,
+	};
 }
 
-int session__drain(struct session *s)
+void session__set_sink(struct session *s, const struct session_sink *sink)
 {
-	int n;
+	s->sink = *sink;
+}
+
+static int drop_sample(void *ctx, const struct sampler_sample *smp)
+{
+	return 0;
+}
+
+/* The sampler's losses since the last window's end. */
+static void window_drops(struct session *s, struct profile_drops *d)
+{
+	struct sampler_stats st;
+	const uint64_t *c = st.counters, *b = s->base.counters;
+
+	sampler__stats(s->sampler, &st);
+	d->map_full = c[STRATA_CNT_COUNTS_FULL] - b[STRATA_CNT_COUNTS_FULL] + st.samples_dropped -
+		      s->base.samples_dropped;
+	d->stack_lost = c[STRATA_CNT_STACKS_FULL] - b[STRATA_CNT_STACKS_FULL] +
+			c[STRATA_CNT_USER_STACK_ERR] - b[STRATA_CNT_USER_STACK_ERR] +
+			c[STRATA_CNT_KERN_STACK_ERR] - b[STRATA_CNT_KERN_STACK_ERR] +
+			st.stacks_missing - s->base.stacks_missing;
+	d->proc_unknown = 0;
+	/* Lost process events, truncated exit walks and children that could
+	 * not become targets: attribution, not sample, losses. */
+	d->other = c[STRATA_CNT_EVENTS_LOST] - b[STRATA_CNT_EVENTS_LOST] +
+		   c[STRATA_CNT_VMAS_TRUNCATED] - b[STRATA_CNT_VMAS_TRUNCATED] +
+		   c[STRATA_CNT_TARGETS_FULL] - b[STRATA_CNT_TARGETS_FULL];
+	s->base = st;
+}
+
+/* The window's end, inside the drain bracket: the sink's window members. */
+static int end_window(struct session *s, struct session_window *w)
+{
+	const struct session_sink *k = &s->sink;
+	int err = 0;
+
+	w->start_ns = s->window_start_ns;
+	w->end_ns = realtime_ns();
+	window_drops(s, &w->drops);
+	s->window_start_ns = w->end_ns;
+	if (s->gpu && k->gpu_window)
+		err = k->gpu_window(k->ctx, s->gpu, w);
+	if (!err && s->sched && k->sched_window)
+		err = k->sched_window(k->ctx, s->sched, w);
+	return err;
+}
+
+/*
+ * The one drain of every layer, in the one order (agent/core/sink.h), with
+ * the window's end when w is set.  Returns the window members' first error.
+ */
+static int drain(struct session *s, struct session_window *w)
+{
+	const struct session_sink *k = &s->sink;
+	int n, err = 0;
 
 	/* Exit events first: the instances they finish are still needed by
 	 * the samples drained now, and are freed right after. */
 	sampler__consume_events(s->sampler);
 	if (s->unwind)
 		unwind_loader__tick(s->unwind);
-	n = s->consume ? sampler__drain(s->sampler, s->consume, s->consume_ctx)
-		       : sampler__drain(s->sampler, resolver__add, &s->res);
+	n = sampler__drain(s->sampler, k->sample ? k->sample : drop_sample, k->ctx);
 	if (s->gpu) {
 		gpu__drain(s->gpu); /* before end_drain: exited processes still resolve */
-		if (s->gpu_drained)
-			s->gpu_drained(s->gpu_drained_ctx, gpu__data(s->gpu));
+		if (k->gpu_drained)
+			k->gpu_drained(k->ctx, gpu__data(s->gpu));
 	}
 	if (s->unwind)
 		unwind_loader__flush(s->unwind);
 	if (s->sched) /* exited threads out of the BPF map */
 		sched_collector__retire(s->sched, mono_ns(), SCHED_RETIRE_GRACE_NS);
+	if (w)
+		err = end_window(s, w);
 	proc_tracker__end_drain(s->procs);
 	if (n < 0)
 		pr_warn("session: drain: %s", strerror(-n));
-	return n < 0 ? n : 0;
+	return err;
 }
 
-struct profile *session__take_profile(struct session *s)
+int session__end_window(struct session *s, struct session_window *w)
 {
-	struct profile *p = s->res.out, *next;
-	struct sampler_stats st;
-	const uint64_t *c = st.counters, *b = s->base.counters;
-
-	session__drain(s);
-	next = profile__new(s->freq_hz);
-	if (!next)
-		return NULL;
-	sampler__stats(s->sampler, &st);
-	p->end_ns = realtime_ns();
-	p->drops.map_full = c[STRATA_CNT_COUNTS_FULL] - b[STRATA_CNT_COUNTS_FULL] +
-			    st.samples_dropped - s->base.samples_dropped;
-	p->drops.stack_lost = c[STRATA_CNT_STACKS_FULL] - b[STRATA_CNT_STACKS_FULL] +
-			      c[STRATA_CNT_USER_STACK_ERR] - b[STRATA_CNT_USER_STACK_ERR] +
-			      c[STRATA_CNT_KERN_STACK_ERR] - b[STRATA_CNT_KERN_STACK_ERR] +
-			      st.stacks_missing - s->base.stacks_missing;
-	p->drops.proc_unknown = s->res.frames_unknown;
-	/* Lost process events, truncated exit walks and children that could
-	 * not become targets: attribution, not sample, losses. */
-	p->drops.other = c[STRATA_CNT_EVENTS_LOST] - b[STRATA_CNT_EVENTS_LOST] +
-			 c[STRATA_CNT_VMAS_TRUNCATED] - b[STRATA_CNT_VMAS_TRUNCATED] +
-			 c[STRATA_CNT_TARGETS_FULL] - b[STRATA_CNT_TARGETS_FULL];
-	s->base = st;
-	s->res.frames_unknown = 0;
-	next->start_ns = p->end_ns;
-	s->res.out = next;
-	return p;
+	return drain(s, w);
 }
 
 void session__report(struct session *s, const struct profile *p)
@@ -446,7 +510,6 @@ void session__report(struct session *s, const struct profile *p)
 		(unsigned long long)ms.modules, (unsigned long long)ms.dropped,
 		(unsigned long long)ms.open_failed, (unsigned long long)ms.located,
 		(unsigned long long)ms.not_located);
-	fprintf(stderr, "  frames_truncated=%llu\n", (unsigned long long)s->res.frames_truncated);
 	if (s->unwind) {
 		uint64_t uc[UNWIND_ERR_MAX];
 		struct unwind_loader_stats ul;

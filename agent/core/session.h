@@ -1,28 +1,23 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * A profiling session: sampler + process tracking + symbolization feeding a
- * profile.  `strata record` runs one for a command or a set of targets;
- * strata-agent runs one and takes a profile every period.  Signals (INT,
+ * A profiling session: the sampler, process tracking and the GPU and
+ * scheduler layers, drained into one sink (agent/core/sink.h) in windows.
+ * `strata record` runs one for a command or a set of targets (one window);
+ * strata-agent runs one and ends a window every period.  Signals (INT,
  * TERM, CHLD) arrive through a signalfd, so there is no global state.
  */
 #ifndef STRATA_SESSION_H
 #define STRATA_SESSION_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/resource.h>
 #include <sys/types.h>
 
-#include "agent/core/features.h"
-#include "agent/gpu/gpu.h"
-#include "agent/proc/modules.h"
-#include "agent/proc/proc_tracker.h"
-#include "agent/python/python.h"
-#include "agent/core/resolve.h"
 #include "agent/core/sampler.h"
-#include "agent/sched/sched_collector.h"
-#include "agent/proc/unwind_loader.h"
+#include "agent/core/sink.h"
+#include "agent/gpu/gpu.h"
 #include "lib/profile.h"
-#include "symbolize/symbolize.h"
 
 struct session_opts {
 	size_t sz;
@@ -45,34 +40,23 @@ struct session_signal {
 	pid_t from;
 };
 
-struct session {
-	struct kernel_features features; /* probed at start: the path of each */
-	struct sampler *sampler;
-	struct module_registry *mods;
+/* The parts a sink reads through (the session owns them). */
+struct session_sources {
 	struct proc_tracker *procs;
+	struct module_registry *mods;
 	struct symbolizer *sym;
-	struct ksyms *ksyms;
-	struct unwind_loader *unwind;  /* NULL: frame pointers only */
-	struct python *python;	       /* NULL: no Python frames (--no-python) */
-	struct sched_collector *sched; /* NULL: scheduler layer off */
-	struct resolver res;
-	int epfd, sigfd;
+	struct ksyms *ksyms;	      /* NULL: kernel frames stay addresses */
+	struct unwind_loader *unwind; /* NULL: frame pointers only */
+	struct python *python;	      /* NULL: no Python frames (--no-python) */
 	uint32_t freq_hz;
-	uint32_t drain_ms;
-	uint64_t next_drain_ms;	   /* CLOCK_MONOTONIC */
-	struct rlimit nofile_orig; /* for children: they run as without us */
-	uint64_t events_failed;
-	struct sampler_stats base; /* counters at the last profile take */
-	struct gpu *gpu;	   /* NULL: --no-gpu, or the layer could not load */
-	/* Who takes drained samples: the resolver (symbolized profile) unless
-	 * set (strata-agent --server: the wire batch builder). */
-	sampler_sample_fn consume;
-	void *consume_ctx;
-	/* strata-agent --server: called after every GPU drain (allocation
-	 * sets are compared drain by drain, agent/ship/batch_gpu.c). */
-	void (*gpu_drained)(void *ctx, const struct gpu_data *d);
-	void *gpu_drained_ctx;
+	bool gpu, sched;		  /* the layers are on (their sink members are called) */
+	const struct rlimit *nofile_orig; /* for children: they run as without us */
+	/* the running kernel's, and the path each feature takes */
+	const struct kernel_features *features;
 };
+
+struct session;
+struct kernel_features;
 
 enum session_wake { SESSION_TIMEOUT = 0, SESSION_SIGNAL = 1 };
 
@@ -90,14 +74,16 @@ int session__start(struct session *s);
  */
 int session__wait(struct session *s, int timeout_ms, struct session_signal *sig);
 
-/* Hands drained samples to fn(ctx) instead of the resolver. */
-void session__set_consumer(struct session *s, sampler_sample_fn fn, void *ctx);
+void session__sources(const struct session *s, struct session_sources *out);
 
-/* Moves everything sampled so far into the current profile. */
-int session__drain(struct session *s);
+/* Where drained data goes (agent/core/sink.h); set before session__start.
+ * Without one, samples are dropped. */
+void session__set_sink(struct session *s, const struct session_sink *sink);
 
-/* Hands over the current profile (drained first) and starts a new one. */
-struct profile *session__take_profile(struct session *s);
+/* Ends the window: the last drain of it, with the sink's window members,
+ * and *w filled in; the next window starts.  0 or the first error of a
+ * window member. */
+int session__end_window(struct session *s, struct session_window *w);
 
 /* Prints counters (drops, process tracking, symbolization) to stderr. */
 void session__report(struct session *s, const struct profile *p);

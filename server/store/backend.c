@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "server/store/backend.h"
 
+#include <stdio.h>
+
 #include "lib/wire_enums.h"
 
 const char *store_process__job(const Strata__V1__Batch *b, const Strata__V1__Process *p)
@@ -35,6 +37,44 @@ uint64_t store_batch__cpu_samples(const Strata__V1__Batch *b, uint64_t *per_proc
 			per_process[b->cpu_samples[i]->process] += b->cpu_samples[i]->count;
 	}
 	return sum;
+}
+
+/* ---- counters ------------------------------------------------------------------- */
+
+void store_counts__init(struct store_counts *c)
+{
+	pthread_mutex_init(&c->lock, NULL);
+}
+
+void store_counts__fini(struct store_counts *c)
+{
+	pthread_mutex_destroy(&c->lock);
+}
+
+void store_counts__ingest(struct store_counts *c, int err)
+{
+	pthread_mutex_lock(&c->lock);
+	if (err == 0)
+		c->batches++;
+	else if (err == 1)
+		c->duplicates++;
+	pthread_mutex_unlock(&c->lock);
+}
+
+void store_counts__retained(struct store_counts *c, uint64_t batches)
+{
+	pthread_mutex_lock(&c->lock);
+	c->retention_deleted += batches;
+	pthread_mutex_unlock(&c->lock);
+}
+
+void store_counts__read(struct store_counts *c, struct store_stats *st)
+{
+	pthread_mutex_lock(&c->lock);
+	st->batches = c->batches;
+	st->duplicates = c->duplicates;
+	st->retention_deleted = c->retention_deleted;
+	pthread_mutex_unlock(&c->lock);
 }
 
 /* ---- reading result rows ------------------------------------------------------ */
@@ -191,6 +231,14 @@ void store_row__tally(const struct store_row *r, struct store_tally *t)
 	};
 }
 
+void store_events__init(struct store_events *ev, uint32_t limit, int *truncated, store_event_fn fn,
+			void *ctx)
+{
+	*ev = (struct store_events){ .fn = fn, .ctx = ctx, .limit = limit ? limit : 100000 };
+	ev->truncated = truncated ? truncated : &ev->own_truncated;
+	*ev->truncated = 0;
+}
+
 int store_emit__event(const struct store_row *r, void *fn, void *ctx)
 {
 	struct store_events *ev = ctx;
@@ -238,3 +286,12 @@ const struct store_thread_part STORE_THREAD_PARTS[] = {
 	{ STORE_THREAD_RUNNABLE, NULL, 0, "runqueue_latency_ns + runnable_wait_ns", "sched_stats" },
 };
 const size_t STORE_NTHREAD_PARTS = sizeof(STORE_THREAD_PARTS) / sizeof(STORE_THREAD_PARTS[0]);
+
+void store_thread_part__sql(const struct store_thread_part *p, struct store_part_sql *out)
+{
+	snprintf(out->ix, sizeof(out->ix), "0");
+	out->cond[0] = '\0';
+	if (p->col)
+		strata_wire_enum_sql(p->col, p->n, out->ix, sizeof(out->ix), out->cond,
+				     sizeof(out->cond));
+}

@@ -9,6 +9,7 @@
 #ifndef STRATA_SERVER_STORE_BACKEND_H
 #define STRATA_SERVER_STORE_BACKEND_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 #include "server/store.h"
@@ -23,6 +24,22 @@ uint64_t store_batch__drops(const Strata__V1__Batch *b);
 /* The batch's CPU samples; per_process (n_processes entries, or NULL)
  * gets them by process index. */
 uint64_t store_batch__cpu_samples(const Strata__V1__Batch *b, uint64_t *per_process);
+
+/* ---- counters ------------------------------------------------------------------- */
+
+/* What a store counts for its stats, under its own lock. */
+struct store_counts {
+	pthread_mutex_t lock;
+	uint64_t batches, duplicates, retention_deleted;
+};
+
+void store_counts__init(struct store_counts *c);
+void store_counts__fini(struct store_counts *c);
+/* An ingest's result: 0 stored, 1 a duplicate, else failed (not counted). */
+void store_counts__ingest(struct store_counts *c, int err);
+void store_counts__retained(struct store_counts *c, uint64_t batches);
+/* Copies the counts into st. */
+void store_counts__read(struct store_counts *c, struct store_stats *st);
 
 /* ---- reading result rows ------------------------------------------------------ */
 
@@ -81,7 +98,12 @@ struct store_events {
 	void *ctx;
 	uint32_t limit, n; /* hands out at most limit */
 	int *truncated;	   /* set when a row beyond the limit came */
+	int own_truncated; /* where truncated points when the caller gave none */
 };
+
+/* The events query's arguments (limit 0: 100000); clears *truncated. */
+void store_events__init(struct store_events *ev, uint32_t limit, int *truncated, store_event_fn fn,
+			void *ctx);
 /* kind, node, pid, tid, job, has_rank, rank, name, start_ns, dur_ns, bytes,
  * count, comm_hash, seq, comm_rank (NULL: -1), comm_nranks (NULL: -1),
  * dtype, transfer_kind, direction.  Returns 1 at the limit. */
@@ -100,5 +122,12 @@ struct store_thread_part {
 };
 extern const struct store_thread_part STORE_THREAD_PARTS[];
 extern const size_t STORE_NTHREAD_PARTS;
+
+/* The part's index expression ("0" without a column) and its " AND ..."
+ * condition ("" without), as lib/wire_enums.h writes them. */
+struct store_part_sql {
+	char ix[64], cond[96];
+};
+void store_thread_part__sql(const struct store_thread_part *p, struct store_part_sql *out);
 
 #endif /* STRATA_SERVER_STORE_BACKEND_H */

@@ -152,7 +152,7 @@ static int wait_mutations(struct ch_store *s, struct ch_client *c, const char *t
 	return -ETIMEDOUT;
 }
 
-static int ch_retain(struct store *base, uint64_t before_ns, uint64_t *deleted)
+int ch_retain(struct store *base, uint64_t before_ns, uint64_t *deleted)
 {
 	struct ch_store *s = (struct ch_store *)base;
 	struct ch_client *c = ch_store__client(s);
@@ -208,16 +208,14 @@ static int ch_retain(struct store *base, uint64_t before_ns, uint64_t *deleted)
 		err = wait_mutations(s, c, "batches");
 	ch_store__put(s, c);
 	if (!err) {
-		pthread_mutex_lock(&s->lock);
-		s->retention_deleted += n;
-		pthread_mutex_unlock(&s->lock);
+		store_counts__retained(&s->counts, n);
 		if (deleted)
 			*deleted = n;
 	}
 	return err;
 }
 
-static int ch_stats(struct store *base, struct store_stats *out)
+int ch_stats(struct store *base, struct store_stats *out)
 {
 	struct ch_store *s = (struct ch_store *)base;
 	struct ch_client *c = ch_store__client(s);
@@ -247,15 +245,11 @@ static int ch_stats(struct store *base, struct store_stats *out)
 	ch_result__free(&r);
 	ch_sql__free(&q);
 	ch_store__put(s, c);
-	pthread_mutex_lock(&s->lock);
-	out->batches = s->batches;
-	out->duplicates = s->duplicates;
-	out->retention_deleted = s->retention_deleted;
-	pthread_mutex_unlock(&s->lock);
+	store_counts__read(&s->counts, out);
 	return err;
 }
 
-static void ch_close(struct store *base)
+void ch_close(struct store *base)
 {
 	struct ch_store *s = (struct ch_store *)base;
 
@@ -268,26 +262,9 @@ static void ch_close(struct store *base)
 	free(s->known.keys);
 	pthread_cond_destroy(&s->pool_cond);
 	pthread_mutex_destroy(&s->lock);
+	store_counts__fini(&s->counts);
 	free(s);
 }
-
-static const struct store_ops clickhouse_ops = {
-	.name = "clickhouse",
-	.ingest = ch_store__ingest,
-	.jobs = ch_jobs,
-	.nodes = ch_nodes,
-	.processes = ch_processes,
-	.profile = ch_profile,
-	.leaks = ch_leaks,
-	.tally = ch_tally,
-	.events = ch_events,
-	.retain = ch_retain,
-	.stats = ch_stats,
-	.close = ch_close,
-	.thread_times = ch_thread_times,
-	.cpu_times = ch_cpu_times,
-	.node_clocks = ch_node_clocks,
-};
 
 /* CREATE DATABASE and every table, idempotent. */
 static int create_schema(struct ch_store *s, struct ch_client *c)
@@ -332,8 +309,9 @@ struct store *store_clickhouse__open(const char *url, char *err, size_t errsz)
 		errno = ENOMEM;
 		return NULL;
 	}
-	s->base.ops = &clickhouse_ops;
+	s->base.ops = &clickhouse_store_ops;
 	pthread_mutex_init(&s->lock, NULL);
+	store_counts__init(&s->counts);
 	pthread_cond_init(&s->pool_cond, NULL);
 	s->opts.sz = sizeof(s->opts);
 	rc = ch_parse_url(url, &s->opts, s->optbuf, sizeof(s->optbuf));

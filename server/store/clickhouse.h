@@ -38,7 +38,8 @@ struct ch_store {
 	uint8_t inflight[CH_INFLIGHT_MAX][16];
 	unsigned ninflight;
 	struct ch_known_stacks known;
-	uint64_t batches, duplicates, retention_deleted, busy, stack_cache_resets;
+	uint64_t busy, stack_cache_resets;
+	struct store_counts counts;
 };
 
 /* Every per-process table starts with these (the process head), every
@@ -69,6 +70,9 @@ int ch_store__ingest(struct store *base, const struct store_batch *sb);
 
 /* ---- queries (clickhouse_query.c) ------------------------------------------------ */
 
+/* cond and t quoted, when t is set (not NULL or ""). */
+void ch_and_quoted(struct ch_sql *q, const char *cond, const char *t);
+
 /*
  * " AND ..." over a table's own columns.  time_col: the event time column,
  * or NULL for the batch window (b_start, b_end).  Then only rows of
@@ -86,20 +90,10 @@ int ch_has_process_filter(const struct store_filter *f);
 int ch_query_rows(struct ch_store *s, struct ch_sql *q, const char *what, int stack_col,
 		  store_emit_fn emit, void *fn, void *ctx);
 
-/* The queries (clickhouse_read.c); the contract is server/store.h's. */
-int ch_jobs(struct store *base, const struct store_filter *f, store_job_fn fn, void *ctx);
-int ch_nodes(struct store *base, const struct store_filter *f, store_node_fn fn, void *ctx);
-int ch_processes(struct store *base, const struct store_filter *f, store_process_fn fn, void *ctx);
-int ch_profile(struct store *base, const struct store_filter *f, enum store_profile_kind kind,
-	       store_sample_fn fn, void *ctx);
-int ch_leaks(struct store *base, const struct store_filter *f, store_leak_fn fn, void *ctx);
-int ch_tally(struct store *base, const struct store_filter *f, store_tally_fn fn, void *ctx);
-int ch_events(struct store *base, const struct store_filter *f, uint32_t kinds, uint32_t limit,
-	      int *truncated, store_event_fn fn, void *ctx);
-int ch_thread_times(struct store *base, const struct store_filter *f, store_thread_time_fn fn,
-		    void *ctx);
-int ch_cpu_times(struct store *base, const struct store_filter *f, store_cpu_time_fn fn, void *ctx);
-int ch_node_clocks(struct store *base, const struct store_filter *f, store_node_clock_fn fn,
-		   void *ctx);
+/* The store's vtable (clickhouse_read.c), and what it takes from clickhouse.c. */
+extern const struct store_ops clickhouse_store_ops;
+int ch_retain(struct store *base, uint64_t before_ns, uint64_t *deleted);
+int ch_stats(struct store *base, struct store_stats *st);
+void ch_close(struct store *base);
 
 #endif /* STRATA_SERVER_STORE_CLICKHOUSE_H */

@@ -353,11 +353,6 @@ out:
 	ch_rows__free(&in.stack_rows);
 	free(in.proc_samples);
 	inflight_release(s, key);
-	pthread_mutex_lock(&s->lock);
-	if (err == 0)
-		s->batches++;
-	else if (err == 1)
-		s->duplicates++;
-	pthread_mutex_unlock(&s->lock);
+	store_counts__ingest(&s->counts, err);
 	return err;
 }

@@ -15,6 +15,14 @@
 
 /* ---- filters ------------------------------------------------------------------ */
 
+void ch_and_quoted(struct ch_sql *q, const char *cond, const char *t)
+{
+	if (t && t[0]) {
+		ch_sql__add(q, "%s", cond);
+		ch_sql__quote(q, t);
+	}
+}
+
 void ch_filter(struct ch_store *s, struct ch_sql *q, const struct store_filter *f,
 	       const char *time_col, int per_process)
 {
@@ -25,21 +33,12 @@ void ch_filter(struct ch_store *s, struct ch_sql *q, const struct store_filter *
 			    time_col ? ">=" : ">", f->from_ns);
 	if (f->to_ns)
 		ch_sql__add(q, " AND %s < %" PRIu64, time_col ? time_col : "b_start", f->to_ns);
-	if (f->node && f->node[0]) {
-		ch_sql__add(q, " AND node = ");
-		ch_sql__quote(q, f->node);
-	}
+	ch_and_quoted(q, " AND node = ", f->node);
 	if (per_process) {
 		if (f->pid)
 			ch_sql__add(q, " AND pid = %" PRIu32, f->pid);
-		if (f->job && f->job[0]) {
-			ch_sql__add(q, " AND job = ");
-			ch_sql__quote(q, f->job);
-		}
-		if (f->container && f->container[0]) {
-			ch_sql__add(q, " AND container = ");
-			ch_sql__quote(q, f->container);
-		}
+		ch_and_quoted(q, " AND job = ", f->job);
+		ch_and_quoted(q, " AND container = ", f->container);
 		if (f->has_rank)
 			ch_sql__add(q, " AND has_rank = 1 AND rank %s %" PRId32,
 				    f->rank_negate ? "!=" : "=", f->rank);

@@ -11,12 +11,24 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "lib/wire_enums.h"
 #include "server/store/clickhouse.h"
 
 #define MAX_CODES 64
 
-int ch_jobs(struct store *base, const struct store_filter *f, store_job_fn fn, void *ctx)
+/* Commit records whose window overlaps the range, of the node (each
+ * batch's first committed attempt). */
+static void batch_filter(struct ch_store *s, struct ch_sql *q, const struct store_filter *f)
+{
+	if (f->from_ns)
+		ch_sql__add(q, " AND end_ns > %" PRIu64, f->from_ns);
+	if (f->to_ns)
+		ch_sql__add(q, " AND start_ns < %" PRIu64, f->to_ns);
+	ch_and_quoted(q, " AND node = ", f->node);
+	ch_sql__add(q, " AND ingest IN (SELECT min(ingest) FROM %s.batches GROUP BY batch_id)",
+		    s->db);
+}
+
+static int ch_jobs(struct store *base, const struct store_filter *f, store_job_fn fn, void *ctx)
 {
 	struct ch_store *s = (struct ch_store *)base;
 	struct ch_sql q = { 0 };
@@ -31,7 +43,7 @@ int ch_jobs(struct store *base, const struct store_filter *f, store_job_fn fn, v
 	return ch_query_rows(s, &q, "jobs", -1, store_emit__job, (void *)fn, ctx);
 }
 
-int ch_nodes(struct store *base, const struct store_filter *f, store_node_fn fn, void *ctx)
+static int ch_nodes(struct store *base, const struct store_filter *f, store_node_fn fn, void *ctx)
 {
 	struct ch_store *s = (struct ch_store *)base;
 	struct ch_sql q = { 0 };
@@ -41,16 +53,7 @@ int ch_nodes(struct store *base, const struct store_filter *f, store_node_fn fn,
 		"SELECT node, argMax(agent_version, end_ns), min(start_ns), max(end_ns), count(),"
 		" sum(cpu_samples), sum(drops) FROM %s.batches WHERE 1",
 		s->db);
-	if (f->from_ns)
-		ch_sql__add(&q, " AND end_ns > %" PRIu64, f->from_ns);
-	if (f->to_ns)
-		ch_sql__add(&q, " AND start_ns < %" PRIu64, f->to_ns);
-	if (f->node && f->node[0]) {
-		ch_sql__add(&q, " AND node = ");
-		ch_sql__quote(&q, f->node);
-	}
-	ch_sql__add(&q, " AND ingest IN (SELECT min(ingest) FROM %s.batches GROUP BY batch_id)",
-		    s->db);
+	batch_filter(s, &q, f);
 	if (ch_has_process_filter(f)) {
 		struct store_filter g = *f;
 
@@ -63,7 +66,8 @@ int ch_nodes(struct store *base, const struct store_filter *f, store_node_fn fn,
 	return ch_query_rows(s, &q, "nodes", -1, store_emit__node, (void *)fn, ctx);
 }
 
-int ch_processes(struct store *base, const struct store_filter *f, store_process_fn fn, void *ctx)
+static int ch_processes(struct store *base, const struct store_filter *f, store_process_fn fn,
+			void *ctx)
 {
 	struct ch_store *s = (struct ch_store *)base;
 	struct ch_sql q = { 0 };
@@ -83,8 +87,8 @@ int ch_processes(struct store *base, const struct store_filter *f, store_process
 	return ch_query_rows(s, &q, "processes", -1, store_emit__process, (void *)fn, ctx);
 }
 
-int ch_profile(struct store *base, const struct store_filter *f, enum store_profile_kind kind,
-	       store_sample_fn fn, void *ctx)
+static int ch_profile(struct store *base, const struct store_filter *f,
+		      enum store_profile_kind kind, store_sample_fn fn, void *ctx)
 {
 	struct ch_store *s = (struct ch_store *)base;
 	struct ch_sql q = { 0 };
@@ -99,7 +103,7 @@ int ch_profile(struct store *base, const struct store_filter *f, enum store_prof
 	return ch_query_rows(s, &q, "profile", 6, store_emit__sample, (void *)fn, ctx);
 }
 
-int ch_leaks(struct store *base, const struct store_filter *f, store_leak_fn fn, void *ctx)
+static int ch_leaks(struct store *base, const struct store_filter *f, store_leak_fn fn, void *ctx)
 {
 	struct ch_store *s = (struct ch_store *)base;
 	struct store_filter g = *f;
@@ -161,7 +165,7 @@ static int emit_tally(const struct store_row *r, void *fn, void *ctx)
 	return tc->fn(tc->ctx, &t);
 }
 
-int ch_tally(struct store *base, const struct store_filter *f, store_tally_fn fn, void *ctx)
+static int ch_tally(struct store *base, const struct store_filter *f, store_tally_fn fn, void *ctx)
 {
 	struct ch_store *s = (struct ch_store *)base;
 	struct tally_ctx tc = { .fn = fn, .ctx = ctx };
@@ -195,20 +199,16 @@ int ch_tally(struct store *base, const struct store_filter *f, store_tally_fn fn
 
 #define EV_COLS(tid) "node, pid, " tid " AS t_id, job, has_rank, rank, "
 
-int ch_events(struct store *base, const struct store_filter *f, uint32_t kinds, uint32_t limit,
-	      int *truncated, store_event_fn fn, void *ctx)
+static int ch_events(struct store *base, const struct store_filter *f, uint32_t kinds,
+		     uint32_t limit, int *truncated, store_event_fn fn, void *ctx)
 {
 	struct ch_store *s = (struct ch_store *)base;
-	int trunc = 0;
-	struct store_events ev = { .fn = fn,
-				   .ctx = ctx,
-				   .limit = limit ? limit : 100000,
-				   .truncated = truncated ? truncated : &trunc };
+	struct store_events ev;
 	struct ch_sql q = { 0 };
 	const char *sep = "";
 	int err;
 
-	*ev.truncated = 0;
+	store_events__init(&ev, limit, truncated, fn, ctx);
 	if (!(kinds & (STORE_EVENT_COLLECTIVE | STORE_EVENT_TRANSFER | STORE_EVENT_LAUNCH)))
 		return 0;
 	ch_sql__add(&q, "SELECT * FROM (");
@@ -270,8 +270,8 @@ int ch_events(struct store *base, const struct store_filter *f, uint32_t kinds, 
 
 /* ---- diagnosis inputs ------------------------------------------------------------ */
 
-int ch_thread_times(struct store *base, const struct store_filter *f, store_thread_time_fn fn,
-		    void *ctx)
+static int ch_thread_times(struct store *base, const struct store_filter *f,
+			   store_thread_time_fn fn, void *ctx)
 {
 	struct ch_store *s = (struct ch_store *)base;
 	struct ch_sql q = { 0 };
@@ -284,16 +284,14 @@ int ch_thread_times(struct store *base, const struct store_filter *f, store_thre
 	ch_sql__add(&q, "SELECT * FROM (");
 	for (size_t k = 0; k < STORE_NTHREAD_PARTS; k++) {
 		const struct store_thread_part *part = &STORE_THREAD_PARTS[k];
-		char ix[64] = "0", cond[96] = "";
+		struct store_part_sql ps;
 
-		if (part->col)
-			strata_wire_enum_sql(part->col, part->n, ix, sizeof(ix), cond,
-					     sizeof(cond));
+		store_thread_part__sql(part, &ps);
 		ch_sql__add(&q,
 			    "%sSELECT node, pid, tid, job, has_rank, rank, toUInt32(%u) AS kind,"
 			    " toUInt32(%s) AS ix, sum(%s) AS v FROM %s.%s WHERE 1%s",
-			    k ? " UNION ALL " : "", part->kind, ix, part->value, s->db, part->table,
-			    cond);
+			    k ? " UNION ALL " : "", part->kind, ps.ix, part->value, s->db,
+			    part->table, ps.cond);
 		if (f->from_ns)
 			ch_sql__add(&q, " AND b_end >= %" PRIu64, f->from_ns);
 		if (f->to_ns)
@@ -305,7 +303,8 @@ int ch_thread_times(struct store *base, const struct store_filter *f, store_thre
 	return ch_query_rows(s, &q, "thread times", -1, store_emit__thread_time, (void *)fn, ctx);
 }
 
-int ch_cpu_times(struct store *base, const struct store_filter *f, store_cpu_time_fn fn, void *ctx)
+static int ch_cpu_times(struct store *base, const struct store_filter *f, store_cpu_time_fn fn,
+			void *ctx)
 {
 	static const struct {
 		uint32_t kind;
@@ -341,8 +340,8 @@ int ch_cpu_times(struct store *base, const struct store_filter *f, store_cpu_tim
 	return ch_query_rows(s, &q, "cpu times", -1, store_emit__cpu_time, (void *)fn, ctx);
 }
 
-int ch_node_clocks(struct store *base, const struct store_filter *f, store_node_clock_fn fn,
-		   void *ctx)
+static int ch_node_clocks(struct store *base, const struct store_filter *f, store_node_clock_fn fn,
+			  void *ctx)
 {
 	struct ch_store *s = (struct ch_store *)base;
 	struct ch_sql q = { 0 };
@@ -351,17 +350,25 @@ int ch_node_clocks(struct store *base, const struct store_filter *f, store_node_
 		    "SELECT node, max(clock_error_ns), max(freq_hz), uniqExact(batch_id)"
 		    " FROM %s.batches WHERE 1",
 		    s->db);
-	if (f->from_ns)
-		ch_sql__add(&q, " AND end_ns > %" PRIu64, f->from_ns);
-	if (f->to_ns)
-		ch_sql__add(&q, " AND start_ns < %" PRIu64, f->to_ns);
-	if (f->node && f->node[0]) {
-		ch_sql__add(&q, " AND node = ");
-		ch_sql__quote(&q, f->node);
-	}
-	ch_sql__add(&q,
-		    " AND ingest IN (SELECT min(ingest) FROM %s.batches GROUP BY batch_id)"
-		    " GROUP BY node ORDER BY node",
-		    s->db);
+	batch_filter(s, &q, f);
+	ch_sql__add(&q, " GROUP BY node ORDER BY node");
 	return ch_query_rows(s, &q, "node clocks", -1, store_emit__node_clock, (void *)fn, ctx);
 }
+
+const struct store_ops clickhouse_store_ops = {
+	.name = "clickhouse",
+	.ingest = ch_store__ingest,
+	.jobs = ch_jobs,
+	.nodes = ch_nodes,
+	.processes = ch_processes,
+	.profile = ch_profile,
+	.leaks = ch_leaks,
+	.tally = ch_tally,
+	.events = ch_events,
+	.retain = ch_retain,
+	.stats = ch_stats,
+	.close = ch_close,
+	.thread_times = ch_thread_times,
+	.cpu_times = ch_cpu_times,
+	.node_clocks = ch_node_clocks,
+};

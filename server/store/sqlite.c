@@ -171,7 +171,7 @@ struct sq_conn *sq_reader(struct sqlite_store *s)
 	return c;
 }
 
-static int sq_retain(struct store *base, uint64_t before_ns, uint64_t *deleted)
+int sq_retain(struct store *base, uint64_t before_ns, uint64_t *deleted)
 {
 	struct sqlite_store *s = (struct sqlite_store *)base;
 	sqlite3 *db = s->writer.db;
@@ -209,9 +209,7 @@ out:
 	sqlite3_exec(db, err ? "ROLLBACK" : "COMMIT", NULL, NULL, NULL);
 	pthread_mutex_unlock(&s->writer.lock);
 	if (!err) {
-		pthread_mutex_lock(&s->stats_lock);
-		s->retention_deleted += (uint64_t)n;
-		pthread_mutex_unlock(&s->stats_lock);
+		store_counts__retained(&s->counts, (uint64_t)n);
 		if (deleted)
 			*deleted = (uint64_t)n;
 	}
@@ -227,7 +225,7 @@ static int count_row(void *ctx, sqlite3_stmt *st)
 	return 0;
 }
 
-static int sq_stats(struct store *base, struct store_stats *out)
+int sq_stats(struct store *base, struct store_stats *out)
 {
 	struct sqlite_store *s = (struct sqlite_store *)base;
 	struct sq_conn *c = sq_reader(s);
@@ -251,15 +249,11 @@ static int sq_stats(struct store *base, struct store_stats *out)
 	out->event_rows = v[2];
 	if (!stat(s->path, &sb))
 		out->bytes_on_disk = (uint64_t)sb.st_size;
-	pthread_mutex_lock(&s->stats_lock);
-	out->batches = s->batches;
-	out->duplicates = s->duplicates;
-	out->retention_deleted = s->retention_deleted;
-	pthread_mutex_unlock(&s->stats_lock);
+	store_counts__read(&s->counts, out);
 	return err;
 }
 
-static void sq_close(struct store *base)
+void sq_close(struct store *base)
 {
 	struct sqlite_store *s = (struct sqlite_store *)base;
 
@@ -275,30 +269,12 @@ static void sq_close(struct store *base)
 		sqlite3_close_v2(s->writer.db);
 		pthread_mutex_destroy(&s->writer.lock);
 	}
-	pthread_mutex_destroy(&s->stats_lock);
+	store_counts__fini(&s->counts);
 	for (int i = 0; i < STORE_NTABLES; i++)
 		free(s->insert_sql[i]);
 	free(s->path);
 	free(s);
 }
-
-static const struct store_ops sqlite_ops = {
-	.name = "sqlite",
-	.ingest = sqlite_store__ingest,
-	.jobs = sq_jobs,
-	.nodes = sq_nodes,
-	.processes = sq_processes,
-	.profile = sq_profile,
-	.leaks = sq_leaks,
-	.tally = sq_tally,
-	.events = sq_events,
-	.retain = sq_retain,
-	.stats = sq_stats,
-	.close = sq_close,
-	.thread_times = sq_thread_times,
-	.cpu_times = sq_cpu_times,
-	.node_clocks = sq_node_clocks,
-};
 
 struct store *store_sqlite__open(const char *path, char *err, size_t errsz)
 {
@@ -309,8 +285,8 @@ struct store *store_sqlite__open(const char *path, char *err, size_t errsz)
 		errno = ENOMEM;
 		return NULL;
 	}
-	s->base.ops = &sqlite_ops;
-	pthread_mutex_init(&s->stats_lock, NULL);
+	s->base.ops = &sqlite_store_ops;
+	store_counts__init(&s->counts);
 	s->path = strdup(path);
 	if (!s->path || make_inserts(s) || conn_open(&s->writer, path, 1, err, errsz))
 		goto fail;

@@ -30,8 +30,7 @@ struct sqlite_store {
 	struct sq_conn writer;
 	struct sq_conn readers[SQ_NREADERS];
 	unsigned next_reader;
-	pthread_mutex_t stats_lock;
-	uint64_t batches, duplicates, retention_deleted;
+	struct store_counts counts;
 	/* The writer's prepared ingest statements, keyed by their SQL text's
 	 * address (string literals, insert_sql): prepared once, reused by
 	 * every batch. */
@@ -58,21 +57,11 @@ int sqlite_store__table_ddl(const struct store_table *t, char *buf, size_t size)
 
 int sqlite_store__ingest(struct store *base, const struct store_batch *sb);
 
-/* The queries (sqlite_read.c); the contract is server/store.h's. */
-int sq_jobs(struct store *base, const struct store_filter *f, store_job_fn fn, void *ctx);
-int sq_nodes(struct store *base, const struct store_filter *f, store_node_fn fn, void *ctx);
-int sq_processes(struct store *base, const struct store_filter *f, store_process_fn fn, void *ctx);
-int sq_profile(struct store *base, const struct store_filter *f, enum store_profile_kind kind,
-	       store_sample_fn fn, void *ctx);
-int sq_leaks(struct store *base, const struct store_filter *f, store_leak_fn fn, void *ctx);
-int sq_tally(struct store *base, const struct store_filter *f, store_tally_fn fn, void *ctx);
-int sq_events(struct store *base, const struct store_filter *f, uint32_t kinds, uint32_t limit,
-	      int *truncated, store_event_fn fn, void *ctx);
-int sq_thread_times(struct store *base, const struct store_filter *f, store_thread_time_fn fn,
-		    void *ctx);
-int sq_cpu_times(struct store *base, const struct store_filter *f, store_cpu_time_fn fn, void *ctx);
-int sq_node_clocks(struct store *base, const struct store_filter *f, store_node_clock_fn fn,
-		   void *ctx);
+/* The store's vtable (sqlite_read.c), and what it takes from sqlite.c. */
+extern const struct store_ops sqlite_store_ops;
+int sq_retain(struct store *base, uint64_t before_ns, uint64_t *deleted);
+int sq_stats(struct store *base, struct store_stats *st);
+void sq_close(struct store *base);
 
 /* ---- query building (sqlite_query.c) ----------------------------------------- */
 
@@ -93,6 +82,12 @@ struct sq_query {
 void sq_add(struct sq_query *q, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void sq_int(struct sq_query *q, int64_t v);
 void sq_text(struct sq_query *q, const char *t);
+/* " AND cond" with t bound, when t is set (not NULL or ""). */
+void sq_and_text(struct sq_query *q, const char *cond, const char *t);
+/* " AND end_col > from AND start_col < to": a window overlapping the
+ * filter's range (each bound when set). */
+void sq_window(struct sq_query *q, const struct store_filter *f, const char *end_col,
+	       const char *start_col);
 /* " AND ..." conditions for the filter over batches b and processes p;
  * time_col, when set, is the event time column, else the batch window. */
 void sq_filter(struct sq_query *q, const struct store_filter *f, const char *time_col);

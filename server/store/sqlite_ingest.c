@@ -269,11 +269,6 @@ int sqlite_store__ingest(struct store *base, const struct store_batch *sb)
 out:
 	pthread_mutex_unlock(&s->writer.lock);
 	free(in.proc_rows);
-	pthread_mutex_lock(&s->stats_lock);
-	if (err == 0)
-		s->batches++;
-	else if (err == 1)
-		s->duplicates++;
-	pthread_mutex_unlock(&s->stats_lock);
+	store_counts__ingest(&s->counts, err);
 	return err;
 }

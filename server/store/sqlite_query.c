@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "lib/hash.h"
+#include "lib/vec.h"
 #include "server/store/sqlite.h"
 
 /* ---- query building ------------------------------------------------------------ */
@@ -53,40 +54,49 @@ void sq_text(struct sq_query *q, const char *t)
  * " AND ..." conditions for the filter over batches b and processes p;
  * time_col, when set, is the event time column, else the batch window.
  */
+void sq_and_text(struct sq_query *q, const char *cond, const char *t)
+{
+	if (t && t[0]) {
+		sq_add(q, "%s", cond);
+		sq_text(q, t);
+	}
+}
+
+/* " AND from_col OP from AND to_col < to", each bound when set. */
+static void range(struct sq_query *q, const struct store_filter *f, const char *from_col,
+		  const char *op, const char *to_col)
+{
+	if (f->from_ns) {
+		sq_add(q, " AND %s %s ?", from_col, op);
+		sq_int(q, sq_i64(f->from_ns));
+	}
+	if (f->to_ns) {
+		sq_add(q, " AND %s < ?", to_col);
+		sq_int(q, sq_i64(f->to_ns));
+	}
+}
+
+void sq_window(struct sq_query *q, const struct store_filter *f, const char *end_col,
+	       const char *start_col)
+{
+	range(q, f, end_col, ">", start_col);
+}
+
 void sq_filter(struct sq_query *q, const struct store_filter *f, const char *time_col)
 {
 	if (!time_col && f->batch_by_end)
 		time_col = "b.end_ns";
-	if (f->from_ns) {
-		if (time_col)
-			sq_add(q, " AND %s >= ?", time_col);
-		else
-			sq_add(q, " AND b.end_ns > ?");
-		sq_int(q, sq_i64(f->from_ns));
-	}
-	if (f->to_ns) {
-		if (time_col)
-			sq_add(q, " AND %s < ?", time_col);
-		else
-			sq_add(q, " AND b.start_ns < ?");
-		sq_int(q, sq_i64(f->to_ns));
-	}
-	if (f->node && f->node[0]) {
-		sq_add(q, " AND p.node = ?");
-		sq_text(q, f->node);
-	}
+	if (time_col) /* events in the range */
+		range(q, f, time_col, ">=", time_col);
+	else /* batches overlapping it */
+		sq_window(q, f, "b.end_ns", "b.start_ns");
+	sq_and_text(q, " AND p.node = ?", f->node);
 	if (f->pid) {
 		sq_add(q, " AND p.pid = ?");
 		sq_int(q, f->pid);
 	}
-	if (f->job && f->job[0]) {
-		sq_add(q, " AND p.job = ?");
-		sq_text(q, f->job);
-	}
-	if (f->container && f->container[0]) {
-		sq_add(q, " AND p.container = ?");
-		sq_text(q, f->container);
-	}
+	sq_and_text(q, " AND p.job = ?", f->job);
+	sq_and_text(q, " AND p.container = ?", f->container);
 	if (f->has_rank) {
 		sq_add(q, " AND p.has_rank AND p.rank %s ?", f->rank_negate ? "<>" : "=");
 		sq_int(q, f->rank);
@@ -99,14 +109,7 @@ void sq_proc_filter(struct sq_query *q, const struct store_filter *f)
 
 	g.from_ns = g.to_ns = 0;
 	sq_filter(q, &g, NULL);
-	if (f->from_ns) {
-		sq_add(q, " AND p.last_ns > ?");
-		sq_int(q, sq_i64(f->from_ns));
-	}
-	if (f->to_ns) {
-		sq_add(q, " AND p.first_ns < ?");
-		sq_int(q, sq_i64(f->to_ns));
-	}
+	sq_window(q, f, "p.last_ns", "p.first_ns");
 }
 
 static int q_prepare(struct sq_query *q, sqlite3 *db, sqlite3_stmt **st)
@@ -153,16 +156,22 @@ int sq_run(sqlite3_stmt *st, int (*row)(void *ctx, sqlite3_stmt *st), void *ctx)
 /* ---- stack cache for one query ----------------------------------------------------------- */
 
 /* Frames of the stacks a query meets, loaded once each. */
+struct sq_cached_stack {
+	struct store_stack st;
+	struct store_frame *frames;
+	char *strings; /* one block for all the frames' strings */
+};
+
 struct sq_stack_cache {
 	sqlite3_stmt *load;
 	struct profile_htab ids;
-	struct sq_cached_stack {
-		struct store_stack st;
-		struct store_frame *frames;
-		char *strings; /* one block for all the frames' strings */
-	} * v;
-	uint32_t n, cap;
+	struct vec v; /* struct sq_cached_stack, indexed by id in ids */
 };
+
+static struct sq_cached_stack *cached(const struct sq_stack_cache *c, int64_t i)
+{
+	return &((struct sq_cached_stack *)c->v.v)[i];
+}
 
 static int stack_cache__init(struct sq_stack_cache *c, sqlite3 *db)
 {
@@ -177,11 +186,11 @@ static int stack_cache__init(struct sq_stack_cache *c, sqlite3 *db)
 
 static void stack_cache__fini(struct sq_stack_cache *c)
 {
-	for (uint32_t i = 0; i < c->n; i++) {
-		free(c->v[i].frames);
-		free(c->v[i].strings);
+	for (uint32_t i = 0; i < c->v.n; i++) {
+		free(cached(c, i)->frames);
+		free(cached(c, i)->strings);
 	}
-	free(c->v);
+	free(c->v.v);
 	profile_htab__fini(&c->ids);
 	sqlite3_finalize(c->load);
 }
@@ -190,7 +199,7 @@ static int id_eq(uint32_t idx, const void *key, const void *ctx)
 {
 	const struct sq_stack_cache *c = ctx;
 
-	return c->v[idx].st.id == *(const uint64_t *)key;
+	return cached(c, idx)->st.id == *(const uint64_t *)key;
 }
 
 static const char *dup_col(sqlite3_stmt *st, int i, char **pos)
@@ -217,7 +226,7 @@ static const struct store_stack *stack_cache__get(struct sq_stack_cache *c, uint
 	int rc;
 
 	if (found >= 0)
-		return &c->v[found].st;
+		return &cached(c, found)->st;
 	/* Two passes over the rows: sizes, then copies (rows are few). */
 	sqlite3_bind_int64(c->load, 1, sq_i64(id));
 	while ((rc = sqlite3_step(c->load)) == SQLITE_ROW) {
@@ -248,19 +257,10 @@ static const struct store_stack *stack_cache__get(struct sq_stack_cache *c, uint
 	sqlite3_reset(c->load);
 	cs.st.frames = cs.frames;
 	cs.st.nframes = (uint32_t)cap;
-	if (c->n == c->cap) {
-		uint32_t ncap = c->cap ? c->cap * 2 : 256;
-		struct sq_cached_stack *nv = realloc(c->v, ncap * sizeof(*nv));
-
-		if (!nv)
-			goto nomem;
-		c->v = nv;
-		c->cap = ncap;
-	}
-	if (profile_htab__insert(&c->ids, h, c->n))
+	found = vec_add_indexed(&c->v, &c->ids, h, &cs, sizeof(cs));
+	if (found < 0)
 		goto nomem;
-	c->v[c->n] = cs;
-	return &c->v[c->n++].st;
+	return &cached(c, found)->st;
 nomem:
 	free(cs.frames);
 	free(cs.strings);

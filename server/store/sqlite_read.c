@@ -9,12 +9,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/wire_enums.h"
 #include "server/store/sqlite.h"
 
 /* ---- queries ------------------------------------------------------------------------------ */
 
-int sq_jobs(struct store *base, const struct store_filter *f, store_job_fn fn, void *ctx)
+/* Batches b whose window overlaps the range, of the node. */
+static void batch_filter(struct sq_query *q, const struct store_filter *f)
+{
+	sq_window(q, f, "b.end_ns", "b.start_ns");
+	sq_and_text(q, " AND b.node = ?", f->node);
+}
+
+static int sq_jobs(struct store *base, const struct store_filter *f, store_job_fn fn, void *ctx)
 {
 	struct sqlite_store *s = (struct sqlite_store *)base;
 	struct sq_query q = { .len = 0 };
@@ -30,25 +36,14 @@ int sq_jobs(struct store *base, const struct store_filter *f, store_job_fn fn, v
 	return sq_query_rows(s, &q, store_emit__job, (void *)fn, ctx, 0);
 }
 
-int sq_nodes(struct store *base, const struct store_filter *f, store_node_fn fn, void *ctx)
+static int sq_nodes(struct store *base, const struct store_filter *f, store_node_fn fn, void *ctx)
 {
 	struct sqlite_store *s = (struct sqlite_store *)base;
 	struct sq_query q = { .len = 0 };
 
 	sq_add(&q, "SELECT b.node, MAX(b.agent_version), MIN(b.start_ns), MAX(b.end_ns), COUNT(*),"
 		   " SUM(b.cpu_samples), SUM(b.drops) FROM batches b WHERE 1");
-	if (f->node && f->node[0]) {
-		sq_add(&q, " AND b.node = ?");
-		sq_text(&q, f->node);
-	}
-	if (f->from_ns) {
-		sq_add(&q, " AND b.end_ns > ?");
-		sq_int(&q, sq_i64(f->from_ns));
-	}
-	if (f->to_ns) {
-		sq_add(&q, " AND b.start_ns < ?");
-		sq_int(&q, sq_i64(f->to_ns));
-	}
+	batch_filter(&q, f);
 	if (f->pid || (f->job && f->job[0]) || f->has_rank || (f->container && f->container[0])) {
 		struct store_filter g = *f;
 
@@ -61,7 +56,8 @@ int sq_nodes(struct store *base, const struct store_filter *f, store_node_fn fn,
 	return sq_query_rows(s, &q, store_emit__node, (void *)fn, ctx, 0);
 }
 
-int sq_processes(struct store *base, const struct store_filter *f, store_process_fn fn, void *ctx)
+static int sq_processes(struct store *base, const struct store_filter *f, store_process_fn fn,
+			void *ctx)
 {
 	struct sqlite_store *s = (struct sqlite_store *)base;
 	struct sq_query q = { .len = 0 };
@@ -75,8 +71,8 @@ int sq_processes(struct store *base, const struct store_filter *f, store_process
 	return sq_query_rows(s, &q, store_emit__process, (void *)fn, ctx, 0);
 }
 
-int sq_profile(struct store *base, const struct store_filter *f, enum store_profile_kind kind,
-	       store_sample_fn fn, void *ctx)
+static int sq_profile(struct store *base, const struct store_filter *f,
+		      enum store_profile_kind kind, store_sample_fn fn, void *ctx)
 {
 	struct sqlite_store *s = (struct sqlite_store *)base;
 	struct sq_query q = { .len = 0 };
@@ -93,7 +89,7 @@ int sq_profile(struct store *base, const struct store_filter *f, enum store_prof
 	return sq_query_rows(s, &q, store_emit__sample, (void *)fn, ctx, 1);
 }
 
-int sq_leaks(struct store *base, const struct store_filter *f, store_leak_fn fn, void *ctx)
+static int sq_leaks(struct store *base, const struct store_filter *f, store_leak_fn fn, void *ctx)
 {
 	struct sqlite_store *s = (struct sqlite_store *)base;
 	struct sq_query q = { .len = 0 };
@@ -147,7 +143,7 @@ static int emit_tally(const struct store_row *r, void *fn, void *ctx)
 	return ((store_tally_fn)fn)(ctx, &t);
 }
 
-int sq_tally(struct store *base, const struct store_filter *f, store_tally_fn fn, void *ctx)
+static int sq_tally(struct store *base, const struct store_filter *f, store_tally_fn fn, void *ctx)
 {
 	struct sqlite_store *s = (struct sqlite_store *)base;
 	struct sq_query q = { .len = 0 };
@@ -171,20 +167,16 @@ int sq_tally(struct store *base, const struct store_filter *f, store_tally_fn fn
 
 #define EV_COLS " p.node, p.pid, %s, p.job, p.has_rank, p.rank, "
 
-int sq_events(struct store *base, const struct store_filter *f, uint32_t kinds, uint32_t limit,
-	      int *truncated, store_event_fn fn, void *ctx)
+static int sq_events(struct store *base, const struct store_filter *f, uint32_t kinds,
+		     uint32_t limit, int *truncated, store_event_fn fn, void *ctx)
 {
 	struct sqlite_store *s = (struct sqlite_store *)base;
-	int trunc = 0;
-	struct store_events ev = { .fn = fn,
-				   .ctx = ctx,
-				   .limit = limit ? limit : 100000,
-				   .truncated = truncated ? truncated : &trunc };
+	struct store_events ev;
 	struct sq_query q = { .len = 0 };
 	const char *sep = "";
 	int err;
 
-	*ev.truncated = 0;
+	store_events__init(&ev, limit, truncated, fn, ctx);
 	if (kinds & STORE_EVENT_COLLECTIVE) {
 		sq_add(&q,
 		       "SELECT %u," EV_COLS "t.op, t.entry_ns, t.exit_ns - t.entry_ns, t.bytes, 1,"
@@ -223,8 +215,8 @@ int sq_events(struct store *base, const struct store_filter *f, uint32_t kinds, 
 
 /* ---- diagnosis inputs ------------------------------------------------------------------- */
 
-int sq_thread_times(struct store *base, const struct store_filter *f, store_thread_time_fn fn,
-		    void *ctx)
+static int sq_thread_times(struct store *base, const struct store_filter *f,
+			   store_thread_time_fn fn, void *ctx)
 {
 	struct sqlite_store *s = (struct sqlite_store *)base;
 	int err = 0;
@@ -233,17 +225,15 @@ int sq_thread_times(struct store *base, const struct store_filter *f, store_thre
 	for (size_t i = 0; !err && i < STORE_NTHREAD_PARTS; i++) {
 		const struct store_thread_part *part = &STORE_THREAD_PARTS[i];
 		struct sq_query q = { .len = 0 };
-		char ix[64] = "0", cond[96] = "";
+		struct store_part_sql ps;
 
 		/* The part's columns are unqualified: only t has them. */
-		if (part->col)
-			strata_wire_enum_sql(part->col, part->n, ix, sizeof(ix), cond,
-					     sizeof(cond));
+		store_thread_part__sql(part, &ps);
 		sq_add(&q,
 		       "SELECT p.node, p.pid, t.tid, p.job, p.has_rank, p.rank, %u, %s AS ix,"
 		       " SUM(%s) FROM %s t JOIN batches b ON b.id = t.batch"
 		       " JOIN processes p ON p.id = t.process WHERE 1%s",
-		       part->kind, ix, part->value, part->table, cond);
+		       part->kind, ps.ix, part->value, part->table, ps.cond);
 		sq_filter(&q, f, "b.end_ns");
 		sq_add(&q, " GROUP BY p.id, t.tid, ix");
 		err = sq_query_rows(s, &q, store_emit__thread_time, (void *)fn, ctx, 0);
@@ -251,7 +241,8 @@ int sq_thread_times(struct store *base, const struct store_filter *f, store_thre
 	return err;
 }
 
-int sq_cpu_times(struct store *base, const struct store_filter *f, store_cpu_time_fn fn, void *ctx)
+static int sq_cpu_times(struct store *base, const struct store_filter *f, store_cpu_time_fn fn,
+			void *ctx)
 {
 	struct sqlite_store *s = (struct sqlite_store *)base;
 	/* node rows: the time range and node only */
@@ -280,10 +271,7 @@ int sq_cpu_times(struct store *base, const struct store_filter *f, store_cpu_tim
 			       " FROM softirq_vectors t JOIN batches b ON b.id = t.batch WHERE 1",
 			       STORE_CPU_SOFTIRQ);
 		sq_filter(&q, &nf, "b.end_ns");
-		if (f->node && f->node[0]) {
-			sq_add(&q, " AND b.node = ?");
-			sq_text(&q, f->node);
-		}
+		sq_and_text(&q, " AND b.node = ?", f->node);
 		sq_add(&q, i == 0 ? " GROUP BY b.node, t.cpu, t.pid, t.comm"
 				  : " GROUP BY b.node, t.cpu, t.vector");
 		err = sq_query_rows(s, &q, store_emit__cpu_time, (void *)fn, ctx, 0);
@@ -291,26 +279,33 @@ int sq_cpu_times(struct store *base, const struct store_filter *f, store_cpu_tim
 	return err;
 }
 
-int sq_node_clocks(struct store *base, const struct store_filter *f, store_node_clock_fn fn,
-		   void *ctx)
+static int sq_node_clocks(struct store *base, const struct store_filter *f, store_node_clock_fn fn,
+			  void *ctx)
 {
 	struct sqlite_store *s = (struct sqlite_store *)base;
 	struct sq_query q = { .len = 0 };
 
 	sq_add(&q, "SELECT b.node, MAX(b.clock_error_ns), MAX(b.freq_hz), COUNT(*)"
 		   " FROM batches b WHERE 1");
-	if (f->from_ns) {
-		sq_add(&q, " AND b.end_ns > ?");
-		sq_int(&q, sq_i64(f->from_ns));
-	}
-	if (f->to_ns) {
-		sq_add(&q, " AND b.start_ns < ?");
-		sq_int(&q, sq_i64(f->to_ns));
-	}
-	if (f->node && f->node[0]) {
-		sq_add(&q, " AND b.node = ?");
-		sq_text(&q, f->node);
-	}
+	batch_filter(&q, f);
 	sq_add(&q, " GROUP BY b.node ORDER BY b.node");
 	return sq_query_rows(s, &q, store_emit__node_clock, (void *)fn, ctx, 0);
 }
+
+const struct store_ops sqlite_store_ops = {
+	.name = "sqlite",
+	.ingest = sqlite_store__ingest,
+	.jobs = sq_jobs,
+	.nodes = sq_nodes,
+	.processes = sq_processes,
+	.profile = sq_profile,
+	.leaks = sq_leaks,
+	.tally = sq_tally,
+	.events = sq_events,
+	.retain = sq_retain,
+	.stats = sq_stats,
+	.close = sq_close,
+	.thread_times = sq_thread_times,
+	.cpu_times = sq_cpu_times,
+	.node_clocks = sq_node_clocks,
+};

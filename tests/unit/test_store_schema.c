@@ -3,8 +3,8 @@
  * server/store/schema.c against the protobuf-c descriptors: every field of
  * every stored record is a column or explicitly skipped, index fields are
  * declared as what they index (the decoder checks them from this), every
- * Batch list is a table or handled apart; and the DDL both dialects make
- * from the entries.
+ * Batch list is a table or handled apart; the DDL both dialects make from
+ * the entries; and the decoder's index checks made from them.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,8 +13,10 @@
 #include <cmocka.h>
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "server/batch_decode.h"
 #include "server/store/clickhouse.h"
 #include "server/store/schema.h"
 #include "server/store/sqlite.h"
@@ -112,6 +114,9 @@ static void check_column(const struct store_table *t, const struct store_column 
 		want = STORE_REF_STACK;
 	if (want != STORE_REF_NONE && f->type != PROTOBUF_C_TYPE_UINT32)
 		fail_msg("%s: index %s is not a uint32", t->name, f->name);
+	if (want != STORE_REF_NONE && strchr(c->field, '.'))
+		fail_msg("%s: index %s in a sub-message (the decoder reads top-level ones)",
+			 t->name, c->field);
 	if (c->ref != want)
 		fail_msg("%s: field %s: ref %d, the wire's convention says %d", t->name, f->name,
 			 c->ref, want);
@@ -268,6 +273,115 @@ static void test_clickhouse_ddl(void **state)
 				    " nranks Int32, device UInt32, init_ns UInt64)"));
 }
 
+/* A batch with one zeroed record in every table (indexes 0: valid). */
+struct one_of_each {
+	Strata__V1__Batch b;
+	Strata__V1__Process proc, *procs[1];
+	Strata__V1__Stack stack, *stacks[1];
+	char *strings[1];
+	uint8_t id[16];
+	ProtobufCMessage *rec[STORE_NTABLES], **list[STORE_NTABLES];
+};
+
+static ProtobufCMessage *new_msg(const ProtobufCMessageDescriptor *d)
+{
+	ProtobufCMessage *m = calloc(1, d->sizeof_message);
+
+	assert_non_null(m);
+	d->message_init(m);
+	return m;
+}
+
+/* Sets the repeated field name of m to the one-item list. */
+static void set_list(ProtobufCMessage *m, const char *name, ProtobufCMessage **list)
+{
+	const ProtobufCFieldDescriptor *f =
+		protobuf_c_message_descriptor_get_field_by_name(m->descriptor, name);
+
+	assert_non_null(f);
+	*(size_t *)((char *)m + f->quantifier_offset) = 1;
+	*(ProtobufCMessage ***)((char *)m + f->offset) = list;
+}
+
+static void one_of_each__init(struct one_of_each *o)
+{
+	memset(o, 0, sizeof(*o));
+	strata__v1__batch__init(&o->b);
+	o->b.version = STRATA__V1__WIRE_VERSION__WIRE_VERSION_CURRENT;
+	o->b.batch_id = (ProtobufCBinaryData){ 16, o->id };
+	o->b.node = "n";
+	o->b.start_ns = 1, o->b.end_ns = 2;
+	o->strings[0] = "";
+	o->b.n_strings = 1, o->b.strings = o->strings;
+	strata__v1__stack__init(&o->stack);
+	o->stacks[0] = &o->stack;
+	o->b.n_stacks = 1, o->b.stacks = o->stacks;
+	for (int t = 0; t < STORE_NTABLES; t++) {
+		const struct store_table *tb = &STORE_TABLES[t];
+
+		o->rec[t] = new_msg(tb->msg);
+		o->list[t] = &o->rec[t];
+		if (t == STORE_T_PROCESSES)
+			((Strata__V1__Process *)o->rec[t])->pid = 1;
+	}
+	for (int t = 0; t < STORE_NTABLES; t++) {
+		const struct store_table *tb = &STORE_TABLES[t];
+
+		set_list(tb->parent >= 0 ? o->rec[tb->parent] : &o->b.base, tb->field, o->list[t]);
+	}
+}
+
+static void one_of_each__fini(struct one_of_each *o)
+{
+	for (int t = 0; t < STORE_NTABLES; t++)
+		free(o->rec[t]);
+}
+
+/* The decoder checks every index the schema declares: one out of range
+ * in any record of any table is refused, naming the list. */
+static void test_decoder_checks_every_index(void **state)
+{
+	struct one_of_each o;
+	char err[256];
+	unsigned checked = 0;
+
+	(void)state;
+	one_of_each__init(&o);
+	assert_int_equal(batch_validate(&o.b, NULL, err, sizeof(err)), BATCH_OK);
+	for (int t = 0; t < STORE_NTABLES; t++) {
+		const struct store_table *tb = &STORE_TABLES[t];
+
+		for (size_t c = 0; c < tb->ncols; c++) {
+			const struct store_column *col = &tb->cols[c];
+			const ProtobufCFieldDescriptor *outer, *f;
+			ProtobufCMessage *m;
+			char want[96];
+			uint32_t *p;
+
+			if (col->ref == STORE_REF_NONE || (col->flags & STORE_OF_PARENT))
+				continue;
+			f = store_column__field(tb, col, &outer);
+			m = o.rec[t];
+			p = (uint32_t *)((char *)m + f->offset);
+			*p = 7;
+			assert_int_equal(batch_validate(&o.b, NULL, err, sizeof(err)),
+					 BATCH_INVALID);
+			snprintf(want, sizeof(want), "%s%s%s[0]: %s 7 out of range",
+				 tb->parent >= 0 ? STORE_TABLES[tb->parent].field : "",
+				 tb->parent >= 0 ? "." : "", tb->field,
+				 col->ref == STORE_REF_STRING	 ? "string"
+				 : col->ref == STORE_REF_PROCESS ? "process"
+								 : "stack");
+			assert_string_equal(err, want);
+			*p = 0;
+			checked++;
+		}
+	}
+	assert_true(checked > 30);
+	assert_int_equal(batch_validate(&o.b, NULL, err, sizeof(err)), BATCH_OK);
+	one_of_each__fini(&o);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -275,6 +389,7 @@ int main(void)
 		cmocka_unit_test(test_batch_fields_covered),
 		cmocka_unit_test(test_sqlite_ddl),
 		cmocka_unit_test(test_clickhouse_ddl),
+		cmocka_unit_test(test_decoder_checks_every_index),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
