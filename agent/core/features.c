@@ -13,6 +13,7 @@
 #include <linux/bpf.h>
 
 #include "agent/proc/uprobe_multi.h"
+#include "lib/clock.h"
 #include "lib/log.h"
 
 static const struct {
@@ -114,6 +115,7 @@ static bool fentry_works(const struct btf *vmlinux, const char *func)
 
 void kernel_features__probe(struct kernel_features *f)
 {
+	uint64_t t0 = mono_ns();
 	struct utsname u;
 	struct btf *vmlinux;
 
@@ -137,9 +139,13 @@ void kernel_features__probe(struct kernel_features *f)
 				  have_func(vmlinux, "bpf_iter_task_vma_next") &&
 				  have_func(vmlinux, "bpf_iter_task_vma_destroy");
 	f->have[KFEAT_EXIT_TP_MM] = exit_tracepoint_has_mm(vmlinux);
-	f->have[KFEAT_EXIT_MM_RELEASE] = fentry_works(vmlinux, "exit_mm_release");
+	/* only needed (and tried: a trampoline costs a grace period to
+	 * take down) where the tracepoint comes too late */
+	f->have[KFEAT_EXIT_MM_RELEASE] =
+		!f->have[KFEAT_EXIT_TP_MM] && fentry_works(vmlinux, "exit_mm_release");
 	btf__free(vmlinux);
 	features_off(f, getenv("STRATA_KERNEL_FEATURES_OFF"));
+	f->probe_ns = mono_ns() - t0;
 }
 
 const char *kernel_feature__name(enum kernel_feature id)
@@ -238,7 +244,8 @@ void kernel_features__log(const struct kernel_features *f)
 		if (w > 0)
 			len += (size_t)w;
 	}
-	pr_info("features: kernel %s:%s", f->release, line);
+	pr_info("features: kernel %s (probed in %.1f ms):%s", f->release, (double)f->probe_ns / 1e6,
+		line);
 	for (int i = 0; i < KPATH_MAX; i++) {
 		bool fb;
 		const char *p = kernel_features__path(f, i, &fb);

@@ -30,6 +30,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* X(id, name, since): the probed kernel features, in report order. */
 #define STRATA_KERNEL_FEATURES(X)                             \
@@ -67,6 +68,7 @@ enum kernel_path {
 struct kernel_features {
 	char release[65]; /* uname -r */
 	bool have[KFEAT_MAX];
+	uint64_t probe_ns; /* what probing took */
 };
 
 /* Probes the running kernel (tens of ms: the vmlinux BTF is parsed once,
