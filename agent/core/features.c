@@ -239,8 +239,13 @@ void kernel_features__log(const struct kernel_features *f)
 	size_t len = 0;
 
 	for (int i = 0; i < KFEAT_MAX; i++) {
+		/* the fentry hook is not tried where the tracepoint will do */
+		bool untried = i == KFEAT_EXIT_MM_RELEASE && f->have[KFEAT_EXIT_TP_MM];
 		int w = snprintf(line + len, len < sizeof(line) ? sizeof(line) - len : 0, " %s=%s",
-				 feature_desc[i].name, f->have[i] ? "yes" : "no");
+				 feature_desc[i].name,
+				 untried      ? "untried"
+				 : f->have[i] ? "yes"
+					      : "no");
 		if (w > 0)
 			len += (size_t)w;
 	}
