@@ -116,7 +116,7 @@ static int body_grow(struct server *srv, struct conn_state *cs, size_t cap)
 
 static int busy(struct server *srv, struct conn_state *cs)
 {
-	__atomic_fetch_add(&srv->m.rejected_busy, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&srv->m.rejected[BATCH_BUSY], 1, __ATOMIC_RELAXED);
 	return fail(cs, 503, "server busy: request bodies in memory at their bound; retry later");
 }
 
@@ -162,8 +162,15 @@ static int preflight(struct server *srv, struct MHD_Connection *c, const char *u
 	if (cs->rt->body == BODY_FILE) {
 		const char *hex = route__rest(cs->rt, url);
 
+		const char *node = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Strata-Node");
+
 		if (!buildid_hex_valid(hex))
 			return fail(cs, 400, "bad build-id \"%s\": want lowercase hex", hex);
+		if (!node || !sym_asks__asked(srv->asks, node, hex, mono_ns())) {
+			__atomic_fetch_add(&srv->m.symbol_upload_rejected, 1, __ATOMIC_RELAXED);
+			return fail(cs, 403, "build-id %s was not asked of node %s", hex,
+				    node ? node : "(no X-Strata-Node header)");
+		}
 		err = buildid_store__begin(srv->bids, hex, clen, &cs->up);
 		if (err == -EEXIST) { /* first upload wins: nothing to read */
 			snprintf(cs->answer, sizeof(cs->answer),

@@ -103,8 +103,10 @@ static int serve(const struct server_opts *o)
 	srv.limits.max_raw = srv.limits.max_wire * 8;
 	srv.max_symbol_upload = (size_t)o->max_symbol_mb << 20;
 	srv.budget.max = (size_t)o->max_buffered_mb << 20;
-	if (srv.budget.max < srv.limits.max_wire) {
-		fprintf(stderr, "strata-server: --max-buffered-mb below --max-batch-mb\n");
+	srv.limits.budget = &srv.budget;	   /* decodes draw from it too */
+	if (srv.budget.max < srv.limits.max_raw) { /* one decode must always fit */
+		fprintf(stderr, "strata-server: --max-buffered-mb below 8 x --max-batch-mb (one "
+				"batch's decode)\n");
 		free(token);
 		return 2;
 	}
@@ -119,9 +121,14 @@ static int serve(const struct server_opts *o)
 		fprintf(stderr, "strata-server: %s\n", err);
 		goto out;
 	}
-	srv.bids = buildid_store__open(bdir, (uint64_t)o->buildid_max_mb << 20);
+	srv.bids = buildid_store__open(bdir, (uint64_t)o->buildid_max_mb << 20, 0);
 	if (!srv.bids) {
 		fprintf(stderr, "strata-server: build-id store %s: %s\n", bdir, strerror(errno));
+		goto out;
+	}
+	srv.asks = sym_asks__new(0, 0);
+	if (!srv.asks) {
+		fprintf(stderr, "strata-server: %s\n", strerror(ENOMEM));
 		goto out;
 	}
 	srv.sym = central_sym__new(srv.bids, o->debuginfod);
@@ -184,6 +191,7 @@ out:
 	diag_engine__free(srv.diag);
 	central_sym__free(srv.sym);
 	buildid_store__free(srv.bids);
+	sym_asks__free(srv.asks);
 	store__close(srv.store);
 	free(token);
 	return ret;

@@ -45,43 +45,6 @@ struct session {
 	struct sampler_stats base; /* counters at the last window's end */
 };
 
-static void unwind_maps_read(void *ctx, uint64_t mm_id, const struct proc_mapping *maps, size_t n)
-{
-	struct session *s = ctx;
-
-	if (s->unwind)
-		unwind_loader__load(s->unwind, mm_id, maps, n); /* failures counted */
-}
-
-static void python_maps_read(void *ctx, uint32_t tgid, uint64_t mm_id,
-			     const struct proc_mapping *maps, size_t n)
-{
-	struct session *s = ctx;
-
-	if (s->python)
-		python__maps_read(s->python, tgid, mm_id, maps, n);
-}
-
-static void unwind_table_wanted(void *ctx, const struct module *mod)
-{
-	struct session *s = ctx;
-
-	if (!s->unwind)
-		return;
-	unwind_loader__touch(s->unwind, mod);
-	unwind_loader__flush(s->unwind);
-}
-
-static void unwind_freed(void *ctx, uint64_t mm_id)
-{
-	struct session *s = ctx;
-
-	if (s->unwind)
-		unwind_loader__forget(s->unwind, mm_id);
-	if (s->python)
-		python__forget(s->python, mm_id);
-}
-
 /* PROC_EV_PY_STACK: symbolize a Python stack's new code objects now. */
 static void python_stack_seen(struct session *s, const struct strata_proc_event *e)
 {
@@ -211,15 +174,19 @@ struct session *session__new(const struct session_opts *opts)
 			goto err_out;
 		}
 	}
-	if (s->unwind || s->python) {
-		struct proc_tracker_hooks hooks = {
-			.ctx = s,
-			.maps_read = unwind_maps_read,
-			.freed = unwind_freed,
-			.table_wanted = unwind_table_wanted,
-			.maps_read_pid = python_maps_read,
-		};
-		proc_tracker__set_hooks(s->procs, &hooks);
+	/* The loaders, in the order they act (agent/proc/loaders.h); the GPU
+	 * layer adds its own. */
+	if (s->unwind) {
+		struct proc_loader l;
+
+		unwind_loader__loader(s->unwind, &l);
+		proc_tracker__add_loader(s->procs, &l);
+	}
+	if (s->python) {
+		struct proc_loader l;
+
+		python__loader(s->python, &l);
+		proc_tracker__add_loader(s->procs, &l);
 	}
 	if (opts->sched) {
 		struct sched_collector_opts so = {

@@ -81,7 +81,6 @@ struct gpu *gpu__new(const struct gpu_opts *opts, struct module_registry *mods,
 		.out = g->data.frames,
 		.python = opts->python,
 	};
-	gpu_table__init(&g->known, sizeof(struct gpu_known), 0, 16, GPU_MAX_KNOWN);
 	gpu_table__init(&g->raw_stacks, sizeof(struct raw_stack), 0, 8, GPU_MAX_ROWS);
 	gpu_table__init(&g->py_stacks, sizeof(struct py_stack_row), 0, 8, GPU_MAX_ROWS);
 	gpu_table__init(&g->pairs, sizeof(struct pair_row), 0, 8, GPU_MAX_ROWS);
@@ -167,6 +166,10 @@ struct gpu *gpu__new(const struct gpu_opts *opts, struct module_registry *mods,
 	gpu_budget__init(&g->budget, g->opts.budget, g->opts.probe_cost_ns, 1000000000ULL,
 			 mono_ns());
 	g->window_start_ns = mono_ns();
+	/* last: nothing fails after it, the registry keeps no freed layer */
+	err = gpu_files_register(g);
+	if (err)
+		goto err_out;
 	for (size_t i = 0; i < g->opts.nlibs; i++)
 		gpu_pin_file(g, g->opts.libs[i]);
 	if (!g->opts.no_preattach)
@@ -194,7 +197,6 @@ void gpu__free(struct gpu *g)
 	gpu_table__fini(&g->pairs);
 	for (size_t i = 0; i < g->stacks.n; i++)
 		free(((struct stack_row *)g->stacks.rows)[i].s.frames);
-	gpu_table__fini(&g->known);
 	gpu_table__fini(&g->raw_stacks);
 	gpu_table__fini(&g->stacks);
 	gpu_table__fini(&g->sites);

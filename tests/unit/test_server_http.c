@@ -23,6 +23,7 @@
 
 #include <cmocka.h>
 
+#include "lib/clock.h"
 #include "server/diag_inputs.h"
 #include "server/server.h"
 #include "symbolize/buildid.h"
@@ -33,6 +34,7 @@ struct fx {
 	struct server srv;
 	struct http_daemon *d;
 	uint16_t port;
+	const char *node; /* X-Strata-Node of the requests, or NULL */
 };
 
 static int setup(void **state)
@@ -47,9 +49,11 @@ static int setup(void **state)
 	snprintf(bdir, sizeof(bdir), "%s/buildids", fx->dir);
 	fx->srv.store = store__open(db, err, sizeof(err));
 	assert_non_null(fx->srv.store);
-	fx->srv.bids = buildid_store__open(bdir, 64ull << 20);
+	fx->srv.bids = buildid_store__open(bdir, 64ull << 20, 0);
 	assert_non_null(fx->srv.bids);
 	fx->srv.sym = central_sym__new(fx->srv.bids, 0);
+	fx->srv.asks = sym_asks__new(0, 0);
+	assert_non_null(fx->srv.asks);
 	assert_non_null(fx->srv.sym);
 	fx->srv.token = "t0ken";
 	fx->srv.limits.max_wire = 1 << 20;
@@ -69,6 +73,7 @@ static int teardown(void **state)
 	http__stop(fx->d);
 	central_sym__free(fx->srv.sym);
 	buildid_store__free(fx->srv.bids);
+	sym_asks__free(fx->srv.asks);
 	store__close(fx->srv.store);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", fx->dir);
 	assert_int_equal(system(cmd), 0);
@@ -109,7 +114,7 @@ static size_t on_write(char *p, size_t size, size_t n, void *ctx)
 static long req(struct fx *fx, const char *method, const char *path, const char *token,
 		struct src *body, long declared, int expect)
 {
-	char url[256], auth[64];
+	char url[256], auth[64], node[128];
 	struct curl_slist *h = NULL;
 	CURL *c = curl_easy_init();
 	long status = 0;
@@ -125,6 +130,10 @@ static long req(struct fx *fx, const char *method, const char *path, const char 
 		h = curl_slist_append(h, auth);
 	}
 	h = curl_slist_append(h, expect ? "Expect: 100-continue" : "Expect:");
+	if (fx->node) {
+		snprintf(node, sizeof(node), "X-Strata-Node: %s", fx->node);
+		h = curl_slist_append(h, node);
+	}
 	if (body) {
 		curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
 		curl_easy_setopt(c, CURLOPT_READFUNCTION, on_read);
@@ -231,7 +240,7 @@ static void test_budget(void **state)
 	/* hold most of the budget as an in-flight request would */
 	assert_int_equal(mem_budget__take(&fx->srv.budget, (2 << 20) + 1), 0);
 	assert_int_equal(req(fx, "POST", "/api/v1/batches", "t0ken", SRC(n), (long)n, 1), 503);
-	assert_int_equal(fx->srv.m.rejected_busy, 1);
+	assert_int_equal(fx->srv.m.rejected[BATCH_BUSY], 1);
 	/* chunked (no size declared): refused while growing */
 	assert_int_equal(req(fx, "POST", "/api/v1/batches", "t0ken", SRC(n), -1, 0), 503);
 	mem_budget__give(&fx->srv.budget, (2 << 20) + 1);
@@ -255,13 +264,25 @@ static void test_symbol_stream(void **state)
 
 	assert_true(idlen > 0);
 	build_id_hex(id, (size_t)idlen, hex, sizeof(hex));
-	/* the client goes away half way: nothing stored, nothing reserved */
 	snprintf(path, sizeof(path), "/api/v1/symbols/%s", hex);
+	/* only ids asked of the node that uploads: none yet, another node's,
+	 * no node named: 403, answered from the headers */
+	fx->node = "n1";
+	assert_int_equal(req(fx, "POST", path, "t0ken", &s, (long)n, 1), 403);
+	sym_asks__note(fx->srv.asks, "n2", hex, mono_ns());
+	assert_int_equal(req(fx, "POST", path, "t0ken", &s, (long)n, 1), 403);
+	sym_asks__note(fx->srv.asks, "n1", hex, mono_ns());
+	fx->node = NULL;
+	assert_int_equal(req(fx, "POST", path, "t0ken", &s, (long)n, 1), 403);
+	assert_int_equal(s.off, 0);
+	fx->node = "n1";
+	/* the client goes away half way: nothing stored, nothing reserved */
 	s.abort_at = n / 2;
 	assert_int_equal(req(fx, "POST", path, "t0ken", &s, (long)n, 0), 0);
 	settle(fx, 0);
 	/* not the file of the id it claims: 422, nothing kept */
 	snprintf(bad, sizeof(bad), "/api/v1/symbols/00112233445566778899aabbccddeeff00112233");
+	sym_asks__note(fx->srv.asks, "n1", bad + 16, mono_ns());
 	s = (struct src){ elf, n, 0, 0 };
 	assert_int_equal(req(fx, "POST", bad, "t0ken", &s, (long)n, 0), 422);
 	settle(fx, 0);

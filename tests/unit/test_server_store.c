@@ -280,7 +280,7 @@ static void test_store_and_symbolize(void **state)
 	snprintf(bdir, sizeof(bdir), "%s/buildids", dir);
 	st = store__open(db, err, sizeof(err));
 	assert_non_null(st);
-	bids = buildid_store__open(bdir, 1 << 30);
+	bids = buildid_store__open(bdir, 1 << 30, 0);
 	cs = central_sym__new(bids, 0);
 	assert_non_null(bids);
 	assert_non_null(cs);
