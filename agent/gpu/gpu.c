@@ -109,17 +109,45 @@ struct gpu *gpu__new(const struct gpu_opts *opts, struct module_registry *mods,
 	err = session_maps(g);
 	if (err)
 		goto err_out;
-	err = uprobe_multi__prepare(g->skel->progs.gpu_enter_multi) ?:
-	      uprobe_multi__prepare(g->skel->progs.gpu_exit_multi) ?:
-	      uprobe_multi__prepare(g->skel->progs.gpu_empty_multi);
-	if (err)
-		goto err_out;
+	if (opts->features)
+		g->features = *opts->features;
+	else
+		kernel_features__probe(&g->features);
+	/* Probes through uprobe_multi links where the kernel has them, else
+	 * one uprobe per function (the *_multi copies not loaded). */
+	g->no_multi = !g->features.have[KFEAT_UPROBE_MULTI];
+	if (g->no_multi) {
+		bpf_program__set_autoload(g->skel->progs.gpu_enter_multi, false);
+		bpf_program__set_autoload(g->skel->progs.gpu_exit_multi, false);
+		bpf_program__set_autoload(g->skel->progs.gpu_empty_multi, false);
+	} else {
+		err = uprobe_multi__prepare(g->skel->progs.gpu_enter_multi) ?:
+		      uprobe_multi__prepare(g->skel->progs.gpu_exit_multi) ?:
+		      uprobe_multi__prepare(g->skel->progs.gpu_empty_multi);
+		if (err)
+			goto err_out;
+	}
+	/* the exit program: as the sampler's (features.h) */
+	{
+		struct bpf_program *exits[2][2] = {
+			{ g->skel->progs.gpu_proc_exit, g->skel->progs.gpu_proc_exit_kept },
+			{ g->skel->progs.gpu_proc_exit_early,
+			  g->skel->progs.gpu_proc_exit_early_kept },
+		};
+		bool early, vmas;
+
+		kernel_features__exit_prog(&g->features, &early, &vmas);
+		for (int e = 0; e < 2; e++)
+			for (int k = 0; k < 2; k++)
+				bpf_program__set_autoload(exits[e][k], e == early && k == !vmas);
+		g->exit_prog = exits[early][!vmas];
+	}
 	err = gpu_bpf__load(g->skel);
 	if (err) {
 		pr_warn("gpu: cannot load the BPF object: %s", strerror(-err));
 		goto err_out;
 	}
-	if (!bpf_program__attach(g->skel->progs.gpu_proc_exit) ||
+	if (!bpf_program__attach(g->exit_prog) ||
 	    !bpf_program__attach(g->skel->progs.gpu_proc_exec)) {
 		err = -errno;
 		goto err_out;

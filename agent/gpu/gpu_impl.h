@@ -26,6 +26,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "agent/core/features.h"
 #include "agent/core/resolve.h"
 #include "agent/gpu/gpu.h"
 #include "agent/gpu/gpu_budget.h"
@@ -141,8 +142,12 @@ struct gpu {
 	size_t nprev;
 
 	struct gpu_data data;
-	bool no_multi, multi_ok; /* uprobe_multi refused / worked on this kernel */
-	uint64_t adopted;	 /* BPF-admitted targets found without their event */
+	bool no_multi, multi_ok;	 /* uprobe_multi refused / worked on this kernel */
+	struct kernel_features features; /* the session's: which path each feature takes */
+	struct bpf_program *exit_prog;	 /* one of gpu_proc_exit's four variants */
+	uint64_t link_objs;		 /* kernel link objects open (a multi link holds many) */
+	uint64_t attach_ns;		 /* time spent attaching, all files */
+	uint64_t adopted;		 /* BPF-admitted targets found without their event */
 	uint64_t links, attach_failed, scans, scan_failed, files_dropped, procs_dropped;
 	uint64_t exits;
 };

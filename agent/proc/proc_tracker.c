@@ -250,6 +250,9 @@ static int read_maps(struct proc_tracker *t, struct proc_instance *p)
 	p->refreshed_epoch = t->epoch;
 	if (!same_process(t, p)) {
 		t->st.maps_read_failed++;
+		pr_debug("procs: %u: not the process seen (start %llu ticks, /proc %llu)", p->tgid,
+			 (unsigned long long)p->start_ticks,
+			 (unsigned long long)proc_start_ticks(p->tgid));
 		return -ESRCH;
 	}
 	err = proc_maps__read(p->tgid, 1, &pm, &n);
@@ -262,6 +265,7 @@ static int read_maps(struct proc_tracker *t, struct proc_instance *p)
 	}
 	if (err) {
 		t->st.maps_read_failed++;
+		pr_debug("procs: %u: maps not read: %s", p->tgid, strerror(-err));
 		return err;
 	}
 	t->st.maps_read++;
