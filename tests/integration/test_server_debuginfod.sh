@@ -13,38 +13,14 @@ ELF=$FIX/chain
 HEX=$(readelf -n "$ELF" | awk '/Build ID/ { print $3 }')
 [ -n "$HEX" ] || fail "fixture has no build-id"
 DPORT=$(free_port)
-python3 - "$DPORT" "$ELF" "$HEX" "$T/requests" > "$T/dbgd.log" 2>&1 <<'PY' &
-import http.server, sys
-port, elf, hexid, log = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        with open(log, "a") as f:
-            f.write(self.path + "\n")
-        if self.path == f"/buildid/{hexid}/executable":
-            data = open(elf, "rb").read()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-        else:
-            self.send_response(404)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-    def log_message(self, *a): pass
-http.server.ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
-PY
+python3 "$(dirname "$0")/debuginfod_standin.py" "$DPORT" 0 "$T/requests" "$HEX=$ELF" \
+	> "$T/dbgd.log" 2>&1 &
 DBGD=$!
 trap 'kill $DBGD 2> /dev/null; cleanup_server' EXIT
 sleep 0.5
 
 PORT=$(free_port)
-DEBUGINFOD_URLS="http://127.0.0.1:$DPORT" DEBUGINFOD_CACHE_PATH="$T/dcache" DEBUGINFOD_TIMEOUT=5 \
-	"$SERVER" --listen "127.0.0.1:$PORT" --store "sqlite:$T/server.db" > "$T/server.log" 2>&1 &
-SRV_PID=$!
-for _ in $(seq 100); do
-	curl -sf "http://127.0.0.1:$PORT/healthz" > /dev/null 2>&1 && break
-	sleep 0.1
-done
+DBGD_URL="http://127.0.0.1:$DPORT" start_server "$PORT"
 
 "$GEN" write "$T/b.zst" --elf "$ELF" --stacks 30 --depth 6 --ranks 1 --samples 300 --job dbgd > /dev/null
 curl -s -H 'Content-Encoding: zstd' --data-binary "@$T/b.zst" \

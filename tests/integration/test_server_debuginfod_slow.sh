@@ -10,33 +10,15 @@ ldconfig -p | grep libdebuginfod.so.1 > /dev/null || skip "no libdebuginfod.so.1
 
 DELAY=${DBGD_DELAY:-0.3}
 DPORT=$(free_port)
-python3 - "$DPORT" "$DELAY" "$T/requests" > "$T/dbgd.log" 2>&1 <<'PY' &
-import http.server, sys, time
-port, delay, log = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        time.sleep(delay)
-        with open(log, "a") as f:
-            f.write(self.path + "\n")
-        self.send_response(404)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-    def log_message(self, *a): pass
-http.server.ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
-PY
+python3 "$(dirname "$0")/debuginfod_standin.py" "$DPORT" "$DELAY" "$T/requests" \
+	> "$T/dbgd.log" 2>&1 &
 DBGD=$!
 trap 'kill $DBGD 2> /dev/null; cleanup_server' EXIT
 touch "$T/requests"
 sleep 0.5
 
 PORT=$(free_port)
-DEBUGINFOD_URLS="http://127.0.0.1:$DPORT" DEBUGINFOD_CACHE_PATH="$T/dcache" DEBUGINFOD_TIMEOUT=10 \
-	"$SERVER" --listen "127.0.0.1:$PORT" --store "sqlite:$T/server.db" > "$T/server.log" 2>&1 &
-SRV_PID=$!
-for _ in $(seq 100); do
-	curl -sf "http://127.0.0.1:$PORT/healthz" > /dev/null 2>&1 && break
-	sleep 0.1
-done
+DBGD_URL="http://127.0.0.1:$DPORT" start_server "$PORT"
 BASE="http://127.0.0.1:$PORT"
 metric() { api /metrics | awk -v m="$1" '$1 == m { print $2 }'; }
 # timed NAME MAX_S CURL_ARGS...: the request must answer 200 within MAX_S.
