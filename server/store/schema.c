@@ -219,6 +219,22 @@ static const struct store_column NCCL_STATS[] = {
 	COL("max_ns", "max_ns"),
 };
 
+/* Server-derived (the diagnosis engine's windows): a job's rows, not a
+ * process's; the batch is the window. */
+static const struct store_column COLLECTIVE_STATS[] = {
+	TEXT("job", "job_str"),
+	COL("comm_hash", "comm_hash"),
+	TEXT("op", "op_str"),
+	COL("size_class", "size_class"),
+	COL("nranks", "nranks"),
+	COL("occurrences", "occurrences"),
+	COL("observed_ns", "observed_ns"),
+	COL("stall_ns", "stall_ns"),
+	COL("slack_ns", "slack_ns"),
+	COL("bytes", "bytes"),
+	COL("observed_max_ns", "observed_max_ns"),
+};
+
 static const struct store_column SOFTIRQ_VECTORS[] = {
 	COL("cpu", "cpu"),
 	COL("vector", "vector"),
@@ -292,6 +308,10 @@ const struct store_table STORE_TABLES[STORE_NTABLES] = {
 					 "node, b_end", FOREIGN_RUNS) },
 	[STORE_T_TARGET_CPUS] = { TABLE("target_cpus", strata__v1__target_cpu__descriptor, 1,
 					"node, pid, cpu", TARGET_CPUS) },
+	[STORE_T_COLLECTIVE_STATS] = { TABLE("collective_stats",
+					     strata__v1__collective_stat__descriptor, 0,
+					     "job, b_end, comm_hash", COLLECTIVE_STATS),
+				       .index = "job(job)" },
 };
 
 const char *const STORE_BATCH_FIELDS_APART[] = {
