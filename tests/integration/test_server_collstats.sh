@@ -9,6 +9,8 @@
 # communicator and sequence number, each collective in the window of its
 # first entry), and matches the injected delay: slack about 3/4 x 30 ms,
 # observed 30 ms + the stand-in's transfer, bus factor 2(n-1)/n = 1.5.
+# The stand-ins are attached from the start (--gpu-lib), as installed
+# CUDA/NCCL libraries are, so every call is seen.
 # /metrics has the counters, the job page the table.  The server judges
 # 2-s windows so the test need not wait 20 s for its defaults' windows.
 source "$(dirname "$0")/lib.sh"
@@ -26,7 +28,9 @@ bash -c 'read -r _ < "$1"; exec "$2/train_sim" 4 '$steps' > "$3/train.out" 2>&1'
 	_ "$T/go" "$FIX" "$T" &
 JOB_PID=$!
 "$AGENT" --server "http://127.0.0.1:$PORT" --period 1 -F 49 --spool "$T/spool" \
-	--node coll-node --pid "$JOB_PID" --drain-interval 100 -v 2> "$T/agent.log" &
+	--node coll-node --pid "$JOB_PID" --drain-interval 100 -v \
+	--gpu-lib "$FIX/libcudart.so" --gpu-lib "$FIX/libcuda.so" --gpu-lib "$FIX/libnccl.so" \
+	2> "$T/agent.log" &
 AGENT_PID=$!
 sleep 1.5
 echo go > "$T/go"
@@ -82,9 +86,9 @@ for r in rows:
     assert r["occurrences"] == occ, (r, w)
     assert r["total_bytes"] == w["bytes"], (r, w)
     assert round(r["total_stall_seconds"] * 1e9) == w["stall"], (r, w)
-    assert abs(r["observed_seconds"] * occ * 1e9 - w["observed"]) < 1 + occ * 1e-3, (r, w)
-    assert abs(r["stall_seconds"] * occ * 1e9 - w["stall"]) < 1 + occ * 1e-3, (r, w)
-    assert abs(r["slack_seconds"] * occ * 1e9 - w["slack"]) < 1 + occ * 1e-3, (r, w)
+    assert abs(r["observed_seconds"] * occ * 1e9 - w["observed"]) <= occ + 1, (r, w)  # a mean printed to the ns
+    assert abs(r["stall_seconds"] * occ * 1e9 - w["stall"]) <= occ + 1, (r, w)  # a mean printed to the ns
+    assert abs(r["slack_seconds"] * occ * 1e9 - w["slack"]) <= occ + 1, (r, w)  # a mean printed to the ns
     assert round(r["observed_max_seconds"] * 1e9) == w["mx"], (r, w)
     assert abs(r["bytes"] - w["bytes"] / occ) < 0.1, (r, w)
     n = 4
