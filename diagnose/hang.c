@@ -140,6 +140,16 @@ void hang_detector__free(struct hang_detector *d)
 
 /* ---- tables ------------------------------------------------------------------ */
 
+/* A bounded copy that tolerates what snprintf's checks cannot prove
+ * (dst inside the detector, src a variant chosen by index). */
+static void copy_str(char *dst, size_t size, const char *src)
+{
+	size_t n = strnlen(src, size - 1);
+
+	memmove(dst, src, n);
+	dst[n] = '\0';
+}
+
 static uint64_t node_key(const char *node)
 {
 	uint64_t k = hash_bytes(node, strlen(node), 0x6e6f6465);
@@ -280,7 +290,7 @@ static void mismatch_report(struct hang_detector *d, struct comm_st *c, struct r
 		if (r->v[v].count > r->v[major].count)
 			major = v;
 	memset(h, 0, sizeof(*h));
-	snprintf(h->job, sizeof(h->job), "%s", d->job);
+	copy_str(h->job, sizeof(h->job), d->job);
 	h->kind = HANG_MISMATCH;
 	h->comm_hash = c->comm_hash;
 	h->seq = r->seq;
@@ -516,7 +526,7 @@ static bool judge(struct hang_detector *d, struct comm_st *c, struct hang_report
 	snprintf(h->job, sizeof(h->job), "%s", d->job);
 	h->comm_hash = c->comm_hash;
 	h->seq = n;
-	snprintf(h->op, sizeof(h->op), "%s", v[major].op);
+	copy_str(h->op, sizeof(h->op), v[major].op);
 	h->bytes = v[major].bytes;
 	h->nranks = c->nranks;
 	h->since_ns = first;
