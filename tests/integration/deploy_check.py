@@ -351,6 +351,31 @@ def check_clickhouse_password(chdep, chc, chargs, user, resolved):
         fail("clickhouse overlay: the users config is not mounted in users.d")
 
 
+def check_tls(tls):
+    """The TLS overlay: the server serves HTTPS with key and certificate
+    from a Secret, its probes speak HTTPS, and the agents ship to https://
+    verifying with a CA from a Secret."""
+    dep = tls.get(("Deployment", "strata-server"))
+    ds = tls.get(("DaemonSet", "strata-agent"))
+    if dep is None or ds is None:
+        fail("tls overlay lacks the server Deployment or the agent DaemonSet")
+        return
+    c = containers(dep)[0]
+    args = c.get("args", [])
+    cert = check_token(dep, c, args, "tls overlay", "--tls-cert")
+    key = check_token(dep, c, args, "tls overlay", "--tls-key")
+    if cert and cert != key:
+        fail(f"tls overlay: certificate ({cert}) and key ({key}) from different Secrets")
+    for probe in ("readinessProbe", "livenessProbe"):
+        if c.get(probe, {}).get("httpGet", {}).get("scheme") != "HTTPS":
+            fail(f"tls overlay: the server's {probe} does not speak HTTPS")
+    ac = containers(ds)[0]
+    aargs = ac.get("args", [])
+    if not (flag_value(aargs, "--server") or "").startswith("https://"):
+        fail(f"tls overlay: agent --server {flag_value(aargs, '--server')} is not https://")
+    check_token(ds, ac, aargs, "tls overlay agent", "--ca-file")
+
+
 def unit_settings(path):
     settings = {}
     with open(path, encoding="utf-8") as f:
@@ -383,10 +408,10 @@ def check_units(root):
     return {"strata-agent": agent["ExecStart"][0], "strata-server": server["ExecStart"][0]}
 
 
-def check_flags(build, objs, resolved, execs):
+def check_flags(build, objs, resolved, execs, extra=()):
     """Every --flag a manifest or unit passes must be in the binary's --help."""
     uses = {"strata-agent": set(), "strata-server": set()}
-    for d in list(resolved.values()) + [d for _, d in objs.values()]:
+    for d in list(resolved.values()) + list(extra) + [d for _, d in objs.values()]:
         if d.get("kind") not in ("DaemonSet", "Deployment"):
             continue
         for c in containers(d):
@@ -420,14 +445,18 @@ def main():
     objs = objects_in(root)
     resolved = kustomize(root, os.path.join(root, "deploy", "kubernetes", "clickhouse"), objs)
     base = kustomize(root, os.path.join(root, "deploy", "kubernetes", "base"), objs)
+    tls = kustomize(root, os.path.join(root, "deploy", "kubernetes", "tls"), objs)
     for key in base:
         if key not in resolved:
             fail(f"clickhouse overlay lost {key}")
+        if key not in tls:
+            fail(f"tls overlay lost {key}")
+    check_tls(tls)
     check_no_privileged(objs)
     ds = check_agent(objs)
     check_server(objs, resolved, ds)
     execs = check_units(root)
-    check_flags(build, objs, resolved, execs)
+    check_flags(build, objs, resolved, execs, tls.values())
     print(f"checked {len(objs)} objects: {', '.join(f'{k}/{n}' for k, n in sorted(objs))}")
     for n in notes:
         print("skip:", n)
