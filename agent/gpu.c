@@ -709,6 +709,15 @@ static int on_proc_event(void *ctx, void *data, size_t size)
 	case PROC_EV_VMA:
 		proc_tracker__on_event(g->procs_tracker, e);
 		break;
+	case PROC_EV_UNWIND_MISS: { /* a call-site walk met a pc without table */
+		const struct proc_mapping *m;
+
+		/* a target the sampler has not seen has no instance yet: made
+		 * (maps read, tables loaded) by the lookup */
+		proc_tracker__lookup(g->procs_tracker, e->tgid, e->mm_id, e->start, &m);
+		proc_tracker__on_event(g->procs_tracker, e);
+		break;
+	}
 	case PROC_EV_EXEC: /* the old image is finished; the new one is watched */
 		proc_exited(g, e->tgid, 0);
 		gpu__watch(g, e->tgid);
@@ -1270,21 +1279,24 @@ static void remember_procs(struct gpu *g)
 	}
 }
 
+/* One slot of a per-CPU array map, summed over CPUs (0 when unreadable). */
+static uint64_t percpu_sum(const struct bpf_map *map, uint32_t key)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	uint64_t *v = calloc(ncpu > 0 ? ncpu : 1, sizeof(*v)), sum = 0;
+
+	if (v && !bpf_map_lookup_elem(bpf_map__fd(map), &key, v))
+		for (int i = 0; i < ncpu; i++)
+			sum += v[i];
+	free(v);
+	return sum;
+}
+
 const struct gpu_data *gpu__data(struct gpu *g)
 {
 	struct gpu_data *d = &g->data;
-	uint64_t sum[GPU_CNT_MAX] = { 0 };
-	int ncpu = libbpf_num_possible_cpus();
-	uint64_t *v = calloc(ncpu > 0 ? ncpu : 1, sizeof(*v));
-
-	for (uint32_t c = 0; v && c < GPU_CNT_MAX; c++) {
-		if (bpf_map_lookup_elem(bpf_map__fd(g->skel->maps.gpu_counters), &c, v))
-			continue;
-		for (int i = 0; i < ncpu; i++)
-			sum[c] += v[i];
-	}
-	free(v);
-	memcpy(d->bpf, sum, sizeof(sum));
+	for (uint32_t c = 0; c < GPU_CNT_MAX; c++)
+		d->bpf[c] = percpu_sum(g->skel->maps.gpu_counters, c);
 	d->stacks = NULL;
 	d->nstacks = g->stacks.n;
 	d->sites = g->sites.rows;
@@ -1354,6 +1366,13 @@ static int session_maps(struct gpu *g)
 	if (!err && g->opts.api_layers_fd > 0) {
 		err = bpf_map__reuse_fd(g->skel->maps.api_layers, g->opts.api_layers_fd);
 		g->skel->rodata->mark_layers = !err;
+	}
+	if (!err && g->opts.unwind_rows_fd > 0 && g->opts.unwind_procs_fd > 0) {
+		err = bpf_map__reuse_fd(g->skel->maps.unwind_rows, g->opts.unwind_rows_fd) ?:
+		      bpf_map__reuse_fd(g->skel->maps.unwind_procs, g->opts.unwind_procs_fd);
+	} else if (!err) { /* no tables: the walker's frame-pointer steps only */
+		bpf_map__set_max_entries(g->skel->maps.unwind_rows, 1);
+		bpf_map__set_max_entries(g->skel->maps.unwind_procs, 1);
 	}
 	return err;
 }
@@ -1548,6 +1567,10 @@ void gpu__report(struct gpu *g)
 	for (int i = 0; i < GPU_CNT_MAX; i++)
 		fprintf(stderr, " %s=%llu", strata_gpu_counter_name(i),
 			(unsigned long long)d->bpf[i]);
+	fprintf(stderr, "\n  gpu.unwind:");
+	for (uint32_t i = 0; i < UNWIND_ERR_MAX; i++)
+		fprintf(stderr, " %s=%llu", strata_unwind_counter_name(i),
+			(unsigned long long)percpu_sum(g->skel->maps.unwind_errors, i));
 	fprintf(stderr,
 		"\n  gpu: links=%llu attach_failed=%llu files_attached=%llu targets=%llu "
 		"watched=%llu exits=%llu scans=%llu bpf_targets=%llu bpf_allocs=%llu "
