@@ -694,6 +694,10 @@ static int on_proc_event(void *ctx, void *data, size_t size)
 		return 0;
 	switch (e->type) {
 	case PROC_EV_NEW: /* admitted by BPF at its first call */
+		/* its libraries are mapped now (the exec-time read had only the
+		 * program and ld.so): read the maps again, so the call-site
+		 * walks get every table from the next calls on */
+		proc_tracker__on_event(g->procs_tracker, e);
 		proc_admitted(g, e->tgid, e->mm_id, e->comm);
 		break;
 	case PROC_EV_EXIT: {
@@ -1368,8 +1372,9 @@ static int session_maps(struct gpu *g)
 		g->skel->rodata->mark_layers = !err;
 	}
 	if (!err && g->opts.unwind_rows_fd > 0 && g->opts.unwind_procs_fd > 0) {
-		err = bpf_map__reuse_fd(g->skel->maps.unwind_rows, g->opts.unwind_rows_fd) ?:
-		      bpf_map__reuse_fd(g->skel->maps.unwind_procs, g->opts.unwind_procs_fd);
+		err = bpf_map__reuse_fd(g->skel->maps.unwind_rows, g->opts.unwind_rows_fd)
+			      ?: bpf_map__reuse_fd(g->skel->maps.unwind_procs,
+						   g->opts.unwind_procs_fd);
 	} else if (!err) { /* no tables: the walker's frame-pointer steps only */
 		bpf_map__set_max_entries(g->skel->maps.unwind_rows, 1);
 		bpf_map__set_max_entries(g->skel->maps.unwind_procs, 1);

@@ -24,10 +24,9 @@ static __always_inline struct unwind_log *unwind_hook_log(void);
 
 #include "bpf/unwind_user.bpf.h"
 
-/* A walk that fell back for want of tables (not loaded yet) or read a slot
- * it cannot log is reused this long at most: it is walked again once the
- * tables are likely in. */
-#define GPU_SITE_PARTIAL_TTL_NS 100000000ULL
+/* A walk that read something it cannot log (a failed read, a signal
+ * frame) is reused this long at most. */
+#define GPU_SITE_UNTRACKED_TTL_NS 100000000ULL
 
 /* A thread's last call-site walk (map gpu_site_cache, BPF only). */
 struct gpu_site_cache {
@@ -161,11 +160,15 @@ static __always_inline __u64 gpu_native_stack(struct pt_regs *ctx, __u64 mm_id, 
 	e->stack_id = gpu_stack_store(t);
 	if (e->stack_id <= STRATA_STACK_LOST)
 		return e->stack_id;
+	/* Tables missing (a process's first calls, a library just loaded):
+	 * walked again next time, when they are likely in. */
+	if (e->log.flags & UNWIND_LOG_PARTIAL)
+		return e->stack_id;
 	e->ip = ip;
 	e->sp = sp;
 	e->rbp = rbp;
-	e->expires_ns = e->log.flags & (UNWIND_LOG_PARTIAL | UNWIND_LOG_UNTRACKED)
-				? bpf_ktime_get_ns() + GPU_SITE_PARTIAL_TTL_NS
+	e->expires_ns = e->log.flags & UNWIND_LOG_UNTRACKED
+				? bpf_ktime_get_ns() + GPU_SITE_UNTRACKED_TTL_NS
 				: 0;
 	bpf_map_update_elem(&gpu_site_cache, &tid, e, BPF_ANY); /* LRU: never full */
 	return e->stack_id;

@@ -292,7 +292,7 @@ struct gpu_call {
 	 * launch-ex entries replace them with the config's fields */
 	__u64 a[9];
 	__u64 id_hash; /* ncclCommInitRank*: hash of the unique id */
-	__u32 active; /* a call is in flight (the entry outlives calls) */
+	__u32 active;  /* a call is in flight (the entry outlives calls) */
 	__u32 pad;
 };
 _Static_assert(sizeof(struct gpu_call) == 32 + 72 + 8 + 8, "gpu_call layout");

@@ -32,12 +32,12 @@ struct unwind_regs {
 	 * there would take the caller's rbp and skip the caller. */
 	__u32 entry;
 	/* Filled by every step, for callers that re-validate a walk: */
-	__u64 ra_addr;	/* where the caller's return address was read */
-	__u64 rbp_from; /* where rbp's value was read (0: the initial register) */
-	__u64 used_from; /* the step computed from rbp, whose value came from here */
-	__u64 used_rbp;	 /* ... and was this (valid when used) */
-	__u8 used;	 /* the step computed from rbp (CFA = rbp + off, FP step) */
-	__u8 fallback;	 /* an FP step for want of tables (they may come later) */
+	__u64 ra_addr;	    /* where the caller's return address was read */
+	__u64 rbp_from;	    /* where rbp's value was read (0: the initial register) */
+	__u64 used_from;    /* the step computed from rbp, whose value came from here */
+	__u64 used_rbp;	    /* ... and was this (valid when used) */
+	__u8 used;	    /* the step computed from rbp (CFA = rbp + off, FP step) */
+	__u8 fallback;	    /* an FP step for want of tables (they may come later) */
 	__u8 volatile_step; /* read something not logged (signal frame): no reuse */
 	__u8 pad[5];
 };
@@ -122,7 +122,7 @@ UNWIND_INLINE int unwind_saved_reg(__u8 rule, __s16 off, __u64 cfa, __u64 sp, __
 /* Where a register saved by rule was read (0: not from memory). */
 UNWIND_INLINE __u64 unwind_slot(__u8 rule, __s16 off, __u64 cfa, __u64 sp)
 {
-	return rule == UNWIND_REG_CFA_OFF ? cfa + (__s64)off
+	return rule == UNWIND_REG_CFA_OFF  ? cfa + (__s64)off
 	       : rule == UNWIND_REG_SP_OFF ? sp + (__s64)off
 					   : 0;
 }

@@ -71,9 +71,9 @@ struct {
  */
 #define UNWIND_LOG_MAX 256 /* two slots per frame: return address, saved rbp */
 
-#define UNWIND_LOG_RBP0 1	/* computed from the initial rbp */
-#define UNWIND_LOG_PARTIAL 2	/* fell back for want of tables (may load later) */
-#define UNWIND_LOG_UNTRACKED 4	/* a read that is not logged, or a log overflow */
+#define UNWIND_LOG_RBP0 1      /* computed from the initial rbp */
+#define UNWIND_LOG_PARTIAL 2   /* fell back for want of tables (may load later) */
+#define UNWIND_LOG_UNTRACKED 4 /* a read that is not logged, or a log overflow */
 
 struct unwind_log {
 	__u32 n;
