@@ -43,7 +43,7 @@ SKELS      := $(patsubst bpf/%.bpf.c,$(BPFOUT)/%.skel.h,$(BPF_SRCS))
 PROTOS     := $(wildcard proto/*.proto)
 PROTO_C    := $(patsubst proto/%.proto,$(GEN)/%.pb-c.c,$(PROTOS))
 PROTO_H    := $(PROTO_C:.c=.h)
-MAINS      := agent/strata_main.c agent/agent_main.c server/server_main.c
+MAINS      := agent/cli/strata_main.c agent/cli/agent_main.c server/server_main.c
 
 # --- layers: one archive each ------------------------------------------------
 # A layer is a top-level folder (and its subfolders).  Its archive holds its
@@ -146,11 +146,11 @@ $(BUILD)/fuzz/libstrata-$(1).a: $(patsubst $(OBJ)/%,$(FUZZ_OBJ)/%,$(call layer_o
 endef
 $(foreach l,$(LAYERS),$(eval $(call layer_archives,$(l))))
 
-$(BUILD)/strata: $(OBJ)/agent/strata_main.o $(call archives,agent)
+$(BUILD)/strata: $(OBJ)/agent/cli/strata_main.o $(call archives,agent)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
 
-$(BUILD)/strata-agent: $(OBJ)/agent/agent_main.o $(call archives,agent)
+$(BUILD)/strata-agent: $(OBJ)/agent/cli/agent_main.o $(call archives,agent)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * Double-buffered maps that user space drains (agent/map_drain.c): BPF
+ * Double-buffered maps that user space drains (agent/core/map_drain.c): BPF
  * writes generation gen of an ARRAY_OF_MAPS; user space flips gen through
  * the mmap'd .bss, waits until no program still runs against the old
  * generation (the per-CPU inflight counters), then reads and clears it

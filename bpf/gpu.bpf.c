@@ -111,7 +111,7 @@ static __always_inline int on_exit(struct pt_regs *ctx)
 /*
  * Each program twice: attached through uprobe_multi links (one per file and
  * probe group; user space loads the *_multi copies with that attach type:
- * agent/uprobe_multi.h says why), or as single uprobes on kernels before
+ * agent/proc/uprobe_multi.h says why), or as single uprobes on kernels before
  * 6.6 (chosen at the first attach).
  */
 SEC("uprobe")

@@ -177,7 +177,7 @@ static __always_inline __u64 gpu_native_stack(struct pt_regs *ctx, __u64 mm_id, 
 /*
  * The call site's stack with the thread's Python frames, when its process
  * runs CPython (want_python): native id mixed with the Python stack's id,
- * the pair recorded for user space to stitch (agent/resolve.c).  Returns
+ * the pair recorded for user space to stitch (agent/core/resolve.c).  Returns
  * native unchanged when there are no Python frames.
  */
 static __always_inline __u64 gpu_stack_with_python(__u64 native, __u64 mm_id)

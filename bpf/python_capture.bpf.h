@@ -3,7 +3,7 @@
  * CPython frames of the current thread, for any program that wants them
  * (bpf/profile.bpf.c's samples, bpf/gpu.bpf.c's call sites): the walker
  * (bpf/python_walk.h), the maps it works with and its glue.  py_procs is
- * written by the agent (agent/python.c); an object other than the sampler
+ * written by the agent (agent/python/python.c); an object other than the sampler
  * shares the sampler's copy with bpf_map__reuse_fd.  Needs vmlinux.h,
  * bpf_core_read.h and strata.h.
  */

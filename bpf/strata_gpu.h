@@ -12,7 +12,7 @@
 
 /*
  * One id per probed API; the _ptsz and versioned variants of a function
- * share its id (agent/gpu_names.c spells them).  The order is the tally's
+ * share its id (agent/gpu/gpu_names.c spells them).  The order is the tally's
  * order and gpu_api_kind() below depends on it.
  */
 #define STRATA_GPU_APIS(X)        \

@@ -2,64 +2,83 @@
 #include "diagnose/straggler.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "diagnose/collective.h"
 #include "diagnose/keymap.h"
 #include "diagnose/robust.h"
+#include "diagnose/seqtest.h"
 
-/* Windows a rank may stay silent in the OK state before its slot is reused. */
-#define EVICT_MISSING_WINDOWS 64
+#define PERIOD_RING 32		       /* intervals the period is the median of */
+#define MAX_NODES 4096		       /* node names kept per job */
+#define FORGET_NS (600 * 1000000000LL) /* OK states / comms silent this long go */
+
+/* One arrival waiting for the rest of its collective. */
+struct pend {
+	uint64_t comm, inst, seq;
+	int64_t entry_ns;
+	uint64_t err_ns;
+	uint32_t rank, nranks, pid, node;
+};
+
+struct comm_state {
+	uint64_t comm, inst;
+	double ring[PERIOD_RING]; /* ns per sequence step */
+	uint32_t nring, pos;
+	uint64_t last_seq;
+	int64_t last_median, newest_ns;
+	bool has_last;
+	double period_ns; /* median of ring once nring >= min_intervals */
+	uint32_t design_nranks;
+	struct seqtest_design design;
+};
 
 struct rank_state {
 	struct straggler_rank r;
-	uint32_t hot_streak, cool_streak;
-	int64_t streak_start_ns;
-	bool seen; /* this window */
+	struct seqtest t;
+	uint32_t comm; /* index into comms */
 };
 
 struct straggler_detector {
 	struct straggler_opts o;
+	struct seqtest_params tp; /* from o */
 	char job[DIAG_NAME_LEN];
-	struct rank_state *states; /* [0, nstates) in use */
+	struct pend *pend;
+	size_t npend, pend_cap;
+	int64_t newest_ns; /* latest entry time handed in */
+	struct rank_state *states;
 	uint32_t nstates;
 	struct keymap index; /* (comm, rank) -> state */
+	struct comm_state *comms;
+	uint32_t ncomms;
+	struct keymap comm_index; /* (comm, instance) -> comm */
+	char (*nodes)[DIAG_NAME_LEN];
+	uint32_t nnodes, nodes_cap;
 	struct straggler_stats st;
 };
 
-/* One event's place in the window: which collective it belongs to. */
-struct slot {
-	const struct diag_coll_event *e;
-	uint64_t epoch; /* sequence resets seen before it on its rank */
-};
-
-/* One usable arrival: the state it counts for and its lag. */
-struct arrival {
-	uint32_t state;
-	uint32_t last; /* 1: clearly the last to arrive */
-	double lag_ns; /* beyond the clock bound, >= 0 */
-};
-
-/* One judged collective: for the communicator's period. */
-struct coll_point {
-	uint64_t comm, instance, epoch, seq;
-	int64_t median_ns;
-};
-
 static const struct straggler_opts defaults = {
-	.min_lag_ratio = 0.05,
+	.min_lag_ratio = 0.025,
 	.min_lag_ns = 2000000,
-	.min_last_fraction = 0.5,
-	.clear_ratio = 0.5,
-	.confirm_windows = 3,
-	.clear_windows = 3,
-	.missing_clear = 10,
-	.min_collectives = 5,
+	.margin = 0.05,
+	.p1_min = 0.5,
+	.p1_gap = 0.2,
+	.p1_strong = 0.9,
+	.arl0 = 1e12,
+	.arl_clear = 1e6,
+	.hold_ns = 60000000000ULL,
+	.pending_ns = 30000000000ULL,
+	.missing_ns = 60000000000ULL,
+	.min_intervals = 8,
 	.min_participation = 0.5,
 	.max_skew_ns = 30000000000ULL,
-	.ewma_alpha = 0.3,
+	.ewma_alpha = 0.05,
 	.max_tracked = 4096,
+	.max_comms = 1024,
+	.max_pending = 262144,
 };
 
 /* Options the caller left 0 take the default. */
@@ -73,16 +92,22 @@ static void opts_fill(struct straggler_opts *o, const struct straggler_opts *in)
 	o->f = in->f
 	TAKE(min_lag_ratio);
 	TAKE(min_lag_ns);
-	TAKE(min_last_fraction);
-	TAKE(clear_ratio);
-	TAKE(confirm_windows);
-	TAKE(clear_windows);
-	TAKE(missing_clear);
-	TAKE(min_collectives);
+	TAKE(margin);
+	TAKE(p1_min);
+	TAKE(p1_gap);
+	TAKE(p1_strong);
+	TAKE(arl0);
+	TAKE(arl_clear);
+	TAKE(hold_ns);
+	TAKE(pending_ns);
+	TAKE(missing_ns);
+	TAKE(min_intervals);
 	TAKE(min_participation);
 	TAKE(max_skew_ns);
 	TAKE(ewma_alpha);
 	TAKE(max_tracked);
+	TAKE(max_comms);
+	TAKE(max_pending);
 #undef TAKE
 }
 
@@ -90,19 +115,29 @@ struct straggler_detector *straggler_detector__new(const char *job,
 						   const struct straggler_opts *opts)
 {
 	struct straggler_detector *d = calloc(1, sizeof(*d));
+	struct seqtest_design probe;
 
 	if (!d)
 		return NULL;
 	opts_fill(&d->o, opts);
-	if (d->o.ewma_alpha > 1 || d->o.min_participation > 1 || d->o.clear_ratio > 1 ||
-	    d->o.max_tracked > (1u << 24)) {
+	d->tp = (struct seqtest_params){ .margin = d->o.margin,
+					 .p1_min = d->o.p1_min,
+					 .p1_gap = d->o.p1_gap,
+					 .p1_strong = d->o.p1_strong,
+					 .arl0 = d->o.arl0,
+					 .arl_clear = d->o.arl_clear };
+	if (d->o.ewma_alpha > 1 || d->o.min_participation > 1 || d->o.max_tracked > (1u << 24) ||
+	    d->o.max_comms > (1u << 20) || d->o.max_pending > (1u << 26) ||
+	    d->o.min_intervals > PERIOD_RING || seqtest_design(&probe, 2, &d->tp)) {
 		free(d);
 		errno = EINVAL;
 		return NULL;
 	}
 	snprintf(d->job, sizeof(d->job), "%s", job ? job : "");
 	d->states = calloc(d->o.max_tracked, sizeof(*d->states));
-	if (!d->states || keymap__init(&d->index, d->o.max_tracked)) {
+	d->comms = calloc(d->o.max_comms, sizeof(*d->comms));
+	if (!d->states || !d->comms || keymap__init(&d->index, d->o.max_tracked) ||
+	    keymap__init(&d->comm_index, d->o.max_comms)) {
 		straggler_detector__free(d);
 		errno = ENOMEM;
 		return NULL;
@@ -115,11 +150,90 @@ void straggler_detector__free(struct straggler_detector *d)
 	if (!d)
 		return;
 	free(d->states);
+	free(d->comms);
+	free(d->pend);
+	free(d->nodes);
 	keymap__fini(&d->index);
+	keymap__fini(&d->comm_index);
 	free(d);
 }
 
-/* The state of (comm, rank), created when absent; -1 when the table is full. */
+/* ---- bounded tables ------------------------------------------------------------ */
+
+static uint32_t node_id(struct straggler_detector *d, const char *node)
+{
+	if (!node)
+		node = "";
+	for (uint32_t i = 0; i < d->nnodes; i++)
+		if (!strncmp(d->nodes[i], node, DIAG_NAME_LEN - 1))
+			return i;
+	if (d->nnodes == d->nodes_cap) {
+		uint32_t cap = d->nodes_cap ? d->nodes_cap * 2 : 16;
+		void *p = cap <= MAX_NODES ? realloc(d->nodes, cap * sizeof(*d->nodes)) : NULL;
+
+		if (!p)
+			return UINT32_MAX; /* reported without a node name */
+		d->nodes = p;
+		d->nodes_cap = cap;
+	}
+	snprintf(d->nodes[d->nnodes], DIAG_NAME_LEN, "%s", node);
+	return d->nnodes++;
+}
+
+/* Forgets OK states and idle communicators silent for FORGET_NS. */
+static void forget_idle(struct straggler_detector *d)
+{
+	uint32_t w = 0, *remap = malloc((d->ncomms + 1) * sizeof(*remap));
+
+	if (!remap)
+		return;
+	for (uint32_t c = 0; c < d->ncomms; c++) {
+		remap[c] = UINT32_MAX;
+		if (d->comms[c].newest_ns + FORGET_NS < d->newest_ns)
+			continue;
+		remap[c] = w;
+		d->comms[w++] = d->comms[c];
+	}
+	d->ncomms = w;
+	keymap__clear(&d->comm_index);
+	for (uint32_t c = 0; c < d->ncomms; c++)
+		keymap__put(&d->comm_index, d->comms[c].comm, d->comms[c].inst, c);
+	w = 0;
+	for (uint32_t s = 0; s < d->nstates; s++) {
+		struct rank_state *rs = &d->states[s];
+
+		if (remap[rs->comm] == UINT32_MAX ||
+		    (rs->r.state == STRAGGLER_OK && rs->r.last_seen_ns + FORGET_NS < d->newest_ns))
+			continue;
+		rs->comm = remap[rs->comm];
+		d->states[w++] = *rs;
+	}
+	d->nstates = w;
+	keymap__clear(&d->index);
+	for (uint32_t s = 0; s < d->nstates; s++)
+		keymap__put(&d->index, d->states[s].r.communicator, d->states[s].r.rank, s);
+	free(remap);
+}
+
+static int64_t comm_of(struct straggler_detector *d, uint64_t comm, uint64_t inst)
+{
+	int64_t v = keymap__get(&d->comm_index, comm, inst);
+
+	if (v >= 0)
+		return v;
+	if (d->ncomms >= d->o.max_comms)
+		forget_idle(d);
+	if (d->ncomms >= d->o.max_comms) {
+		d->st.comms_dropped++;
+		return -1;
+	}
+	memset(&d->comms[d->ncomms], 0, sizeof(d->comms[0]));
+	d->comms[d->ncomms].comm = comm;
+	d->comms[d->ncomms].inst = inst;
+	keymap__put(&d->comm_index, comm, inst, d->ncomms);
+	return d->ncomms++;
+}
+
 static int64_t state_of(struct straggler_detector *d, uint64_t comm, uint32_t rank)
 {
 	int64_t v = keymap__get(&d->index, comm, rank);
@@ -127,6 +241,8 @@ static int64_t state_of(struct straggler_detector *d, uint64_t comm, uint32_t ra
 
 	if (v >= 0)
 		return v;
+	if (d->nstates >= d->o.max_tracked)
+		forget_idle(d);
 	if (d->nstates >= d->o.max_tracked) {
 		d->st.tracked_dropped++;
 		return -1;
@@ -140,377 +256,327 @@ static int64_t state_of(struct straggler_detector *d, uint64_t comm, uint32_t ra
 	return d->nstates++;
 }
 
-static void index_rebuild(struct straggler_detector *d)
+/* ---- transitions ---------------------------------------------------------------- */
+
+struct outbuf {
+	struct straggler_transition *v;
+	size_t n, max;
+};
+
+static void emit(struct straggler_detector *d, struct outbuf *ob, uint32_t change, bool missing,
+		 int64_t at, const struct rank_state *s)
 {
-	keymap__clear(&d->index);
-	for (uint32_t s = 0; s < d->nstates; s++)
-		keymap__put(&d->index, d->states[s].r.communicator, d->states[s].r.rank, s);
+	if (ob->n >= ob->max) {
+		d->st.transitions_dropped++;
+		return;
+	}
+	ob->v[ob->n++] = (struct straggler_transition){
+		.change = change, .missing = missing, .at_ns = at, .r = s->r
+	};
 }
+
+static void clear(struct straggler_detector *d, struct rank_state *s, bool missing, int64_t at,
+		  struct outbuf *ob)
+{
+	s->r.state = STRAGGLER_OK;
+	emit(d, ob, STRAGGLER_CLEAR, missing, at, s);
+	s->t = (struct seqtest){ .zero_ns = { at, at } };
+	s->r.evidence = 0;
+	s->r.since_ns = s->r.decided_ns = 0;
+}
+
+/* ---- one collective --------------------------------------------------------------- */
+
+/* Period: the median time per sequence step between consecutive judged
+ * collectives; a collective older than the last one judged (another
+ * node's late batch) adds nothing, a sequence that restarts starts over. */
+static void update_period(struct straggler_detector *d, struct comm_state *c, uint64_t seq,
+			  int64_t median)
+{
+	if (c->has_last && seq > c->last_seq && median > c->last_median) {
+		double tmp[PERIOD_RING];
+
+		c->ring[c->pos] =
+			((double)median - (double)c->last_median) / (double)(seq - c->last_seq);
+		c->pos = (c->pos + 1) % PERIOD_RING;
+		if (c->nring < PERIOD_RING)
+			c->nring++;
+		memcpy(tmp, c->ring, c->nring * sizeof(*tmp));
+		if (c->nring >= d->o.min_intervals)
+			c->period_ns = robust_median(tmp, c->nring);
+	}
+	if (!c->has_last || seq > c->last_seq || median > c->last_median) {
+		c->last_seq = seq;
+		c->last_median = median;
+		c->has_last = true;
+	}
+	if (median > c->newest_ns)
+		c->newest_ns = median;
+}
+
+static void observe(struct straggler_detector *d, struct rank_state *s, const struct comm_state *c,
+		    const struct pend *p, const struct coll_lag *l, struct outbuf *ob)
+{
+	const struct straggler_opts *o = &d->o;
+	struct straggler_rank *r = &s->r;
+	double a = r->collectives ? o->ewma_alpha : 1, thr;
+	bool late;
+
+	if (r->pid && r->pid != p->pid) {
+		/* A new process took over this rank (restart): the old one is
+		 * gone, and its evidence is not the new one's. */
+		if (r->state == STRAGGLER_CONFIRMED)
+			clear(d, s, true, p->entry_ns, ob);
+		r->collectives = 0;
+		a = 1;
+	}
+	if (!r->collectives)
+		s->t = (struct seqtest){ .zero_ns = { p->entry_ns, p->entry_ns } };
+	r->pid = p->pid;
+	r->nranks = p->nranks;
+	if (p->node < d->nnodes)
+		snprintf(r->node, sizeof(r->node), "%s", d->nodes[p->node]);
+	r->last_seen_ns = p->entry_ns;
+	r->period_seconds = c->period_ns / 1e9;
+	r->lag_seconds = a * l->lag_ns / 1e9 + (1 - a) * r->lag_seconds;
+	r->score = a * (l->lag_ns / c->period_ns) + (1 - a) * r->score;
+	r->last_fraction = a * l->last + (1 - a) * r->last_fraction;
+	r->window_score = r->lag_seconds / r->period_seconds;
+	r->collectives++;
+	d->st.events_used++;
+
+	thr = fmax((double)o->min_lag_ns, o->min_lag_ratio * c->period_ns);
+	late = l->last && l->lag_ns >= thr;
+	bool decided = seqtest__observe(&s->t, &c->design, late, p->entry_ns);
+	int64_t since;
+
+	r->evidence = seqtest__evidence(&s->t, &c->design, &since);
+	if (decided && r->state != STRAGGLER_CONFIRMED) {
+		r->state = STRAGGLER_CONFIRMED;
+		r->since_ns = since;
+		r->decided_ns = p->entry_ns;
+		emit(d, ob, STRAGGLER_CONFIRM, false, p->entry_ns, s);
+	}
+	if (r->state == STRAGGLER_CONFIRMED) {
+		if (seqtest__healthy(&s->t, &c->design) &&
+		    p->entry_ns - r->decided_ns >= (int64_t)o->hold_ns)
+			clear(d, s, false, p->entry_ns, ob);
+	} else {
+		r->state = r->evidence >= 0.5 ? STRAGGLER_SUSPECT : STRAGGLER_OK;
+	}
+}
+
+/* Judges the collective g[0..n) (sorted by rank, then entry time). */
+static void judge(struct straggler_detector *d, const struct pend *g, size_t n, bool complete,
+		  struct outbuf *ob)
+{
+	struct coll_arrival a[n];
+	struct coll_lag lag[n];
+	const struct pend *who[n];
+	uint32_t present = 0, nranks = 0;
+	int64_t median, ci;
+	struct comm_state *c;
+
+	for (size_t i = 0; i < n; i++) {
+		if (i && g[i].rank == g[i - 1].rank) {
+			d->st.events_duplicate++; /* never merged: the first one counts */
+			continue;
+		}
+		who[present] = &g[i];
+		a[present++] = (struct coll_arrival){ .rank = g[i].rank,
+						      .entry_ns = g[i].entry_ns,
+						      .clock_err_ns = g[i].err_ns };
+		if (g[i].nranks > nranks)
+			nranks = g[i].nranks;
+	}
+	if (present < 2 || present < d->o.min_participation * nranks) {
+		d->st.collectives_partial++;
+		return;
+	}
+	ci = comm_of(d, g[0].comm, g[0].inst);
+	if (ci < 0)
+		return;
+	c = &d->comms[ci];
+	median = collective_judge(a, present, d->o.max_skew_ns, lag);
+	d->st.collectives++;
+	if (!complete)
+		d->st.collectives_timeout++;
+	update_period(d, c, g[0].seq, median);
+	if (c->period_ns <= 0) {
+		d->st.collectives_warmup++;
+		return;
+	}
+	if (c->design_nranks != nranks) {
+		if (seqtest_design(&c->design, nranks, &d->tp))
+			return; /* nranks < 2: cannot happen with present >= 2 */
+		c->design_nranks = nranks;
+	}
+	for (uint32_t i = 0; i < present; i++) {
+		int64_t st;
+
+		if (lag[i].misaligned) {
+			d->st.events_misaligned++;
+			continue;
+		}
+		st = state_of(d, who[i]->comm, who[i]->rank);
+		if (st < 0)
+			continue;
+		/* forget_idle in state_of may have moved the communicator */
+		ci = keymap__get(&d->comm_index, who[i]->comm, who[i]->inst);
+		if (ci < 0)
+			continue;
+		d->states[st].comm = (uint32_t)ci;
+		observe(d, &d->states[st], &d->comms[ci], who[i], &lag[i], ob);
+	}
+}
+
+/* ---- pending collectives ----------------------------------------------------------- */
 
 static int cmp_u64(uint64_t a, uint64_t b)
 {
 	return (a > b) - (a < b);
 }
 
-/* Per rank, in time order: to number sequence resets. */
-static int cmp_rank_time(const void *pa, const void *pb)
+static int cmp_pend(const void *pa, const void *pb)
 {
-	const struct diag_coll_event *a = ((const struct slot *)pa)->e;
-	const struct diag_coll_event *b = ((const struct slot *)pb)->e;
+	const struct pend *a = pa, *b = pb;
 	int c;
 
-	if ((c = cmp_u64(a->comm_hash, b->comm_hash)) ||
-	    (c = cmp_u64(a->comm_instance, b->comm_instance)) || (c = cmp_u64(a->rank, b->rank)))
+	if ((c = cmp_u64(a->comm, b->comm)) || (c = cmp_u64(a->inst, b->inst)) ||
+	    (c = cmp_u64(a->seq, b->seq)) || (c = cmp_u64(a->rank, b->rank)))
 		return c;
 	return (a->entry_ns > b->entry_ns) - (a->entry_ns < b->entry_ns);
 }
 
-/* Per collective: the same (comm, instance, epoch, seq) side by side. */
-static int cmp_collective(const void *pa, const void *pb)
+static bool same_coll(const struct pend *a, const struct pend *b)
 {
-	const struct slot *x = pa, *y = pb;
-	const struct diag_coll_event *a = x->e, *b = y->e;
-	int c;
-
-	if ((c = cmp_u64(a->comm_hash, b->comm_hash)) ||
-	    (c = cmp_u64(a->comm_instance, b->comm_instance)) ||
-	    (c = cmp_u64(x->epoch, y->epoch)) || (c = cmp_u64(a->seq, b->seq)) ||
-	    (c = cmp_u64(a->rank, b->rank)))
-		return c;
-	return (a->entry_ns > b->entry_ns) - (a->entry_ns < b->entry_ns);
+	return a->comm == b->comm && a->inst == b->inst && a->seq == b->seq;
 }
 
-static int cmp_arrival(const void *pa, const void *pb)
+/* Judges every group that is complete (all = every group), keeps the rest. */
+static void process(struct straggler_detector *d, bool all, struct outbuf *ob)
 {
-	return cmp_u64(((const struct arrival *)pa)->state, ((const struct arrival *)pb)->state);
-}
+	size_t w = 0;
 
-static bool same_collective(const struct slot *a, const struct slot *b)
-{
-	return a->e->comm_hash == b->e->comm_hash && a->e->comm_instance == b->e->comm_instance &&
-	       a->epoch == b->epoch && a->e->seq == b->e->seq;
-}
-
-/*
- * A rank whose sequence number goes backwards restarted its communicator
- * without a new instance number: later calls are a new epoch, so seq 5
- * before and after the restart are never taken for the same collective.
- */
-static void number_epochs(struct straggler_detector *d, struct slot *sl, size_t n)
-{
-	qsort(sl, n, sizeof(*sl), cmp_rank_time);
-	for (size_t i = 1; i < n; i++) {
-		const struct diag_coll_event *p = sl[i - 1].e, *e = sl[i].e;
-
-		if (p->comm_hash != e->comm_hash || p->comm_instance != e->comm_instance ||
-		    p->rank != e->rank)
-			continue;
-		sl[i].epoch = sl[i - 1].epoch;
-		if (e->seq < p->seq) {
-			sl[i].epoch++;
-			d->st.seq_resets++;
-		}
-	}
-}
-
-/*
- * Judges one collective sl[0..n) (sorted by rank): appends the lag of each
- * usable arrival to arr and the collective's median entry time to pts.
- * tmp holds n values.
- */
-static void judge_collective(struct straggler_detector *d, const struct slot *sl, size_t n,
-			     struct arrival *arr, size_t *narr, struct coll_point *pts,
-			     size_t *npts, int64_t *tmp)
-{
-	uint32_t nranks = 0, present = 0;
-	int64_t median, err_med, t1 = INT64_MIN, t2 = INT64_MIN;
-	const struct diag_coll_event *latest = NULL;
-	size_t first = *narr;
-
-	/* Unique ranks, compacted in place of tmp's index space. */
-	const struct slot *uniq[n];
-	for (size_t i = 0; i < n; i++) {
-		if (i && sl[i].e->rank == sl[i - 1].e->rank) {
-			d->st.events_duplicate++;
-			continue;
-		}
-		uniq[present++] = &sl[i];
-		if (sl[i].e->nranks > nranks)
-			nranks = sl[i].e->nranks;
-	}
-	if (present < 2 || present < d->o.min_participation * nranks) {
-		d->st.collectives_partial++;
+	if (!d->npend)
 		return;
-	}
-	for (uint32_t i = 0; i < present; i++)
-		tmp[i] = uniq[i]->e->entry_ns;
-	median = robust_median_i64(tmp, present);
-	for (uint32_t i = 0; i < present; i++)
-		tmp[i] = (int64_t)(uniq[i]->e->clock_err_ns & INT64_MAX);
-	err_med = robust_median_i64(tmp, present);
-	d->st.collectives++;
-	pts[(*npts)++] = (struct coll_point){ .comm = sl[0].e->comm_hash,
-					      .instance = sl[0].e->comm_instance,
-					      .epoch = sl[0].epoch,
-					      .seq = sl[0].e->seq,
-					      .median_ns = median };
+	qsort(d->pend, d->npend, sizeof(*d->pend), cmp_pend);
+	for (size_t i = 0; i < d->npend;) {
+		size_t j = i + 1, distinct = 1;
+		uint32_t nranks = d->pend[i].nranks;
+		int64_t newest = d->pend[i].entry_ns;
 
-	for (uint32_t i = 0; i < present; i++) {
-		const struct diag_coll_event *e = uniq[i]->e;
-		int64_t lag;
-		double bound = (double)(e->clock_err_ns & INT64_MAX) + (double)err_med;
-
-		if (e->entry_ns > t1) {
-			t2 = t1;
-			t1 = e->entry_ns;
-			latest = e;
-		} else if (e->entry_ns > t2) {
-			t2 = e->entry_ns;
+		for (; j < d->npend && same_coll(&d->pend[i], &d->pend[j]); j++) {
+			distinct += d->pend[j].rank != d->pend[j - 1].rank;
+			if (d->pend[j].nranks > nranks)
+				nranks = d->pend[j].nranks;
+			if (d->pend[j].entry_ns > newest)
+				newest = d->pend[j].entry_ns;
 		}
-		/* Hostile timestamps: a difference that overflows is misaligned. */
-		if (__builtin_sub_overflow(e->entry_ns, median, &lag) || lag == INT64_MIN ||
-		    (uint64_t)(lag < 0 ? -lag : lag) > d->o.max_skew_ns) {
-			d->st.events_misaligned++;
-			continue;
-		}
-		int64_t st = state_of(d, e->comm_hash, e->rank);
-		if (st < 0)
-			continue;
-		struct rank_state *s = &d->states[st];
-		if (s->r.pid && s->r.pid != e->pid) {
-			/* A new process took over this rank (restart): the
-			 * old one's history is not its own. */
-			struct straggler_rank keep = s->r;
+		bool complete = distinct >= nranks;
+		bool timeout = d->newest_ns - newest > (int64_t)d->o.pending_ns;
 
-			memset(s, 0, sizeof(*s));
-			memcpy(s->r.job, keep.job, sizeof(s->r.job));
-			s->r.communicator = keep.communicator;
-			s->r.rank = keep.rank;
-		}
-		s->r.pid = e->pid;
-		if (e->node)
-			snprintf(s->r.node, sizeof(s->r.node), "%s", e->node);
-		s->seen = true;
-		arr[(*narr)++] = (struct arrival){
-			.state = (uint32_t)st,
-			/* Only the part of the lag clocks cannot explain. */
-			.lag_ns = (double)lag > bound ? (double)lag - bound : 0,
-		};
-		d->st.events_used++;
-	}
-	/* Clearly last: later than the runner-up by more than both clocks'
-	 * error bounds. */
-	if (!latest || t2 == INT64_MIN ||
-	    (double)t1 - (double)t2 <= (double)(latest->clock_err_ns & INT64_MAX) + (double)err_med)
-		return;
-	for (size_t k = first; k < *narr; k++)
-		if (d->states[arr[k].state].r.rank == latest->rank)
-			arr[k].last = 1;
-}
-
-static bool same_comm_run(const struct coll_point *a, const struct coll_point *b)
-{
-	return a->comm == b->comm && a->instance == b->instance && a->epoch == b->epoch;
-}
-
-/*
- * Period of each communicator: the median time between consecutive judged
- * collectives (per sequence step).  pts is in (comm, instance, epoch, seq)
- * order.  Written into every state of that communicator seen this window.
- */
-static void set_periods(struct straggler_detector *d, const struct coll_point *pts, size_t npts,
-			double *tmp)
-{
-	size_t i = 0;
-
-	while (i < npts) {
-		size_t j = i, k = 0;
-		uint64_t comm = pts[i].comm;
-
-		/* All points of this communicator (any instance / epoch). */
-		while (j < npts && pts[j].comm == comm) {
-			if (j > i && same_comm_run(&pts[j - 1], &pts[j]) &&
-			    pts[j].seq > pts[j - 1].seq)
-				tmp[k++] =
-					((double)pts[j].median_ns - (double)pts[j - 1].median_ns) /
-					(double)(pts[j].seq - pts[j - 1].seq);
-			j++;
-		}
-		if (k) {
-			double period = robust_median(tmp, k);
-
-			for (uint32_t s = 0; s < d->nstates; s++)
-				if (d->states[s].seen && d->states[s].r.communicator == comm)
-					d->states[s].r.period_seconds = period / 1e9;
+		if (complete || timeout || all) {
+			judge(d, &d->pend[i], j - i, complete, ob);
+		} else {
+			memmove(&d->pend[w], &d->pend[i], (j - i) * sizeof(*d->pend));
+			w += j - i;
 		}
 		i = j;
 	}
+	d->npend = w;
 }
 
-static void emit(struct straggler_detector *d, struct straggler_transition *out, size_t max_out,
-		 size_t *nout, uint32_t change, bool missing, int64_t at,
-		 const struct rank_state *s)
+/* A confirmed rank its communicator went on without for missing_ns: its
+ * process or its agent is gone. */
+static void check_missing(struct straggler_detector *d, struct outbuf *ob)
 {
-	if (*nout >= max_out) {
-		d->st.transitions_dropped++;
-		return;
-	}
-	out[*nout] = (struct straggler_transition){
-		.change = change, .missing = missing, .at_ns = at, .r = s->r
-	};
-	(*nout)++;
-}
-
-/* Hysteresis: hot windows confirm, cool windows clear, others hold. */
-static void advance(struct straggler_detector *d, struct rank_state *s, int64_t start, int64_t end,
-		    struct straggler_transition *out, size_t max_out, size_t *nout)
-{
-	const struct straggler_opts *o = &d->o;
-	struct straggler_rank *r = &s->r;
-	bool judged = r->collectives >= o->min_collectives && r->period_seconds > 0;
-	bool hot = judged && r->lag_seconds * 1e9 >= (double)o->min_lag_ns &&
-		   r->window_score >= o->min_lag_ratio && r->last_fraction >= o->min_last_fraction;
-	bool cool = judged && !hot &&
-		    (r->window_score < o->min_lag_ratio * o->clear_ratio ||
-		     r->lag_seconds * 1e9 < (double)o->min_lag_ns);
-
-	if (judged)
-		r->score = o->ewma_alpha * r->window_score + (1 - o->ewma_alpha) * r->score;
-	if (hot) {
-		s->cool_streak = 0;
-		if (!s->hot_streak++)
-			s->streak_start_ns = start;
-		if (r->state != STRAGGLER_CONFIRMED) {
-			r->state = STRAGGLER_SUSPECT;
-			if (s->hot_streak >= o->confirm_windows) {
-				r->state = STRAGGLER_CONFIRMED;
-				r->since_ns = s->streak_start_ns;
-				emit(d, out, max_out, nout, STRAGGLER_CONFIRM, false, end, s);
-			}
-		}
-	} else if (cool) {
-		s->hot_streak = 0;
-		if (r->state == STRAGGLER_SUSPECT)
-			r->state = STRAGGLER_OK;
-		if (r->state == STRAGGLER_CONFIRMED && ++s->cool_streak >= o->clear_windows) {
-			r->state = STRAGGLER_OK;
-			emit(d, out, max_out, nout, STRAGGLER_CLEAR, false, end, s);
-			r->since_ns = 0;
-		}
-	}
-}
-
-/* Ranks without events: agent down, process gone or idle communicator.
- * Their streaks hold; a confirmed one clears after missing_clear windows. */
-static void advance_missing(struct straggler_detector *d, struct rank_state *s, int64_t end,
-			    struct straggler_transition *out, size_t max_out, size_t *nout)
-{
-	s->r.missing_windows++;
-	if (s->r.state == STRAGGLER_CONFIRMED && s->r.missing_windows >= d->o.missing_clear) {
-		s->r.state = STRAGGLER_OK;
-		s->hot_streak = s->cool_streak = 0;
-		emit(d, out, max_out, nout, STRAGGLER_CLEAR, true, end, s);
-		s->r.since_ns = 0;
-	}
-}
-
-/* Forgets OK ranks silent for long, so the table never fills with the dead. */
-static void evict(struct straggler_detector *d)
-{
-	uint32_t w = 0;
-
 	for (uint32_t s = 0; s < d->nstates; s++) {
-		const struct rank_state *rs = &d->states[s];
+		struct rank_state *rs = &d->states[s];
+		const struct comm_state *c = &d->comms[rs->comm];
 
-		if (rs->r.state == STRAGGLER_OK && rs->r.missing_windows >= EVICT_MISSING_WINDOWS)
-			continue;
-		if (w != s)
-			d->states[w] = *rs;
-		w++;
-	}
-	if (w != d->nstates) {
-		d->nstates = w;
-		index_rebuild(d);
+		if (rs->r.state == STRAGGLER_CONFIRMED &&
+		    c->newest_ns - rs->r.last_seen_ns > (int64_t)d->o.missing_ns)
+			clear(d, rs, true, c->newest_ns, ob);
 	}
 }
 
-int straggler_detector__window(struct straggler_detector *d, const struct diag_coll_event *ev,
-			       size_t n, int64_t start_ns, int64_t end_ns,
-			       struct straggler_transition *out, size_t max_out)
+/* Room for one more arrival, up to max_pending.  0 or -ENOMEM. */
+static int pend_grow(struct straggler_detector *d)
 {
-	struct slot *sl = NULL;
-	struct arrival *arr = NULL;
-	struct coll_point *pts = NULL;
-	int64_t *tmp = NULL;
-	double *dtmp = NULL;
-	size_t ns = 0, narr = 0, npts = 0, nout = 0;
-	int err = 0;
+	size_t cap = d->pend_cap ? d->pend_cap * 2 : 1024;
+	void *p;
 
-	d->st.windows++;
+	if (cap > d->o.max_pending)
+		cap = d->o.max_pending;
+	if (cap <= d->pend_cap)
+		return -ENOMEM;
+	p = realloc(d->pend, cap * sizeof(*d->pend));
+	if (!p)
+		return -ENOMEM;
+	d->pend = p;
+	d->pend_cap = cap;
+	return 0;
+}
+
+int straggler_detector__add(struct straggler_detector *d, const struct diag_coll_event *ev,
+			    size_t n, struct straggler_transition *out, size_t max_out)
+{
+	struct outbuf ob = { .v = out, .max = max_out };
+
 	d->st.events += n;
-	sl = malloc((n + 1) * sizeof(*sl));
-	arr = malloc((n + 1) * sizeof(*arr));
-	pts = malloc((n + 1) * sizeof(*pts));
-	tmp = malloc((n + 1) * sizeof(*tmp));
-	dtmp = malloc((n + 1) * sizeof(*dtmp));
-	if (!sl || !arr || !pts || !tmp || !dtmp) {
-		err = -ENOMEM;
-		goto out;
-	}
 	for (size_t i = 0; i < n; i++) {
-		if (!ev[i].nranks || ev[i].rank >= ev[i].nranks) {
+		const struct diag_coll_event *e = &ev[i];
+
+		if (e->nranks < 2 || e->rank >= e->nranks) {
 			d->st.events_bad++;
 			continue;
 		}
-		sl[ns++] = (struct slot){ .e = &ev[i] };
-	}
-	for (uint32_t s = 0; s < d->nstates; s++)
-		d->states[s].seen = false;
-
-	number_epochs(d, sl, ns);
-	qsort(sl, ns, sizeof(*sl), cmp_collective);
-	for (size_t i = 0; i < ns;) {
-		size_t j = i + 1;
-
-		while (j < ns && same_collective(&sl[i], &sl[j]))
-			j++;
-		judge_collective(d, &sl[i], j - i, arr, &narr, pts, &npts, tmp);
-		i = j;
-	}
-	set_periods(d, pts, npts, dtmp);
-
-	/* Per state: median lag and how often it was last. */
-	qsort(arr, narr, sizeof(*arr), cmp_arrival);
-	for (size_t i = 0; i < narr;) {
-		size_t j = i, last = 0;
-
-		while (j < narr && arr[j].state == arr[i].state) {
-			dtmp[j - i] = arr[j].lag_ns;
-			last += arr[j].last;
-			j++;
+		if (d->npend == d->pend_cap && pend_grow(d)) {
+			/* Full: judge what is there with the ranks present. */
+			d->st.pending_dropped += d->npend;
+			process(d, true, &ob);
+			if (d->npend == d->pend_cap) { /* no memory at all */
+				d->st.pending_dropped++;
+				continue;
+			}
 		}
-		struct straggler_rank *r = &d->states[arr[i].state].r;
-		r->collectives = (uint32_t)(j - i);
-		r->lag_seconds = robust_median(dtmp, j - i) / 1e9;
-		r->last_fraction = (double)last / (double)(j - i);
-		r->window_score = r->period_seconds > 0 ? r->lag_seconds / r->period_seconds : 0;
-		r->missing_windows = 0;
-		i = j;
+		d->pend[d->npend++] = (struct pend){ .comm = e->comm_hash,
+						     .inst = e->comm_instance,
+						     .seq = e->seq,
+						     .entry_ns = e->entry_ns,
+						     .err_ns = e->clock_err_ns,
+						     .rank = e->rank,
+						     .nranks = e->nranks,
+						     .pid = e->pid,
+						     .node = node_id(d, e->node) };
+		if (e->entry_ns > d->newest_ns)
+			d->newest_ns = e->entry_ns;
 	}
-	for (uint32_t s = 0; s < d->nstates; s++) {
-		if (d->states[s].seen)
-			advance(d, &d->states[s], start_ns, end_ns, out, max_out, &nout);
-		else
-			advance_missing(d, &d->states[s], end_ns, out, max_out, &nout);
-	}
-	evict(d);
-out:
-	free(sl);
-	free(arr);
-	free(pts);
-	free(tmp);
-	free(dtmp);
-	return err ? err : (int)nout;
+	process(d, false, &ob);
+	check_missing(d, &ob);
+	return (int)ob.n;
+}
+
+int straggler_detector__flush(struct straggler_detector *d, struct straggler_transition *out,
+			      size_t max_out)
+{
+	struct outbuf ob = { .v = out, .max = max_out };
+
+	process(d, true, &ob);
+	return (int)ob.n;
+}
+
+int straggler_detector__expire(struct straggler_detector *d, struct straggler_transition *out,
+			       size_t max_out)
+{
+	struct outbuf ob = { .v = out, .max = max_out };
+
+	process(d, true, &ob);
+	for (uint32_t s = 0; s < d->nstates; s++)
+		if (d->states[s].r.state == STRAGGLER_CONFIRMED)
+			clear(d, &d->states[s], true, d->newest_ns, &ob);
+	return (int)ob.n;
 }
 
 static int cmp_suspicion(const void *pa, const void *pb)
@@ -519,7 +585,7 @@ static int cmp_suspicion(const void *pa, const void *pb)
 
 	if (a->state != b->state)
 		return a->state > b->state ? -1 : 1;
-	return (a->score < b->score) - (a->score > b->score);
+	return (a->evidence < b->evidence) - (a->evidence > b->evidence);
 }
 
 size_t straggler_detector__list(const struct straggler_detector *d, bool confirmed_only,
@@ -552,4 +618,5 @@ void straggler_detector__stats(const struct straggler_detector *d, struct stragg
 {
 	*st = d->st;
 	st->tracked = d->nstates;
+	st->pending = d->npend;
 }

@@ -7,7 +7,7 @@
 /*
  * The one piece of process-wide state: the verbosity, written once by main()
  * before threads start and only read afterwards.  libbpf's print callback
- * (agent/log_libbpf.c) has no context argument, so the level cannot live
+ * (agent/core/log_libbpf.c) has no context argument, so the level cannot live
  * in a context struct.
  */
 static enum log_level log_level = LOG_WARN;

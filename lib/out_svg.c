@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "lib/profile.h"
-#include "lib/utf8.h"
+#include "lib/xml_str.h"
 
 #define SVG_WIDTH 1200
 #define SVG_MIN_WIDTH_PX 0.1
@@ -238,61 +238,6 @@ static int tree_layout(struct tree *t)
 
 /* --- XML text ----------------------------------------------------------- */
 
-static size_t cp_count(const char *s)
-{
-	size_t n = 0;
-	uint32_t cp;
-
-	while (*s) {
-		s += utf8_next(s, &cp);
-		n++;
-	}
-	return n;
-}
-
-/*
- * Writes at most max code points of s as XML character data/attribute
- * text.  Invalid UTF-8 and the control characters XML 1.0 forbids become
- * U+FFFD; newlines become spaces so the first <title> line stays the name
- * (the script parses it).
- */
-static void xml_put(FILE *out, const char *s, size_t max)
-{
-	for (size_t i = 0; *s && i < max; i++) {
-		uint32_t cp;
-		size_t n = utf8_next(s, &cp);
-
-		switch (cp) {
-		case '&':
-			fputs("&amp;", out);
-			break;
-		case '<':
-			fputs("&lt;", out);
-			break;
-		case '>':
-			fputs("&gt;", out);
-			break;
-		case '"':
-			fputs("&quot;", out);
-			break;
-		case '\'':
-			fputs("&apos;", out);
-			break;
-		case '\t':
-		case '\n':
-		case '\r':
-			fputc(' ', out);
-			break;
-		default:
-			if (cp < 0x20 || cp == 0x7f || cp == 0xfffe || cp == 0xffff || cp == 0xfffd)
-				fputs("\xef\xbf\xbd", out); /* U+FFFD */
-			else
-				fwrite(s, 1, n, out);
-		}
-		s += n;
-	}
-}
-
 /* The label drawn inside a frame w px wide: the script uses the same rule. */
 static void xml_put_fitted(FILE *out, const char *name, double w)
 {
@@ -302,11 +247,11 @@ static void xml_put_fitted(FILE *out, const char *name, double w)
 	if (room < 3)
 		return;
 	fit = (size_t)room; /* truncation: floor for a positive value */
-	len = cp_count(name);
+	len = utf8_count(name);
 	if (len <= fit) {
-		xml_put(out, name, len);
+		xml_write_text(out, name, len);
 	} else {
-		xml_put(out, name, fit - 2);
+		xml_write_text(out, name, fit - 2);
 		fputs("..", out);
 	}
 }
@@ -441,9 +386,9 @@ static void write_head(FILE *out, uint32_t width, uint32_t height, const char *t
 		"<rect x=\"0\" y=\"0\" width=\"%" PRIu32 "\" height=\"%" PRIu32
 		"\" fill=\"url(#bg)\"/>\n<text id=\"title\" x=\"%.1f\" y=\"24\">",
 		width, height, width / 2.0);
-	xml_put(out, title, SIZE_MAX);
+	xml_write_text(out, title, SIZE_MAX);
 	fprintf(out, "</text>\n<text id=\"note\" x=\"%.1f\" y=\"42\">", width / 2.0);
-	xml_put(out, note, SIZE_MAX);
+	xml_write_text(out, note, SIZE_MAX);
 	fprintf(out,
 		"</text>\n<text id=\"unzoom\" class=\"hide\" x=\"%d\" y=\"24\">"
 		"Reset Zoom</text>\n"
@@ -461,12 +406,12 @@ static void write_frame(FILE *out, const struct node *n, uint64_t total, double 
 
 	node_color(n, color, sizeof(color));
 	fputs("<g><title>", out);
-	xml_put(out, n->name, SIZE_MAX);
+	xml_write_text(out, n->name, SIZE_MAX);
 	fprintf(out, " (%" PRIu64 " samples, %.2f%%)", n->count,
 		total ? 100.0 * (double)n->count / (double)total : 0.0);
 	if (n->file && !n->file_mixed) {
 		fputc('\n', out);
-		xml_put(out, n->file, SIZE_MAX);
+		xml_write_text(out, n->file, SIZE_MAX);
 		if (n->line && !n->line_mixed)
 			fprintf(out, ":%" PRIu32, n->line);
 	}

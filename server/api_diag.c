@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * Diagnosis endpoints and the job page's diagnosis
- * section, over server/diag_engine.c (stragglers, breakdown, leaks: judged
- * per window) and server/diag_inputs.c (findings: computed on request over
+ * section, over server/diag_live.c (stragglers: decided at ingest; past
+ * ranges judged again from the store), server/diag_engine.c (breakdown,
+ * leaks: judged per window) and server/diag_inputs.c (findings: computed on request over
  * the last judged windows, or from/to).  Every answer first brings the
  * engine up to date, so a query never reads older state than the data.
  */
@@ -16,11 +17,13 @@
 #include "lib/enum_names.h"
 #include "server/diag_engine.h"
 #include "server/diag_inputs.h"
+#include "server/diag_live.h"
 #include "server/server.h"
 
 #define MAX_LIST 4096
 #define MAX_FINDINGS 32
-#define FINDINGS_WINDOWS 3 /* the confirm streak: what the detector judged */
+#define FINDINGS_WINDOWS 3			     /* the recent past a finding describes */
+#define MAX_RANGE_NS (7 * 24 * 3600 * 1000000000ULL) /* straggler replays */
 
 static int need_engine(struct server *srv, FILE *out)
 {
@@ -30,35 +33,87 @@ static int need_engine(struct server *srv, FILE *out)
 	return 0;
 }
 
+static const char *state_name(uint32_t state)
+{
+	return state == STRAGGLER_CONFIRMED ? "confirmed"
+	       : state == STRAGGLER_SUSPECT ? "suspect"
+					    : "ok";
+}
+
+static void straggler_json(FILE *out, const struct straggler_rank *r, int first)
+{
+	fputs(first ? "{\"job\":" : ",{\"job\":", out);
+	json_str(out, r->job);
+	fprintf(out, ",\"communicator\":\"%016" PRIx64 "\",\"rank\":%u,\"nranks\":%u,\"node\":",
+		r->communicator, r->rank, r->nranks);
+	json_str(out, r->node);
+	fprintf(out,
+		",\"pid\":%u,\"lag_seconds\":%.6f,\"score\":%.4f,\"since\":%.3f,"
+		"\"decided_at\":%.3f,\"evidence\":%.3f,\"collectives\":%" PRIu64
+		",\"state\":\"%s\",\"last_fraction\":%.3f,\"period_seconds\":%.6f",
+		r->pid, r->lag_seconds, r->score, r->since_ns / 1e9, r->decided_ns / 1e9,
+		r->evidence, r->collectives, state_name(r->state), r->last_fraction,
+		r->period_seconds);
+}
+
+/* from/to: every straggler episode of the range, judged again from the
+ * store by the same rule (a post-mortem of a job that ended). */
+static int stragglers_range(struct server *srv, const struct request *r, const char *job, FILE *out)
+{
+	struct store_filter f = { 0 };
+	struct diag_episode *ep;
+	char err[256];
+	int n, truncated = 0;
+
+	if (request__filter(r, "", &f, err, sizeof(err)))
+		return json_error(out, 400, "%s", err);
+	if (!f.to_ns)
+		f.to_ns = realtime_ns();
+	if (f.from_ns >= f.to_ns || f.to_ns - f.from_ns > MAX_RANGE_NS)
+		return json_error(out, 400, "want from < to, at most 7 days apart");
+	ep = calloc(MAX_LIST, sizeof(*ep));
+	if (!ep)
+		return json_error(out, 500, "out of memory");
+	n = diag_live__replay(srv->store, job, f.from_ns, f.to_ns, NULL, ep, MAX_LIST, &truncated);
+	if (n < 0) {
+		free(ep);
+		return json_error(out, 503, "stragglers: %s", strerror(-n));
+	}
+	fputc('[', out);
+	for (int i = 0; i < n && i < MAX_LIST; i++) {
+		straggler_json(out, &ep[i].r, !i);
+		if (ep[i].until_ns)
+			fprintf(out, ",\"until\":%.3f,\"missing\":%s", ep[i].until_ns / 1e9,
+				ep[i].missing ? "true" : "false");
+		else
+			fputs(",\"until\":null", out);
+		fprintf(out, ",\"truncated\":%s}", truncated ? "true" : "false");
+	}
+	fputs("]\n", out);
+	free(ep);
+	return 200;
+}
+
 int api_stragglers(struct server *srv, const struct request *r, FILE *out)
 {
 	const char *job = request__arg(r, "job"), *all = request__arg(r, "all");
 	struct straggler_rank *v;
 	size_t n;
-	int st = need_engine(srv, out);
 
-	if (st)
-		return st;
+	if (!srv->live)
+		return json_error(out, 503, "diagnosis is off");
+	if (job && !job[0])
+		job = NULL;
+	if (request__arg(r, "from") || request__arg(r, "to"))
+		return stragglers_range(srv, r, job, out);
 	v = calloc(MAX_LIST, sizeof(*v));
 	if (!v)
 		return json_error(out, 500, "out of memory");
-	n = diag_engine__stragglers(srv->diag, job && job[0] ? job : NULL, !(all && *all == '1'), v,
-				    MAX_LIST);
+	n = diag_live__stragglers(srv->live, job, !(all && *all == '1'), v, MAX_LIST);
 	fputc('[', out);
 	for (size_t i = 0; i < n && i < MAX_LIST; i++) {
-		fputs(i ? ",{\"job\":" : "{\"job\":", out);
-		json_str(out, v[i].job);
-		fprintf(out, ",\"communicator\":\"%016" PRIx64 "\",\"rank\":%u,\"node\":",
-			v[i].communicator, v[i].rank);
-		json_str(out, v[i].node);
-		fprintf(out,
-			",\"pid\":%u,\"lag_seconds\":%.6f,\"score\":%.4f,\"since\":%.3f,"
-			"\"state\":\"%s\",\"last_fraction\":%.3f,\"period_seconds\":%.6f}",
-			v[i].pid, v[i].lag_seconds, v[i].score, v[i].since_ns / 1e9,
-			v[i].state == STRAGGLER_CONFIRMED ? "confirmed"
-			: v[i].state == STRAGGLER_SUSPECT ? "suspect"
-							  : "ok",
-			v[i].last_fraction, v[i].period_seconds);
+		straggler_json(out, &v[i], !i);
+		fputc('}', out);
 	}
 	fputs("]\n", out);
 	free(v);
@@ -242,7 +297,7 @@ void page_diagnosis(struct server *srv, const char *job, FILE *out)
 
 	diag_engine__run(srv->diag, realtime_ns());
 	fputs("<h2>Stragglers</h2>", out);
-	n = diag_engine__stragglers(srv->diag, job, 0, s, 64);
+	n = srv->live ? diag_live__stragglers(srv->live, job, 0, s, 64) : 0;
 	if (!n || s[0].state == STRAGGLER_OK)
 		fputs("<p>none: every rank arrives with its peers</p>", out);
 	for (size_t i = 0; i < n && i < 64 && s[i].state != STRAGGLER_OK; i++) {

@@ -15,6 +15,7 @@
 
 #include "lib/hash.h"
 #include "lib/profile.h"
+#include "lib/xml_str.h"
 #include "server/server.h"
 
 struct dnode {
@@ -108,22 +109,6 @@ static int folded_text(const struct profile *p, char **text)
 	return err;
 }
 
-static void xml_text(FILE *out, const char *s)
-{
-	for (; *s; s++) {
-		if (*s == '<')
-			fputs("&lt;", out);
-		else if (*s == '>')
-			fputs("&gt;", out);
-		else if (*s == '&')
-			fputs("&amp;", out);
-		else if (*s == '"')
-			fputs("&quot;", out);
-		else
-			fputc(*s, out);
-	}
-}
-
 #define DIFF_WIDTH 1200.0
 #define ROW_H 16
 
@@ -156,7 +141,7 @@ static void draw(FILE *out, const struct dtree *t, uint32_t i, double x, uint32_
 		shade = 60;
 	double y = (double)(maxd - depth) * ROW_H;
 	fprintf(out, "<g><title>");
-	xml_text(out, i ? n->name : "all");
+	xml_write_text(out, i ? n->name : "all", SIZE_MAX);
 	fprintf(out,
 		" (selection %" PRIu64 " = %.2f%%, base %" PRIu64 " = %.2f%%, %+.2f pp)</title>",
 		n->a, 100 * sa, n->b, 100 * sb, 100 * delta);
@@ -166,11 +151,8 @@ static void draw(FILE *out, const struct dtree *t, uint32_t i, double x, uint32_
 	if (w > 40) {
 		fprintf(out, "<text x=\"%.1f\" y=\"%.1f\" clip-path=\"inset(0 0 0 0)\">", x + 3,
 			y + ROW_H - 4);
-		size_t maxc = (size_t)(w / 7);
-		char buf[256];
-		snprintf(buf, sizeof(buf), "%.*s", (int)(maxc < 255 ? maxc : 255),
-			 i ? n->name : "all");
-		xml_text(out, buf);
+		/* by code points: a cut never splits a character */
+		xml_write_text(out, i ? n->name : "all", (size_t)(w / 7));
 		fputs("</text>", out);
 	}
 	fputs("</g>\n", out);
@@ -185,7 +167,7 @@ static void write_svg(FILE *out, const struct dtree *t)
 	uint32_t maxd = depth_of(t, 0, 0);
 
 	fprintf(out,
-		"<?xml version=\"1.0\" standalone=\"no\"?>\n"
+		"<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n"
 		"<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%u\" "
 		"font-family=\"monospace\" font-size=\"11\">\n"
 		"<text x=\"4\" y=\"14\">differential flame graph: width = selection (%" PRIu64

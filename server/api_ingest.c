@@ -11,6 +11,7 @@
 
 #include "lib/clock.h"
 #include "lib/hex.h"
+#include "server/diag_live.h"
 #include "server/server.h"
 
 static void add(uint64_t *c, uint64_t v)
@@ -76,6 +77,10 @@ int api_ingest(struct server *srv, const struct request *r, FILE *out)
 		}
 		add(&srv->m.batches_stored, 1);
 		add(&srv->m.cpu_samples, samples);
+		/* Straggler evidence as it arrives (after the store has it, so
+		 * a replay of the range sees the same collectives). */
+		if (srv->live)
+			diag_live__batch(srv->live, b, stb.received_ns);
 	}
 	fprintf(out,
 		"{\"status\":\"%s\",\"batch_id\":\"%s\",\"cpu_samples\":%llu,"
@@ -95,9 +100,9 @@ int api_symbols(struct server *srv, const struct request *r, const char *hex, FI
 {
 	int err;
 
-	if (!buildid_hex_valid(hex))
-		return json_error(out, 400, "bad build-id \"%s\": want lowercase hex", hex);
-	err = buildid_store__put(srv->bids, hex, r->body, r->body_len);
+	if (!r->upload) /* server/http.c begins it on the first callback */
+		return json_error(out, 500, "no upload for %s", hex);
+	err = buildid_store__commit(r->upload);
 	if (err) {
 		add(&srv->m.symbol_upload_rejected, 1);
 		if (err == -ENOEXEC)

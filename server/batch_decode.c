@@ -1,12 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "server/batch_decode.h"
+#include "server/pb_budget.h"
 
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+/* ZSTD_getFrameHeader (exported by libzstd.so since 1.3; "static only" in name) */
+#define ZSTD_STATIC_LINKING_ONLY
 #include <zstd.h>
+
+#include "server/store/schema.h"
 
 #define DEFAULT_MAX_WIRE (16u << 20)
 #define DEFAULT_MAX_RAW (128u << 20)
@@ -33,58 +38,105 @@ int batch_error__http_status(enum batch_error e)
 		return 413;
 	case BATCH_INVALID:
 		return 422;
+	case BATCH_BUSY:
+		return 503;
 	default:
 		return 400;
 	}
 }
 
+/* The decompressed bytes: buf (cap bytes, charged to the shared budget). */
+struct raw_buf {
+	uint8_t *buf;
+	size_t len, cap;
+};
+
+static enum batch_error raw_grow(struct raw_buf *r, size_t cap, struct mem_budget *shared,
+				 char *err, size_t errsz)
+{
+	uint8_t *nb;
+
+	if (mem_budget__take(shared, cap - r->cap))
+		return fail(err, errsz, BATCH_BUSY, "server busy: decode memory at its bound");
+	nb = realloc(r->buf, cap ? cap : 1);
+	if (!nb) {
+		mem_budget__give(shared, cap - r->cap);
+		return fail(err, errsz, BATCH_TOO_LARGE, "out of memory");
+	}
+	r->buf = nb;
+	r->cap = cap;
+	return BATCH_OK;
+}
+
 /*
- * Decompresses one zstd frame into at most max bytes.  Streaming, with the
- * output buffer grown as needed up to max: the frame header's content size
- * is a claim, not a fact, so it neither sizes nor bounds the buffer.
+ * A frame that states its size (the agent's do: ZSTD_compress) is
+ * decompressed in one pass into a buffer of that size, which needs no
+ * decoder window.  The size is a claim: a frame with more content fails
+ * (dst too small), one with less is refused too.
  */
-static enum batch_error unzstd(const void *in, size_t n, size_t max, uint8_t **out, size_t *len,
-			       char *err, size_t errsz)
+static enum batch_error unzstd_sized(const void *in, size_t n, size_t size, struct raw_buf *r,
+				     struct mem_budget *shared, char *err, size_t errsz)
+{
+	enum batch_error e = raw_grow(r, size, shared, err, errsz);
+	size_t got;
+
+	if (e)
+		return e;
+	got = ZSTD_decompress(r->buf, r->cap, in, n);
+	if (ZSTD_isError(got))
+		return fail(err, errsz, BATCH_NOT_ZSTD, "corrupt zstd data: %s",
+			    ZSTD_getErrorName(got));
+	if (got != size)
+		return fail(err, errsz, BATCH_NOT_ZSTD, "zstd frame of %zu bytes claims %zu", got,
+			    size);
+	r->len = got;
+	return BATCH_OK;
+}
+
+/*
+ * A frame of unknown size: streamed, the output buffer grown as needed.
+ * The decoder's window is memory too (charged while it decodes), and the
+ * window and the output together stay within max.
+ */
+static enum batch_error unzstd_stream(const void *in, size_t n, size_t max, size_t window,
+				      struct raw_buf *r, struct mem_budget *shared, char *err,
+				      size_t errsz)
 {
 	ZSTD_inBuffer ib = { in, n, 0 };
 	ZSTD_DCtx *dc;
-	uint8_t *buf = NULL;
-	size_t cap = 0, ret = 1;
+	size_t ret = 1;
 	enum batch_error e = BATCH_OK;
 
-	static const uint8_t magic[4] = { 0x28, 0xb5, 0x2f, 0xfd }; /* ZSTD_MAGICNUMBER, LE */
-
-	if (n < 4 || memcmp(in, magic, 4))
-		return fail(err, errsz, BATCH_NOT_ZSTD, "body is not a zstd frame");
+	window += 128u << 10; /* and a block */
+	if (window >= max)
+		return fail(err, errsz, BATCH_TOO_LARGE,
+			    "batch decompresses to more than %zu bytes (its zstd window alone)",
+			    max);
+	max -= window;
+	if (mem_budget__take(shared, window))
+		return fail(err, errsz, BATCH_BUSY, "server busy: decode memory at its bound");
 	dc = ZSTD_createDCtx();
-	if (!dc)
+	if (!dc) {
+		mem_budget__give(shared, window);
 		return fail(err, errsz, BATCH_TOO_LARGE, "out of memory");
-	/* A window larger than what we accept in total is refused early. */
+	}
 	ZSTD_DCtx_setParameter(dc, ZSTD_d_windowLogMax, 27);
-	*len = 0;
 	while (ret != 0) {
-		if (*len == cap) {
-			size_t ncap = cap ? cap * 2 : 64 * 1024;
-			uint8_t *nb;
+		if (r->len == r->cap) {
+			size_t ncap = r->cap ? r->cap * 2 : 64 * 1024;
 
-			if (cap >= max) {
+			if (r->cap >= max) {
 				e = fail(err, errsz, BATCH_TOO_LARGE,
 					 "batch decompresses to more than %zu bytes", max);
 				break;
 			}
-			if (ncap > max)
-				ncap = max;
-			nb = realloc(buf, ncap);
-			if (!nb) {
-				e = fail(err, errsz, BATCH_TOO_LARGE, "out of memory");
+			e = raw_grow(r, ncap < max ? ncap : max, shared, err, errsz);
+			if (e)
 				break;
-			}
-			buf = nb;
-			cap = ncap;
 		}
-		ZSTD_outBuffer ob = { buf, cap, *len };
+		ZSTD_outBuffer ob = { r->buf, r->cap, r->len };
 		ret = ZSTD_decompressStream(dc, &ob, &ib);
-		*len = ob.pos;
+		r->len = ob.pos;
 		if (ZSTD_isError(ret)) {
 			e = fail(err, errsz, BATCH_NOT_ZSTD, "corrupt zstd data: %s",
 				 ZSTD_getErrorName(ret));
@@ -95,15 +147,51 @@ static enum batch_error unzstd(const void *in, size_t n, size_t max, uint8_t **o
 			break;
 		}
 	}
-	if (e == BATCH_OK && ib.pos != ib.size)
-		e = fail(err, errsz, BATCH_NOT_ZSTD, "%zu bytes after the zstd frame",
-			 ib.size - ib.pos);
 	ZSTD_freeDCtx(dc);
-	if (e != BATCH_OK) {
-		free(buf);
+	mem_budget__give(shared, window);
+	return e;
+}
+
+/*
+ * Decompresses one zstd frame (nothing after it) into at most max bytes of
+ * memory, charged to shared: *out (free it, then give *held back).
+ */
+static enum batch_error unzstd(const void *in, size_t n, size_t max, struct mem_budget *shared,
+			       uint8_t **out, size_t *len, size_t *held, char *err, size_t errsz)
+{
+	static const uint8_t magic[4] = { 0x28, 0xb5, 0x2f, 0xfd }; /* ZSTD_MAGICNUMBER, LE */
+	struct raw_buf r = { 0 };
+	ZSTD_frameHeader zfh;
+	size_t fsize;
+	enum batch_error e;
+
+	if (n < 4 || memcmp(in, magic, 4))
+		return fail(err, errsz, BATCH_NOT_ZSTD, "body is not a zstd frame");
+	if (ZSTD_getFrameHeader(&zfh, in, n))
+		return fail(err, errsz, BATCH_NOT_ZSTD, "truncated or corrupt zstd frame header");
+	fsize = ZSTD_findFrameCompressedSize(in, n);
+	if (ZSTD_isError(fsize))
+		return fail(err, errsz, BATCH_NOT_ZSTD, "truncated zstd frame: %s",
+			    ZSTD_getErrorName(fsize));
+	if (fsize != n)
+		return fail(err, errsz, BATCH_NOT_ZSTD, "%zu bytes after the zstd frame",
+			    n - fsize);
+	if (zfh.frameContentSize != ZSTD_CONTENTSIZE_UNKNOWN && zfh.frameContentSize > max)
+		return fail(err, errsz, BATCH_TOO_LARGE,
+			    "batch decompresses to more than %zu bytes", max);
+	if (zfh.frameContentSize != ZSTD_CONTENTSIZE_UNKNOWN)
+		e = unzstd_sized(in, n, (size_t)zfh.frameContentSize, &r, shared, err, errsz);
+	else
+		e = unzstd_stream(in, n, max, zfh.windowSize < max ? zfh.windowSize : max, &r,
+				  shared, err, errsz);
+	if (e) {
+		free(r.buf);
+		mem_budget__give(shared, r.cap);
 		return e;
 	}
-	*out = buf;
+	*out = r.buf;
+	*len = r.len;
+	*held = r.cap;
 	return BATCH_OK;
 }
 
@@ -121,19 +209,13 @@ struct vctx {
 		if (!(cond))                                                       \
 			return fail(v->err, v->errsz, BATCH_INVALID, __VA_ARGS__); \
 	} while (0)
-#define STR(field, what, i)                                                          \
-	CHECK((field) < v->b->n_strings, "%s[%zu]: string %u out of range", what, i, \
-	      (unsigned)(field))
-#define PROC(field, what, i)                                                            \
-	CHECK((field) < v->b->n_processes, "%s[%zu]: process %u out of range", what, i, \
-	      (unsigned)(field))
-#define STACK(field, what, i)                                                      \
-	CHECK((field) < v->b->n_stacks, "%s[%zu]: stack %u out of range", what, i, \
-	      (unsigned)(field))
-#define MAPPING(field, what, i)                                                        \
-	CHECK((field) < v->b->n_mappings, "%s[%zu]: mapping %u out of range", what, i, \
-	      (unsigned)(field))
+/* Index field of record what[i] into a list of n (named list). */
+#define INDEX(field, n, list, what, i) \
+	CHECK((field) < (n), "%s[%zu]: %s %u out of range", what, i, list, (unsigned)(field))
+#define STR(field, what, i) INDEX(field, v->b->n_strings, "string", what, i)
+#define MAPPING(field, what, i) INDEX(field, v->b->n_mappings, "mapping", what, i)
 
+/* What the schema does not describe: a process's pid, labels and maps. */
 static enum batch_error check_processes(const struct vctx *v)
 {
 	const Strata__V1__Batch *b = v->b;
@@ -142,14 +224,6 @@ static enum batch_error check_processes(const struct vctx *v)
 		const Strata__V1__Process *p = b->processes[i];
 
 		CHECK(p->pid != 0, "processes[%zu]: pid 0", i);
-		STR(p->comm_str, "processes", i);
-		STR(p->cmdline_str, "processes", i);
-		STR(p->cgroup_str, "processes", i);
-		STR(p->container_str, "processes", i);
-		STR(p->pod_str, "processes", i);
-		STR(p->job_str, "processes", i);
-		STR(p->torchelastic_run_id_str, "processes", i);
-		STR(p->slurm_job_id_str, "processes", i);
 		for (size_t j = 0; j < p->n_labels; j++) {
 			STR(p->labels[j]->key_str, "processes.labels", i);
 			STR(p->labels[j]->value_str, "processes.labels", i);
@@ -203,83 +277,110 @@ static enum batch_error check_stacks(const struct vctx *v)
 	return BATCH_OK;
 }
 
-static enum batch_error check_cpu(const struct vctx *v)
-{
-	const Strata__V1__Batch *b = v->b;
+/* ---- the records' indexes, from the store schema ------------------------- */
 
-	for (size_t i = 0; i < b->n_cpu_samples; i++) {
-		STACK(b->cpu_samples[i]->stack, "cpu_samples", i);
-		PROC(b->cpu_samples[i]->process, "cpu_samples", i);
-		STR(b->cpu_samples[i]->thread_comm_str, "cpu_samples", i);
+/* A table's index fields, in field order, for one batch. */
+struct refs {
+	const struct vctx *v;
+	const char *what; /* "cpu_samples", "cuda_api_tally.errors" */
+	char whatbuf[64];
+	size_t n;
+	struct {
+		const ProtobufCFieldDescriptor *f;
+		enum store_ref ref;
+		int of_parent;
+	} r[STORE_MAX_COLS];
+};
+
+/* The table's index fields of the parent's or its own message, in field
+ * order. */
+static void add_refs(struct refs *rs, const struct store_table *t, int of_parent)
+{
+	const ProtobufCMessageDescriptor *d = of_parent ? STORE_TABLES[t->parent].msg : t->msg;
+
+	for (unsigned i = 0; i < d->n_fields; i++) {
+		for (size_t c = 0; c < t->ncols; c++) {
+			const struct store_column *col = &t->cols[c];
+
+			if (col->ref == STORE_REF_NONE ||
+			    !(col->flags & STORE_OF_PARENT) != !of_parent ||
+			    strcmp(col->field, d->fields[i].name))
+				continue;
+			rs->r[rs->n].f = &d->fields[i];
+			rs->r[rs->n].ref = col->ref;
+			rs->r[rs->n++].of_parent = of_parent;
+		}
 	}
-	for (size_t i = 0; i < b->n_offcpu_samples; i++) {
-		STACK(b->offcpu_samples[i]->stack, "offcpu_samples", i);
-		PROC(b->offcpu_samples[i]->process, "offcpu_samples", i);
+}
+
+static void refs_init(struct refs *rs, const struct vctx *v, const struct store_table *t)
+{
+	rs->v = v;
+	rs->n = 0;
+	rs->what = t->field;
+	if (t->parent >= 0) {
+		snprintf(rs->whatbuf, sizeof(rs->whatbuf), "%s.%s", STORE_TABLES[t->parent].field,
+			 t->field);
+		rs->what = rs->whatbuf;
+		add_refs(rs, t, 1);
 	}
-	for (size_t i = 0; i < b->n_sched_stats; i++)
-		PROC(b->sched_stats[i]->process, "sched_stats", i);
-	for (size_t i = 0; i < b->n_time_breakdown; i++)
-		PROC(b->time_breakdown[i]->process, "time_breakdown", i);
-	/* CPU layer */
-	for (size_t i = 0; i < b->n_foreign_runs; i++)
-		STR(b->foreign_runs[i]->comm_str, "foreign_runs", i);
-	for (size_t i = 0; i < b->n_target_cpus; i++)
-		PROC(b->target_cpus[i]->process, "target_cpus", i);
+	add_refs(rs, t, 0);
+}
+
+static int check_record(void *ctx, const struct store_rec *rec)
+{
+	const struct refs *rs = ctx;
+	const struct vctx *v = rs->v;
+	const char *what = rs->what;
+	size_t i = rec->i;
+
+	for (size_t k = 0; k < rs->n; k++) {
+		uint32_t x =
+			store_rec__u32(rs->r[k].of_parent ? rec->parent : rec->msg, rs->r[k].f);
+
+		switch (rs->r[k].ref) {
+		case STORE_REF_STRING:
+			STR(x, what, i);
+			break;
+		case STORE_REF_PROCESS:
+			INDEX(x, v->b->n_processes, "process", what, i);
+			break;
+		case STORE_REF_STACK:
+			INDEX(x, v->b->n_stacks, "stack", what, i);
+			break;
+		default:
+			break;
+		}
+	}
 	return BATCH_OK;
 }
 
-static enum batch_error check_gpu(const struct vctx *v)
+/* Every string, process and stack index of every record the schema
+ * describes (server/store/schema.h), stored or not. */
+static enum batch_error check_records(const struct vctx *v)
+{
+	for (int t = 0; t < STORE_NTABLES; t++) {
+		struct refs rs;
+		int e;
+
+		refs_init(&rs, v, &STORE_TABLES[t]);
+		if (rs.n && (e = store_table__each(&STORE_TABLES[t], v->b, check_record, &rs)))
+			return (enum batch_error)e;
+	}
+	return BATCH_OK;
+}
+
+/* Value checks beyond indexes. */
+static enum batch_error check_values(const struct vctx *v)
 {
 	const Strata__V1__Batch *b = v->b;
 
-	for (size_t i = 0; i < b->n_cuda_launches; i++) {
-		PROC(b->cuda_launches[i]->process, "cuda_launches", i);
-		STACK(b->cuda_launches[i]->stack, "cuda_launches", i);
-		STR(b->cuda_launches[i]->kernel_name_str, "cuda_launches", i);
-	}
-	for (size_t i = 0; i < b->n_cuda_allocs; i++) {
-		PROC(b->cuda_allocs[i]->process, "cuda_allocs", i);
-		STACK(b->cuda_allocs[i]->stack, "cuda_allocs", i);
-		STR(b->cuda_allocs[i]->api_str, "cuda_allocs", i);
-	}
-	for (size_t i = 0; i < b->n_cuda_alloc_failures; i++) {
-		PROC(b->cuda_alloc_failures[i]->process, "cuda_alloc_failures", i);
-		STACK(b->cuda_alloc_failures[i]->stack, "cuda_alloc_failures", i);
-		STR(b->cuda_alloc_failures[i]->code_name_str, "cuda_alloc_failures", i);
-	}
-	for (size_t i = 0; i < b->n_cuda_transfers; i++) {
-		PROC(b->cuda_transfers[i]->process, "cuda_transfers", i);
-		STACK(b->cuda_transfers[i]->stack, "cuda_transfers", i);
-		STR(b->cuda_transfers[i]->api_str, "cuda_transfers", i);
-	}
-	for (size_t i = 0; i < b->n_cuda_api_tally; i++) {
-		const Strata__V1__CudaApiTally *t = b->cuda_api_tally[i];
-
-		PROC(t->process, "cuda_api_tally", i);
-		STR(t->fn_str, "cuda_api_tally", i);
-		for (size_t j = 0; j < t->n_errors; j++)
-			STR(t->errors[j]->name_str, "cuda_api_tally.errors", i);
-	}
-	for (size_t i = 0; i < b->n_probe_duty; i++) {
-		STR(b->probe_duty[i]->probe_str, "probe_duty", i);
+	for (size_t i = 0; i < b->n_probe_duty; i++)
 		CHECK(b->probe_duty[i]->ratio >= 0 && b->probe_duty[i]->ratio <= 1,
 		      "probe_duty[%zu]: ratio outside [0, 1]", i);
-	}
-	for (size_t i = 0; i < b->n_nccl_comms; i++)
-		PROC(b->nccl_comms[i]->process, "nccl_comms", i);
-	for (size_t i = 0; i < b->n_nccl_collectives; i++) {
-		const Strata__V1__NcclCollective *c = b->nccl_collectives[i];
-
-		PROC(c->process, "nccl_collectives", i);
-		STR(c->op_str, "nccl_collectives", i);
-		STR(c->dtype_str, "nccl_collectives", i);
-		STACK(c->stack, "nccl_collectives", i);
-		CHECK(c->exit_ns >= c->entry_ns, "nccl_collectives[%zu]: exit before entry", i);
-	}
-	for (size_t i = 0; i < b->n_nccl_stats; i++) {
-		PROC(b->nccl_stats[i]->process, "nccl_stats", i);
-		STR(b->nccl_stats[i]->op_str, "nccl_stats", i);
-	}
+	for (size_t i = 0; i < b->n_nccl_collectives; i++)
+		CHECK(b->nccl_collectives[i]->exit_ns >= b->nccl_collectives[i]->entry_ns,
+		      "nccl_collectives[%zu]: exit before entry", i);
 	return BATCH_OK;
 }
 
@@ -300,8 +401,8 @@ enum batch_error batch_validate(const Strata__V1__Batch *b, const struct batch_l
 	CHECK(b->end_ns >= b->start_ns && b->start_ns > 0, "bad time window [%llu, %llu)",
 	      (unsigned long long)b->start_ns, (unsigned long long)b->end_ns);
 	CHECK(b->n_strings == 0 || (b->strings[0] && !b->strings[0][0]), "strings[0] must be \"\"");
-	if ((e = check_processes(v)) || (e = check_stacks(v)) || (e = check_cpu(v)) ||
-	    (e = check_gpu(v)))
+	if ((e = check_processes(v)) || (e = check_stacks(v)) || (e = check_records(v)) ||
+	    (e = check_values(v)))
 		return e;
 	return BATCH_OK;
 }
@@ -311,28 +412,40 @@ enum batch_error batch_decode(const void *wire, size_t n, const struct batch_lim
 {
 	size_t max_wire = lim && lim->max_wire ? lim->max_wire : DEFAULT_MAX_WIRE;
 	size_t max_raw = lim && lim->max_raw ? lim->max_raw : DEFAULT_MAX_RAW;
+	struct mem_budget *shared = lim ? lim->budget : NULL;
+	ProtobufCAllocator freer = pb_budget__freer();
+	struct pb_budget pb;
 	Strata__V1__Batch *b;
 	uint8_t *raw = NULL;
-	size_t len = 0;
+	size_t len = 0, held = 0;
 	enum batch_error e;
 
 	*out = NULL;
 	if (n > max_wire)
 		return fail(err, errsz, BATCH_TOO_LARGE, "batch of %zu bytes (at most %zu)", n,
 			    max_wire);
-	e = unzstd(wire, n, max_raw, &raw, &len, err, errsz);
+	e = unzstd(wire, n, max_raw, shared, &raw, &len, &held, err, errsz);
 	if (e)
 		return e;
 	if (raw_len)
 		*raw_len = len;
-	b = strata__v1__batch__unpack(NULL, len, raw);
+	/* max_raw bounds the whole decode: what is left of it after the
+	 * decompressed bytes is what the unpacked structures may take */
+	pb_budget__init(&pb, max_raw - held, shared);
+	b = strata__v1__batch__unpack(&pb.a, len, raw);
 	free(raw);
+	mem_budget__give(shared, held);
+	if (!b && pb.shared_refused)
+		return fail(err, errsz, BATCH_BUSY, "server busy: decode memory at its bound");
+	if (!b && pb.max_refused)
+		return fail(err, errsz, BATCH_TOO_LARGE,
+			    "batch decodes to more than %zu bytes of memory", max_raw);
 	if (!b)
 		return fail(err, errsz, BATCH_BAD_PROTO,
 			    "not a strata batch (protobuf decode failed)");
 	e = batch_validate(b, lim, err, errsz);
 	if (e) {
-		strata__v1__batch__free_unpacked(b, NULL);
+		strata__v1__batch__free_unpacked(b, &freer);
 		return e;
 	}
 	*out = b;
@@ -341,6 +454,8 @@ enum batch_error batch_decode(const void *wire, size_t n, const struct batch_lim
 
 void batch_decode__free(Strata__V1__Batch *b)
 {
-	if (b)
-		strata__v1__batch__free_unpacked(b, NULL);
+	ProtobufCAllocator freer = pb_budget__freer();
+
+	if (b) /* every allocation of b gives its bytes back to the budget */
+		strata__v1__batch__free_unpacked(b, &freer);
 }

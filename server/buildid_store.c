@@ -55,7 +55,7 @@ static void index_dir(struct buildid_store *s)
 		DIR *dd;
 		struct dirent *e;
 
-		if (strlen(d->d_name) != 2 ||
+		if (strlen(d->d_name) != 2 || d->d_name[0] == '.' || /* not "..": the parent */
 		    snprintf(sub, sizeof(sub), "%s/%s", s->dir, d->d_name) >= (int)sizeof(sub))
 			continue;
 		dd = opendir(sub);
@@ -75,6 +75,8 @@ static void index_dir(struct buildid_store *s)
 	closedir(top);
 }
 
+static void clean_incoming(const char *dir);
+
 struct buildid_store *buildid_store__open(const char *dir, uint64_t max_bytes)
 {
 	struct buildid_store *s;
@@ -92,6 +94,7 @@ struct buildid_store *buildid_store__open(const char *dir, uint64_t max_bytes)
 	}
 	s->max_bytes = max_bytes;
 	pthread_mutex_init(&s->lock, NULL);
+	clean_incoming(dir);
 	index_dir(s);
 	return s;
 }
@@ -146,55 +149,184 @@ static int verify(int fd, const char *hex)
 	return strncmp(got, hex, strlen(got)) ? -ENOEXEC : 0;
 }
 
+struct buildid_upload {
+	struct buildid_store *s;
+	char hex[BUILDID_HEX_MAX], path[PATH_MAX], tmp[PATH_MAX];
+	int fd;
+	uint64_t written, reserved; /* reserved >= written */
+};
+
+/* Takes n bytes of the store's bound; -ENOSPC (counted) when full. */
+static int reserve(struct buildid_store *s, uint64_t n)
+{
+	int err = 0;
+
+	pthread_mutex_lock(&s->lock);
+	if (n > s->max_bytes || s->st.bytes > s->max_bytes - n) {
+		s->st.refused_full++;
+		err = -ENOSPC;
+	} else {
+		s->st.bytes += n;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return err;
+}
+
+/* Removes what a crash left in DIR/.incoming: nothing there is in use
+ * before the store is open. */
+static void clean_incoming(const char *dir)
+{
+	char in[PATH_MAX];
+	DIR *d;
+	struct dirent *e;
+
+	if (snprintf(in, sizeof(in), "%s/.incoming", dir) >= (int)sizeof(in))
+		return;
+	d = opendir(in);
+	if (!d)
+		return;
+	while ((e = readdir(d)))
+		if (e->d_name[0] != '.')
+			unlinkat(dirfd(d), e->d_name, 0);
+	closedir(d);
+}
+
+int buildid_store__begin(struct buildid_store *s, const char *hex, uint64_t expect,
+			 struct buildid_upload **out)
+{
+	struct buildid_upload *u;
+	char in[PATH_MAX];
+	int err;
+
+	*out = NULL;
+	u = calloc(1, sizeof(*u));
+	if (!u)
+		return -ENOMEM;
+	u->s = s;
+	u->fd = -1;
+	err = file_path(s, hex, u->path, sizeof(u->path));
+	if (err)
+		goto fail;
+	snprintf(u->hex, sizeof(u->hex), "%s", hex);
+	if (!access(u->path, F_OK)) {
+		err = -EEXIST;
+		goto fail;
+	}
+	if (snprintf(in, sizeof(in), "%s/.incoming", s->dir) >= (int)sizeof(in) ||
+	    snprintf(u->tmp, sizeof(u->tmp), "%s/%s.XXXXXX", in, hex) >= (int)sizeof(u->tmp)) {
+		err = -ENAMETOOLONG;
+		goto fail;
+	}
+	pthread_mutex_lock(&s->lock);
+	s->st.uploads++;
+	pthread_mutex_unlock(&s->lock);
+	err = reserve(s, expect);
+	if (err)
+		goto fail;
+	u->reserved = expect;
+	if (mkdir(in, 0700) && errno != EEXIST) {
+		err = -errno;
+		goto fail;
+	}
+	u->fd = mkostemp(u->tmp, O_CLOEXEC);
+	if (u->fd < 0) {
+		err = -errno;
+		goto fail;
+	}
+	*out = u;
+	return 0;
+fail:
+	buildid_upload__abort(u);
+	return err;
+}
+
+int buildid_upload__write(struct buildid_upload *u, const void *data, size_t n)
+{
+	if (u->written + n > u->reserved) {
+		int err = reserve(u->s, u->written + n - u->reserved);
+
+		if (err)
+			return err;
+		u->reserved = u->written + n;
+	}
+	u->written += n;
+	return write_all(u->fd, data, n);
+}
+
+/* Ends u: gives back what it reserved beyond keep bytes, counts it, frees it. */
+static void upload_end(struct buildid_upload *u, uint64_t keep, int stored)
+{
+	struct buildid_store *s = u->s;
+
+	if (u->fd >= 0)
+		close(u->fd);
+	if (u->fd >= 0 && !stored)
+		unlink(u->tmp);
+	pthread_mutex_lock(&s->lock);
+	s->st.bytes -= u->reserved - keep;
+	if (stored)
+		s->st.files++;
+	else
+		s->st.rejected++;
+	pthread_mutex_unlock(&s->lock);
+	free(u);
+}
+
+void buildid_upload__abort(struct buildid_upload *u)
+{
+	if (u)
+		upload_end(u, 0, 0);
+}
+
+int buildid_store__commit(struct buildid_upload *u)
+{
+	char sub[PATH_MAX];
+	int err;
+
+	err = verify(u->fd, u->hex);
+	if (err)
+		goto fail;
+	/* DIR/ab/cdef...: the directory is the path up to the last '/' */
+	snprintf(sub, sizeof(sub), "%.*s", (int)(strrchr(u->path, '/') - u->path), u->path);
+	if (mkdir(sub, 0755) && errno != EEXIST) {
+		err = -errno;
+		goto fail;
+	}
+	/* Two uploads of one id at once: the first to get here wins. */
+	pthread_mutex_lock(&u->s->lock);
+	err = !access(u->path, F_OK) ? -EEXIST : rename(u->tmp, u->path) ? -errno : 0;
+	pthread_mutex_unlock(&u->s->lock);
+	if (err == -EEXIST) {
+		upload_end(u, 0, 0);
+		return 0;
+	}
+	if (err)
+		goto fail;
+	upload_end(u, u->written, 1);
+	return 0;
+fail:
+	upload_end(u, 0, 0);
+	return err;
+}
+
 int buildid_store__put(struct buildid_store *s, const char *hex, const void *data, size_t n)
 {
-	char path[PATH_MAX], tmp[PATH_MAX + 16], sub[PATH_MAX];
-	int fd, err;
+	struct buildid_upload *u;
+	char path[PATH_MAX];
+	int err;
 
 	err = file_path(s, hex, path, sizeof(path));
 	if (err)
 		return err;
-	if (!access(path, R_OK))
-		return 0;
-	pthread_mutex_lock(&s->lock);
-	s->st.uploads++;
-	if (s->st.bytes + n > s->max_bytes) {
-		s->st.refused_full++;
-		pthread_mutex_unlock(&s->lock);
-		return -ENOSPC;
-	}
-	s->st.bytes += n; /* reserved; given back on failure */
-	pthread_mutex_unlock(&s->lock);
-
-	snprintf(sub, sizeof(sub), "%s/%.2s", s->dir, hex);
-	snprintf(tmp, sizeof(tmp), "%s.tmp.%d.%lx", path, getpid(), (unsigned long)pthread_self());
-	if (mkdir(sub, 0755) && errno != EEXIST) {
-		err = -errno;
-		goto out;
-	}
-	fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		err = -errno;
-		goto out;
-	}
-	err = write_all(fd, data, n);
-	if (!err)
-		err = verify(fd, hex);
-	close(fd);
-	if (!err && rename(tmp, path))
-		err = -errno;
+	err = buildid_store__begin(s, hex, n, &u);
 	if (err)
-		unlink(tmp);
-out:
-	pthread_mutex_lock(&s->lock);
+		return err == -EEXIST ? 0 : err;
+	err = buildid_upload__write(u, data, n);
 	if (err) {
-		s->st.bytes -= n;
-		s->st.rejected++;
-	} else {
-		s->st.files++;
+		buildid_upload__abort(u);
+		return err;
 	}
-	pthread_mutex_unlock(&s->lock);
-	return err;
+	return buildid_store__commit(u);
 }
 
 void buildid_store__stats(struct buildid_store *s, struct buildid_store_stats *st)

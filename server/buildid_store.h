@@ -5,7 +5,8 @@
  * An upload is accepted only when it is an ELF whose own build-id note is
  * the one it claims, so a client cannot plant symbols for another binary.
  * Bounded: uploads that would take the store past max_bytes are refused
- * and counted.  Thread-safe.
+ * and counted.  An upload is streamed to a file under DIR/.incoming (never
+ * held in memory) and renamed into place once verified.  Thread-safe.
  */
 #ifndef STRATA_SERVER_BUILDID_STORE_H
 #define STRATA_SERVER_BUILDID_STORE_H
@@ -36,6 +37,23 @@ int buildid_store__path(struct buildid_store *s, const char *hex, char *buf, siz
  * -ENOSPC (store full), or another -errno.
  */
 int buildid_store__put(struct buildid_store *s, const char *hex, const void *data, size_t n);
+
+/*
+ * Streaming upload of the file of hex: buildid_store__begin opens a
+ * temporary file and reserves expect bytes (0: unknown) of the bound;
+ * buildid_upload__write appends (reserving more as it grows);
+ * buildid_store__commit verifies and moves the file into place (0, or as
+ * buildid_store__put) and frees u; buildid_upload__abort drops it.
+ * begin: 0, -EEXIST (the store has that id: the first upload wins),
+ * -EINVAL, -ENOSPC (store full) or -errno; write: 0, -ENOSPC or -errno (the
+ * upload is then only good for abort).
+ */
+struct buildid_upload;
+int buildid_store__begin(struct buildid_store *s, const char *hex, uint64_t expect,
+			 struct buildid_upload **out);
+int buildid_upload__write(struct buildid_upload *u, const void *data, size_t n);
+int buildid_store__commit(struct buildid_upload *u);
+void buildid_upload__abort(struct buildid_upload *u);
 
 void buildid_store__stats(struct buildid_store *s, struct buildid_store_stats *st);
 

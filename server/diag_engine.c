@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * Server-side diagnosis windows (see diag_engine.h): per job and window,
- * collectives -> straggler detector (with each node's clock error bound),
  * per-thread breakdown counters -> cumulative per-rank breakdown, GPU
- * memory outstanding by stack -> leak tracker; transitions -> webhook.
+ * memory outstanding by stack -> leak tracker.  Stragglers are decided at
+ * ingest (server/diag_live.c).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -12,18 +12,15 @@
 #include <string.h>
 #include <time.h>
 
-#include "diagnose/alert_webhook.h"
 #include "diagnose/breakdown.h"
 #include "lib/clock.h"
 #include "lib/enum_names.h"
 #include "server/diag_engine.h"
 #include "server/diag_inputs.h"
 
-#define MAX_RANKS 1024	       /* per job */
-#define MAX_SITES 512	       /* outstanding (pid, stack) sites kept per job for /metrics */
-#define MAX_PIDS 1024	       /* pid -> node/rank per job */
-#define MAX_TRANSITIONS 256    /* per window */
-#define MAX_COLL_EVENTS 500000 /* per job and window */
+#define MAX_RANKS 1024 /* per job */
+#define MAX_SITES 512  /* outstanding (pid, stack) sites kept per job for /metrics */
+#define MAX_PIDS 1024  /* pid -> node/rank per job */
 
 struct site {
 	uint32_t pid;
@@ -38,7 +35,6 @@ struct pid_place {
 
 struct job_state {
 	char job[DIAG_NAME_LEN];
-	struct straggler_detector *sd;
 	struct leak_tracker *lt;
 	uint64_t next_ws; /* start of the next window to judge */
 	struct diag_rank_time ranks[MAX_RANKS];
@@ -52,8 +48,6 @@ struct job_state {
 struct diag_engine {
 	struct store *st;
 	struct diag_engine_opts o;
-	struct straggler_opts sopts;
-	int has_sopts;
 	pthread_mutex_t lock; /* jobs and stats; one run at a time */
 	struct job_state **jobs;
 	uint32_t njobs;
@@ -84,12 +78,6 @@ struct diag_engine *diag_engine__new(struct store *st, const struct diag_engine_
 		if (o->max_catchup)
 			e->o.max_catchup = o->max_catchup;
 		e->o.interval_ns = o->interval_ns;
-		e->o.alert_webhook = o->alert_webhook;
-		e->o.external_url = o->external_url;
-		if (o->straggler) {
-			e->sopts = *o->straggler;
-			e->has_sopts = 1;
-		}
 	}
 	if (!e->o.delay_ns)
 		e->o.delay_ns = e->o.window_ns;
@@ -110,7 +98,6 @@ static void job_free(struct job_state *j)
 {
 	if (!j)
 		return;
-	straggler_detector__free(j->sd);
 	leak_tracker__free(j->lt);
 	free(j);
 }
@@ -175,46 +162,6 @@ uint64_t diag_engine__window_ns(const struct diag_engine *e)
 }
 
 /* ---- one window ---------------------------------------------------------------- */
-
-struct coll_ctx {
-	struct diag_coll_event *ev;
-	size_t n, cap;
-	const struct diag_clocks *clocks;
-	struct diag_strings *names;
-	int oom;
-};
-
-static int on_collective(void *ctx, const struct store_event *e)
-{
-	struct coll_ctx *c = ctx;
-	struct diag_coll_event *d;
-
-	if (e->comm_rank < 0 || e->comm_nranks <= 0)
-		return 0; /* no communicator init seen: cannot place it */
-	if (c->n == c->cap) {
-		size_t cap = c->cap ? c->cap * 2 : 4096;
-		void *p = realloc(c->ev, cap * sizeof(*c->ev));
-
-		if (!p) {
-			c->oom = 1;
-			return -ENOMEM;
-		}
-		c->ev = p;
-		c->cap = cap;
-	}
-	d = &c->ev[c->n++];
-	*d = (struct diag_coll_event){
-		.comm_hash = e->comm_hash,
-		.seq = e->seq,
-		.rank = (uint32_t)e->comm_rank,
-		.nranks = (uint32_t)e->comm_nranks,
-		.entry_ns = (int64_t)e->start_ns,
-		.clock_err_ns = diag_clocks__error(c->clocks, e->node),
-		.pid = e->pid,
-		.node = diag_strings__add(c->names, e->node),
-	};
-	return d->node ? 0 : -ENOMEM;
-}
 
 static void place_pid(struct job_state *j, struct diag_engine *e, uint32_t pid, const char *node,
 		      int has_rank, int32_t rank)
@@ -378,49 +325,17 @@ static void keep_sites(struct diag_engine *e, struct job_state *j, const struct 
 	}
 }
 
-/* Transitions of one run, posted as one payload after the lock is released:
- * a slow receiver never blocks queries. */
-struct pending_alert {
-	struct straggler_transition tr[MAX_TRANSITIONS];
-	size_t n;
-};
-
-static int judge_window(struct diag_engine *e, struct job_state *j, uint64_t ws,
-			struct pending_alert *alert)
+static int judge_window(struct diag_engine *e, struct job_state *j, uint64_t ws)
 {
 	uint64_t we = ws + e->o.window_ns;
 	struct store_filter f = { .job = j->job, .from_ns = ws, .to_ns = we };
 	struct diag_strings *names = diag_strings__new();
-	struct diag_clocks *clocks = diag_clocks__new();
-	struct coll_ctx cc = { .names = names, .clocks = clocks };
 	struct tt_ctx tc = { 0 };
 	struct leak_ctx lc = { .names = names, .j = j, .e = e };
-	struct straggler_transition tr[MAX_TRANSITIONS];
-	int truncated = 0, n = 0, err = -ENOMEM;
+	int err = -ENOMEM;
 
-	if (!names || !clocks)
+	if (!names)
 		goto out;
-	err = diag_clocks__load(clocks, e->st,
-				&(struct store_filter){ .from_ns = ws, .to_ns = we });
-	if (!err)
-		err = e->st->ops->events(e->st, &f, STORE_EVENT_COLLECTIVE, MAX_COLL_EVENTS,
-					 &truncated, on_collective, &cc);
-	if (err)
-		goto out;
-	if (truncated)
-		e->stats.events_truncated++;
-	n = straggler_detector__window(j->sd, cc.ev, cc.n, (int64_t)ws, (int64_t)we, tr,
-				       MAX_TRANSITIONS);
-	if (n < 0) {
-		err = n;
-		goto out;
-	}
-	for (int i = 0; i < n && e->o.alert_webhook; i++) {
-		if (alert->n == MAX_TRANSITIONS)
-			e->stats.alerts_failed++; /* counted, not queued */
-		else
-			alert->tr[alert->n++] = tr[i];
-	}
 	err = e->st->ops->thread_times(e->st, &f, on_thread_time, &tc);
 	if (err)
 		goto out;
@@ -433,11 +348,9 @@ static int judge_window(struct diag_engine *e, struct job_state *j, uint64_t ws,
 	if (!err)
 		keep_sites(e, j, &lc);
 out:
-	free(cc.ev);
 	free(tc.t);
 	free(lc.s);
 	diag_strings__free(names);
-	diag_clocks__free(clocks);
 	return err;
 }
 
@@ -491,9 +404,8 @@ static struct job_state *job_add(struct diag_engine *e, const char *job, uint64_
 	if (!j)
 		return NULL;
 	snprintf(j->job, sizeof(j->job), "%s", job);
-	j->sd = straggler_detector__new(job, e->has_sopts ? &e->sopts : NULL);
 	j->lt = leak_tracker__new(NULL);
-	if (!j->sd || !j->lt) {
+	if (!j->lt) {
 		job_free(j);
 		return NULL;
 	}
@@ -506,11 +418,7 @@ static struct job_state *job_add(struct diag_engine *e, const char *job, uint64_
 int diag_engine__run(struct diag_engine *e, uint64_t now_ns)
 {
 	struct job_list jl = { 0 };
-	struct pending_alert *alert = calloc(1, sizeof(*alert));
 	int err;
-
-	if (!alert)
-		return -ENOMEM;
 
 	/* Queries and the thread share one run at a time: a second caller
 	 * waits, then finds the work done. */
@@ -539,7 +447,7 @@ int diag_engine__run(struct diag_engine *e, uint64_t now_ns)
 		/* complete windows that may hold data of this job */
 		while (!err && j->next_ws + W + e->o.delay_ns <= now_ns &&
 		       j->next_ws <= jl.v[i].last_ns + W && done < e->o.max_catchup) {
-			err = judge_window(e, j, j->next_ws, alert);
+			err = judge_window(e, j, j->next_ws);
 			if (err) {
 				e->stats.store_errors++;
 				break;
@@ -551,51 +459,10 @@ int diag_engine__run(struct diag_engine *e, uint64_t now_ns)
 	}
 	pthread_mutex_unlock(&e->lock);
 	free(jl.v);
-	if (alert->n) {
-		struct alert_webhook_opts ao = { .sz = sizeof(ao),
-						 .external_url = e->o.external_url };
-		char *body = NULL;
-		size_t len = 0;
-		long status = 0;
-		int perr = alert_webhook__build(alert->tr, alert->n, &ao, &body, &len);
-
-		if (!perr)
-			perr = alert_webhook__post(e->o.alert_webhook, body, len, 5000, &status);
-		pthread_mutex_lock(&e->lock);
-		if (perr)
-			e->stats.alerts_failed++;
-		else
-			e->stats.alerts_sent++;
-		pthread_mutex_unlock(&e->lock);
-		free(body);
-	}
-	free(alert);
 	return err;
 }
 
 /* ---- reading ------------------------------------------------------------------- */
-
-size_t diag_engine__stragglers(struct diag_engine *e, const char *job, int confirmed_only,
-			       struct straggler_rank *out, size_t max)
-{
-	size_t total = 0;
-
-	pthread_mutex_lock(&e->lock);
-	for (uint32_t i = 0; i < e->njobs; i++) {
-		size_t n;
-
-		if (job && strcmp(e->jobs[i]->job, job))
-			continue;
-		struct straggler_rank none[1]; /* count only: never NULL to memcpy */
-
-		n = straggler_detector__list(e->jobs[i]->sd, confirmed_only,
-					     total < max ? out + total : none,
-					     total < max ? max - total : 0);
-		total += n;
-	}
-	pthread_mutex_unlock(&e->lock);
-	return total;
-}
 
 size_t diag_engine__breakdown(struct diag_engine *e, const char *job, struct diag_rank_time *out,
 			      size_t max)
@@ -664,16 +531,11 @@ uint64_t diag_engine__judged_until(struct diag_engine *e, const char *job)
 
 static void collect_detector_stats(struct diag_engine *e)
 {
-	e->stats.straggler_states_dropped = e->stats.straggler_transitions_dropped = 0;
 	e->stats.leak_series_dropped = 0;
 	for (uint32_t i = 0; i < e->njobs; i++) {
-		struct straggler_stats ss;
 		struct leak_stats ls;
 
-		straggler_detector__stats(e->jobs[i]->sd, &ss);
 		leak_tracker__stats(e->jobs[i]->lt, &ls);
-		e->stats.straggler_states_dropped += ss.tracked_dropped;
-		e->stats.straggler_transitions_dropped += ss.transitions_dropped;
 		e->stats.leak_series_dropped += ls.series_dropped;
 	}
 }
@@ -688,60 +550,12 @@ void diag_engine__stats(struct diag_engine *e, struct diag_engine_stats *st)
 
 /* ---- /metrics ------------------------------------------------------------------ */
 
-static void labels(FILE *o, const char *job, const struct straggler_rank *r)
-{
-	fputs("{job=", o);
-	diag_prom_label(o, job);
-	fprintf(o, ",communicator=\"%016" PRIx64 "\",rank=\"%u\",node=", r->communicator, r->rank);
-	diag_prom_label(o, r->node);
-	fprintf(o, ",pid=\"%u\"}", r->pid);
-}
-
-static void metrics_stragglers(FILE *o, struct job_state *j)
-{
-	static const char *const names[] = { "strata_straggler_confirmed",
-					     "strata_straggler_lag_seconds",
-					     "strata_straggler_score",
-					     "strata_straggler_last_fraction" };
-	struct straggler_rank r[256];
-	size_t n = straggler_detector__list(j->sd, 0, r, 256);
-
-	if (n > 256)
-		n = 256;
-	for (int m = 0; m < 4; m++)
-		for (size_t i = 0; i < n; i++) {
-			double v = m == 0   ? (r[i].state == STRAGGLER_CONFIRMED)
-				   : m == 1 ? r[i].lag_seconds
-				   : m == 2 ? r[i].score
-					    : r[i].last_fraction;
-
-			fputs(names[m], o);
-			labels(o, j->job, &r[i]);
-			fprintf(o, " %g\n", v);
-		}
-}
-
 void diag_engine__metrics(struct diag_engine *e, FILE *o)
 {
-	static const char *const help[][3] = {
-		{ "strata_straggler_confirmed", "gauge",
-		  "1 while the detector holds the rank confirmed as a straggler" },
-		{ "strata_straggler_lag_seconds", "gauge",
-		  "median lag behind the median arrival beyond the clock error bound, last "
-		  "window" },
-		{ "strata_straggler_score", "gauge", "EWMA of lag / collective period" },
-		{ "strata_straggler_last_fraction", "gauge",
-		  "fraction of the rank's collectives it arrived clearly last, last window" },
-	};
 	struct diag_leak l[64];
 
 	pthread_mutex_lock(&e->lock);
 	collect_detector_stats(e);
-	for (size_t m = 0; m < 4; m++)
-		fprintf(o, "# HELP %s %s\n# TYPE %s %s\n", help[m][0], help[m][2], help[m][0],
-			help[m][1]);
-	for (uint32_t i = 0; i < e->njobs; i++)
-		metrics_stragglers(o, e->jobs[i]);
 	fputs("# HELP strata_rank_time_seconds_total time breakdown of the rank's main thread\n"
 	      "# TYPE strata_rank_time_seconds_total counter\n",
 	      o);
@@ -799,22 +613,14 @@ void diag_engine__metrics(struct diag_engine *e, FILE *o)
 	fprintf(o,
 		"# HELP strata_diagnosis_drops_total bounded-table refusals in the detectors\n"
 		"# TYPE strata_diagnosis_drops_total counter\n"
-		"strata_diagnosis_drops_total{what=\"straggler_states\"} %" PRIu64 "\n"
-		"strata_diagnosis_drops_total{what=\"straggler_transitions\"} %" PRIu64 "\n"
 		"strata_diagnosis_drops_total{what=\"leak_series\"} %" PRIu64 "\n"
 		"strata_diagnosis_drops_total{what=\"jobs\"} %" PRIu64 "\n"
 		"strata_diagnosis_drops_total{what=\"ranks\"} %" PRIu64 "\n"
 		"strata_diagnosis_drops_total{what=\"leak_sites\"} %" PRIu64 "\n"
 		"# HELP strata_diagnosis_windows_total windows judged per job\n"
 		"# TYPE strata_diagnosis_windows_total counter\n"
-		"strata_diagnosis_windows_total %" PRIu64 "\n"
-		"# HELP strata_alert_webhooks_total straggler webhooks by outcome\n"
-		"# TYPE strata_alert_webhooks_total counter\n"
-		"strata_alert_webhooks_total{outcome=\"sent\"} %" PRIu64 "\n"
-		"strata_alert_webhooks_total{outcome=\"failed\"} %" PRIu64 "\n",
-		e->stats.straggler_states_dropped, e->stats.straggler_transitions_dropped,
+		"strata_diagnosis_windows_total %" PRIu64 "\n",
 		e->stats.leak_series_dropped, e->stats.jobs_dropped, e->stats.ranks_dropped,
-		e->stats.sites_dropped, e->stats.windows, e->stats.alerts_sent,
-		e->stats.alerts_failed);
+		e->stats.sites_dropped, e->stats.windows);
 	pthread_mutex_unlock(&e->lock);
 }

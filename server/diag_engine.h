@@ -1,15 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Server-side diagnosis: runs the diagnose/ detectors over the store, one
- * window at a time, per job.  Windows are aligned to the wall clock
+ * Server-side diagnosis: runs the windowed diagnose/ detectors over the
+ * store, one window at a time, per job (stragglers are decided at ingest:
+ * server/diag_live.h).  Windows are aligned to the wall clock
  * ([k * window, (k + 1) * window)); a window is judged once it ended
  * `delay` ago (agents ship a period late), in order, never twice.  Per job
- * it keeps a straggler detector, a GPU leak tracker and cumulative time
- * breakdown counters per rank; jobs, ranks and leak sites are bounded
- * tables with drop counters.  A background thread runs it every
- * window / 4; queries run it too (diag_engine__run), so answers never lag
- * the data by more than the delay.  Straggler confirmations and clearings
- * are POSTed as Alertmanager webhooks when a URL is set.
+ * it keeps a GPU leak tracker and cumulative time breakdown counters per
+ * rank; jobs, ranks and leak sites are bounded tables with drop counters.
+ * A background thread runs it every window / 4; queries run it too
+ * (diag_engine__run), so answers never lag the data by more than the
+ * delay.
  */
 #ifndef STRATA_SERVER_DIAG_ENGINE_H
 #define STRATA_SERVER_DIAG_ENGINE_H
@@ -25,15 +25,12 @@
 
 struct diag_engine_opts {
 	size_t sz;
-	uint64_t window_ns;	   /* 10 s */
-	uint64_t delay_ns;	   /* judge a window this long after it ends (= window) */
-	uint32_t max_jobs;	   /* 64 */
-	uint32_t max_catchup;	   /* windows judged per job per run (360) */
-	uint64_t interval_ns;	   /* background runs this often (window / 4);
-				    * UINT64_MAX: only on query (replaying data) */
-	const char *alert_webhook; /* NULL: no webhook */
-	const char *external_url;  /* links in the webhook payload */
-	const struct straggler_opts *straggler; /* NULL: defaults */
+	uint64_t window_ns;   /* 10 s */
+	uint64_t delay_ns;    /* judge a window this long after it ends (= window) */
+	uint32_t max_jobs;    /* 64 */
+	uint32_t max_catchup; /* windows judged per job per run (360) */
+	uint64_t interval_ns; /* background runs this often (window / 4);
+			       * UINT64_MAX: only on query (replaying data) */
 };
 
 /* A rank's cumulative time breakdown (its main training thread). */
@@ -54,9 +51,8 @@ struct diag_leak_report {
 struct diag_engine_stats {
 	uint64_t runs, windows, windows_skipped; /* skipped: further behind than max_catchup */
 	uint64_t jobs, jobs_dropped;
-	uint64_t ranks_dropped, sites_dropped, events_truncated;
-	uint64_t straggler_states_dropped, straggler_transitions_dropped, leak_series_dropped;
-	uint64_t alerts_sent, alerts_failed, store_errors;
+	uint64_t ranks_dropped, sites_dropped;
+	uint64_t leak_series_dropped, store_errors;
 };
 
 struct diag_engine;
@@ -69,10 +65,8 @@ void diag_engine__free(struct diag_engine *e);
 /* Judges every complete window not judged yet.  0 or -errno. */
 int diag_engine__run(struct diag_engine *e, uint64_t now_ns);
 
-/* Copies for one job (NULL: every job for stragglers) under the engine's
- * lock; each returns how many there are (may exceed max). */
-size_t diag_engine__stragglers(struct diag_engine *e, const char *job, int confirmed_only,
-			       struct straggler_rank *out, size_t max);
+/* Copies for one job under the engine's lock; each returns how many
+ * there are (may exceed max). */
 size_t diag_engine__breakdown(struct diag_engine *e, const char *job, struct diag_rank_time *out,
 			      size_t max);
 size_t diag_engine__leaks(struct diag_engine *e, const char *job, struct diag_leak_report *out,

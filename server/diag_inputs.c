@@ -10,10 +10,13 @@
  * CPU layer: other processes' and softirq time on the CPUs the rank ran on.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "server/diag_inputs.h"
+
+#include "lib/utf8.h"
 
 /* ---- string arena --------------------------------------------------------------- */
 
@@ -158,13 +161,20 @@ void diag_fold_stack(const struct store_stack *s, char *out, size_t size)
 void diag_prom_label(FILE *o, const char *v)
 {
 	fputc('"', o);
-	for (; v && *v; v++) {
-		if (*v == '"' || *v == '\\')
-			fputc('\\', o);
-		if (*v == '\n')
+	while (v && *v) {
+		uint32_t cp;
+		size_t n = utf8_next(v, &cp);
+
+		/* The exposition format is UTF-8: a bad byte becomes U+FFFD. */
+		if (cp == '"' || cp == '\\')
+			fprintf(o, "\\%c", (char)cp);
+		else if (cp == '\n')
 			fputs("\\n", o);
+		else if (cp == UTF8_REPLACEMENT)
+			fputs("\xef\xbf\xbd", o);
 		else
-			fputc(*v, o);
+			fwrite(v, 1, n, o);
+		v += n;
 	}
 	fputc('"', o);
 }

@@ -3,9 +3,15 @@
 #include <inttypes.h>
 
 #include "server/diag_engine.h"
+#include "server/diag_live.h"
 #include "server/server.h"
 
 static uint64_t ld(const uint64_t *v)
+{
+	return __atomic_load_n(v, __ATOMIC_RELAXED);
+}
+
+static size_t ld64(const size_t *v)
 {
 	return __atomic_load_n(v, __ATOMIC_RELAXED);
 }
@@ -35,7 +41,8 @@ static void histogram(FILE *o, const char *name, const char *help, const struct 
 int api_metrics(struct server *srv, FILE *o)
 {
 	static const char *const reasons[] = { "ok",	       "too_large",   "not_zstd",
-					       "bad_protobuf", "bad_version", "invalid" };
+					       "bad_protobuf", "bad_version", "invalid",
+					       "busy" };
 	const struct server_metrics *m = &srv->m;
 	struct central_sym_stats cs;
 	struct buildid_store_stats bs;
@@ -48,13 +55,20 @@ int api_metrics(struct server *srv, FILE *o)
 	fputs("# HELP strata_batches_rejected_total batches refused, by reason\n"
 	      "# TYPE strata_batches_rejected_total counter\n",
 	      o);
-	for (int i = 1; i <= BATCH_INVALID; i++)
+	for (int i = 1; i <= BATCH_BUSY; i++)
 		fprintf(o, "strata_batches_rejected_total{reason=\"%s\"} %" PRIu64 "\n", reasons[i],
 			ld(&m->rejected[i]));
 	fprintf(o, "strata_batches_rejected_total{reason=\"unauthorized\"} %" PRIu64 "\n",
 		ld(&m->rejected_unauthorized));
 	fprintf(o, "strata_batches_rejected_total{reason=\"store_error\"} %" PRIu64 "\n",
 		ld(&m->rejected_store_error));
+	gauge(o, "strata_request_memory_bytes",
+	      "request bodies and batch decodes in memory now (all connections)",
+	      (double)ld64(&srv->budget.used));
+	gauge(o, "strata_request_memory_peak_bytes", "highest strata_request_memory_bytes seen",
+	      (double)ld64(&srv->budget.peak));
+	gauge(o, "strata_request_memory_limit_bytes", "their bound (--max-buffered-mb)",
+	      (double)srv->budget.max);
 	counter(o, "strata_ingest_wire_bytes_total", "compressed bytes received",
 		ld(&m->wire_bytes));
 	counter(o, "strata_ingest_raw_bytes_total", "decompressed bytes of decoded batches",
@@ -121,7 +135,9 @@ int api_metrics(struct server *srv, FILE *o)
 	counter(o, "strata_retention_runs_total", "retention passes", ld(&m->retention_runs));
 	counter(o, "strata_retention_deleted_batches_total", "batches deleted by retention",
 		ld(&m->retention_deleted));
-	if (srv->diag) /* docs/metrics.md: stragglers, breakdown, leaks */
+	if (srv->live) /* docs/metrics.md: stragglers */
+		diag_live__metrics(srv->live, o);
+	if (srv->diag) /* docs/metrics.md: breakdown, leaks */
 		diag_engine__metrics(srv->diag, o);
 	return 200;
 }

@@ -6,31 +6,16 @@
  * any proxy.
  */
 #include <inttypes.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "lib/profile.h"
+#include "lib/xml_str.h"
 #include "server/server.h"
 
 void page_html(FILE *o, const char *s)
 {
-	for (; s && *s; s++) {
-		switch (*s) {
-		case '<':
-			fputs("&lt;", o);
-			break;
-		case '>':
-			fputs("&gt;", o);
-			break;
-		case '&':
-			fputs("&amp;", o);
-			break;
-		case '"':
-			fputs("&quot;", o);
-			break;
-		default:
-			fputc(*s, o);
-		}
-	}
+	xml_write_text(o, s, SIZE_MAX); /* valid UTF-8, no control characters */
 }
 
 #define html page_html

@@ -14,12 +14,14 @@
 #include "server/batch_decode.h"
 #include "server/buildid_store.h"
 #include "server/central_sym.h"
+#include "server/mem_budget.h"
 #include "server/store.h"
 
 /* Request latency buckets (seconds) of the /metrics histograms. */
 #define METRIC_BUCKETS 8
 
 struct diag_engine;
+struct diag_live;
 
 struct latency_hist {
 	uint64_t buckets[METRIC_BUCKETS]; /* cumulative per bound */
@@ -30,7 +32,7 @@ struct latency_hist {
 /* Counters for /metrics; updated with atomics from every request thread. */
 struct server_metrics {
 	uint64_t batches_received, batches_stored, batches_duplicate;
-	uint64_t rejected[BATCH_INVALID + 1]; /* by enum batch_error */
+	uint64_t rejected[BATCH_BUSY + 1]; /* by enum batch_error */
 	uint64_t rejected_unauthorized, rejected_store_error;
 	uint64_t wire_bytes, raw_bytes, cpu_samples;
 	uint64_t agent_drops[8]; /* Drops fields the agents reported, in wire order */
@@ -47,16 +49,21 @@ struct server {
 	const char *token; /* NULL: no auth */
 	struct batch_limits limits;
 	size_t max_symbol_upload; /* bytes */
+	struct mem_budget budget; /* request bodies in memory, all connections */
 	struct server_metrics m;
 	struct diag_engine *diag; /* server/diag_engine.h; NULL: no diagnosis */
+	struct diag_live *live;	  /* server/diag_live.h: stragglers at ingest */
 };
 
 /* A request as the handlers see it. */
 struct request {
 	const char *method, *path;
 	void *conn; /* struct MHD_Connection */
-	const char *body;
+	/* query-string value of key, NULL when absent */
+	const char *(*arg)(const struct request *r, const char *key);
+	const char *body; /* BODY_MEMORY routes */
 	size_t body_len;
+	struct buildid_upload *upload; /* BODY_FILE routes: the handler commits it */
 };
 
 /* Query-string value (NULL when absent). */
@@ -66,6 +73,9 @@ const char *request__arg(const struct request *r, const char *key);
  * into f.  0, or -EINVAL with err set. */
 int request__filter(const struct request *r, const char *prefix, struct store_filter *f, char *err,
 		    size_t errsz);
+
+/* A decimal number with nothing around it.  0 or -EINVAL. */
+int request__parse_u64(const char *s, uint64_t *v);
 
 void latency_hist__add(struct latency_hist *h, uint64_t ns);
 

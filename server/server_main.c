@@ -18,11 +18,12 @@
 #include "lib/cli.h"
 #include "lib/clock.h"
 #include "server/diag_engine.h"
+#include "server/diag_live.h"
 #include "server/server.h"
 
 struct server_opts {
 	const char *listen, *store, *token_file, *buildid_dir;
-	uint32_t retention_h, threads, max_batch_mb, max_symbol_mb, buildid_max_mb;
+	uint32_t retention_h, threads, max_batch_mb, max_symbol_mb, buildid_max_mb, max_buffered_mb;
 	int debuginfod;
 	/* diagnosis (server/diag_engine.c) */
 	uint32_t diag_window_ms, diag_delay_ms;
@@ -42,9 +43,11 @@ static void usage(FILE *f)
 	      "  -j, --threads N          HTTP worker threads (default 4)\n"
 	      "      --max-batch-mb N     compressed batch limit (default 16)\n"
 	      "      --max-symbol-mb N    symbol upload limit (default 512)\n"
+	      "      --max-buffered-mb N  batch bodies and decodes in memory, all connections\n"
+	      "                           together (default 1024; 503 past it)\n"
 	      "      --buildid-max-mb N   build-id store bound (default 20480)\n"
 	      "      --no-debuginfod      never ask DEBUGINFOD_URLS\n"
-	      "      --diag-window-ms N   straggler/breakdown/leak window (default 10000; 0: off)\n"
+	      "      --diag-window-ms N   breakdown/leak window (default 10000; 0: diagnosis off)\n"
 	      "      --diag-delay-ms N    judge a window this long after it ends (default: "
 	      "window)\n"
 	      "      --diag-on-query      judge windows only when queried (replayed data)\n"
@@ -99,6 +102,14 @@ static int serve(const struct server_opts *o)
 	srv.limits.max_wire = (size_t)o->max_batch_mb << 20;
 	srv.limits.max_raw = srv.limits.max_wire * 8;
 	srv.max_symbol_upload = (size_t)o->max_symbol_mb << 20;
+	srv.budget.max = (size_t)o->max_buffered_mb << 20;
+	srv.limits.budget = &srv.budget;	   /* decodes draw from it too */
+	if (srv.budget.max < srv.limits.max_raw) { /* one decode must always fit */
+		fprintf(stderr, "strata-server: --max-buffered-mb below 8 x --max-batch-mb (one "
+				"batch's decode)\n");
+		free(token);
+		return 2;
+	}
 	if (o->buildid_dir)
 		snprintf(bdir, sizeof(bdir), "%s", o->buildid_dir);
 	else if (!strncmp(o->store, "sqlite:", 7))
@@ -126,12 +137,18 @@ static int serve(const struct server_opts *o)
 			.window_ns = (uint64_t)o->diag_window_ms * 1000000ull,
 			.delay_ns = (uint64_t)o->diag_delay_ms * 1000000ull,
 			.interval_ns = o->diag_on_query ? UINT64_MAX : 0,
+		};
+
+		struct diag_live_opts lopts = {
+			.sz = sizeof(lopts),
 			.alert_webhook = o->alert_webhook,
 			.external_url = o->external_url,
 		};
 
 		srv.diag = diag_engine__new(srv.store, &dopts);
-		if (!srv.diag || diag_engine__start(srv.diag)) {
+		srv.live = diag_live__new(&lopts);
+		if (!srv.diag || diag_engine__start(srv.diag) || !srv.live ||
+		    diag_live__start(srv.live)) {
 			fprintf(stderr, "strata-server: diagnosis: %s\n", strerror(ENOMEM));
 			goto out;
 		}
@@ -165,6 +182,7 @@ static int serve(const struct server_opts *o)
 	ret = 0;
 out:
 	http__stop(d);
+	diag_live__free(srv.live);
 	diag_engine__free(srv.diag);
 	central_sym__free(srv.sym);
 	buildid_store__free(srv.bids);
@@ -184,7 +202,8 @@ int main(int argc, char **argv)
 		OPT_DIAG_DELAY,
 		OPT_WEBHOOK,
 		OPT_EXTURL,
-		OPT_DIAG_ONQUERY
+		OPT_DIAG_ONQUERY,
+		OPT_BUFFERED,
 	};
 	static const struct option longopts[] = {
 		{ "listen", required_argument, NULL, 'l' },
@@ -195,6 +214,7 @@ int main(int argc, char **argv)
 		{ "threads", required_argument, NULL, 'j' },
 		{ "max-batch-mb", required_argument, NULL, OPT_BATCH },
 		{ "max-symbol-mb", required_argument, NULL, OPT_SYMBOL },
+		{ "max-buffered-mb", required_argument, NULL, OPT_BUFFERED },
 		{ "buildid-max-mb", required_argument, NULL, OPT_BIDMAX },
 		{ "no-debuginfod", no_argument, NULL, OPT_NODBGD },
 		{ "diag-window-ms", required_argument, NULL, OPT_DIAG_WINDOW },
@@ -211,10 +231,12 @@ int main(int argc, char **argv)
 		.max_batch_mb = 16,
 		.max_symbol_mb = 512,
 		.buildid_max_mb = 20480,
+		.max_buffered_mb = 1024,
 		.debuginfod = 1,
 		.diag_window_ms = 10000,
 	};
 	int c, bad = 0;
+	char oname[64];
 
 	while ((c = getopt_long(argc, argv, "l:s:t:b:r:j:h", longopts, NULL)) != -1) {
 		switch (c) {
@@ -241,6 +263,9 @@ int main(int argc, char **argv)
 			break;
 		case OPT_SYMBOL:
 			bad |= cli_parse_u32(optarg, 16384, &o.max_symbol_mb);
+			break;
+		case OPT_BUFFERED:
+			bad |= cli_parse_u32(optarg, 1 << 20, &o.max_buffered_mb);
 			break;
 		case OPT_BIDMAX:
 			bad |= cli_parse_u32(optarg, 1 << 24, &o.buildid_max_mb);
@@ -271,8 +296,8 @@ int main(int argc, char **argv)
 			return 2;
 		}
 		if (bad) {
-			fprintf(stderr, "strata-server: bad value for --%s: %s\n", longopts[0].name,
-				optarg);
+			fprintf(stderr, "strata-server: bad value for %s: %s\n",
+				cli_option_name(c, longopts, oname, sizeof(oname)), optarg);
 			return 2;
 		}
 	}

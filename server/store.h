@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The storage interface of strata-server: one vtable, two backends
- * (server/store_sqlite.c: embedded default; server/store_clickhouse.c:
+ * (server/store/sqlite.c: embedded default; server/store/clickhouse.c:
  * scale-out over ClickHouse's HTTP interface).  Schema concepts and their
  * tables are documented in docs/server.md.
  *
@@ -238,7 +238,7 @@ struct store_node_clock {
 	uint64_t batches;
 };
 
-/* CPU layer (issue 7): per-CPU time summed over the batches whose window
+/* CPU layer: per-CPU time summed over the batches whose window
  * ENDS in [from_ns, to_ns).  TARGET rows are a targeted process's on-CPU
  * time on one CPU and obey the whole filter; FOREIGN (another process on a
  * CPU where targets ran) and SOFTIRQ (one vector) rows belong to a node,

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/py_stitch.h"
+#include "agent/python/py_stitch.h"
 #include "agent/ship/proc_labels.h"
 #include "lib/hash.h"
 #include "lib/vec.h"
@@ -26,7 +26,7 @@ struct cached_proc {
 struct agent_batch;
 
 /* A sample's frames as they are built, root first (also the stitch walk's
- * context: agent/py_stitch.h). */
+ * context: agent/python/py_stitch.h). */
 struct frame_out {
 	struct agent_batch *ab;
 	const struct strata_stack_key *k;

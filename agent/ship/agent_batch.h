@@ -12,10 +12,10 @@
 
 #include <stdint.h>
 
-#include "agent/proc_tracker.h"
-#include "agent/python.h"
-#include "agent/sampler.h"
-#include "agent/unwind_loader.h"
+#include "agent/proc/proc_tracker.h"
+#include "agent/python/python.h"
+#include "agent/core/sampler.h"
+#include "agent/proc/unwind_loader.h"
 #include "symbolize/symbolize.h"
 #include "uploader/batch_builder.h"
 

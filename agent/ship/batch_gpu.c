@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/gpu_names.h"
-#include "agent/gpu_tables.h"
+#include "agent/gpu/gpu_names.h"
+#include "agent/gpu/gpu_tables.h"
 
 #define STATE_MAX 65536	       /* last-shipped rows per table (the layer keeps 65536) */
 #define OUTSTANDING_MAX 262144 /* allocations tracked between drains (the BPF map's size) */

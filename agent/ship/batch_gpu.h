@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The GPU layer's tables (agent/gpu_data.h) into a wire batch: launches,
+ * The GPU layer's tables (agent/gpu/gpu_data.h) into a wire batch: launches,
  * allocation events, allocation failures, copies and syncs, the API tally,
  * the probe duty cycle, NCCL communicators, collectives and their stats,
  * and rank labels from ncclCommInitRank.
@@ -18,8 +18,8 @@
 #ifndef STRATA_AGENT_SHIP_BATCH_GPU_H
 #define STRATA_AGENT_SHIP_BATCH_GPU_H
 
-#include "agent/gpu_data.h"
-#include "agent/modules.h"
+#include "agent/gpu/gpu_data.h"
+#include "agent/proc/modules.h"
 #include "agent/ship/agent_batch.h"
 
 struct batch_gpu;

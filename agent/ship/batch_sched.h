@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The scheduler layer (agent/sched_collector.h) into a wire batch:
+ * The scheduler layer (agent/sched/sched_collector.h) into a wire batch:
  * OffCpuSample (blocked time by thread, reason and blocking stack),
  * SchedStat (per thread: on-CPU, runnable, switches), TimeBreakdown (per
  * thread and category) and IrqStat (per CPU: hard and soft irq time).
@@ -20,7 +20,7 @@
 #ifndef STRATA_AGENT_SHIP_BATCH_SCHED_H
 #define STRATA_AGENT_SHIP_BATCH_SCHED_H
 
-#include "agent/sched_collector.h"
+#include "agent/sched/sched_collector.h"
 #include "agent/ship/agent_batch.h"
 
 #define BATCH_SCHED_MAX_THREADS 131072 /* > the collector's live + retired bounds */

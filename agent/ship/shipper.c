@@ -20,8 +20,18 @@ struct shipper {
 	struct batch_sched *sched; /* NULL: the session has no scheduler layer */
 	uint32_t freq_hz;
 	uint64_t seq;
+	struct batch_meta m;   /* the window's, filled in by the GPU window */
 	uint64_t unknown_seen; /* ab's frames_unknown at the last period */
 };
+
+/* ---- the sink (agent/core/sink.h) ---- */
+
+static int sample(void *ctx, const struct sampler_sample *smp)
+{
+	struct shipper *sh = ctx;
+
+	return agent_batch__add_sampled(sh->ab, smp);
+}
 
 static void gpu_drained(void *ctx, const struct gpu_data *d)
 {
@@ -30,13 +40,40 @@ static void gpu_drained(void *ctx, const struct gpu_data *d)
 	batch_gpu__drained(sh->gpu, sh->ab, d);
 }
 
+static int gpu_window(void *ctx, struct gpu *g, const struct session_window *w)
+{
+	struct shipper *sh = ctx;
+	int err;
+
+	sh->m.start_ns = w->start_ns;
+	sh->m.end_ns = w->end_ns;
+	err = batch_gpu__add(sh->gpu, sh->ab, gpu__data(g), &sh->m);
+	gpu__calls_taken(g);
+	return err;
+}
+
+/* The scheduler layer: this window's deltas and off-CPU drain. */
+static int sched_window(void *ctx, struct sched_collector *c, const struct session_window *w)
+{
+	struct shipper *sh = ctx;
+	int err = batch_sched__add(sh->sched, sh->ab, c);
+
+	if (err == -ENOMEM)
+		return err;
+	if (err)
+		pr_warn("agent: scheduler records left out: %s", strerror(-err));
+	return 0;
+}
+
 struct shipper *shipper__new(const struct shipper_opts *o, struct session *s)
 {
 	struct shipper *sh = calloc(1, sizeof(*sh));
 	struct batch_builder_opts bo = { .sz = sizeof(bo), .node = o->node };
+	struct session_sources src;
 
 	if (!sh)
 		return NULL;
+	session__sources(s, &src);
 	sh->freq_hz = o->freq_hz;
 	sh->up = uploader__new(&o->upload);
 	if (!sh->up)
@@ -46,28 +83,32 @@ struct shipper *shipper__new(const struct shipper_opts *o, struct session *s)
 	sh->bb = batch_builder__new(&bo);
 	if (!sh->bb)
 		goto err_out;
-	struct batch_sources src = {
-		.procs = s->procs,
-		.ksyms = s->ksyms,
-		.unwind = s->unwind,
-		.python = s->python,
+	struct batch_sources bsrc = {
+		.procs = src.procs,
+		.ksyms = src.ksyms,
+		.unwind = src.unwind,
+		.python = src.python,
 	};
-	sh->ab = agent_batch__new(sh->bb, &src);
+	sh->ab = agent_batch__new(sh->bb, &bsrc);
 	if (!sh->ab)
 		goto err_out;
-	session__set_consumer(s, agent_batch__add_sampled, sh->ab);
-	if (s->gpu) {
-		sh->gpu = batch_gpu__new(s->mods);
+	if (src.gpu) {
+		sh->gpu = batch_gpu__new(src.mods);
 		if (!sh->gpu)
 			goto err_out;
-		s->gpu_drained = gpu_drained;
-		s->gpu_drained_ctx = sh;
 	}
-	if (s->sched) {
+	if (src.sched) {
 		sh->sched = batch_sched__new();
 		if (!sh->sched)
 			goto err_out;
 	}
+	session__set_sink(s, &(struct session_sink){
+				     .ctx = sh,
+				     .sample = sample,
+				     .gpu_drained = gpu_drained,
+				     .gpu_window = gpu_window,
+				     .sched_window = sched_window,
+			     });
 	return sh;
 err_out:
 	shipper__free(sh, 0);
@@ -76,43 +117,30 @@ err_out:
 
 int shipper__period(struct shipper *sh, struct session *s)
 {
-	/* The session's own profile stays empty; it still carries the window
-	 * and the sampler's drop counters for this period. */
-	struct profile *p = session__take_profile(s);
 	struct agent_batch_stats as;
+	struct session_window w;
 	struct batch_meta m;
 	uint8_t *data = NULL;
 	size_t len = 0;
 	int err;
 
-	if (!p)
-		return -ENOMEM;
+	/* The window's GPU and scheduler records are added inside its last
+	 * drain (gpu_window, sched_window). */
+	sh->m = (struct batch_meta){ 0 };
+	err = session__end_window(s, &w);
+	if (err)
+		return err;
 	agent_batch__stats(sh->ab, &as);
-	m = (struct batch_meta){
-		.start_ns = p->start_ns,
-		.end_ns = p->end_ns,
-		.freq_hz = sh->freq_hz,
-		.drops = p->drops,
-		.spool_dropped = uploader__take_spool_dropped(sh->up),
-		.seq = ++sh->seq,
-	};
+	m = sh->m;
+	m.start_ns = w.start_ns;
+	m.end_ns = w.end_ns;
+	m.freq_hz = sh->freq_hz;
+	m.drops = w.drops;
+	m.spool_dropped = uploader__take_spool_dropped(sh->up);
+	m.seq = ++sh->seq;
 	/* Unknown frames are counted by the conversion, not the resolver. */
 	m.drops.proc_unknown = as.frames_unknown - sh->unknown_seen;
 	sh->unknown_seen = as.frames_unknown;
-	profile__free(p);
-	if (sh->gpu) { /* drained by session__take_profile */
-		err = batch_gpu__add(sh->gpu, sh->ab, gpu__data(s->gpu), &m);
-		gpu__calls_taken(s->gpu);
-		if (err)
-			return err;
-	}
-	if (sh->sched) { /* scheduler layer: this window's deltas and off-CPU drain */
-		err = batch_sched__add(sh->sched, sh->ab, s->sched);
-		if (err == -ENOMEM)
-			return err;
-		if (err)
-			pr_warn("agent: scheduler records left out: %s", strerror(-err));
-	}
 	err = batch_builder__finish(sh->bb, &m, &data, &len);
 	if (err)
 		return err;

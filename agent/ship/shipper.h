@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * strata-agent --server: glues a session to the wire.  Drained samples go
- * to the batch builder (not the symbolizer); every period the batch is
- * finished, spooled and sent by the uploader.
+ * strata-agent --server: glues a session to the wire.  It is the session's
+ * sink: drained samples go to the batch builder (not the symbolizer), and
+ * the GPU and scheduler layers' records with them; every period the batch
+ * is finished, spooled and sent by the uploader.
  */
 #ifndef STRATA_AGENT_SHIP_SHIPPER_H
 #define STRATA_AGENT_SHIP_SHIPPER_H
 
-#include "agent/session.h"
+#include "agent/core/session.h"
 #include "uploader/uploader.h"
 
 struct shipper_opts {
@@ -19,9 +20,11 @@ struct shipper_opts {
 
 struct shipper;
 
-/* Takes over s's drained samples.  NULL + errno. */
+/* Becomes s's sink (agent/core/sink.h): samples, GPU and scheduler
+ * records go into the period's batch.  NULL + errno. */
 struct shipper *shipper__new(const struct shipper_opts *o, struct session *s);
-/* Ends the period: one batch built, spooled and queued.  0 or -errno. */
+/* Ends the period (session__end_window): one batch built, spooled and
+ * queued.  0 or -errno. */
 int shipper__period(struct shipper *sh, struct session *s);
 /* Prints batch and upload counters to stderr. */
 void shipper__report(struct shipper *sh);

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/proc_maps.h"
+#include "agent/proc/proc_maps.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

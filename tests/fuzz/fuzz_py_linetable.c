@@ -7,7 +7,7 @@
 
 #include <linux/types.h>
 
-#include "agent/python_symbols.h"
+#include "agent/python/python_symbols.h"
 #include "unwind/python_lines.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

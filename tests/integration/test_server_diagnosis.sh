@@ -4,9 +4,11 @@
 # /api/v1/leak_reports, /metrics (docs/metrics.md names) and the
 # Alertmanager webhook (a local receiver records the POSTs).  Prints, per
 # scenario: detected rank, layer, and seconds of data time from the fault
-# onset to the confirmation (1 s windows, 3 to confirm).  The batches are
-# replayed data (2 minutes old), so the server judges on query only
-# (--diag-on-query): every batch is in before the first window is judged.
+# onset to the confirmation (the sequential test at ingest decides on the
+# collective that completes the evidence).  The batches are replayed data
+# (2 minutes old), so the windowed parts (breakdown, leaks, findings) are
+# judged on query only (--diag-on-query); /api/v1/stragglers with from/to
+# judges the stored range again and must find the same episode.
 source "$(dirname "$0")/lib.sh"
 source "$ROOT/tests/integration/server_lib.sh"
 SCEN=$ROOT/build/fixtures/gen_scenario
@@ -32,6 +34,8 @@ run_scenario() { # FAULT RANK EXPECTED_LAYER
 			fail "$fault: POST $f"
 	done
 	api "/api/v1/stragglers?job=scenario&all=1" > "$T/str.json" || fail "$fault: stragglers"
+	api "/api/v1/stragglers?job=scenario&from=$((onset / 1000000000 - 10))&to=$((onset / 1000000000 + 30))" \
+		> "$T/past.json" || fail "$fault: stragglers from/to"
 	api "/api/v1/breakdown?job=scenario" > "$T/bd.json" || fail "$fault: breakdown"
 	api "/api/v1/leak_reports?job=scenario" > "$T/leaks.json" || fail "$fault: leak_reports"
 	api "/metrics" > "$T/metrics.txt" || fail "$fault: metrics"
@@ -54,6 +58,7 @@ for r in bd:   # every category present, sum = the main thread's wall time
 assert metrics.count('strata_rank_time_seconds_total{job="scenario"') == 32, 'breakdown counters'
 if fault in ('none', 'leak'):
     assert not conf, ('false straggler', conf)
+    assert json.load(open(T + '/past.json')) == [], 'false straggler in the past range'
     assert not hooks, hooks
     assert 'strata_straggler_confirmed{' not in metrics or \
         not re.search(r'strata_straggler_confirmed\{[^}]*\} 1$', metrics, re.M)
@@ -83,10 +88,13 @@ top = find[0]
 assert len(hooks) == 1, hooks
 h = json.loads(hooks[0].split(' ', 1)[1])
 assert h['status'] == 'firing' and h['alerts'][0]['labels']['rank'] == str(rank), h
-confirm_at = s['since'] + 3.0
+past = json.load(open(T + '/past.json'))
+assert len(past) == 1 and past[0]['rank'] == rank and past[0]['until'] is None, past
+assert abs(past[0]['decided_at'] - s['decided_at']) < 0.001, (past, s)
 print(f'scenario {fault}: detected rank {s["rank"]} layer {top["layer"]} ({top["metric"]} '
       f'{top["value"]:.3f} vs {top["peer_median"]:.3f}), lag {s["lag_seconds"]*1e3:.1f} ms, '
-      f'alert {confirm_at - onset/1e9:.1f} s after onset (data time)')
+      f'alert {s["decided_at"] - onset/1e9:.1f} s after onset (data time, '
+      f'{s["collectives"]} collectives judged)')
 assert 'rank %d' % rank in page and top['metric'] in page
 EOF
 }

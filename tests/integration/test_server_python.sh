@@ -1,6 +1,6 @@
 # Python frames through agent -> server -> query API: outer -> middle ->
 # inner under <module> (tests/fixtures/py_chain.py), stitched by the agent
-# in the same order as `strata record` (agent/py_stitch.c), sent as PYTHON
+# in the same order as `strata record` (agent/python/py_stitch.c), sent as PYTHON
 # frames (qualname/file/line) between native (build-id, offset) frames.
 # The server's folded export must show the chain in order in >= 90% of the
 # interpreter's samples, and place it under the native PyEval_EvalCode.

@@ -1,4 +1,4 @@
-# server/store_clickhouse.c against a real ClickHouse (Debian's 18.16,
+# server/store/clickhouse*.c against a real ClickHouse (Debian's 18.16,
 # started privately): synthetic batches through the store interface, every
 # query, filters, exactly-once ingest, leaks, tally, events, retention by
 # partition, concurrent ingest (tests/unit/test_store_clickhouse.c), and

@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "agent/cli_gpu.h"
+#include "agent/cli/cli_gpu.h"
 #include "lib/cli.h"
 
 static const struct option longopts[] = {

@@ -16,11 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/gpu_budget.h"
-#include "agent/gpu_data.h"
-#include "agent/gpu_leaks.h"
-#include "agent/gpu_libs.h"
-#include "agent/gpu_names.h"
+#include "agent/gpu/gpu_budget.h"
+#include "agent/gpu/gpu_data.h"
+#include "agent/gpu/gpu_leaks.h"
+#include "agent/gpu/gpu_libs.h"
+#include "agent/gpu/gpu_names.h"
 
 #define SEC 1000000000ULL
 #define COST_NS 11000.0

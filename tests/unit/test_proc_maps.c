@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "agent/proc_maps.h"
+#include "agent/proc/proc_maps.h"
 
 static void test_file_mapping(void **state)
 {

@@ -13,7 +13,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "agent/proc_tracker.h"
+#include "agent/proc/proc_tracker.h"
 
 __attribute__((noinline)) int tracked_function(int x)
 {

@@ -19,8 +19,8 @@
 
 #include <linux/types.h>
 
-#include "agent/python_detect.h"
-#include "agent/python_symbols.h"
+#include "agent/python/python_detect.h"
+#include "agent/python/python_symbols.h"
 #include "bpf/strata.h"
 #include "unwind/python_lines.h"
 #include "unwind/python_offsets.h"

@@ -8,7 +8,7 @@
 
 #include <stdlib.h>
 
-#include "agent/row_alloc.h"
+#include "agent/core/row_alloc.h"
 
 static void first_fit_and_full(void **state)
 {

@@ -19,7 +19,7 @@
 
 #include <cmocka.h>
 
-#include "agent/proc_maps.h"
+#include "agent/proc/proc_maps.h"
 #include "symbolize/buildid.h"
 #include "symbolize/symbolize.h"
 

@@ -23,9 +23,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "agent/modules.h"
-#include "agent/proc_tracker.h"
-#include "agent/unwind_loader.h"
+#include "agent/proc/modules.h"
+#include "agent/proc/proc_tracker.h"
+#include "agent/proc/unwind_loader.h"
 #include "bpf/strata.h"
 
 #define SNAP_MAX (256 * 1024)

@@ -1,0 +1,566 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "agent/core/session.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/proc/modules.h"
+#include "agent/proc/proc_tracker.h"
+#include "agent/proc/unwind_loader.h"
+#include "agent/python/python.h"
+#include "agent/sched/sched_collector.h"
+#include "lib/clock.h"
+#include "lib/enum_names.h"
+#include "lib/log.h"
+#include "symbolize/symbolize.h"
+
+struct session {
+	struct sampler *sampler;
+	struct module_registry *mods;
+	struct proc_tracker *procs;
+	struct symbolizer *sym;
+	struct ksyms *ksyms;
+	struct unwind_loader *unwind;  /* NULL: frame pointers only */
+	struct python *python;	       /* NULL: no Python frames (--no-python) */
+	struct sched_collector *sched; /* NULL: scheduler layer off */
+	struct gpu *gpu;	       /* NULL: --no-gpu, or the layer could not load */
+	struct session_sink sink;
+	int epfd, sigfd;
+	uint32_t freq_hz;
+	uint32_t drain_ms;
+	uint64_t next_drain_ms;	   /* CLOCK_MONOTONIC */
+	uint64_t window_start_ns;  /* CLOCK_REALTIME */
+	struct rlimit nofile_orig; /* for children: they run as without us */
+	uint64_t events_failed;
+	struct sampler_stats base; /* counters at the last window's end */
+};
+
+static void unwind_maps_read(void *ctx, uint64_t mm_id, const struct proc_mapping *maps, size_t n)
+{
+	struct session *s = ctx;
+
+	if (s->unwind)
+		unwind_loader__load(s->unwind, mm_id, maps, n); /* failures counted */
+}
+
+static void python_maps_read(void *ctx, uint32_t tgid, uint64_t mm_id,
+			     const struct proc_mapping *maps, size_t n)
+{
+	struct session *s = ctx;
+
+	if (s->python)
+		python__maps_read(s->python, tgid, mm_id, maps, n);
+}
+
+static void unwind_table_wanted(void *ctx, const struct module *mod)
+{
+	struct session *s = ctx;
+
+	if (!s->unwind)
+		return;
+	unwind_loader__touch(s->unwind, mod);
+	unwind_loader__flush(s->unwind);
+}
+
+static void unwind_freed(void *ctx, uint64_t mm_id)
+{
+	struct session *s = ctx;
+
+	if (s->unwind)
+		unwind_loader__forget(s->unwind, mm_id);
+	if (s->python)
+		python__forget(s->python, mm_id);
+}
+
+/* PROC_EV_PY_STACK: symbolize a Python stack's new code objects now. */
+static void python_stack_seen(struct session *s, const struct strata_proc_event *e)
+{
+	struct strata_py_stack *st;
+
+	if (!s->python)
+		return;
+	st = malloc(sizeof(*st));
+	if (st && !sampler__py_stack(s->sampler, e->flags, e->start, st))
+		python__prefetch(s->python, e->mm_id, st);
+	free(st);
+}
+
+static int on_event(void *ctx, const struct strata_proc_event *e)
+{
+	struct session *s = ctx;
+
+	if (e->type == PROC_EV_PY_STACK) {
+		python_stack_seen(s, e);
+		return 0;
+	}
+
+	if (proc_tracker__on_event(s->procs, e))
+		s->events_failed++;
+	if (s->gpu)
+		gpu__on_proc_event(s->gpu, e);
+	return 0;
+}
+
+/* Symbolization keeps one fd per executable file: make room for them, and
+ * remember the original limit for the commands we start. */
+static void raise_nofile(struct rlimit *orig)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, orig))
+		return;
+	rl = *orig;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+struct session *session__new(const struct session_opts *opts)
+{
+	struct symbolizer_opts sopts = { .sz = sizeof(sopts) };
+	struct epoll_event ev = { .events = EPOLLIN };
+	struct session *s;
+	sigset_t mask;
+	int err;
+
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	s->epfd = s->sigfd = -1;
+	s->freq_hz = opts->sampler.freq_hz;
+	s->drain_ms = opts->drain_ms ? opts->drain_ms : 1000;
+	s->next_drain_ms = mono_ms() + s->drain_ms;
+	raise_nofile(&s->nofile_orig);
+
+	/* Blocked before anything slow, so a TERM during start-up is read from
+	 * the signalfd and ends the session cleanly instead of killing it. */
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGCHLD);
+	if (sigprocmask(SIG_BLOCK, &mask, NULL)) {
+		err = -errno;
+		goto err_out;
+	}
+
+	s->mods = modules__new(0);
+	s->procs = s->mods ? proc_tracker__new(s->mods, 0) : NULL;
+	s->sym = symbolizer__new(&sopts);
+	if (!s->procs || !s->sym) {
+		err = -ENOMEM;
+		goto err_out;
+	}
+	s->ksyms = ksyms__load(NULL);
+	if (!s->ksyms)
+		pr_warn("session: /proc/kallsyms unreadable: kernel frames stay addresses");
+	else if (ksyms__restricted(s->ksyms))
+		pr_warn("session: /proc/kallsyms hides addresses (kptr_restrict): kernel frames "
+			"stay addresses");
+	s->window_start_ns = realtime_ns();
+
+	s->sampler = sampler__new(&opts->sampler, on_event, s);
+	if (!s->sampler) {
+		err = -errno;
+		goto err_out;
+	}
+	if (opts->sampler.hybrid) {
+		int rows_fd, procs_fd;
+		uint32_t max_rows;
+
+		sampler__unwind_maps(s->sampler, &rows_fd, &max_rows, &procs_fd);
+		s->unwind = unwind_loader__new(rows_fd, max_rows, procs_fd);
+		if (!s->unwind) {
+			err = -ENOMEM;
+			goto err_out;
+		}
+	}
+	if (!opts->sampler.no_python && !opts->sampler.no_user) {
+		s->python = python__new(sampler__py_procs_fd(s->sampler), 0);
+		if (!s->python) {
+			err = -ENOMEM;
+			goto err_out;
+		}
+	}
+	if (s->unwind || s->python) {
+		struct proc_tracker_hooks hooks = {
+			.ctx = s,
+			.maps_read = unwind_maps_read,
+			.freed = unwind_freed,
+			.table_wanted = unwind_table_wanted,
+			.maps_read_pid = python_maps_read,
+		};
+		proc_tracker__set_hooks(s->procs, &hooks);
+	}
+	if (opts->sched) {
+		struct sched_collector_opts so = {
+			.sz = sizeof(so),
+			.filter = opts->sampler.filter,
+			.test_layer_binary = opts->sched_test_layer_binary,
+		};
+
+		sampler__filter_maps(s->sampler, &so.targets_fd, &so.cgroup_map_fd);
+		s->sched = sched_collector__new(&so);
+		if (!s->sched) {
+			err = -errno;
+			goto err_out;
+		}
+	}
+	if (!opts->no_gpu) { /* GPU layer: after sched, whose API-layer map it marks */
+		struct gpu_opts go = opts->gpu;
+
+		go.filter = opts->sampler.filter;
+		sampler__filter_maps(s->sampler, &go.targets_fd, &go.cgroup_map_fd);
+		go.api_layers_fd = s->sched ? sched_collector__api_layers_fd(s->sched) : -1;
+		go.python = s->python;
+		go.py_procs_fd = s->python ? sampler__py_procs_fd(s->sampler) : -1;
+		if (s->unwind) { /* the call-site stacks walk the same tables */
+			uint32_t max_rows;
+
+			sampler__unwind_maps(s->sampler, &go.unwind_rows_fd, &max_rows,
+					     &go.unwind_procs_fd);
+		}
+		s->gpu = gpu__new(&go, s->mods, s->procs, s->sym, s->ksyms);
+		if (!s->gpu)
+			pr_warn("session: GPU layer off: %s", strerror(errno));
+	}
+	for (size_t i = 0; i < opts->npids; i++) {
+		err = sampler__add_target(s->sampler, opts->pids[i]);
+		if (err)
+			goto err_out;
+		if (s->gpu)
+			gpu__watch(s->gpu, opts->pids[i]);
+	}
+
+	s->sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	s->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (s->sigfd < 0 || s->epfd < 0) {
+		err = -errno;
+		goto err_out;
+	}
+	ev.data.fd = s->sigfd;
+	if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->sigfd, &ev)) {
+		err = -errno;
+		goto err_out;
+	}
+	ev.data.fd = sampler__event_fd(s->sampler);
+	if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, ev.data.fd, &ev)) {
+		err = -errno;
+		goto err_out;
+	}
+	if (s->gpu) {
+		ev.data.fd = gpu__event_fd(s->gpu);
+		if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, ev.data.fd, &ev)) {
+			err = -errno;
+			goto err_out;
+		}
+	}
+	return s;
+
+err_out:
+	session__free(s);
+	errno = -err;
+	return NULL;
+}
+
+void session__free(struct session *s)
+{
+	if (!s)
+		return;
+	gpu__free(s->gpu); /* resolves through the tracker: goes first */
+	/* The tracker's hooks feed the loader: free the tracker first. */
+	proc_tracker__free(s->procs);
+	unwind_loader__free(s->unwind);
+	python__free(s->python);
+	sched_collector__free(s->sched);
+	sampler__free(s->sampler);
+	ksyms__free(s->ksyms);
+	symbolizer__free(s->sym);
+	modules__free(s->mods);
+	if (s->epfd >= 0)
+		close(s->epfd);
+	if (s->sigfd >= 0)
+		close(s->sigfd);
+	free(s);
+}
+
+int session__add_target(struct session *s, uint32_t tgid)
+{
+	int err = sampler__add_target(s->sampler, tgid);
+
+	if (!err && s->gpu)
+		gpu__watch(s->gpu, tgid);
+	return err;
+}
+
+int session__start(struct session *s)
+{
+	int err = sampler__start(s->sampler);
+
+	if (!err && s->sched)
+		err = sched_collector__start(s->sched);
+	return err;
+}
+
+static int drain(struct session *s, struct session_window *w);
+
+int session__wait(struct session *s, int timeout_ms, struct session_signal *sig)
+{
+	struct epoll_event evs[3];
+	uint64_t now = mono_ms();
+	int n, ret = SESSION_TIMEOUT;
+
+	if (s->gpu) {
+		int gpu_ms = gpu__poll(s->gpu); /* discovery and duty cycle deadlines */
+
+		if (gpu_ms < timeout_ms)
+			timeout_ms = gpu_ms;
+	}
+	if (s->next_drain_ms > now && s->next_drain_ms - now < (uint64_t)timeout_ms)
+		timeout_ms = (int)(s->next_drain_ms - now);
+	else if (s->next_drain_ms <= now)
+		timeout_ms = 0;
+	n = epoll_wait(s->epfd, evs, 3, timeout_ms);
+	if (n < 0 && errno != EINTR)
+		return -errno;
+	sampler__consume_events(s->sampler);
+	for (int i = 0; i < n; i++) {
+		struct signalfd_siginfo si;
+
+		if (evs[i].data.fd != s->sigfd)
+			continue;
+		if (read(s->sigfd, &si, sizeof(si)) == sizeof(si)) {
+			sig->signo = (int)si.ssi_signo;
+			sig->from = (pid_t)si.ssi_pid;
+			ret = SESSION_SIGNAL;
+		}
+	}
+	if (mono_ms() >= s->next_drain_ms) {
+		drain(s, NULL);
+		s->next_drain_ms = mono_ms() + s->drain_ms;
+	}
+	return ret;
+}
+
+void session__sources(const struct session *s, struct session_sources *out)
+{
+	*out = (struct session_sources){
+		.procs = s->procs,
+		.mods = s->mods,
+		.sym = s->sym,
+		.ksyms = s->ksyms,
+		.unwind = s->unwind,
+		.python = s->python,
+		.freq_hz = s->freq_hz,
+		.gpu = s->gpu != NULL,
+		.sched = s->sched != NULL,
+		.nofile_orig = &s->nofile_orig,
+	};
+}
+
+void session__set_sink(struct session *s, const struct session_sink *sink)
+{
+	s->sink = *sink;
+}
+
+static int drop_sample(void *ctx, const struct sampler_sample *smp)
+{
+	return 0;
+}
+
+/* The sampler's losses since the last window's end. */
+static void window_drops(struct session *s, struct profile_drops *d)
+{
+	struct sampler_stats st;
+	const uint64_t *c = st.counters, *b = s->base.counters;
+
+	sampler__stats(s->sampler, &st);
+	d->map_full = c[STRATA_CNT_COUNTS_FULL] - b[STRATA_CNT_COUNTS_FULL] + st.samples_dropped -
+		      s->base.samples_dropped;
+	d->stack_lost = c[STRATA_CNT_STACKS_FULL] - b[STRATA_CNT_STACKS_FULL] +
+			c[STRATA_CNT_USER_STACK_ERR] - b[STRATA_CNT_USER_STACK_ERR] +
+			c[STRATA_CNT_KERN_STACK_ERR] - b[STRATA_CNT_KERN_STACK_ERR] +
+			st.stacks_missing - s->base.stacks_missing;
+	d->proc_unknown = 0;
+	/* Lost process events, truncated exit walks and children that could
+	 * not become targets: attribution, not sample, losses. */
+	d->other = c[STRATA_CNT_EVENTS_LOST] - b[STRATA_CNT_EVENTS_LOST] +
+		   c[STRATA_CNT_VMAS_TRUNCATED] - b[STRATA_CNT_VMAS_TRUNCATED] +
+		   c[STRATA_CNT_TARGETS_FULL] - b[STRATA_CNT_TARGETS_FULL];
+	s->base = st;
+}
+
+/* The window's end, inside the drain bracket: the sink's window members. */
+static int end_window(struct session *s, struct session_window *w)
+{
+	const struct session_sink *k = &s->sink;
+	int err = 0;
+
+	w->start_ns = s->window_start_ns;
+	w->end_ns = realtime_ns();
+	window_drops(s, &w->drops);
+	s->window_start_ns = w->end_ns;
+	if (s->gpu && k->gpu_window)
+		err = k->gpu_window(k->ctx, s->gpu, w);
+	if (!err && s->sched && k->sched_window)
+		err = k->sched_window(k->ctx, s->sched, w);
+	return err;
+}
+
+/*
+ * The one drain of every layer, in the one order (agent/core/sink.h), with
+ * the window's end when w is set.  Returns the window members' first error.
+ */
+static int drain(struct session *s, struct session_window *w)
+{
+	const struct session_sink *k = &s->sink;
+	int n, err = 0;
+
+	/* Exit events first: the instances they finish are still needed by
+	 * the samples drained now, and are freed right after. */
+	sampler__consume_events(s->sampler);
+	if (s->unwind)
+		unwind_loader__tick(s->unwind);
+	n = sampler__drain(s->sampler, k->sample ? k->sample : drop_sample, k->ctx);
+	if (s->gpu) {
+		gpu__drain(s->gpu); /* before end_drain: exited processes still resolve */
+		if (k->gpu_drained)
+			k->gpu_drained(k->ctx, gpu__data(s->gpu));
+	}
+	if (s->unwind)
+		unwind_loader__flush(s->unwind);
+	if (s->sched) /* exited threads out of the BPF map */
+		sched_collector__retire(s->sched, mono_ns(), SCHED_RETIRE_GRACE_NS);
+	if (w)
+		err = end_window(s, w);
+	proc_tracker__end_drain(s->procs);
+	if (n < 0)
+		pr_warn("session: drain: %s", strerror(-n));
+	return err;
+}
+
+int session__end_window(struct session *s, struct session_window *w)
+{
+	return drain(s, w);
+}
+
+void session__report(struct session *s, const struct profile *p)
+{
+	struct sampler_stats st;
+	struct proc_tracker_stats pt;
+	struct module_stats ms;
+	struct symbolizer_stats ss;
+
+	sampler__stats(s->sampler, &st);
+	proc_tracker__stats(s->procs, &pt);
+	modules__stats(s->mods, &ms);
+	symbolizer__stats(s->sym, &ss);
+	fprintf(stderr,
+		"strata: %llu samples in profile; drops: map_full=%llu stack_lost=%llu "
+		"unknown_frames=%llu other=%llu\n",
+		(unsigned long long)profile__total(p), (unsigned long long)p->drops.map_full,
+		(unsigned long long)p->drops.stack_lost, (unsigned long long)p->drops.proc_unknown,
+		(unsigned long long)p->drops.other);
+	if (!log_enabled(LOG_INFO))
+		return;
+	for (int i = 0; i < STRATA_CNT_MAX; i++)
+		fprintf(stderr, "  bpf.%s=%llu\n", strata_sampler_counter_name(i),
+			(unsigned long long)st.counters[i]);
+	fprintf(stderr,
+		"  drains=%llu drain_wait_timeouts=%llu stacks_missing=%llu samples_dropped=%llu "
+		"events_malformed=%llu\n",
+		(unsigned long long)st.drains, (unsigned long long)st.drain_wait_timeouts,
+		(unsigned long long)st.stacks_missing, (unsigned long long)st.samples_dropped,
+		(unsigned long long)st.events_malformed);
+	fprintf(stderr,
+		"  procs: instances=%llu found_dead=%llu refused=%llu maps_read=%llu failed=%llu "
+		"refreshes=%llu exit_vmas=%llu unlocated=%llu events_failed=%llu\n",
+		(unsigned long long)pt.instances, (unsigned long long)pt.found_dead,
+		(unsigned long long)pt.refused, (unsigned long long)pt.maps_read,
+		(unsigned long long)pt.maps_read_failed, (unsigned long long)pt.refreshes,
+		(unsigned long long)pt.exit_vmas, (unsigned long long)pt.exit_vmas_unlocated,
+		(unsigned long long)s->events_failed);
+	fprintf(stderr,
+		"  modules=%llu dropped=%llu open_failed=%llu located=%llu not_located=%llu\n",
+		(unsigned long long)ms.modules, (unsigned long long)ms.dropped,
+		(unsigned long long)ms.open_failed, (unsigned long long)ms.located,
+		(unsigned long long)ms.not_located);
+	if (s->unwind) {
+		uint64_t uc[UNWIND_ERR_MAX];
+		struct unwind_loader_stats ul;
+
+		sampler__unwind_counters(s->sampler, uc);
+		fprintf(stderr, "  unwind:");
+		for (int i = 0; i < UNWIND_ERR_MAX; i++)
+			fprintf(stderr, " %s=%llu", strata_unwind_counter_name(i),
+				(unsigned long long)uc[i]);
+		unwind_loader__stats(s->unwind, &ul);
+		fprintf(stderr,
+			"\n  unwind tables: built=%llu lazy=%llu failed=%llu dropped_full=%llu "
+			"evicted=%llu "
+			"rows=%llu/%llu procs=%llu failed=%llu maps_truncated=%llu build_ms=%.1f\n",
+			(unsigned long long)ul.tables_built, (unsigned long long)ul.tables_lazy,
+			(unsigned long long)ul.tables_failed,
+			(unsigned long long)ul.tables_dropped_full,
+			(unsigned long long)ul.tables_evicted, (unsigned long long)ul.rows_used,
+			(unsigned long long)ul.rows_max, (unsigned long long)ul.procs_loaded,
+			(unsigned long long)ul.procs_failed, (unsigned long long)ul.maps_truncated,
+			ul.build_ns / 1e6);
+	}
+	if (s->python) {
+		uint64_t pc[STRATA_PY_ERR_MAX];
+		const struct python_stats *ps = python__stats(s->python);
+		struct py_symbols_stats sy;
+
+		sampler__py_counters(s->sampler, pc);
+		fprintf(stderr, "  python:");
+		for (int i = 0; i < STRATA_PY_ERR_MAX; i++)
+			fprintf(stderr, " %s=%llu", strata_py_counter_name(i),
+				(unsigned long long)pc[i]);
+		python__symbol_stats(s->python, &sy);
+		fprintf(stderr,
+			"\n  python procs: interpreters=%llu unknown_version=%llu refused=%llu "
+			"debug_offsets=%llu debug_offsets_bad=%llu dropped=%llu prefetched=%llu "
+			"stitched=%llu "
+			"stitch_native_short=%llu stitch_python_short=%llu frames=%llu "
+			"frames_unknown=%llu\n"
+			"  python symbols: lookups=%llu hits=%llu evictions=%llu read_failed=%llu "
+			"stale=%llu no_line=%llu\n",
+			(unsigned long long)ps->interpreters,
+			(unsigned long long)ps->unknown_version, (unsigned long long)ps->refused,
+			(unsigned long long)ps->debug_offsets,
+			(unsigned long long)ps->debug_offsets_bad, (unsigned long long)ps->dropped,
+			(unsigned long long)ps->prefetched, (unsigned long long)ps->stitched,
+			(unsigned long long)ps->stitch_native_short,
+			(unsigned long long)ps->stitch_python_short, (unsigned long long)ps->frames,
+			(unsigned long long)ps->frames_unknown, (unsigned long long)sy.lookups,
+			(unsigned long long)sy.hits, (unsigned long long)sy.evictions,
+			(unsigned long long)sy.read_failed, (unsigned long long)sy.stale,
+			(unsigned long long)sy.no_line);
+	}
+	if (s->sched) { /* scheduler layer */
+		uint64_t sc[STRATA_SCHED_CNT_MAX];
+		struct sched_retire_stats rs;
+
+		sched_collector__counters(s->sched, sc);
+		fprintf(stderr, "  sched:");
+		for (int i = 0; i < STRATA_SCHED_CNT_MAX; i++)
+			fprintf(stderr, " %s=%llu", strata_sched_counter_name(i),
+				(unsigned long long)sc[i]);
+		sched_collector__retire_stats(s->sched, &rs);
+		fprintf(stderr, " retired=%llu retired_dropped=%llu\n",
+			(unsigned long long)rs.retired, (unsigned long long)rs.dropped);
+	}
+	fprintf(stderr,
+		"  symbolizer: lookups=%llu cache_hits=%llu unresolved=%llu open_failed=%llu\n",
+		(unsigned long long)ss.lookups, (unsigned long long)ss.cache_hits,
+		(unsigned long long)ss.unresolved, (unsigned long long)ss.module_open_failed);
+}

@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Where a session's drained data goes: one interface, implemented by the
+ * local writers (agent/core/profile_sink.c with the command's GPU and
+ * scheduler files: `strata record`, strata-agent --output) and by the wire
+ * batch (agent/ship/shipper.c).
+ *
+ * The session calls it from one place (session.c: drain) in one order, all
+ * inside the process tracker's drain bracket: proc_tracker__end_drain runs
+ * after the last call, so processes that exited since the previous drain
+ * still resolve, and are freed right after.
+ *   every drain:       sample() for each CPU sample, then gpu_drained()
+ *   a window's end:    then gpu_window(), sched_window()
+ *                      (session__end_window: the period's last drain)
+ * A NULL member is not called, nor a layer's members when it is off; the
+ * first error of a window callback skips the rest and is returned by
+ * session__end_window.
+ */
+#ifndef STRATA_AGENT_SINK_H
+#define STRATA_AGENT_SINK_H
+
+#include <stdint.h>
+
+#include "agent/core/sampler.h"
+#include "lib/profile.h"
+
+struct gpu;
+struct gpu_data;
+struct sched_collector;
+
+/* A window (strata-agent: a period; strata record: the whole run). */
+struct session_window {
+	uint64_t start_ns, end_ns;  /* CLOCK_REALTIME */
+	struct profile_drops drops; /* the sampler's losses in the window;
+				     * proc_unknown is the sink's own count */
+};
+
+struct session_sink {
+	void *ctx;
+	/* Every drain: each drained CPU sample. */
+	sampler_sample_fn sample;
+	/* Every drain, after the GPU layer's: its tables (valid until the
+	 * next drain; allocation sets are compared drain by drain). */
+	void (*gpu_drained)(void *ctx, const struct gpu_data *d);
+	/* A window's end: the GPU layer's window (its tables, gpu__data). */
+	int (*gpu_window)(void *ctx, struct gpu *g, const struct session_window *w);
+	/* A window's end: the scheduler layer's window (thread counters,
+	 * the off-CPU aggregate drained, irq and CPU counters). */
+	int (*sched_window)(void *ctx, struct sched_collector *c, const struct session_window *w);
+};
+
+#endif /* STRATA_AGENT_SINK_H */

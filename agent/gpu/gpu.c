@@ -1,0 +1,195 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The GPU layer's life cycle (see agent/gpu/gpu.h; gpu_impl.h lists the
+ * files that do the rest): the BPF object with the session's filter maps,
+ * the tables, and the files attached for the whole session.
+ */
+#include "agent/gpu/gpu_impl.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "agent/gpu/gpu_libs.h"
+#include "agent/proc/uprobe_multi.h"
+#include "lib/clock.h"
+#include "lib/log.h"
+#include "gpu.skel.h"
+
+/* Before load: the session's filter maps, for admission in BPF, and the
+ * scheduler layer's API-layer map. */
+static int session_maps(struct gpu *g)
+{
+	uint32_t f = g->opts.filter;
+	bool admit = f == STRATA_FILTER_NONE;
+	int err = 0;
+
+	g->skel->rodata->filter_mode = f;
+	if (f == STRATA_FILTER_TGIDS && g->opts.targets_fd > 0) {
+		err = bpf_map__reuse_fd(g->skel->maps.session_targets, g->opts.targets_fd);
+		admit = !err;
+	} else if (f == STRATA_FILTER_CGROUP && g->opts.cgroup_map_fd > 0) {
+		err = bpf_map__reuse_fd(g->skel->maps.session_cgroup, g->opts.cgroup_map_fd);
+		admit = !err;
+	} /* else no filter to admit by: /proc discovery only */
+	g->skel->rodata->admit_in_bpf = admit;
+	if (!err && g->opts.python && g->opts.py_procs_fd > 0) {
+		err = bpf_map__reuse_fd(g->skel->maps.py_procs, g->opts.py_procs_fd);
+		g->skel->rodata->want_python = !err && !g->opts.no_stacks;
+	}
+	if (!err && g->opts.api_layers_fd > 0) {
+		err = bpf_map__reuse_fd(g->skel->maps.api_layers, g->opts.api_layers_fd);
+		g->skel->rodata->mark_layers = !err;
+	}
+	if (!err && g->opts.unwind_rows_fd > 0 && g->opts.unwind_procs_fd > 0) {
+		err = bpf_map__reuse_fd(g->skel->maps.unwind_rows, g->opts.unwind_rows_fd)
+			      ?: bpf_map__reuse_fd(g->skel->maps.unwind_procs,
+						   g->opts.unwind_procs_fd);
+	} else if (!err) { /* no tables: the walker's frame-pointer steps only */
+		bpf_map__set_max_entries(g->skel->maps.unwind_rows, 1);
+		bpf_map__set_max_entries(g->skel->maps.unwind_procs, 1);
+	}
+	return err;
+}
+
+struct gpu *gpu__new(const struct gpu_opts *opts, struct module_registry *mods,
+		     struct proc_tracker *procs, struct symbolizer *sym, struct ksyms *ksyms)
+{
+	struct gpu *g = calloc(1, sizeof(*g));
+	int err;
+
+	if (!g)
+		return NULL;
+	g->opts = *opts;
+	if (g->opts.budget == 0)
+		g->opts.budget = 0.01;
+	if (g->opts.probe_cost_ns <= 0)
+		g->opts.probe_cost_ns = 11000;
+	if (!g->opts.grace_ms)
+		g->opts.grace_ms = GPU_GRACE_MS;
+	g->mods = mods;
+	g->procs_tracker = procs;
+	g->procs = calloc(GPU_MAX_PROCS, sizeof(*g->procs));
+	g->calls = calloc(GPU_MAX_CALLS, sizeof(*g->calls));
+	g->data.allocs = calloc(GPU_MAX_ALLOC_RECS, sizeof(*g->data.allocs));
+	g->data.frames = profile__new(1);
+	if (!g->procs || !g->calls || !g->data.frames) {
+		err = -ENOMEM;
+		goto err_out;
+	}
+	g->res = (struct resolver){
+		.procs = procs,
+		.sym = sym,
+		.ksyms = ksyms,
+		.out = g->data.frames,
+		.python = opts->python,
+	};
+	gpu_table__init(&g->known, sizeof(struct gpu_known), 0, 16, GPU_MAX_KNOWN);
+	gpu_table__init(&g->raw_stacks, sizeof(struct raw_stack), 0, 8, GPU_MAX_ROWS);
+	gpu_table__init(&g->py_stacks, sizeof(struct py_stack_row), 0, 8, GPU_MAX_ROWS);
+	gpu_table__init(&g->pairs, sizeof(struct pair_row), 0, 8, GPU_MAX_ROWS);
+	gpu_table__init(&g->stacks, sizeof(struct stack_row), 0, sizeof(struct stack_key),
+			GPU_MAX_ROWS);
+	gpu_table__init(&g->sites, sizeof(struct gpu_site), 0, sizeof(struct gpu_site_key),
+			GPU_MAX_ROWS);
+	gpu_table__init(&g->tally, sizeof(struct gpu_tally_row), 0, sizeof(struct gpu_tally_key),
+			GPU_MAX_ROWS);
+	gpu_table__init(&g->errs, sizeof(struct gpu_err_row), 0, sizeof(struct gpu_err_key),
+			GPU_MAX_ROWS);
+	gpu_leaks__init(&g->leaks, GPU_MAX_ROWS);
+	gpu_table__init(&g->colls, sizeof(struct gpu_coll_row), 0, sizeof(struct gpu_coll_key),
+			GPU_MAX_ROWS);
+	gpu_table__init(&g->funcs, sizeof(struct func_row), 0, sizeof(struct func_key),
+			GPU_MAX_ROWS);
+
+	g->skel = gpu_bpf__open();
+	if (!g->skel) {
+		err = -errno;
+		goto err_out;
+	}
+	g->skel->rodata->trace_cuda = opts->trace;
+	g->skel->rodata->want_stacks = !opts->no_stacks;
+	g->skel->rodata->page_shift = (uint32_t)__builtin_ctzl((unsigned long)getpagesize());
+	err = session_maps(g);
+	if (err)
+		goto err_out;
+	err = uprobe_multi__prepare(g->skel->progs.gpu_enter_multi) ?:
+	      uprobe_multi__prepare(g->skel->progs.gpu_exit_multi) ?:
+	      uprobe_multi__prepare(g->skel->progs.gpu_empty_multi);
+	if (err)
+		goto err_out;
+	err = gpu_bpf__load(g->skel);
+	if (err) {
+		pr_warn("gpu: cannot load the BPF object: %s", strerror(-err));
+		goto err_out;
+	}
+	if (!bpf_program__attach(g->skel->progs.gpu_proc_exit) ||
+	    !bpf_program__attach(g->skel->progs.gpu_proc_exec)) {
+		err = -errno;
+		goto err_out;
+	}
+	g->rb = ring_buffer__new(bpf_map__fd(g->skel->maps.gpu_events), gpu_on_event, g, NULL);
+	if (!g->rb) {
+		err = -errno;
+		goto err_out;
+	}
+	err = ring_buffer__add(g->rb, bpf_map__fd(g->skel->maps.gpu_proc_events), gpu_on_proc_event,
+			       g);
+	if (err)
+		goto err_out;
+	gpu_clock_calibrate(g);
+	g->data.start_ns = realtime_ns();
+	gpu_budget__init(&g->budget, g->opts.budget, g->opts.probe_cost_ns, 1000000000ULL,
+			 mono_ns());
+	g->window_start_ns = mono_ns();
+	for (size_t i = 0; i < g->opts.nlibs; i++)
+		gpu_pin_file(g, g->opts.libs[i]);
+	if (!g->opts.no_preattach)
+		gpu_libs_find(gpu_pin_file, g);
+	return g;
+err_out:
+	gpu__free(g);
+	errno = -err;
+	return NULL;
+}
+
+void gpu__free(struct gpu *g)
+{
+	if (!g)
+		return;
+	for (int i = 0; i < g->nfiles; i++)
+		gpu_file_detach(g, &g->files[i]);
+	ring_buffer__free(g->rb);
+	gpu_bpf__destroy(g->skel);
+	for (size_t i = 0; i < g->raw_stacks.n; i++)
+		free(((struct raw_stack *)g->raw_stacks.rows)[i].ips);
+	for (size_t i = 0; i < g->py_stacks.n; i++)
+		free(((struct py_stack_row *)g->py_stacks.rows)[i].py);
+	gpu_table__fini(&g->py_stacks);
+	gpu_table__fini(&g->pairs);
+	for (size_t i = 0; i < g->stacks.n; i++)
+		free(((struct stack_row *)g->stacks.rows)[i].s.frames);
+	gpu_table__fini(&g->known);
+	gpu_table__fini(&g->raw_stacks);
+	gpu_table__fini(&g->stacks);
+	gpu_table__fini(&g->sites);
+	gpu_table__fini(&g->tally);
+	gpu_table__fini(&g->errs);
+	gpu_leaks__fini(&g->leaks);
+	gpu_table__fini(&g->colls);
+	gpu_table__fini(&g->funcs);
+	profile__free(g->data.frames);
+	free(g->data.procs);
+	free(g->data.leaks);
+	free(g->data.stacks_view);
+	free(g->data.allocs);
+	free(g->prev_calls);
+	free(g->procs);
+	free(g->calls);
+	free(g);
+}

@@ -1,0 +1,144 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * What the GPU layer has collected, as plain C tables: what the local
+ * writers (--leaks, --tally, --trace) encode and what the agent puts in
+ * its batches.  Counts are cumulative since the layer started; a process's
+ * rows stay after it exits (leaks at exit are the point).  Every table is
+ * bounded; rows that did not fit are counted in dropped.
+ */
+#ifndef STRATA_GPU_DATA_H
+#define STRATA_GPU_DATA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <linux/types.h>
+
+#include "bpf/strata.h"
+#include "lib/profile.h"
+
+struct gpu_table;
+
+/* A process the layer traced, with its rank identity when known. */
+struct gpu_proc_info {
+	uint32_t tgid;
+	char comm[16];
+	int32_t rank, local_rank, world_size; /* -1 when unknown */
+	int32_t nccl_rank, nccl_nranks;	      /* from ncclCommInitRank; -1 unknown */
+	uint64_t comm_hash;		      /* first communicator's identity */
+	char run_id[64];		      /* TORCHELASTIC_RUN_ID */
+	char slurm_job[32];		      /* SLURM_JOB_ID */
+	bool exited;
+};
+
+/* A resolved call-site stack: frames of gpu_data.frames, root first. */
+struct gpu_stack {
+	uint32_t tgid;
+	uint64_t stack_id;
+	uint32_t nframes;
+	uint32_t *frames;
+};
+
+struct gpu_site {
+	struct gpu_site_key key;
+	struct gpu_site_val val;
+	const char *kernel; /* launches: kernel name (interned in frames), or NULL */
+};
+
+struct gpu_tally_row {
+	struct gpu_tally_key key;
+	struct gpu_tally_val val;
+};
+
+struct gpu_err_row {
+	struct gpu_err_key key;
+	uint64_t count;
+};
+
+/* Outstanding allocations grouped by (process, stack). */
+struct gpu_leak {
+	uint32_t tgid;
+	uint64_t stack_id;
+	uint64_t bytes, count; /* outstanding now (or at the process's exit) */
+	uint64_t oldest_ns;    /* CLOCK_REALTIME of the oldest one */
+	uint64_t first_ns;     /* CLOCK_REALTIME when this group was first seen */
+	uint64_t first_bytes;  /* outstanding then: growth = (bytes - first) / time */
+	uint64_t last_ns;      /* CLOCK_REALTIME of the latest snapshot */
+	bool at_exit;	       /* the process exited with these outstanding */
+};
+
+/* One NCCL (or, with tracing, CUDA) call with realtime timestamps. */
+struct gpu_call_rec {
+	struct gpu_event ev; /* start_ns / end_ns converted to CLOCK_REALTIME */
+};
+
+/* --- wire (strata-agent --server): one outstanding allocation --- */
+struct gpu_alloc_rec {
+	uint32_t tgid, api;
+	uint64_t ptr, size;
+	uint64_t alloc_ns; /* CLOCK_REALTIME, converted at this drain */
+	uint64_t stack_id;
+	/* CLOCK_MONOTONIC as BPF stamped it: the allocation's identity across
+	 * drains (alloc_ns moves by the calibration's jitter at each one) */
+	uint64_t mono_ns;
+};
+
+struct gpu_coll_row {
+	struct gpu_coll_key key;
+	struct gpu_coll_val val;
+};
+
+struct gpu_data {
+	struct profile *frames; /* interned frames of every resolved stack */
+	struct gpu_proc_info *procs;
+	size_t nprocs;
+	struct gpu_stack *stacks;
+	size_t nstacks;
+	struct gpu_site *sites;
+	size_t nsites;
+	struct gpu_tally_row *tally;
+	size_t ntally;
+	struct gpu_err_row *errs;
+	size_t nerrs;
+	struct gpu_leak *leaks;
+	size_t nleaks;
+	struct gpu_call_rec *calls;
+	size_t ncalls;
+	struct gpu_coll_row *colls;
+	size_t ncolls;
+
+	uint64_t start_ns, end_ns;  /* CLOCK_REALTIME window */
+	double sampling_ratio;	    /* share of time sheddable probes were attached */
+	int64_t clock_offset_ns;    /* realtime - monotonic (bpf_ktime) */
+	uint64_t clock_err_ns;	    /* bound on the conversion error */
+	uint64_t bpf[GPU_CNT_MAX];  /* BPF-side counters */
+	uint64_t dropped_rows;	    /* user-side tables full */
+	uint64_t dropped_calls;	    /* call records beyond the bound */
+	uint64_t stacks_unresolved; /* stack ids whose frames were never copied */
+
+	/* wire: every allocation outstanding at the last drain (bounded;
+	 * the ones that did not fit are counted in allocs_dropped) */
+	struct gpu_alloc_rec *allocs;
+	size_t nallocs;
+	uint64_t allocs_dropped;
+
+	/* private to agent/gpu/gpu.c: storage behind stacks and its index */
+	struct gpu_stack *stacks_view;
+	const struct gpu_table *stack_index;
+};
+
+const struct gpu_stack *gpu_data__stack(const struct gpu_data *d, uint32_t tgid, uint64_t stack_id);
+const struct gpu_proc_info *gpu_data__proc(const struct gpu_data *d, uint32_t tgid);
+
+/* Writers (agent/gpu/gpu_report.c): 0 or -errno. */
+int gpu_data__write_tally(const struct gpu_data *d, FILE *out);
+int gpu_data__write_leaks_text(const struct gpu_data *d, FILE *out);
+int gpu_data__write_leaks_pprof(const struct gpu_data *d, FILE *out);
+int gpu_data__write_trace(const struct gpu_data *d, FILE *out);
+/* Picks the writer from the extension (.txt / .pb.gz for leaks). */
+int gpu_data__write_leaks_file(const struct gpu_data *d, const char *path);
+int gpu_data__write_file(const struct gpu_data *d, const char *path,
+			 int (*fn)(const struct gpu_data *, FILE *));
+
+#endif /* STRATA_GPU_DATA_H */

@@ -1,0 +1,203 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The drain: the BPF maps read into the tables, outstanding allocations
+ * snapshotted, and exited processes swept out of BPF.
+ */
+#include "agent/gpu/gpu_impl.h"
+
+#include <stddef.h>
+#include <string.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "agent/gpu/gpu_names.h"
+#include "lib/clock.h"
+#include "gpu.skel.h"
+/* The address space BPF saw at a target's first call. */
+static uint64_t proc_mm_id(struct gpu *g, uint32_t tgid)
+{
+	struct gpu_target t;
+
+	if (bpf_map_lookup_elem(bpf_map__fd(g->skel->maps.gpu_targets), &tgid, &t))
+		return 0;
+	return t.mm_id;
+}
+
+/* Reads every entry of a BPF hash map into a user table (cumulative
+ * values: BPF never deletes, so nothing is lost between read and clear). */
+static void read_map(struct gpu *g, struct bpf_map *m, struct gpu_table *t, size_t val_off)
+{
+	int fd = bpf_map__fd(m), err = 0;
+	size_t ks = bpf_map__key_size(m), vs = bpf_map__value_size(m);
+	char key[64], next[64], val[128];
+	void *prev = NULL;
+
+	while (bpf_map_get_next_key(fd, prev, next) == 0) {
+		char *row;
+
+		memcpy(key, next, ks);
+		prev = key;
+		if (bpf_map_lookup_elem(fd, key, val))
+			continue;
+		row = gpu_table__get(t, key, &err);
+		if (!row) {
+			g->data.dropped_rows++;
+			continue;
+		}
+		memcpy(row + val_off, val, vs);
+	}
+}
+
+/* Outstanding allocations, grouped by (process, stack). */
+static void snapshot_allocs(struct gpu *g)
+{
+	int fd = bpf_map__fd(g->skel->maps.gpu_allocs);
+	struct gpu_alloc_key key, next;
+	struct gpu_alloc_val v;
+	void *prev = NULL;
+
+	gpu_leaks__begin(&g->leaks, realtime_ns());
+	g->data.nallocs = 0; /* wire: this drain's outstanding set */
+	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+		struct gpu_proc *p;
+
+		key = next;
+		prev = &key;
+		if (bpf_map_lookup_elem(fd, &key, &v))
+			continue;
+		p = gpu_proc_find(g, key.tgid);
+		if (!p) /* exited: rows already final */
+			p = gpu_proc_find_exited(g, key.tgid);
+		if (gpu_leaks__add(&g->leaks, key.tgid, v.stack_id, v.size,
+				   gpu_to_realtime(g, v.ts_ns), p && p->state == PROC_EXITED)) {
+			g->data.dropped_rows++;
+			continue;
+		}
+		gpu_resolve_stack(g, key.tgid, v.stack_id, p);
+		if (g->data.allocs && g->data.nallocs < GPU_MAX_ALLOC_RECS)
+			g->data.allocs[g->data.nallocs++] = (struct gpu_alloc_rec){
+				key.tgid,   v.api,  key.ptr, v.size, gpu_to_realtime(g, v.ts_ns),
+				v.stack_id, v.ts_ns
+			};
+		else
+			g->data.allocs_dropped++;
+	}
+	gpu_leaks__end(&g->leaks);
+}
+
+/* The BPF maps whose keys start with a tgid. */
+void gpu_proc_maps_of(struct gpu *g, struct bpf_map **maps)
+{
+	struct bpf_map *m[GPU_PROC_MAPS] = { g->skel->maps.gpu_sites, g->skel->maps.gpu_tally,
+					     g->skel->maps.gpu_errs,  g->skel->maps.gpu_allocs,
+					     g->skel->maps.gpu_funcs, g->skel->maps.gpu_comms,
+					     g->skel->maps.gpu_colls };
+
+	memcpy(maps, m, sizeof(m));
+}
+
+/* The per-thread call entries of a dead process (keyed by thread id). */
+static void purge_threads(struct gpu *g, uint32_t tgid)
+{
+	int fd = bpf_map__fd(g->skel->maps.gpu_inflight);
+	uint32_t key, next;
+	struct gpu_call c;
+	void *prev = NULL;
+
+	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+		key = next;
+		if (!bpf_map_lookup_elem(fd, &key, &c) && c.tgid == tgid) {
+			bpf_map_delete_elem(fd, &key);
+			prev = NULL; /* restart: the iteration order changed */
+			continue;
+		}
+		prev = &key;
+	}
+}
+
+/* Deletes every BPF entry of an exited process (its rows were read). */
+static void purge_bpf(struct gpu *g, uint32_t tgid)
+{
+	struct bpf_map *maps[GPU_PROC_MAPS];
+
+	gpu_proc_maps_of(g, maps);
+	for (size_t m = 0; m < GPU_PROC_MAPS; m++) {
+		int fd = bpf_map__fd(maps[m]);
+		char key[64], next[64];
+		void *prev = NULL;
+
+		/* every key of these maps starts with the tgid */
+		while (bpf_map_get_next_key(fd, prev, next) == 0) {
+			memcpy(key, next, sizeof(key));
+			if (*(uint32_t *)key == tgid) {
+				bpf_map_delete_elem(fd, key);
+				prev = NULL; /* restart: the iteration order changed */
+				continue;
+			}
+			prev = key;
+		}
+	}
+	bpf_map_delete_elem(bpf_map__fd(g->skel->maps.gpu_targets), &tgid);
+	purge_threads(g, tgid);
+}
+
+static void finish_exited(struct gpu *g)
+{
+	for (size_t i = 0; i < GPU_MAX_PROCS; i++) {
+		struct gpu_proc *p = &g->procs[i];
+
+		if (p->state != PROC_EXITED)
+			continue;
+		if (!gpu_proc_settled(p)) {
+			p->exit_drains++;
+			continue;
+		}
+		purge_bpf(g, p->tgid);
+		for (uint32_t j = 0; j < p->nfiles; j++) {
+			gpu_file_unref(g, &g->files[p->files[j]]);
+		}
+		p->nfiles = 0;
+		p->state = PROC_FREE; /* its info stays in the data's process table */
+	}
+}
+
+void gpu_remember_procs(struct gpu *g);
+
+int gpu__drain(struct gpu *g)
+{
+	const size_t site_val = offsetof(struct gpu_site, val);
+
+	gpu_clock_calibrate(g);
+	ring_buffer__consume(g->rb);
+	gpu_adopt_targets(g);
+	gpu_drain_stacks(g);
+	for (size_t i = 0; i < GPU_MAX_PROCS; i++) {
+		struct gpu_proc *p = &g->procs[i];
+
+		if ((p->state == PROC_TARGET || p->state == PROC_EXITED) && !p->mm_id)
+			p->mm_id = proc_mm_id(g, p->tgid);
+	}
+	read_map(g, g->skel->maps.gpu_sites, &g->sites, site_val);
+	read_map(g, g->skel->maps.gpu_tally, &g->tally, offsetof(struct gpu_tally_row, val));
+	read_map(g, g->skel->maps.gpu_errs, &g->errs, offsetof(struct gpu_err_row, count));
+	read_map(g, g->skel->maps.gpu_colls, &g->colls, offsetof(struct gpu_coll_row, val));
+	for (size_t i = 0; i < g->sites.n; i++) {
+		struct gpu_site *s = (struct gpu_site *)g->sites.rows + i;
+		struct gpu_proc *p = gpu_proc_find(g, s->key.tgid);
+		uint64_t mm;
+
+		if (!p)
+			p = gpu_proc_find_exited(g, s->key.tgid);
+		mm = p ? p->mm_id : 0;
+		gpu_resolve_stack(g, s->key.tgid, s->key.stack_id, p);
+		if (gpu_api_kind(s->key.api) == GPU_KIND_LAUNCH && !s->kernel)
+			s->kernel = gpu_kernel_name(g, s->key.tgid, mm, s->key.api, s->key.object);
+	}
+	snapshot_allocs(g);
+	if (g->opts.budget >= 0)
+		gpu_duty_plan(g, mono_ns());
+	gpu_remember_procs(g);
+	finish_exited(g);
+	return 0;
+}

@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "agent/gpu/gpu_elf.h"
+
+#include <errno.h>
+#include <gelf.h>
+#include <libelf.h>
+
+#include "agent/gpu/gpu_names.h"
+
+/* File offset of virtual address vaddr (inside an executable PT_LOAD). */
+static int vaddr_to_offset(Elf *e, uint64_t vaddr, uint64_t *off)
+{
+	size_t n;
+
+	if (elf_getphdrnum(e, &n))
+		return -ENOEXEC;
+	for (size_t i = 0; i < n; i++) {
+		GElf_Phdr ph;
+
+		if (!gelf_getphdr(e, (int)i, &ph) || ph.p_type != PT_LOAD || !(ph.p_flags & PF_X))
+			continue;
+		if (vaddr >= ph.p_vaddr && vaddr - ph.p_vaddr < ph.p_filesz) {
+			*off = vaddr - ph.p_vaddr + ph.p_offset;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+static void add_probe(struct gpu_elf_probes *out, uint32_t api, uint64_t off)
+{
+	for (size_t i = 0; i < out->n; i++)
+		if (out->p[i].offset == off)
+			return; /* an alias or the same symbol in both tables */
+	if (out->n >= GPU_ELF_MAX_PROBES) {
+		out->dropped++;
+		return;
+	}
+	out->p[out->n].api = api;
+	out->p[out->n].offset = off;
+	out->n++;
+}
+
+static void scan_symtab(Elf *e, Elf_Scn *scn, const GElf_Shdr *sh, struct gpu_elf_probes *out)
+{
+	Elf_Data *d = elf_getdata(scn, NULL);
+	size_t n = sh->sh_entsize ? sh->sh_size / sh->sh_entsize : 0;
+
+	for (size_t i = 0; d && i < n; i++) {
+		GElf_Sym sym;
+		const char *name;
+		uint64_t off;
+		int api;
+
+		if (!gelf_getsym(d, (int)i, &sym) || sym.st_shndx == SHN_UNDEF || !sym.st_value)
+			continue;
+		if (GELF_ST_TYPE(sym.st_info) != STT_FUNC)
+			continue;
+		name = elf_strptr(e, sh->sh_link, sym.st_name);
+		if (!name || (name[0] != 'c' && name[0] != 'n' && name[0] != 'p'))
+			continue;
+		api = gpu_api_of_symbol(name);
+		if (api < 0 || vaddr_to_offset(e, sym.st_value, &off))
+			continue;
+		add_probe(out, (uint32_t)api, off);
+	}
+}
+
+int gpu_elf_scan(int fd, struct gpu_elf_probes *out)
+{
+	Elf_Scn *scn = NULL;
+	Elf *e;
+
+	out->n = out->dropped = 0;
+	elf_version(EV_CURRENT);
+	e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (!e)
+		return -ENOEXEC;
+	if (elf_kind(e) != ELF_K_ELF) {
+		elf_end(e);
+		return -ENOEXEC;
+	}
+	while ((scn = elf_nextscn(e, scn))) {
+		GElf_Shdr sh;
+
+		if (gelf_getshdr(scn, &sh) &&
+		    (sh.sh_type == SHT_DYNSYM || sh.sh_type == SHT_SYMTAB))
+			scan_symtab(e, scn, &sh, out);
+	}
+	elf_end(e);
+	return 0;
+}

@@ -1,0 +1,293 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * Files with CUDA/NCCL entry points: classified once per (device, inode),
+ * their probes attached while a target maps them (or for the whole session:
+ * pre-attach, --gpu-lib), detached after a grace period without users.
+ */
+#include "agent/gpu/gpu_impl.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "agent/gpu/gpu_names.h"
+#include "agent/proc/uprobe_multi.h"
+#include "lib/clock.h"
+#include "lib/log.h"
+#include "gpu.skel.h"
+
+/* Single-uprobe fallback (kernels before 6.6): two links per probe. */
+static int attach_probe(struct gpu *g, struct gpu_file *f, size_t i)
+{
+	LIBBPF_OPTS(bpf_uprobe_opts, o, .bpf_cookie = f->probes.p[i].api);
+	struct bpf_program *enter =
+		g->opts.empty_probes ? g->skel->progs.gpu_empty : g->skel->progs.gpu_enter;
+	const char *path = f->mod->open_path;
+	uint64_t off = f->probes.p[i].offset;
+
+	if (!f->enter[i]) {
+		f->enter[i] = bpf_program__attach_uprobe_opts(enter, -1, path, off, &o);
+		if (!f->enter[i]) {
+			g->attach_failed++;
+			pr_debug("gpu: %s: uprobe %s at %#llx: %s", f->mod->path,
+				 gpu_api_name(f->probes.p[i].api), (unsigned long long)off,
+				 strerror(errno));
+			return -errno;
+		}
+		g->links++;
+	}
+	if (!f->exit[i]) {
+		o.retprobe = true;
+		f->exit[i] = bpf_program__attach_uprobe_opts(
+			g->opts.empty_probes ? g->skel->progs.gpu_empty : g->skel->progs.gpu_exit,
+			-1, path, off, &o);
+		if (!f->exit[i]) {
+			g->attach_failed++;
+			return -errno;
+		}
+		g->links++;
+	}
+	return 0;
+}
+
+static void detach_probe(struct gpu *g, struct gpu_file *f, size_t i)
+{
+	if (f->enter[i]) {
+		bpf_link__destroy(f->enter[i]);
+		f->enter[i] = NULL;
+		g->links--;
+	}
+	if (f->exit[i]) {
+		bpf_link__destroy(f->exit[i]);
+		f->exit[i] = NULL;
+		g->links--;
+	}
+}
+
+/*
+ * Attaches one probe group of a file (GRP_SHED: the probes the duty cycle
+ * sheds; GRP_FIXED: the rest) as two uprobe_multi links, entry and return.
+ * The first refusal of uprobe_multi (an older kernel) switches the session
+ * to single uprobes for good.
+ */
+static int group_attach(struct gpu *g, struct gpu_file *f, int grp)
+{
+	uint64_t offs[GPU_ELF_MAX_PROBES], cookies[GPU_ELF_MAX_PROBES];
+	size_t n = 0;
+
+	for (size_t i = 0; i < f->probes.n; i++) {
+		if (gpu_budget__sheddable(f->probes.p[i].api) != (grp == GRP_SHED))
+			continue;
+		if (g->no_multi) {
+			attach_probe(g, f, i);
+			continue;
+		}
+		offs[n] = f->probes.p[i].offset;
+		cookies[n++] = f->probes.p[i].api;
+	}
+	for (int ret = 0; n && !g->no_multi && ret < 2; ret++) {
+		/* the benchmark floor: empty programs on entry and return */
+		struct bpf_program *prog = g->opts.empty_probes ? g->skel->progs.gpu_empty_multi
+					   : ret		? g->skel->progs.gpu_exit_multi
+								: g->skel->progs.gpu_enter_multi;
+		int fd;
+
+		if (f->multi[grp][ret] > 0)
+			continue;
+		fd = uprobe_multi__attach(prog, f->mod->open_path, offs, cookies, n, ret, -1);
+		if ((fd == -EINVAL || fd == -EOPNOTSUPP) && !g->multi_ok) {
+			pr_info("gpu: no uprobe_multi links (%s): single uprobes", strerror(-fd));
+			g->no_multi = true;
+			return group_attach(g, f, grp);
+		}
+		if (fd < 0) {
+			g->attach_failed++;
+			pr_warn("gpu: %s: attaching %zu probes: %s", f->mod->path, n,
+				strerror(-fd));
+			return fd;
+		}
+		g->multi_ok = true;
+		f->multi[grp][ret] = fd;
+		f->multi_n[grp] = n;
+		g->links += n;
+	}
+	return 0;
+}
+
+static void group_detach(struct gpu *g, struct gpu_file *f, int grp)
+{
+	for (size_t i = 0; i < f->probes.n; i++)
+		if (gpu_budget__sheddable(f->probes.p[i].api) == (grp == GRP_SHED))
+			detach_probe(g, f, i);
+	for (int ret = 0; ret < 2; ret++) {
+		if (f->multi[grp][ret] <= 0)
+			continue;
+		close(f->multi[grp][ret]); /* one grace period for the whole group */
+		f->multi[grp][ret] = -1;
+		g->links -= f->multi_n[grp];
+	}
+}
+
+/* Attaches a file's probes (the sheddable ones only while the duty cycle
+ * has them on). */
+static void file_attach(struct gpu *g, struct gpu_file *f)
+{
+	group_attach(g, f, GRP_FIXED);
+	if (g->budget.attached)
+		group_attach(g, f, GRP_SHED);
+	f->attached = true;
+}
+
+void gpu_file_detach(struct gpu *g, struct gpu_file *f)
+{
+	group_detach(g, f, GRP_FIXED);
+	group_detach(g, f, GRP_SHED);
+	f->attached = false;
+}
+
+/* A file gained a user (a target process maps it). */
+void gpu_file_ref(struct gpu *g, struct gpu_file *f)
+{
+	f->refs++;
+	if (!f->attached)
+		file_attach(g, f);
+}
+
+/* A file lost a user: detached once it has had none for the grace period
+ * (gpu__poll), so churn of processes using one library costs one attach,
+ * and their first calls are seen (admit() in BPF). */
+void gpu_file_unref(struct gpu *g, struct gpu_file *f)
+{
+	if (f->refs && --f->refs == 0)
+		f->idle_since_ms = mono_ms();
+}
+
+/* Detaches the files idle past the grace period; returns the next
+ * deadline (ms). */
+uint64_t gpu_files_expire(struct gpu *g, uint64_t now_ms)
+{
+	uint64_t next = UINT64_MAX;
+
+	for (int i = 0; i < g->nfiles; i++) {
+		struct gpu_file *f = &g->files[i];
+		uint64_t due = f->idle_since_ms + g->opts.grace_ms;
+
+		if (!f->attached || f->refs || f->pinned)
+			continue;
+		if (now_ms >= due) {
+			pr_info("gpu: %s: no user for %u ms: detached", f->mod->path,
+				g->opts.grace_ms);
+			gpu_file_detach(g, f);
+		} else if (due < next) {
+			next = due;
+		}
+	}
+	return next;
+}
+
+/* The GPU file index of (dev, ino), classifying the file on first sight;
+ * -1 for other files.  mod_of opens the file (NULL: not now, retried at
+ * the next sight). */
+static int classify_file(struct gpu *g, dev_t dev, uint64_t ino,
+			 struct module *(*mod_of)(struct gpu *g, const void *arg), const void *arg)
+{
+	struct gpu_known key = { .dev = dev, .ino = ino };
+	struct gpu_known *k = gpu_table__find(&g->known, &key);
+	struct module *mod;
+	struct gpu_file *f;
+	int err = 0;
+
+	if (k)
+		return k->file;
+	mod = mod_of(g, arg);
+	if (!mod)
+		return -1; /* not now: retried at the next scan */
+	k = gpu_table__get(&g->known, &key, &err);
+	if (!k)
+		return -1;
+	k->file = -1;
+	if (g->nfiles >= GPU_MAX_FILES) {
+		g->files_dropped++;
+		return -1;
+	}
+	f = &g->files[g->nfiles];
+	memset(f, 0, sizeof(*f));
+	if (gpu_elf_scan(mod->fd, &f->probes) || !f->probes.n)
+		return -1;
+	f->dev = key.dev;
+	f->ino = key.ino;
+	f->mod = mod;
+	memset(f->multi, 0xff, sizeof(f->multi)); /* -1: no link */
+	k->file = g->nfiles++;
+	pr_info("gpu: %s: %zu CUDA/NCCL entry points", mod->path, f->probes.n);
+	return k->file;
+}
+
+struct map_arg {
+	int pid;
+	const struct proc_map *m;
+};
+
+static struct module *mod_of_map(struct gpu *g, const void *arg)
+{
+	const struct map_arg *a = arg;
+
+	return modules__from_map(g->mods, a->pid, a->m);
+}
+
+/* The GPU file index for a mapping of pid, or -1. */
+int gpu_classify(struct gpu *g, int pid, const struct proc_map *m)
+{
+	struct map_arg a = { .pid = pid, .m = m };
+
+	return classify_file(g, makedev(m->dev_major, m->dev_minor), m->inode, mod_of_map, &a);
+}
+
+static struct module *mod_of_path(struct gpu *g, const void *arg)
+{
+	return modules__from_path(g->mods, arg);
+}
+
+/* Attaches a library for the whole session (pre-attach, --gpu-lib). */
+void gpu_pin_file(void *ctx, const char *path)
+{
+	struct gpu *g = ctx;
+	struct stat st;
+	int fi;
+
+	if (stat(path, &st)) {
+		pr_warn("gpu: %s: %s", path, strerror(errno));
+		return;
+	}
+	fi = classify_file(g, st.st_dev, st.st_ino, mod_of_path, path);
+	if (fi < 0) {
+		pr_debug("gpu: %s: no CUDA/NCCL entry points", path);
+		return;
+	}
+	if (!g->files[fi].pinned) {
+		g->files[fi].pinned = true;
+		file_attach(g, &g->files[fi]);
+	}
+}
+
+/* The duty cycle: the sheddable probes of every attached file on or off. */
+void gpu_shed_set(struct gpu *g, bool attach)
+{
+	for (int fi = 0; fi < g->nfiles; fi++) {
+		struct gpu_file *f = &g->files[fi];
+
+		if (!f->attached)
+			continue;
+		if (attach)
+			group_attach(g, f, GRP_SHED);
+		else
+			group_detach(g, f, GRP_SHED);
+	}
+}

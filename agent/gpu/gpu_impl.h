@@ -1,0 +1,202 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The GPU layer's private state, shared by its files (agent/gpu/gpu.h is
+ * the public side).  Processes move through three states: watched (a
+ * session target whose mappings are scanned with back-off), target (maps a
+ * file with CUDA/NCCL entry points: in the BPF gpu_targets filter, holding
+ * a reference on each such file), exited (its rows are read one last time
+ * at the next drain, its outstanding allocations become the leaks at exit,
+ * and its BPF entries are removed).
+ *
+ *   gpu.c         life cycle: the BPF object, tables, pre-attached files
+ *   gpu_clock.c   BPF (monotonic) timestamps to wall-clock time
+ *   gpu_files.c   GPU files: classification, probe attach/detach, grace
+ *   gpu_procs.c   processes: watch, scan, target, exit
+ *   gpu_events.c  the call-event ring buffer
+ *   gpu_duty.c    the duty cycle and the poll loop
+ *   gpu_stacks.c  call-site stacks: copied out of BPF, resolved, kernel names
+ *   gpu_drain.c   the drain: BPF maps into the tables, exited processes swept
+ *   gpu_view.c    the tables as struct gpu_data, state and -v report
+ */
+#ifndef STRATA_GPU_IMPL_H
+#define STRATA_GPU_IMPL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "agent/core/resolve.h"
+#include "agent/gpu/gpu.h"
+#include "agent/gpu/gpu_budget.h"
+#include "agent/gpu/gpu_elf.h"
+#include "agent/gpu/gpu_leaks.h"
+#include "agent/gpu/gpu_tables.h"
+#include "agent/proc/proc_maps.h"
+
+struct bpf_map;
+
+#define GPU_MAX_FILES 64
+#define GPU_MAX_KNOWN 4096	  /* files classified (GPU or not) */
+#define GPU_MAX_PROCS 4096	  /* watched + targets + exited awaiting a drain */
+#define GPU_PROC_FILES 8	  /* GPU files per process */
+#define GPU_MAX_ROWS 65536	  /* per user-side table */
+#define GPU_MAX_CALLS 262144	  /* call records kept for the trace */
+#define GPU_MAX_ALLOC_RECS 262144 /* wire: outstanding allocations listed per drain */
+#define GPU_SCAN_FIRST_MS 5
+/* also how late a target whose exit events were missed is found dead */
+#define GPU_SCAN_MAX_MS 500
+#define GPU_GRACE_MS 5000   /* a file's probes stay attached this long unused */
+#define GPU_RESOLVE_TRIES 8 /* drains a live process's stack may stay partly unknown */
+#define GPU_EXIT_DRAINS 3   /* drains an exited process waits for its exit record */
+
+enum { GRP_FIXED, GRP_SHED, GRP_MAX }; /* probe groups: see group_attach() */
+
+struct gpu_file {
+	dev_t dev;
+	uint64_t ino;
+	struct module *mod;
+	struct gpu_elf_probes probes;
+	int multi[GRP_MAX][2]; /* uprobe_multi link fds [group][return], -1: none */
+	size_t multi_n[GRP_MAX];
+	struct bpf_link *enter[GPU_ELF_MAX_PROBES], *exit[GPU_ELF_MAX_PROBES]; /* fallback */
+	uint32_t refs; /* target processes mapping it */
+	bool attached;
+	bool pinned;		/* attached for the whole session */
+	uint64_t idle_since_ms; /* refs fell to 0 then */
+};
+
+struct gpu_known { /* key: dev, ino */
+	uint64_t dev, ino;
+	int file; /* index in files, or -1: not a GPU file */
+};
+
+enum gpu_proc_state { PROC_FREE = 0, PROC_WATCH, PROC_TARGET, PROC_EXITED };
+
+struct gpu_proc {
+	uint32_t tgid;
+	uint32_t state;
+	uint64_t next_scan_ms;
+	uint32_t backoff_ms;
+	uint32_t nfiles;
+	int files[GPU_PROC_FILES];
+	uint64_t mm_id;	      /* address space, as BPF saw it at a call or exit */
+	uint64_t hint_mm_id;  /* from the sampler's exec/first-sample event */
+	bool bpf_exited;      /* the GPU object's exit record (with the mappings) came */
+	uint32_t exit_drains; /* drains since it exited without that record */
+	struct gpu_proc_info info;
+};
+
+struct raw_stack { /* key: stack_id */
+	uint64_t stack_id;
+	uint32_t len;
+	uint32_t tries; /* resolutions with unknown frames, while the process lived */
+	uint64_t *ips;
+};
+
+struct py_stack_row { /* key: id */
+	uint64_t id;
+	struct strata_py_stack *py;
+};
+
+struct pair_row { /* key: id */
+	uint64_t id;
+	struct gpu_stack_pair pair;
+};
+
+struct stack_key {
+	uint32_t tgid, pad;
+	uint64_t stack_id;
+};
+
+struct stack_row {
+	struct stack_key key;
+	struct gpu_stack s;
+};
+
+struct func_key {
+	uint32_t tgid, pad;
+	uint64_t object;
+};
+
+struct func_row {
+	struct func_key key;
+	const char *name;
+};
+
+struct gpu {
+	struct gpu_opts opts;
+	struct gpu_bpf *skel;
+	struct ring_buffer *rb;
+	struct module_registry *mods;
+	struct proc_tracker *procs_tracker;
+	struct resolver res;
+	struct gpu_budget budget;
+	uint64_t budget_next_ns, window_start_ns, window_on_ns;
+
+	struct gpu_file files[GPU_MAX_FILES];
+	int nfiles;
+	struct gpu_table known;
+	struct gpu_proc *procs;
+
+	struct gpu_table raw_stacks, py_stacks, pairs, stacks, sites, tally, errs, colls, funcs;
+	struct gpu_leaks leaks;
+	struct gpu_call_rec *calls;
+	size_t ncalls;
+	uint64_t *prev_calls; /* per tally row: calls at the last budget plan */
+	size_t nprev;
+
+	struct gpu_data data;
+	bool no_multi, multi_ok; /* uprobe_multi refused / worked on this kernel */
+	uint64_t adopted;	 /* BPF-admitted targets found without their event */
+	uint64_t links, attach_failed, scans, scan_failed, files_dropped, procs_dropped;
+	uint64_t exits;
+};
+
+/* The BPF maps whose keys start with a tgid: gpu_proc_maps_of(). */
+#define GPU_PROC_MAPS 7
+
+static inline uint64_t gpu_to_realtime(const struct gpu *g, uint64_t mono)
+{
+	return mono ? (uint64_t)((int64_t)mono + g->data.clock_offset_ns) : 0;
+}
+
+/* gpu_clock.c */
+void gpu_clock_calibrate(struct gpu *g);
+
+/* gpu_files.c */
+int gpu_classify(struct gpu *g, int pid, const struct proc_map *m);
+void gpu_file_ref(struct gpu *g, struct gpu_file *f);
+void gpu_file_unref(struct gpu *g, struct gpu_file *f);
+void gpu_file_detach(struct gpu *g, struct gpu_file *f);
+uint64_t gpu_files_expire(struct gpu *g, uint64_t now_ms);
+void gpu_pin_file(void *ctx, const char *path);
+void gpu_shed_set(struct gpu *g, bool attach);
+
+/* gpu_procs.c */
+struct gpu_proc *gpu_proc_find(struct gpu *g, uint32_t tgid);
+struct gpu_proc *gpu_proc_find_exited(struct gpu *g, uint32_t tgid);
+void gpu_proc_scan(struct gpu *g, struct gpu_proc *p, uint64_t now_ms);
+void gpu_proc_admitted(struct gpu *g, uint32_t tgid, uint64_t mm_id, const char *comm);
+void gpu_adopt_targets(struct gpu *g);
+int gpu_on_proc_event(void *ctx, void *data, size_t size);
+bool gpu_proc_settled(const struct gpu_proc *p);
+
+/* gpu_events.c */
+int gpu_on_event(void *ctx, void *data, size_t size);
+
+/* gpu_duty.c */
+void gpu_duty_plan(struct gpu *g, uint64_t now_ns);
+
+/* gpu_stacks.c */
+void gpu_drain_stacks(struct gpu *g);
+void gpu_resolve_stack(struct gpu *g, uint32_t tgid, uint64_t stack_id, const struct gpu_proc *p);
+const char *gpu_kernel_name(struct gpu *g, uint32_t tgid, uint64_t mm_id, uint32_t api,
+			    uint64_t object);
+
+/* gpu_drain.c */
+void gpu_proc_maps_of(struct gpu *g, struct bpf_map **maps);
+
+/* gpu_view.c */
+void gpu_remember_procs(struct gpu *g);
+
+#endif /* STRATA_GPU_IMPL_H */

@@ -1,0 +1,254 @@
+// SPDX-License-Identifier: Apache-2.0
+/* Local encodings of struct gpu_data: the API tally, the leak report (text
+ * table and pprof heap profile) and the Perfetto/Chrome trace. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent/gpu/gpu_data.h"
+#include "agent/gpu/gpu_names.h"
+
+/* ---- tally ---------------------------------------------------------- */
+
+int gpu_data__write_tally(const struct gpu_data *d, FILE *out)
+{
+	struct gpu_tally_val sum[GPU_API_MAX];
+
+	memset(sum, 0, sizeof(sum));
+	for (size_t a = 0; a < GPU_API_MAX; a++)
+		sum[a].min_ns = UINT64_MAX;
+	for (size_t i = 0; i < d->ntally; i++) {
+		const struct gpu_tally_row *r = &d->tally[i];
+		struct gpu_tally_val *s;
+
+		if (r->key.api >= GPU_API_MAX)
+			continue;
+		s = &sum[r->key.api];
+		s->calls += r->val.calls;
+		s->total_ns += r->val.total_ns;
+		if (r->val.min_ns < s->min_ns)
+			s->min_ns = r->val.min_ns;
+		if (r->val.max_ns > s->max_ns)
+			s->max_ns = r->val.max_ns;
+	}
+	fprintf(out,
+		"# strata GPU API tally: %zu processes; launch/alloc/copy/sync probes attached "
+		"%.1f%% of the time (divide their calls by %.4f to estimate the total)\n",
+		d->nprocs, 100 * d->sampling_ratio, d->sampling_ratio);
+	fprintf(out, "%-26s %10s %12s %10s %10s %10s %8s\n", "api", "calls", "total_ms", "min_us",
+		"avg_us", "max_us", "errors");
+	for (uint32_t a = 0; a < GPU_API_MAX; a++) {
+		const struct gpu_tally_val *s = &sum[a];
+		uint64_t errors = 0;
+
+		if (!s->calls)
+			continue;
+		for (size_t i = 0; i < d->nerrs; i++)
+			if (d->errs[i].key.api == a)
+				errors += d->errs[i].count;
+		fprintf(out, "%-26s %10" PRIu64 " %12.3f %10.2f %10.2f %10.2f %8" PRIu64 "\n",
+			gpu_api_name(a), (uint64_t)s->calls, s->total_ns / 1e6, s->min_ns / 1e3,
+			(double)s->total_ns / (double)s->calls / 1e3, s->max_ns / 1e3, errors);
+	}
+	fprintf(out, "\n# non-success return codes\n%-26s %-36s %10s\n", "api", "code", "count");
+	for (size_t i = 0; i < d->nerrs; i++) {
+		const struct gpu_err_row *e = &d->errs[i];
+		const char *name = gpu_ret_name(e->key.api, e->key.code);
+		char num[32];
+
+		snprintf(num, sizeof(num), "%" PRId64, (int64_t)e->key.code);
+		fprintf(out, "%-26s %-36s %10" PRIu64 "\n", gpu_api_name(e->key.api),
+			name ? name : num, (uint64_t)e->count);
+	}
+	return ferror(out) ? -EIO : 0;
+}
+
+/* ---- leaks ----------------------------------------------------------- */
+
+static int by_bytes(const void *a, const void *b)
+{
+	const struct gpu_leak *x = *(const struct gpu_leak *const *)a;
+	const struct gpu_leak *y = *(const struct gpu_leak *const *)b;
+
+	return x->bytes < y->bytes ? 1 : x->bytes > y->bytes ? -1 : 0;
+}
+
+static const struct gpu_leak **sorted_leaks(const struct gpu_data *d)
+{
+	const struct gpu_leak **v = calloc(d->nleaks + 1, sizeof(*v));
+
+	if (!v)
+		return NULL;
+	for (size_t i = 0; i < d->nleaks; i++)
+		v[i] = &d->leaks[i];
+	qsort(v, d->nleaks, sizeof(*v), by_bytes);
+	return v;
+}
+
+/* Allocations made at a stack: the alloc sites of (tgid, stack). */
+static void alloc_totals(const struct gpu_data *d, uint32_t tgid, uint64_t stack_id,
+			 uint64_t *bytes, uint64_t *count)
+{
+	*bytes = *count = 0;
+	for (size_t i = 0; i < d->nsites; i++) {
+		const struct gpu_site *s = &d->sites[i];
+
+		if (s->key.tgid == tgid && s->key.stack_id == stack_id &&
+		    gpu_api_kind(s->key.api) == GPU_KIND_ALLOC) {
+			*bytes += s->val.bytes;
+			*count += s->val.count - s->val.errors;
+		}
+	}
+}
+
+static void write_rank(const struct gpu_data *d, uint32_t tgid, char *buf, size_t sz)
+{
+	const struct gpu_proc_info *p = gpu_data__proc(d, tgid);
+	int rank = p ? (p->nccl_rank >= 0 ? p->nccl_rank : p->rank) : -1;
+
+	if (rank >= 0)
+		snprintf(buf, sz, "rank %d", rank);
+	else
+		snprintf(buf, sz, "-");
+}
+
+int gpu_data__write_leaks_text(const struct gpu_data *d, FILE *out)
+{
+	const struct gpu_leak **v = sorted_leaks(d);
+	uint64_t total = 0, objs = 0;
+
+	if (!v)
+		return -ENOMEM;
+	for (size_t i = 0; i < d->nleaks; i++) {
+		total += d->leaks[i].bytes;
+		objs += d->leaks[i].count;
+	}
+	fprintf(out,
+		"# strata GPU allocations outstanding (at process exit, or at the end of the "
+		"recording): %" PRIu64 " bytes in %" PRIu64 " allocations, %zu stacks\n",
+		total, objs, d->nleaks);
+	fprintf(out, "%14s %8s %10s %14s %6s %-8s %s\n", "bytes", "count", "oldest_s", "growth_B/s",
+		"pid", "rank", "stack (allocation site first)");
+	for (size_t i = 0; i < d->nleaks; i++) {
+		const struct gpu_leak *l = v[i];
+		const struct gpu_stack *st = gpu_data__stack(d, l->tgid, l->stack_id);
+		double span = l->last_ns > l->first_ns ? (l->last_ns - l->first_ns) / 1e9 : 0;
+		double growth = span > 0 ? ((double)l->bytes - (double)l->first_bytes) / span : 0;
+		double age = l->last_ns > l->oldest_ns ? (l->last_ns - l->oldest_ns) / 1e9 : 0;
+		char rank[32], name[256];
+
+		write_rank(d, l->tgid, rank, sizeof(rank));
+		fprintf(out, "%14" PRIu64 " %8" PRIu64 " %10.3f %14.0f %6u %-8s", l->bytes,
+			l->count, age, growth, l->tgid, rank);
+		if (!st || !st->nframes)
+			fprintf(out, " [stack unavailable]");
+		for (uint32_t k = 0; st && k < st->nframes; k++) {
+			const struct profile_frame *f =
+				&d->frames->frames[st->frames[st->nframes - 1 - k]];
+
+			fprintf(out, "%s%s", k ? " <- " : " ",
+				profile__frame_name(f, name, sizeof(name)));
+		}
+		fputc('\n', out);
+	}
+	free(v);
+	return ferror(out) ? -EIO : 0;
+}
+
+int gpu_data__write_leaks_pprof(const struct gpu_data *d, FILE *out)
+{
+	static const char *const types[] = { "inuse_space", "inuse_objects", "alloc_space",
+					     "alloc_objects" };
+	static const char *const units[] = { "bytes", "count", "bytes", "count" };
+	struct profile *p = profile__new(1);
+	int64_t *vals = calloc(4 * d->nleaks + 4, sizeof(*vals));
+	uint32_t *idx = calloc(PROFILE_MAX_FRAMES, sizeof(*idx));
+	int err = 0;
+
+	if (!p || !vals || !idx) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < d->nleaks && !err; i++) {
+		const struct gpu_leak *l = &d->leaks[i];
+		const struct gpu_stack *st = gpu_data__stack(d, l->tgid, l->stack_id);
+		const struct gpu_proc_info *pi = gpu_data__proc(d, l->tgid);
+		uint32_t n = 0;
+		uint64_t ab, ac;
+
+		for (uint32_t k = 0; st && k < st->nframes && n < PROFILE_MAX_FRAMES; k++) {
+			int64_t fi = profile__intern_frame(p, &d->frames->frames[st->frames[k]]);
+
+			if (fi < 0) {
+				err = (int)fi;
+				break;
+			}
+			idx[n++] = (uint32_t)fi;
+		}
+		if (!n) {
+			struct profile_frame f = { .func = "[stack unavailable]",
+						   .module = "[gpu]" };
+			int64_t fi = profile__intern_frame(p, &f);
+
+			if (fi < 0) {
+				err = (int)fi;
+				break;
+			}
+			idx[n++] = (uint32_t)fi;
+		}
+		/* one sample per group; tid 0 keeps groups of a process apart
+		 * only by stack */
+		size_t before = p->nsamples;
+
+		err = profile__add_sample(p, l->tgid, 0, pi ? pi->comm : NULL, idx, n, 1);
+		if (err || p->nsamples == before)
+			continue; /* merged into an identical stack: values add below */
+		alloc_totals(d, l->tgid, l->stack_id, &ab, &ac);
+		vals[4 * before] = (int64_t)l->bytes;
+		vals[4 * before + 1] = (int64_t)l->count;
+		vals[4 * before + 2] = (int64_t)(ab > l->bytes ? ab : l->bytes);
+		vals[4 * before + 3] = (int64_t)(ac > l->count ? ac : l->count);
+	}
+	if (!err)
+		err = profile__write_pprof_values(p, out, 4, types, units, vals, "inuse_space");
+out:
+	free(idx);
+	free(vals);
+	profile__free(p);
+	return err;
+}
+
+int gpu_data__write_file(const struct gpu_data *d, const char *path,
+			 int (*fn)(const struct gpu_data *, FILE *))
+{
+	char tmp[4096];
+	FILE *f;
+	int err;
+
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	f = fopen(tmp, "w");
+	if (!f)
+		return -errno;
+	err = fn(d, f);
+	if (fclose(f) && !err)
+		err = -EIO;
+	if (!err && rename(tmp, path))
+		err = -errno;
+	if (err)
+		unlink(tmp);
+	return err;
+}
+
+int gpu_data__write_leaks_file(const struct gpu_data *d, const char *path)
+{
+	size_t n = strlen(path);
+
+	if (n > 6 && !strcmp(path + n - 6, ".pb.gz"))
+		return gpu_data__write_file(d, path, gpu_data__write_leaks_pprof);
+	if (n > 4 && !strcmp(path + n - 4, ".txt"))
+		return gpu_data__write_file(d, path, gpu_data__write_leaks_text);
+	return -EINVAL;
+}

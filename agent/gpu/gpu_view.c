@@ -1,0 +1,187 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The tables as struct gpu_data (what the local writers and the batch
+ * builder read), the layer's state and its -v report.
+ */
+#include "agent/gpu/gpu_impl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "lib/clock.h"
+#include "lib/enum_names.h"
+#include "lib/log.h"
+#include "gpu.skel.h"
+
+void gpu_remember_procs(struct gpu *g)
+{
+	/* the data's process table: every process ever traced */
+	for (size_t i = 0; i < GPU_MAX_PROCS; i++) {
+		const struct gpu_proc *p = &g->procs[i];
+		struct gpu_proc_info *in = NULL;
+
+		if (p->state != PROC_TARGET && p->state != PROC_EXITED)
+			continue;
+		for (size_t j = 0; j < g->data.nprocs; j++)
+			if (g->data.procs[j].tgid == p->tgid)
+				in = &g->data.procs[j];
+		if (!in) {
+			void *np = realloc(g->data.procs, (g->data.nprocs + 1) * sizeof(*in));
+
+			if (!np)
+				return;
+			g->data.procs = np;
+			in = &g->data.procs[g->data.nprocs++];
+		}
+		*in = p->info;
+	}
+}
+
+/* One slot of a per-CPU array map, summed over CPUs (0 when unreadable). */
+static uint64_t percpu_sum(const struct bpf_map *map, uint32_t key)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	uint64_t *v = calloc(ncpu > 0 ? ncpu : 1, sizeof(*v)), sum = 0;
+
+	if (v && !bpf_map_lookup_elem(bpf_map__fd(map), &key, v))
+		for (int i = 0; i < ncpu; i++)
+			sum += v[i];
+	free(v);
+	return sum;
+}
+
+const struct gpu_data *gpu__data(struct gpu *g)
+{
+	struct gpu_data *d = &g->data;
+
+	for (uint32_t c = 0; c < GPU_CNT_MAX; c++)
+		d->bpf[c] = percpu_sum(g->skel->maps.gpu_counters, c);
+	d->stacks = NULL;
+	d->nstacks = g->stacks.n;
+	d->sites = g->sites.rows;
+	d->nsites = g->sites.n;
+	d->tally = g->tally.rows;
+	d->ntally = g->tally.n;
+	d->errs = g->errs.rows;
+	d->nerrs = g->errs.n;
+	d->colls = g->colls.rows;
+	d->ncolls = g->colls.n;
+	d->calls = g->calls;
+	d->ncalls = g->ncalls;
+	d->end_ns = realtime_ns();
+	d->sampling_ratio = gpu_budget__achieved(&g->budget);
+	/* leaks: a compact copy of the groups with something outstanding */
+	free(d->leaks);
+	d->leaks = gpu_leaks__outstanding(&g->leaks, &d->nleaks);
+	/* stacks: pointers into the stack table's rows */
+	free(d->stacks_view);
+	d->stacks_view = calloc(g->stacks.n + 1, sizeof(*d->stacks_view));
+	for (size_t i = 0; d->stacks_view && i < g->stacks.n; i++)
+		d->stacks_view[i] = ((const struct stack_row *)g->stacks.rows + i)->s;
+	d->stacks = d->stacks_view;
+	d->stack_index = &g->stacks;
+	return d;
+}
+
+const struct gpu_stack *gpu_data__stack(const struct gpu_data *d, uint32_t tgid, uint64_t stack_id)
+{
+	struct stack_key k = { .tgid = tgid, .stack_id = stack_id };
+	const struct stack_row *r = d->stack_index ? gpu_table__find(d->stack_index, &k) : NULL;
+
+	return r ? &r->s : NULL;
+}
+
+const struct gpu_proc_info *gpu_data__proc(const struct gpu_data *d, uint32_t tgid)
+{
+	for (size_t i = 0; i < d->nprocs; i++)
+		if (d->procs[i].tgid == tgid)
+			return &d->procs[i];
+	return NULL;
+}
+
+static uint64_t map_entries(struct bpf_map *m)
+{
+	int fd = bpf_map__fd(m);
+	char key[64], next[64];
+	void *prev = NULL;
+	uint64_t n = 0;
+
+	while (bpf_map_get_next_key(fd, prev, next) == 0) {
+		memcpy(key, next, sizeof(key));
+		prev = key;
+		n++;
+	}
+	return n;
+}
+
+void gpu__state(struct gpu *g, struct gpu_state *st)
+{
+	memset(st, 0, sizeof(*st));
+	for (int i = 0; i < g->nfiles; i++)
+		st->files_attached += g->files[i].refs > 0;
+	st->links = g->links;
+	for (size_t i = 0; i < GPU_MAX_PROCS; i++) {
+		st->targets += g->procs[i].state == PROC_TARGET;
+		st->watched += g->procs[i].state == PROC_WATCH;
+	}
+	st->bpf_targets = map_entries(g->skel->maps.gpu_targets);
+	st->bpf_allocs = map_entries(g->skel->maps.gpu_allocs);
+	st->bpf_inflight = map_entries(g->skel->maps.gpu_inflight);
+	{
+		struct bpf_map *maps[GPU_PROC_MAPS];
+
+		gpu_proc_maps_of(g, maps);
+		for (size_t m = 0; m < GPU_PROC_MAPS; m++)
+			st->bpf_proc_rows += map_entries(maps[m]);
+	}
+}
+
+void gpu__report(struct gpu *g)
+{
+	const struct gpu_data *d = gpu__data(g);
+	struct gpu_state st;
+
+	gpu__state(g, &st);
+	fprintf(stderr,
+		"strata: gpu: %zu processes traced, %d files with CUDA/NCCL, %zu call sites, "
+		"%zu NCCL/trace calls; sampled %.1f%% of the time (ratio %.3f, %llu toggles)\n",
+		d->nprocs, g->nfiles, d->nsites, d->ncalls, 100 * d->sampling_ratio,
+		g->budget.ratio, (unsigned long long)g->budget.toggles);
+	if (!log_enabled(LOG_INFO))
+		return;
+	fprintf(stderr, "  gpu.bpf:");
+	for (int i = 0; i < GPU_CNT_MAX; i++)
+		fprintf(stderr, " %s=%llu", strata_gpu_counter_name(i),
+			(unsigned long long)d->bpf[i]);
+	fprintf(stderr, "\n  gpu.unwind:");
+	for (uint32_t i = 0; i < UNWIND_ERR_MAX; i++)
+		fprintf(stderr, " %s=%llu", strata_unwind_counter_name(i),
+			(unsigned long long)percpu_sum(g->skel->maps.unwind_errors, i));
+	fprintf(stderr,
+		"\n  gpu: links=%llu attach_failed=%llu files_attached=%llu targets=%llu "
+		"watched=%llu exits=%llu scans=%llu bpf_targets=%llu bpf_allocs=%llu "
+		"bpf_inflight=%llu bpf_proc_rows=%llu adopted=%llu dropped_rows=%llu "
+		"dropped_calls=%llu procs_dropped=%llu "
+		"clock_err_ns=%llu\n",
+		(unsigned long long)st.links, (unsigned long long)g->attach_failed,
+		(unsigned long long)st.files_attached, (unsigned long long)st.targets,
+		(unsigned long long)st.watched, (unsigned long long)g->exits,
+		(unsigned long long)g->scans, (unsigned long long)st.bpf_targets,
+		(unsigned long long)st.bpf_allocs, (unsigned long long)st.bpf_inflight,
+		(unsigned long long)st.bpf_proc_rows, (unsigned long long)g->adopted,
+		(unsigned long long)d->dropped_rows, (unsigned long long)d->dropped_calls,
+		(unsigned long long)g->procs_dropped, (unsigned long long)d->clock_err_ns);
+}
+
+/* --- wire (strata-agent --server): call records handed over --- */
+void gpu__calls_taken(struct gpu *g)
+{
+	/* The agent shipped d->calls: the table starts again, so an
+	 * always-on agent never reaches GPU_MAX_CALLS. */
+	g->ncalls = 0;
+	g->data.ncalls = 0;
+}

@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Registry of executable files seen in any process, keyed by (device,
+ * inode).  Each file is opened once through the process that maps it
+ * (/proc/PID/map_files/..., which also works for deleted files and for
+ * files inside containers) and kept open, so it can be symbolized after
+ * that process is gone.  Bounded: past max, files are not registered and
+ * the drop is counted.
+ */
+#ifndef STRATA_MODULES_H
+#define STRATA_MODULES_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "agent/proc/proc_maps.h"
+#include "symbolize/buildid.h"
+
+struct module {
+	dev_t dev;
+	uint64_t ino;
+	char *path;	    /* as the process saw it (display, pprof) */
+	char open_path[32]; /* "/proc/self/fd/N": what the symbolizer opens */
+	int fd;		    /* open file (a module exists only once opened) */
+	uint8_t build_id[BUILD_ID_MAX];
+	int build_id_len;    /* 0: none */
+	struct module *next; /* hash chain */
+};
+
+struct module_stats {
+	uint64_t modules, dropped, open_failed, located, not_located;
+};
+
+struct module_registry;
+
+struct module_registry *modules__new(size_t max);
+void modules__free(struct module_registry *r);
+
+/* The module behind a file mapping of pid; NULL when the registry is full
+ * or the file cannot be opened now (counted; a later call retries). */
+struct module *modules__from_map(struct module_registry *r, int pid, const struct proc_map *m);
+struct module *modules__find(struct module_registry *r, dev_t dev, uint64_t ino);
+/* The module of a file named by path (symlinks followed), opened now;
+ * NULL when it cannot be opened or the registry is full. */
+struct module *modules__from_path(struct module_registry *r, const char *path);
+/* The first module opened under this path (a linear scan: callers cache). */
+struct module *modules__find_path(struct module_registry *r, const char *path);
+/*
+ * Finds a file known only by (dev, ino, basename) — from an exit-time VMA
+ * record — by looking for name in the directories of known modules and the
+ * standard library directories, accepting only a file with that dev/ino.
+ */
+struct module *modules__locate(struct module_registry *r, dev_t dev, uint64_t ino,
+			       const char *name);
+/* The vDSO as a module (a memfd copy of this process's, which every process
+ * on the host shares); NULL if it cannot be read. */
+struct module *modules__vdso(struct module_registry *r);
+void modules__stats(const struct module_registry *r, struct module_stats *st);
+
+#endif /* STRATA_MODULES_H */

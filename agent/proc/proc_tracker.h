@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Process instances and their executable mappings.  An instance is (tgid,
+ * mm_id): exec and PID reuse give a new mm, so samples are never resolved
+ * against another program's mappings.  Mappings come from /proc/PID/maps
+ * (read on the first sample of an address space, and again when a sampled
+ * address is not covered, e.g. after dlopen) and, for processes that exit
+ * before that could happen, from the exit-time VMA records the BPF side
+ * sends.  Every /proc read is checked against the process's start time, so
+ * after PID reuse or exec another program's maps are never applied.
+ * Bounded: at max instances new ones are refused and counted; exited ones
+ * are freed after the drain that follows their exit.
+ */
+#ifndef STRATA_PROC_TRACKER_H
+#define STRATA_PROC_TRACKER_H
+
+#include <linux/types.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agent/proc/modules.h"
+#include "bpf/strata.h"
+
+struct proc_mapping {
+	uint64_t start, end, pgoff;
+	struct module *mod; /* NULL: no file (e.g. [vdso]) or not registered */
+	const char *name;   /* display path; owned by the tracker */
+};
+
+struct proc_tracker_stats {
+	uint64_t instances, refused, maps_read, maps_read_failed, refreshes, exit_vmas,
+		exit_vmas_unlocated, found_dead;
+};
+
+/* Called when an instance's mappings were (re)read from /proc, and when an
+ * instance is freed: the unwinder keeps its tables in step. */
+struct proc_tracker_hooks {
+	void *ctx;
+	void (*maps_read)(void *ctx, uint64_t mm_id, const struct proc_mapping *maps, size_t n);
+	void (*freed)(void *ctx, uint64_t mm_id);
+	/* The unwinder met a pc in mod, whose table it lacks. */
+	void (*table_wanted)(void *ctx, const struct module *mod);
+	/* As maps_read, with the process id (Python detection reads memory). */
+	void (*maps_read_pid)(void *ctx, uint32_t tgid, uint64_t mm_id,
+			      const struct proc_mapping *maps, size_t n);
+};
+
+struct proc_tracker;
+
+struct proc_tracker *proc_tracker__new(struct module_registry *mods, size_t max);
+void proc_tracker__free(struct proc_tracker *t);
+void proc_tracker__set_hooks(struct proc_tracker *t, const struct proc_tracker_hooks *h);
+
+/* Applies one event from the BPF side.  0 or -errno. */
+int proc_tracker__on_event(struct proc_tracker *t, const struct strata_proc_event *e);
+
+/*
+ * The mapping holding ip in process (tgid, mm_id), reading or refreshing
+ * /proc when needed.  Returns 0, -ENOENT (no mapping holds ip) or -ESRCH
+ * (process unknown and gone).
+ */
+int proc_tracker__lookup(struct proc_tracker *t, uint32_t tgid, uint64_t mm_id, uint64_t ip,
+			 const struct proc_mapping **out);
+
+/* Ends a drain: instances that exited before it are freed; every few drains
+ * instances whose process is gone without an exit event are found. */
+void proc_tracker__end_drain(struct proc_tracker *t);
+
+void proc_tracker__stats(const struct proc_tracker *t, struct proc_tracker_stats *st);
+
+#endif /* STRATA_PROC_TRACKER_H */

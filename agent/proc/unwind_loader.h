@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Feeds the BPF hybrid unwinder: compiles each executable file's CFI into
+ * an unwind table once (shared by every process mapping the file), copies
+ * its rows into the unwind_rows array map, and writes each address space's
+ * executable mappings (with load bias and row range) into unwind_procs.
+ * Bounded: when the rows map is full, the least recently sampled tables are
+ * evicted (unused ones first; address spaces using an evicted one fall back
+ * to frame-pointer steps there, counted as UNWIND_ERR_NO_TABLE, until they
+ * are reloaded); a table that cannot fit at all is dropped and counted.
+ */
+#ifndef STRATA_UNWIND_LOADER_H
+#define STRATA_UNWIND_LOADER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agent/proc/proc_tracker.h"
+
+struct unwind_loader_stats {
+	uint64_t tables_built, tables_failed, tables_dropped_full, tables_evicted;
+	uint64_t tables_lazy; /* loaded after samples landed in their file */
+	uint64_t rows_used, rows_max, rows_leaked;
+	uint64_t procs_loaded, procs_failed, maps_truncated;
+	uint64_t build_ns; /* time spent compiling tables */
+};
+
+struct unwind_loader;
+
+struct unwind_loader *unwind_loader__new(int rows_fd, uint32_t max_rows, int procs_fd);
+void unwind_loader__free(struct unwind_loader *l);
+
+/* Loads tables for a process's mappings and publishes them.  0 or -errno. */
+int unwind_loader__load(struct unwind_loader *l, uint64_t mm_id, const struct proc_mapping *maps,
+			size_t n);
+/* The address space is gone: its entry is removed (its tables stay, shared). */
+void unwind_loader__forget(struct unwind_loader *l, uint64_t mm_id);
+
+/* A sample resolved into mod: its table is recently used.  The clock moves
+ * once per drain (unwind_loader__tick). */
+void unwind_loader__touch(struct unwind_loader *l, const struct module *mod);
+void unwind_loader__tick(struct unwind_loader *l);
+/* Loads the tables samples asked for since the last flush (after a drain). */
+void unwind_loader__flush(struct unwind_loader *l);
+
+void unwind_loader__stats(const struct unwind_loader *l, struct unwind_loader_stats *st);
+
+#endif /* STRATA_UNWIND_LOADER_H */

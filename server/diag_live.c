@@ -1,0 +1,539 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * Straggler decisions at ingest (see diag_live.h): batch -> per-job
+ * collective events -> detector -> transitions -> queue -> webhook thread.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "diagnose/alert_webhook.h"
+#include "lib/clock.h"
+#include "lib/hash.h"
+#include "server/diag_inputs.h"
+#include "server/diag_live.h"
+
+#define RANK_CACHE 16384 /* (node, pid, communicator) -> rank; power of two */
+#define MAX_QUEUE 1024	 /* transitions waiting for the webhook */
+#define MAX_OUT 256	 /* transitions of one batch */
+#define METRIC_RANKS 256 /* tracked ranks per job on /metrics */
+#define TICK_NS 1000000000ULL
+
+struct rank_slot {
+	uint64_t key; /* 0: empty */
+	int32_t rank, nranks;
+};
+
+struct live_job {
+	char job[DIAG_NAME_LEN];
+	struct straggler_detector *sd;
+	uint64_t last_ns; /* server wall clock of its last collective */
+};
+
+struct diag_live {
+	struct diag_live_opts o;
+	struct straggler_opts sopts;
+	int has_sopts;
+	pthread_mutex_t lock; /* everything below */
+	struct live_job **jobs;
+	uint32_t njobs;
+	struct rank_slot *ranks; /* RANK_CACHE slots */
+	uint32_t nranks_cached;
+	struct straggler_transition *queue;
+	size_t nqueue;
+	struct diag_live_stats st;
+	struct straggler_stats gone; /* detectors freed: their counters */
+	pthread_t thread;
+	int running, stop;
+	pthread_cond_t wake;
+};
+
+struct diag_live *diag_live__new(const struct diag_live_opts *o)
+{
+	struct diag_live *l = calloc(1, sizeof(*l));
+
+	if (!l)
+		return NULL;
+	l->o = (struct diag_live_opts){ .max_jobs = 64, .idle_ns = 60000000000ULL };
+	if (o) {
+		if (o->max_jobs)
+			l->o.max_jobs = o->max_jobs;
+		if (o->idle_ns)
+			l->o.idle_ns = o->idle_ns;
+		l->o.alert_webhook = o->alert_webhook;
+		l->o.external_url = o->external_url;
+		if (o->straggler) {
+			l->sopts = *o->straggler;
+			l->has_sopts = 1;
+		}
+	}
+	l->jobs = calloc(l->o.max_jobs, sizeof(*l->jobs));
+	l->ranks = calloc(RANK_CACHE, sizeof(*l->ranks));
+	l->queue = calloc(MAX_QUEUE, sizeof(*l->queue));
+	if (!l->jobs || !l->ranks || !l->queue) {
+		free(l->jobs);
+		free(l->ranks);
+		free(l->queue);
+		free(l);
+		return NULL;
+	}
+	pthread_mutex_init(&l->lock, NULL);
+	pthread_cond_init(&l->wake, NULL);
+	return l;
+}
+
+static void add_stats(struct straggler_stats *a, const struct straggler_stats *b)
+{
+	a->collectives += b->collectives;
+	a->collectives_partial += b->collectives_partial;
+	a->collectives_timeout += b->collectives_timeout;
+	a->collectives_warmup += b->collectives_warmup;
+	a->tracked_dropped += b->tracked_dropped;
+	a->comms_dropped += b->comms_dropped;
+	a->pending_dropped += b->pending_dropped;
+	a->transitions_dropped += b->transitions_dropped;
+}
+
+static void job_free(struct diag_live *l, struct live_job *j)
+{
+	struct straggler_stats ss;
+
+	straggler_detector__stats(j->sd, &ss);
+	add_stats(&l->gone, &ss);
+	straggler_detector__free(j->sd);
+	free(j);
+}
+
+void diag_live__free(struct diag_live *l)
+{
+	if (!l)
+		return;
+	if (l->running) {
+		pthread_mutex_lock(&l->lock);
+		l->stop = 1;
+		pthread_cond_signal(&l->wake);
+		pthread_mutex_unlock(&l->lock);
+		pthread_join(l->thread, NULL);
+	}
+	for (uint32_t i = 0; i < l->njobs; i++)
+		job_free(l, l->jobs[i]);
+	free(l->jobs);
+	free(l->ranks);
+	free(l->queue);
+	pthread_mutex_destroy(&l->lock);
+	pthread_cond_destroy(&l->wake);
+	free(l);
+}
+
+/* ---- rank identity per (node, pid, communicator) ---------------------------- */
+
+static uint64_t rank_key(const char *node, uint32_t pid, uint64_t comm)
+{
+	uint64_t k = hash_bytes(node, strlen(node), comm ^ ((uint64_t)pid << 32));
+
+	return k ? k : 1;
+}
+
+static struct rank_slot *rank_find(struct diag_live *l, uint64_t key, int insert)
+{
+	uint32_t mask = RANK_CACHE - 1;
+
+	if (insert && l->nranks_cached >= RANK_CACHE * 3 / 4) {
+		/* Full: start over; every batch names its processes' main
+		 * communicator again, so the cache refills within a period. */
+		memset(l->ranks, 0, RANK_CACHE * sizeof(*l->ranks));
+		l->nranks_cached = 0;
+		l->st.rank_cache_resets++;
+	}
+	for (uint32_t i = (uint32_t)key & mask;; i = (i + 1) & mask) {
+		if (l->ranks[i].key == key)
+			return &l->ranks[i];
+		if (!l->ranks[i].key) {
+			if (!insert)
+				return NULL;
+			l->ranks[i].key = key;
+			l->nranks_cached++;
+			return &l->ranks[i];
+		}
+	}
+}
+
+/* ---- jobs ---------------------------------------------------------------------- */
+
+static struct live_job *job_of(struct diag_live *l, const char *job)
+{
+	struct live_job *j;
+
+	for (uint32_t i = 0; i < l->njobs; i++)
+		if (!strcmp(l->jobs[i]->job, job))
+			return l->jobs[i];
+	if (l->njobs == l->o.max_jobs) {
+		l->st.jobs_dropped++;
+		return NULL;
+	}
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		return NULL;
+	snprintf(j->job, sizeof(j->job), "%s", job);
+	j->sd = straggler_detector__new(job, l->has_sopts ? &l->sopts : NULL);
+	if (!j->sd) {
+		free(j);
+		return NULL;
+	}
+	l->jobs[l->njobs++] = j;
+	l->st.jobs++;
+	return j;
+}
+
+static void enqueue(struct diag_live *l, const struct straggler_transition *tr, int n)
+{
+	for (int i = 0; i < n; i++) {
+		if (!l->o.alert_webhook)
+			break;
+		if (l->nqueue == MAX_QUEUE) {
+			l->st.alerts_dropped += (uint64_t)(n - i);
+			break;
+		}
+		l->queue[l->nqueue++] = tr[i];
+	}
+	if (n > 0)
+		pthread_cond_signal(&l->wake);
+}
+
+/* ---- ingest ---------------------------------------------------------------------- */
+
+static const char *str_of(const Strata__V1__Batch *b, uint32_t i)
+{
+	return i < b->n_strings ? b->strings[i] : "";
+}
+
+/* The job a process belongs to, as the store names it. */
+static const char *proc_job(const Strata__V1__Batch *b, const Strata__V1__Process *p)
+{
+	const char *job = str_of(b, p->job_str);
+
+	if (!job[0])
+		job = str_of(b, p->torchelastic_run_id_str);
+	if (!job[0])
+		job = str_of(b, p->slurm_job_id_str);
+	return job;
+}
+
+/* Point-to-point calls count their own sequence and involve two ranks:
+ * not a collective every rank enters. */
+static int is_p2p(const char *op)
+{
+	return !strcmp(op, "Send") || !strcmp(op, "Recv");
+}
+
+/* Feeds the events of one job (those of b whose process is in it). */
+static void feed_job(struct diag_live *l, const Strata__V1__Batch *b, const char *job,
+		     struct diag_coll_event *ev, uint64_t now_ns)
+{
+	struct straggler_transition tr[MAX_OUT];
+	uint64_t err = b->clock ? b->clock->error_bound_ns : 0;
+	struct live_job *j;
+	size_t n = 0;
+	int k;
+
+	for (size_t i = 0; i < b->n_nccl_collectives; i++) {
+		const Strata__V1__NcclCollective *c = b->nccl_collectives[i];
+		const Strata__V1__Process *p = b->processes[c->process];
+		struct rank_slot *rs;
+
+		if (strcmp(proc_job(b, p), job) || is_p2p(str_of(b, c->op_str)))
+			continue;
+		rs = rank_find(l, rank_key(b->node, p->pid, c->comm_hash), 0);
+		if (!rs || rs->rank < 0 || rs->nranks <= 0) {
+			l->st.events_no_rank++; /* no communicator identity: cannot place it */
+			continue;
+		}
+		ev[n++] = (struct diag_coll_event){
+			.comm_hash = c->comm_hash,
+			.seq = c->seq,
+			.rank = (uint32_t)rs->rank,
+			.nranks = (uint32_t)rs->nranks,
+			.entry_ns = (int64_t)c->entry_ns,
+			.clock_err_ns = err,
+			.pid = p->pid,
+			.node = b->node,
+		};
+	}
+	if (!n || !(j = job_of(l, job)))
+		return;
+	j->last_ns = now_ns;
+	l->st.events += n;
+	k = straggler_detector__add(j->sd, ev, n, tr, MAX_OUT);
+	if (k > 0)
+		enqueue(l, tr, k);
+}
+
+int diag_live__batch(struct diag_live *l, const Strata__V1__Batch *b, uint64_t now_ns)
+{
+	struct diag_coll_event *ev;
+	const char **jobs;
+	size_t njobs = 0;
+
+	if (!b->n_nccl_collectives && !b->n_nccl_comms)
+		return 0;
+	ev = malloc((b->n_nccl_collectives + 1) * sizeof(*ev));
+	jobs = malloc((b->n_nccl_collectives + 1) * sizeof(*jobs));
+	if (!ev || !jobs) {
+		free(ev);
+		free(jobs);
+		return -ENOMEM;
+	}
+	pthread_mutex_lock(&l->lock);
+	l->st.batches++;
+	for (size_t i = 0; i < b->n_nccl_comms; i++) {
+		const Strata__V1__NcclComm *c = b->nccl_comms[i];
+		struct rank_slot *rs = rank_find(
+			l, rank_key(b->node, b->processes[c->process]->pid, c->comm_hash), 1);
+
+		rs->rank = c->rank;
+		rs->nranks = c->nranks;
+	}
+	/* The distinct jobs of the batch's collectives (usually one). */
+	for (size_t i = 0; i < b->n_nccl_collectives; i++) {
+		const char *job = proc_job(b, b->processes[b->nccl_collectives[i]->process]);
+		size_t k = 0;
+
+		if (!job[0]) {
+			l->st.events_no_job++;
+			continue;
+		}
+		while (k < njobs && strcmp(jobs[k], job))
+			k++;
+		if (k == njobs)
+			jobs[njobs++] = job;
+	}
+	for (size_t k = 0; k < njobs; k++)
+		feed_job(l, b, jobs[k], ev, now_ns);
+	pthread_mutex_unlock(&l->lock);
+	free(ev);
+	free(jobs);
+	return 0;
+}
+
+/* ---- expiry and the webhook thread --------------------------------------------- */
+
+void diag_live__tick(struct diag_live *l, uint64_t now_ns)
+{
+	struct straggler_transition tr[MAX_OUT];
+
+	pthread_mutex_lock(&l->lock);
+	for (uint32_t i = 0; i < l->njobs;) {
+		struct live_job *j = l->jobs[i];
+		int k;
+
+		if (j->last_ns + l->o.idle_ns > now_ns) {
+			i++;
+			continue;
+		}
+		k = straggler_detector__expire(j->sd, tr, MAX_OUT);
+		if (k > 0)
+			enqueue(l, tr, k);
+		job_free(l, j);
+		l->jobs[i] = l->jobs[--l->njobs];
+		l->st.jobs_expired++;
+	}
+	pthread_mutex_unlock(&l->lock);
+}
+
+static void post(struct diag_live *l, const struct straggler_transition *tr, size_t n)
+{
+	struct alert_webhook_opts ao = { .sz = sizeof(ao), .external_url = l->o.external_url };
+	char *body = NULL;
+	size_t len = 0;
+	long status = 0;
+	int err = alert_webhook__build(tr, n, &ao, &body, &len);
+
+	if (!err)
+		err = alert_webhook__post(l->o.alert_webhook, body, len, 5000, &status);
+	free(body);
+	pthread_mutex_lock(&l->lock);
+	if (err)
+		l->st.alerts_failed++;
+	else
+		l->st.alerts_sent++;
+	pthread_mutex_unlock(&l->lock);
+}
+
+static void *live_thread(void *arg)
+{
+	struct diag_live *l = arg;
+	struct straggler_transition *batch = calloc(MAX_QUEUE, sizeof(*batch));
+
+	pthread_mutex_lock(&l->lock);
+	while (!l->stop) {
+		struct timespec ts = realtime_deadline(TICK_NS);
+		size_t n = 0;
+
+		if (!l->nqueue)
+			pthread_cond_timedwait(&l->wake, &l->lock, &ts);
+		pthread_mutex_unlock(&l->lock);
+		diag_live__tick(l, realtime_ns());
+		pthread_mutex_lock(&l->lock);
+		if (batch && l->nqueue) {
+			n = l->nqueue;
+			memcpy(batch, l->queue, n * sizeof(*batch));
+			l->nqueue = 0;
+		}
+		pthread_mutex_unlock(&l->lock);
+		/* One payload per group of changes; a slow receiver delays
+		 * only this thread. */
+		for (size_t i = 0; i < n;) {
+			size_t k = i + 1;
+
+			while (k < n && !strcmp(batch[k].r.job, batch[i].r.job))
+				k++;
+			post(l, &batch[i], k - i);
+			i = k;
+		}
+		pthread_mutex_lock(&l->lock);
+	}
+	pthread_mutex_unlock(&l->lock);
+	free(batch);
+	return NULL;
+}
+
+int diag_live__start(struct diag_live *l)
+{
+	int err = pthread_create(&l->thread, NULL, live_thread, l);
+
+	if (err)
+		return -err;
+	l->running = 1;
+	return 0;
+}
+
+/* ---- reading ------------------------------------------------------------------- */
+
+size_t diag_live__stragglers(struct diag_live *l, const char *job, int confirmed_only,
+			     struct straggler_rank *out, size_t max)
+{
+	size_t total = 0;
+
+	pthread_mutex_lock(&l->lock);
+	for (uint32_t i = 0; i < l->njobs; i++) {
+		struct straggler_rank none[1]; /* count only: never NULL to memcpy */
+
+		if (job && strcmp(l->jobs[i]->job, job))
+			continue;
+		total += straggler_detector__list(l->jobs[i]->sd, confirmed_only,
+						  total < max ? out + total : none,
+						  total < max ? max - total : 0);
+	}
+	pthread_mutex_unlock(&l->lock);
+	return total;
+}
+
+static void collect(struct diag_live *l, struct diag_live_stats *st)
+{
+	struct straggler_stats sum = l->gone;
+
+	for (uint32_t i = 0; i < l->njobs; i++) {
+		struct straggler_stats ss;
+
+		straggler_detector__stats(l->jobs[i]->sd, &ss);
+		add_stats(&sum, &ss);
+	}
+	*st = l->st;
+	st->collectives = sum.collectives;
+	st->collectives_partial = sum.collectives_partial;
+	st->collectives_timeout = sum.collectives_timeout;
+	st->collectives_warmup = sum.collectives_warmup;
+	st->states_dropped = sum.tracked_dropped;
+	st->comms_dropped = sum.comms_dropped;
+	st->pending_dropped = sum.pending_dropped;
+	st->transitions_dropped = sum.transitions_dropped;
+}
+
+void diag_live__stats(struct diag_live *l, struct diag_live_stats *st)
+{
+	pthread_mutex_lock(&l->lock);
+	collect(l, st);
+	pthread_mutex_unlock(&l->lock);
+}
+
+static void labels(FILE *o, const struct straggler_rank *r)
+{
+	fputs("{job=", o);
+	diag_prom_label(o, r->job);
+	fprintf(o, ",communicator=\"%016" PRIx64 "\",rank=\"%u\",node=", r->communicator, r->rank);
+	diag_prom_label(o, r->node);
+	fprintf(o, ",pid=\"%u\"}", r->pid);
+}
+
+void diag_live__metrics(struct diag_live *l, FILE *o)
+{
+	static const char *const help[][3] = {
+		{ "strata_straggler_confirmed", "gauge",
+		  "1 while the sequential test holds the rank confirmed as a straggler" },
+		{ "strata_straggler_lag_seconds", "gauge",
+		  "EWMA of the lag behind the median arrival beyond the clock error bound" },
+		{ "strata_straggler_score", "gauge", "EWMA of lag / collective period" },
+		{ "strata_straggler_last_fraction", "gauge",
+		  "EWMA of how often the rank arrived clearly last" },
+		{ "strata_straggler_evidence", "gauge",
+		  "sequential-test statistic / confirmation threshold (>= 1 confirms)" },
+	};
+	struct straggler_rank *r = malloc(METRIC_RANKS * sizeof(*r));
+	struct diag_live_stats st;
+
+	pthread_mutex_lock(&l->lock);
+	for (size_t m = 0; m < 5; m++) {
+		fprintf(o, "# HELP %s %s\n# TYPE %s %s\n", help[m][0], help[m][2], help[m][0],
+			help[m][1]);
+		for (uint32_t i = 0; r && i < l->njobs; i++) {
+			size_t n = straggler_detector__list(l->jobs[i]->sd, 0, r, METRIC_RANKS);
+
+			for (size_t k = 0; k < n && k < METRIC_RANKS; k++) {
+				double v = m == 0   ? (r[k].state == STRAGGLER_CONFIRMED)
+					   : m == 1 ? r[k].lag_seconds
+					   : m == 2 ? r[k].score
+					   : m == 3 ? r[k].last_fraction
+						    : r[k].evidence;
+
+				fputs(help[m][0], o);
+				labels(o, &r[k]);
+				fprintf(o, " %g\n", v);
+			}
+		}
+	}
+	collect(l, &st);
+	pthread_mutex_unlock(&l->lock);
+	free(r);
+	fprintf(o,
+		"# HELP strata_straggler_collectives_total collectives the straggler detector "
+		"judged, by outcome\n"
+		"# TYPE strata_straggler_collectives_total counter\n"
+		"strata_straggler_collectives_total{outcome=\"judged\"} %" PRIu64 "\n"
+		"strata_straggler_collectives_total{outcome=\"without_every_rank\"} %" PRIu64 "\n"
+		"strata_straggler_collectives_total{outcome=\"too_few_ranks\"} %" PRIu64 "\n"
+		"strata_straggler_collectives_total{outcome=\"before_period_known\"} %" PRIu64 "\n"
+		"# HELP strata_straggler_events_unplaced_total collective events not judged\n"
+		"# TYPE strata_straggler_events_unplaced_total counter\n"
+		"strata_straggler_events_unplaced_total{why=\"no_job\"} %" PRIu64 "\n"
+		"strata_straggler_events_unplaced_total{why=\"no_rank\"} %" PRIu64 "\n"
+		"# HELP strata_straggler_drops_total bounded-table refusals of the straggler "
+		"detection\n"
+		"# TYPE strata_straggler_drops_total counter\n"
+		"strata_straggler_drops_total{what=\"states\"} %" PRIu64 "\n"
+		"strata_straggler_drops_total{what=\"communicators\"} %" PRIu64 "\n"
+		"strata_straggler_drops_total{what=\"pending\"} %" PRIu64 "\n"
+		"strata_straggler_drops_total{what=\"transitions\"} %" PRIu64 "\n"
+		"strata_straggler_drops_total{what=\"jobs\"} %" PRIu64 "\n"
+		"strata_straggler_drops_total{what=\"alerts\"} %" PRIu64 "\n"
+		"strata_straggler_drops_total{what=\"rank_cache_resets\"} %" PRIu64 "\n"
+		"# HELP strata_alert_webhooks_total straggler webhooks by outcome\n"
+		"# TYPE strata_alert_webhooks_total counter\n"
+		"strata_alert_webhooks_total{outcome=\"sent\"} %" PRIu64 "\n"
+		"strata_alert_webhooks_total{outcome=\"failed\"} %" PRIu64 "\n",
+		st.collectives, st.collectives_timeout, st.collectives_partial,
+		st.collectives_warmup, st.events_no_job, st.events_no_rank, st.states_dropped,
+		st.comms_dropped, st.pending_dropped, st.transitions_dropped, st.jobs_dropped,
+		st.alerts_dropped, st.rank_cache_resets, st.alerts_sent, st.alerts_failed);
+}

@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Straggler diagnosis at ingest: every stored batch's NCCL collectives go
+ * to their job's straggler detector (diagnose/straggler.h) at once, so a
+ * decision waits for the evidence, not for a window to close.  The
+ * detector's confirmations and clearings are the one decision behind
+ * /api/v1/stragglers, the strata_straggler_* metrics and the Alertmanager
+ * webhook (POSTed by this module's thread, never from an agent's upload).
+ * A job that sends no collective for idle_ns (wall clock) has ended or
+ * lost its agents: its confirmed ranks clear as missing and its state is
+ * freed.  Jobs are a bounded table (max_jobs, refusals counted); rank
+ * identity per (node, pid, communicator) is a bounded cache.
+ *
+ * Past ranges (diag_live__replay): a fresh detector over the stored
+ * collectives, so a post-mortem finds the straggler of a job that ended.
+ */
+#ifndef STRATA_SERVER_DIAG_LIVE_H
+#define STRATA_SERVER_DIAG_LIVE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "diagnose/straggler.h"
+#include "server/store.h"
+
+#include "strata.pb-c.h"
+
+struct diag_live_opts {
+	size_t sz;
+	uint32_t max_jobs;			/* 64 */
+	uint64_t idle_ns;			/* 60 s */
+	const char *alert_webhook;		/* NULL: no webhook */
+	const char *external_url;		/* links in the webhook payload */
+	const struct straggler_opts *straggler; /* NULL: defaults */
+};
+
+struct diag_live_stats {
+	uint64_t batches, events, events_no_job, events_no_rank;
+	uint64_t jobs, jobs_dropped, jobs_expired, rank_cache_resets;
+	uint64_t collectives, collectives_partial, collectives_timeout, collectives_warmup;
+	uint64_t states_dropped, comms_dropped, pending_dropped, transitions_dropped;
+	uint64_t alerts_sent, alerts_failed, alerts_dropped;
+};
+
+struct diag_live;
+
+struct diag_live *diag_live__new(const struct diag_live_opts *o);
+/* Starts the thread that expires idle jobs and sends webhooks (0 or -errno). */
+int diag_live__start(struct diag_live *l);
+void diag_live__free(struct diag_live *l);
+
+/* Feeds the collectives of one stored (not duplicate) batch.  now_ns: the
+ * server's wall clock.  0 or -errno. */
+int diag_live__batch(struct diag_live *l, const Strata__V1__Batch *b, uint64_t now_ns);
+
+/* Expires jobs idle since now_ns - idle_ns (the thread calls it). */
+void diag_live__tick(struct diag_live *l, uint64_t now_ns);
+
+/* Tracked ranks of one job (NULL: every job), confirmed only or all; the
+ * most suspicious first per job.  Returns how many there are (may exceed
+ * max). */
+size_t diag_live__stragglers(struct diag_live *l, const char *job, int confirmed_only,
+			     struct straggler_rank *out, size_t max);
+
+/* One straggler episode of a past range. */
+struct diag_episode {
+	struct straggler_rank r; /* as confirmed (since, decided_ns) */
+	int64_t until_ns;	 /* cleared at (0: still confirmed at `to`) */
+	int missing;		 /* cleared because it stopped reporting */
+};
+
+/*
+ * Judges the stored collectives of job (NULL: every job) in [from_ns,
+ * to_ns) with a fresh detector per job, in 10-s slices; writes up to max
+ * episodes (confirmed at some point in the range) to out and returns how
+ * many there are, or -errno.  *truncated is set when a slice held more
+ * events than the bound.
+ */
+int diag_live__replay(struct store *st, const char *job, uint64_t from_ns, uint64_t to_ns,
+		      const struct straggler_opts *o, struct diag_episode *out, size_t max,
+		      int *truncated);
+
+void diag_live__stats(struct diag_live *l, struct diag_live_stats *st);
+/* strata_straggler_* and strata_alert_webhooks_total (docs/metrics.md). */
+void diag_live__metrics(struct diag_live *l, FILE *out);
+
+#endif /* STRATA_SERVER_DIAG_LIVE_H */

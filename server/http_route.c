@@ -1,0 +1,127 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "server/http_route.h"
+
+#include <string.h>
+
+enum route_id {
+	R_HEALTHZ,
+	R_METRICS,
+	R_BATCHES,
+	R_SYMBOLS,
+	R_JOBS,
+	R_NODES,
+	R_PROCESSES,
+	R_PROFILE,
+	R_DIFF,
+	R_LEAKS,
+	R_TALLY,
+	R_COLLECTIVES,
+	R_TRACE,
+	R_STRAGGLERS,
+	R_FINDINGS,
+	R_BREAKDOWN,
+	R_LEAK_REPORTS,
+	R_INDEX,
+	R_JOB_PAGE,
+};
+
+#define GET_Q(p, id)                                      \
+	{                                                 \
+		p, 0, "GET", ROUTE_READ, BODY_NONE, 1, id \
+	}
+
+static const struct route routes[] = {
+	{ "/healthz", 0, "GET", ROUTE_OPEN, BODY_NONE, 0, R_HEALTHZ },
+	{ "/metrics", 0, "GET", ROUTE_METRICS, BODY_NONE, 0, R_METRICS },
+	{ "/api/v1/batches", 0, "POST", ROUTE_INGEST, BODY_MEMORY, 0, R_BATCHES },
+	{ "/api/v1/symbols/", 1, "POST", ROUTE_INGEST, BODY_FILE, 0, R_SYMBOLS },
+	GET_Q("/api/v1/jobs", R_JOBS),
+	GET_Q("/api/v1/nodes", R_NODES),
+	GET_Q("/api/v1/processes", R_PROCESSES),
+	GET_Q("/api/v1/ranks", R_PROCESSES),
+	GET_Q("/api/v1/profile", R_PROFILE),
+	GET_Q("/api/v1/profile/diff", R_DIFF),
+	GET_Q("/api/v1/leaks", R_LEAKS),
+	GET_Q("/api/v1/tally", R_TALLY),
+	GET_Q("/api/v1/collectives", R_COLLECTIVES),
+	GET_Q("/api/v1/trace", R_TRACE),
+	/* diagnosis (server/api_diag.c) */
+	GET_Q("/api/v1/stragglers", R_STRAGGLERS),
+	GET_Q("/api/v1/findings", R_FINDINGS),
+	GET_Q("/api/v1/breakdown", R_BREAKDOWN),
+	GET_Q("/api/v1/leak_reports", R_LEAK_REPORTS),
+	{ "/", 0, "GET", ROUTE_READ, BODY_NONE, 0, R_INDEX },
+	{ "/jobs/", 1, "GET", ROUTE_READ, BODY_NONE, 0, R_JOB_PAGE },
+};
+
+const struct route *route__find(const char *path, const char *method, int *method_ok)
+{
+	for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
+		const struct route *rt = &routes[i];
+		size_t n = strlen(rt->path);
+
+		if (rt->prefix ? strncmp(path, rt->path, n) || !path[n] : strcmp(path, rt->path))
+			continue;
+		*method_ok = !strcmp(method, rt->method);
+		return rt;
+	}
+	*method_ok = 0;
+	return NULL;
+}
+
+const char *route__rest(const struct route *rt, const char *path)
+{
+	return rt->prefix ? path + strlen(rt->path) : "";
+}
+
+int route__run(const struct route *rt, struct server *srv, const struct request *r, FILE *out,
+	       const char **ctype)
+{
+	const char *rest = route__rest(rt, r->path);
+
+	switch ((enum route_id)rt->id) {
+	case R_HEALTHZ:
+		fputs("{\"status\":\"ok\"}\n", out);
+		return 200;
+	case R_METRICS:
+		*ctype = "text/plain; version=0.0.4";
+		return api_metrics(srv, out);
+	case R_BATCHES:
+		return api_ingest(srv, r, out);
+	case R_SYMBOLS:
+		return api_symbols(srv, r, rest, out);
+	case R_JOBS:
+		return api_jobs(srv, r, out);
+	case R_NODES:
+		return api_nodes(srv, r, out);
+	case R_PROCESSES:
+		return api_processes(srv, r, out);
+	case R_PROFILE:
+		return api_profile(srv, r, out, ctype);
+	case R_DIFF:
+		return api_profile_diff(srv, r, out, ctype);
+	case R_LEAKS:
+		return api_leaks(srv, r, out);
+	case R_TALLY:
+		return api_tally(srv, r, out);
+	case R_COLLECTIVES:
+		return api_collectives(srv, r, out);
+	case R_TRACE:
+		return api_trace(srv, r, out);
+	case R_STRAGGLERS:
+		return api_stragglers(srv, r, out);
+	case R_FINDINGS:
+		return api_findings(srv, r, out);
+	case R_BREAKDOWN:
+		return api_breakdown(srv, r, out);
+	case R_LEAK_REPORTS:
+		return api_leak_reports(srv, r, out);
+	case R_INDEX:
+		*ctype = "text/html; charset=utf-8";
+		return page_index(srv, r, out);
+	case R_JOB_PAGE:
+		*ctype = "text/html; charset=utf-8";
+		return page_job(srv, r, rest, out);
+	}
+	return json_error(out, 404, "no such path: %s", r->path);
+}

@@ -1,0 +1,358 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * ClickHouse ingest: every schema table's rows built in memory (each with
+ * its batch or process head, see clickhouse.h), then inserted one table at
+ * a time; the stacks new to the day before, the commit record (batches)
+ * last.  Each attempt stamps its rows with a random id (clickhouse.c says
+ * why).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "lib/clock.h"
+#include "lib/hash.h"
+#include "lib/hex.h"
+#include "server/store/clickhouse.h"
+
+struct ingest {
+	struct ch_store *s;
+	const struct store_batch *sb;
+	const Strata__V1__Batch *b;
+	uint64_t id; /* this attempt */
+	struct ch_rows rows[STORE_NTABLES];
+	struct ch_rows batch_row, stack_rows;
+	uint64_t cpu_samples;
+	uint64_t *proc_samples; /* cpu samples per process index */
+};
+
+static uint64_t day_of(uint64_t ns)
+{
+	return ns / (86400ULL * 1000000000ULL);
+}
+
+/* Key of a (stack, day) pair in the known set; never 0. */
+static uint64_t known_key(uint64_t stack_id, uint64_t day)
+{
+	uint64_t pair[2] = { stack_id, day };
+	uint64_t k = hash_bytes(pair, sizeof(pair), 0);
+
+	return k ? k : 1;
+}
+
+/* Under s->lock.  Returns 1 if present, else 0 (and inserts when insert). */
+static int known_lookup(struct ch_store *s, uint64_t key, int insert)
+{
+	struct ch_known_stacks *ks = &s->known;
+	uint32_t mask = CH_KNOWN_STACKS_CAP - 1, i;
+
+	if (!ks->keys) {
+		if (!insert)
+			return 0;
+		ks->keys = calloc(CH_KNOWN_STACKS_CAP, sizeof(*ks->keys));
+		if (!ks->keys)
+			return 0; /* no memory: stacks are simply written again */
+	}
+	for (i = (uint32_t)key & mask; ks->keys[i]; i = (i + 1) & mask)
+		if (ks->keys[i] == key)
+			return 1;
+	if (!insert)
+		return 0;
+	/* Bounded: at 3/4 full forget everything (counted); the cost is
+	 * writing stacks again, never a missing one. */
+	if (ks->n >= CH_KNOWN_STACKS_CAP / 4 * 3) {
+		memset(ks->keys, 0, CH_KNOWN_STACKS_CAP * sizeof(*ks->keys));
+		ks->n = 0;
+		s->stack_cache_resets++;
+		for (i = (uint32_t)key & mask; ks->keys[i]; i = (i + 1) & mask)
+			;
+	}
+	ks->keys[i] = key;
+	ks->n++;
+	return 0;
+}
+
+static void node_head(struct ingest *in, struct ch_rows *w)
+{
+	ch_rows__date(w, in->b->end_ns);
+	ch_rows__u64(w, in->id);
+	ch_rows__u64(w, in->b->start_ns);
+	ch_rows__u64(w, in->b->end_ns);
+	ch_rows__str(w, in->b->node);
+}
+
+/* The head of a per-process row: the batch's, then the process's. */
+static void process_head(struct ingest *in, struct ch_rows *w, uint32_t process)
+{
+	const Strata__V1__Process *p = in->b->processes[process];
+
+	node_head(in, w);
+	ch_rows__u64(w, p->pid);
+	ch_rows__u64(w, p->start_time_ns);
+	ch_rows__str(w, store_process__job(in->b, p));
+	ch_rows__str(w, in->b->strings[p->container_str]);
+	ch_rows__u64(w, p->rank != NULL);
+	ch_rows__i64(w, p->rank ? p->rank->rank : -1);
+}
+
+/* One record's row: its head, then the table's columns. */
+static int rows_record(void *ctx, const struct store_rec *r)
+{
+	struct ingest *in = ctx;
+	struct ch_rows *w = &in->rows[r->t - STORE_TABLES];
+
+	if (r->t->per_process)
+		process_head(in, w, r->process);
+	else
+		node_head(in, w);
+	for (size_t c = 0; c < r->t->ncols; c++) {
+		struct store_value v;
+
+		if (!store_column__name(&r->t->cols[c], STORE_CLICKHOUSE))
+			continue;
+		store_rec__value(r, c, in->sb->stacks, in->proc_samples, &v);
+		switch (v.type) {
+		case STORE_V_TEXT:
+			ch_rows__str(w, v.s);
+			break;
+		case STORE_V_F64:
+			ch_rows__f64(w, v.f);
+			break;
+		case STORE_V_I64:
+			ch_rows__i64(w, v.i);
+			break;
+		default:
+			ch_rows__u64(w, v.u);
+			break;
+		}
+	}
+	ch_rows__end(w);
+	return 0;
+}
+
+static void rows_batch(struct ingest *in, const char *batch_hex)
+{
+	const Strata__V1__Batch *b = in->b;
+	struct ch_rows *w = &in->batch_row;
+	char run[2 * 16 + 1];
+
+	build_id_hex(b->agent_run_id.data, b->agent_run_id.len > 16 ? 16 : b->agent_run_id.len, run,
+		     sizeof(run));
+	ch_rows__date(w, b->end_ns);
+	ch_rows__u64(w, in->id);
+	ch_rows__str(w, batch_hex);
+	ch_rows__str(w, b->node);
+	ch_rows__str(w, b->agent_version);
+	ch_rows__str(w, run);
+	ch_rows__u64(w, b->seq);
+	ch_rows__u64(w, b->start_ns);
+	ch_rows__u64(w, b->end_ns);
+	ch_rows__u64(w, in->sb->received_ns);
+	ch_rows__u64(w, b->clock ? (uint64_t)b->clock->source : 0);
+	ch_rows__u64(w, b->clock ? b->clock->error_bound_ns : 0);
+	ch_rows__u64(w, b->freq_hz);
+	ch_rows__u64(w, in->sb->wire_bytes);
+	ch_rows__u64(w, in->cpu_samples);
+	ch_rows__u64(w, store_batch__drops(b));
+	ch_rows__end(w);
+}
+
+/* The stacks this batch uses that are not known to be stored for its day. */
+static void rows_stacks(struct ingest *in)
+{
+	const Strata__V1__Batch *b = in->b;
+	uint64_t day = day_of(b->end_ns);
+
+	for (size_t i = 0; i < b->n_stacks; i++) {
+		const struct store_stack *st = &in->sb->stacks[i];
+		int known;
+
+		pthread_mutex_lock(&in->s->lock);
+		known = known_lookup(in->s, known_key(st->id, day), 0);
+		pthread_mutex_unlock(&in->s->lock);
+		if (known)
+			continue;
+		for (uint32_t j = 0; j < st->nframes; j++) {
+			const struct store_frame *f = &st->frames[j];
+			struct ch_rows *w = &in->stack_rows;
+
+			ch_rows__date(w, b->end_ns);
+			ch_rows__u64(w, st->id);
+			ch_rows__u64(w, j);
+			ch_rows__u64(w, f->kind);
+			ch_rows__u64(w, f->flags);
+			ch_rows__str(w, f->func); /* NULL (unresolved) is stored as "" */
+			ch_rows__str(w, f->file);
+			ch_rows__u64(w, f->line);
+			ch_rows__str(w, f->module);
+			ch_rows__str(w, f->build_id);
+			ch_rows__u64(w, f->addr);
+			ch_rows__end(w);
+		}
+	}
+}
+
+static void stacks_mark_known(struct ingest *in)
+{
+	uint64_t day = day_of(in->b->end_ns);
+
+	pthread_mutex_lock(&in->s->lock);
+	for (size_t i = 0; i < in->b->n_stacks; i++)
+		known_lookup(in->s, known_key(in->sb->stacks[i].id, day), 1);
+	pthread_mutex_unlock(&in->s->lock);
+}
+
+/* Claims batch_id for this ingest: 0, or -EAGAIN while another ingest of
+ * the same batch runs here (or too many run). */
+static int inflight_claim(struct ch_store *s, const uint8_t id[16])
+{
+	int err = 0;
+
+	pthread_mutex_lock(&s->lock);
+	for (unsigned i = 0; i < s->ninflight && !err; i++)
+		if (!memcmp(s->inflight[i], id, 16))
+			err = -EAGAIN;
+	if (!err && s->ninflight == CH_INFLIGHT_MAX)
+		err = -EAGAIN;
+	if (!err)
+		memcpy(s->inflight[s->ninflight++], id, 16);
+	else
+		s->busy++;
+	pthread_mutex_unlock(&s->lock);
+	return err;
+}
+
+static void inflight_release(struct ch_store *s, const uint8_t id[16])
+{
+	pthread_mutex_lock(&s->lock);
+	for (unsigned i = 0; i < s->ninflight; i++) {
+		if (!memcmp(s->inflight[i], id, 16)) {
+			memmove(s->inflight[i], s->inflight[--s->ninflight], 16);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+static uint64_t new_ingest_id(void)
+{
+	uint64_t id = 0;
+
+	while (!id) {
+		if (getrandom(&id, sizeof(id), 0) != sizeof(id)) {
+			uint64_t seed[2] = { realtime_ns(), (uint64_t)getpid() };
+
+			id = hash_bytes(seed, sizeof(seed), 0);
+		}
+	}
+	return id;
+}
+
+/* 1 when a committed attempt of this batch exists, 0 when none, -errno. */
+static int committed(struct ch_store *s, struct ch_client *c, const char *batch_hex)
+{
+	struct ch_sql q = { 0 };
+	struct ch_result r;
+	int err;
+
+	ch_sql__add(&q, "SELECT count() FROM %s.batches WHERE batch_id = ", s->db);
+	ch_sql__quote(&q, batch_hex);
+	err = ch_store__query(c, &q, &r, "duplicate check");
+	ch_sql__free(&q);
+	if (!err)
+		err = ch_result__u64(&r, 0, 0, NULL) > 0;
+	ch_result__free(&r);
+	return err;
+}
+
+static int insert_rows(struct ch_store *s, struct ch_client *c, const char *table, const char *cols,
+		       const struct ch_rows *w)
+{
+	char tc[2048];
+	int n = snprintf(tc, sizeof(tc), "%s.%s (%s)", s->db, table, cols), err;
+
+	if (n < 0 || (size_t)n >= sizeof(tc))
+		return -E2BIG;
+	err = ch_client__insert(c, tc, w);
+	if (err)
+		ch_store__log(c, table, err);
+	return err;
+}
+
+static int insert_table(struct ch_store *s, struct ch_client *c, const struct store_table *t,
+			const struct ch_rows *w)
+{
+	char cols[1024];
+	size_t head = (size_t)snprintf(cols, sizeof(cols), "%s, ",
+				       t->per_process ? CH_PROC_COLS : CH_NODE_COLS);
+
+	if (store_table__columns(t, STORE_CLICKHOUSE, 0, cols + head, sizeof(cols) - head) >=
+	    sizeof(cols) - head)
+		return -E2BIG;
+	return insert_rows(s, c, t->name, cols, w);
+}
+
+int ch_store__ingest(struct store *base, const struct store_batch *sb)
+{
+	struct ch_store *s = (struct ch_store *)base;
+	const Strata__V1__Batch *b = sb->pb;
+	struct ingest in = { .s = s, .sb = sb, .b = b, .id = new_ingest_id() };
+	uint8_t key[16] = { 0 };
+	char batch_hex[2 * 16 + 1];
+	struct ch_client *c = NULL;
+	int err;
+
+	/* batch_id is 16 random bytes; anything else is keyed by what it has. */
+	memcpy(key, b->batch_id.data, b->batch_id.len < 16 ? b->batch_id.len : 16);
+	build_id_hex(key, 16, batch_hex, sizeof(batch_hex));
+	err = inflight_claim(s, key);
+	if (err)
+		return err;
+	in.proc_samples = calloc(b->n_processes ? b->n_processes : 1, sizeof(uint64_t));
+	for (size_t t = 0; t < STORE_NTABLES; t++)
+		ch_rows__init(&in.rows[t]);
+	ch_rows__init(&in.batch_row);
+	ch_rows__init(&in.stack_rows);
+	c = ch_store__client(s);
+	if (!in.proc_samples || !c) {
+		err = -ENOMEM;
+		goto out;
+	}
+	err = committed(s, c, batch_hex);
+	if (err) /* 1: the agent retried a stored batch; nothing is written */
+		goto out;
+	in.cpu_samples = store_batch__cpu_samples(b, in.proc_samples);
+	for (size_t t = 0; t < STORE_NTABLES; t++)
+		store_table__each(&STORE_TABLES[t], b, rows_record, &in);
+	rows_stacks(&in);
+	rows_batch(&in, batch_hex);
+	/* Stacks first, the commit record last: once a batch is visible,
+	 * everything it refers to is stored. */
+	err = insert_rows(
+		s, c, "stack_frames",
+		"day, stack_id, depth, kind, flags, func, file, line, module, build_id, addr",
+		&in.stack_rows);
+	for (size_t t = 0; t < STORE_NTABLES && !err; t++)
+		err = insert_table(s, c, &STORE_TABLES[t], &in.rows[t]);
+	if (!err)
+		err = insert_rows(s, c, "batches",
+				  "day, ingest, batch_id, node, agent_version, agent_run_id,"
+				  " seq, start_ns, end_ns, received_ns, clock_source,"
+				  " clock_error_ns, freq_hz, wire_bytes, cpu_samples, drops",
+				  &in.batch_row);
+	if (!err)
+		stacks_mark_known(&in);
+out:
+	ch_store__put(s, c);
+	for (size_t t = 0; t < STORE_NTABLES; t++)
+		ch_rows__free(&in.rows[t]);
+	ch_rows__free(&in.batch_row);
+	ch_rows__free(&in.stack_rows);
+	free(in.proc_samples);
+	inflight_release(s, key);
+	store_counts__ingest(&s->counts, err);
+	return err;
+}

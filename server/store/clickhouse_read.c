@@ -1,0 +1,363 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The ClickHouse store's queries (the contract: server/store.h).  Rows are
+ * read by the shared reader (server/store/backend.h), so each SELECT lists
+ * its columns in the order the reader's comment gives.  A process instance
+ * is (node, pid, pstart); its labels are the latest non-empty ones, as the
+ * SQLite store's upsert keeps them.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "server/store/clickhouse.h"
+
+#define MAX_CODES 64
+
+/* Commit records whose window overlaps the range, of the node (each
+ * batch's first committed attempt). */
+static void batch_filter(struct ch_store *s, struct ch_sql *q, const struct store_filter *f)
+{
+	if (f->from_ns)
+		ch_sql__add(q, " AND end_ns > %" PRIu64, f->from_ns);
+	if (f->to_ns)
+		ch_sql__add(q, " AND start_ns < %" PRIu64, f->to_ns);
+	ch_and_quoted(q, " AND node = ", f->node);
+	ch_sql__add(q, " AND ingest IN (SELECT min(ingest) FROM %s.batches GROUP BY batch_id)",
+		    s->db);
+}
+
+static int ch_jobs(struct store *base, const struct store_filter *f, store_job_fn fn, void *ctx)
+{
+	struct ch_store *s = (struct ch_store *)base;
+	struct ch_sql q = { 0 };
+
+	ch_sql__add(&q,
+		    "SELECT job, uniqExact(node), uniqExact(node, pid, pstart),"
+		    " uniqExactIf(rank, has_rank = 1), max(world_size), min(b_start), max(b_end),"
+		    " sum(cpu_samples) FROM %s.processes WHERE job != ''",
+		    s->db);
+	ch_filter(s, &q, f, NULL, 1);
+	ch_sql__add(&q, " GROUP BY job ORDER BY max(b_end) DESC");
+	return ch_query_rows(s, &q, "jobs", -1, store_emit__job, (void *)fn, ctx);
+}
+
+static int ch_nodes(struct store *base, const struct store_filter *f, store_node_fn fn, void *ctx)
+{
+	struct ch_store *s = (struct ch_store *)base;
+	struct ch_sql q = { 0 };
+
+	ch_sql__add(
+		&q,
+		"SELECT node, argMax(agent_version, end_ns), min(start_ns), max(end_ns), count(),"
+		" sum(cpu_samples), sum(drops) FROM %s.batches WHERE 1",
+		s->db);
+	batch_filter(s, &q, f);
+	if (ch_has_process_filter(f)) {
+		struct store_filter g = *f;
+
+		g.from_ns = g.to_ns = 0;
+		ch_sql__add(&q, " AND node IN (SELECT node FROM %s.processes WHERE 1", s->db);
+		ch_filter(s, &q, &g, NULL, 1);
+		ch_sql__add(&q, ")");
+	}
+	ch_sql__add(&q, " GROUP BY node ORDER BY node");
+	return ch_query_rows(s, &q, "nodes", -1, store_emit__node, (void *)fn, ctx);
+}
+
+static int ch_processes(struct store *base, const struct store_filter *f, store_process_fn fn,
+			void *ctx)
+{
+	struct ch_store *s = (struct ch_store *)base;
+	struct ch_sql q = { 0 };
+
+	/* A process instance's latest non-empty labels (as SQLite's upsert). */
+	ch_sql__add(&q,
+		    "SELECT node, pid, pstart, argMax(comm, b_end), argMax(cmdline, b_end),"
+		    " argMaxIf(container, b_end, container != ''), argMaxIf(pod, b_end, pod != ''),"
+		    " argMaxIf(job, b_end, job != '') AS j, max(has_rank),"
+		    " if(max(has_rank) = 1, argMaxIf(rank, b_end, has_rank = 1), -1) AS rk,"
+		    " if(max(has_rank) = 1, argMaxIf(local_rank, b_end, has_rank = 1), -1),"
+		    " if(max(has_rank) = 1, argMaxIf(world_size, b_end, has_rank = 1), -1),"
+		    " min(b_start), max(b_end), sum(cpu_samples) FROM %s.processes WHERE 1",
+		    s->db);
+	ch_filter(s, &q, f, NULL, 1);
+	ch_sql__add(&q, " GROUP BY node, pid, pstart ORDER BY j, rk, node, pid");
+	return ch_query_rows(s, &q, "processes", -1, store_emit__process, (void *)fn, ctx);
+}
+
+static int ch_profile(struct store *base, const struct store_filter *f,
+		      enum store_profile_kind kind, store_sample_fn fn, void *ctx)
+{
+	struct ch_store *s = (struct ch_store *)base;
+	struct ch_sql q = { 0 };
+
+	ch_sql__add(&q,
+		    "SELECT node, pid, tid, comm, has_rank, rank, stack_id, sum(%s) FROM %s.%s"
+		    " WHERE 1",
+		    kind == STORE_PROFILE_OFFCPU ? "ns" : "count", s->db,
+		    kind == STORE_PROFILE_OFFCPU ? "offcpu_samples" : "cpu_samples");
+	ch_filter(s, &q, f, NULL, 1);
+	ch_sql__add(&q, " GROUP BY node, pid, tid, comm, has_rank, rank, stack_id");
+	return ch_query_rows(s, &q, "profile", 6, store_emit__sample, (void *)fn, ctx);
+}
+
+static int ch_leaks(struct store *base, const struct store_filter *f, store_leak_fn fn, void *ctx)
+{
+	struct ch_store *s = (struct ch_store *)base;
+	struct store_filter g = *f;
+	uint64_t at = f->to_ns ? f->to_ns : INT64_MAX;
+	struct ch_sql q = { 0 };
+
+	/*
+	 * One allocation is (process instance, ptr, alloc_ns): its own record
+	 * plus, when freed in a later window, a free_only record.  Outstanding
+	 * at `at`: made before it and no record frees it before it.
+	 */
+	g.to_ns = 0;
+	ch_sql__add(&q,
+		    "SELECT node, pid, any(hr), any(rk), sid, sum(sz), count(), min(alloc_ns) FROM"
+		    " (SELECT node, pid, pstart, ptr, alloc_ns,"
+		    " anyIf(has_rank, free_only = 0) AS hr, anyIf(rank, free_only = 0) AS rk,"
+		    " anyIf(stack_id, free_only = 0) AS sid, anyIf(size, free_only = 0) AS sz,"
+		    " countIf(free_only = 0) AS allocs,"
+		    " countIf(freed = 1 AND free_ns < %" PRIu64 ") AS frees"
+		    " FROM %s.cuda_allocs WHERE alloc_ns < %" PRIu64,
+		    at, s->db, at);
+	ch_filter(s, &q, &g, "alloc_ns", 1);
+	ch_sql__add(&q,
+		    " GROUP BY node, pid, pstart, ptr, alloc_ns HAVING allocs > 0 AND frees = 0)"
+		    " GROUP BY node, pid, sid ORDER BY sum(sz) DESC");
+	return ch_query_rows(s, &q, "leaks", 4, store_emit__leak, (void *)fn, ctx);
+}
+
+/* Error codes by (node, pid, pstart, fn), for the tally rows. */
+struct tally_ctx {
+	store_tally_fn fn;
+	void *ctx;
+	struct ch_result errors;
+};
+
+static int emit_tally(const struct store_row *r, void *fn, void *ctx)
+{
+	const struct tally_ctx *tc = ctx;
+	const struct ch_result *e = &tc->errors;
+	struct store_api_code codes[MAX_CODES];
+	struct store_tally t;
+
+	store_row__tally(r, &t);
+	t.codes = codes;
+	/* At most MAX_CODES, the most frequent first (the errors' order). */
+	for (size_t k = 0; k < e->rows && t.ncodes < MAX_CODES; k++) {
+		int same = 1;
+
+		for (size_t col = 0; col < 3 && same; col++)
+			same = !strcmp(ch_result__str(e, k, col), r->ops->str(r, (int)col));
+		if (!same || strcmp(ch_result__str(e, k, 3), t.fn))
+			continue;
+		codes[t.ncodes++] = (struct store_api_code){
+			.code = (int32_t)ch_result__i64(e, k, 4, NULL),
+			.name = ch_result__str(e, k, 5),
+			.count = ch_result__u64(e, k, 6, NULL),
+		};
+	}
+	return tc->fn(tc->ctx, &t);
+}
+
+static int ch_tally(struct store *base, const struct store_filter *f, store_tally_fn fn, void *ctx)
+{
+	struct ch_store *s = (struct ch_store *)base;
+	struct tally_ctx tc = { .fn = fn, .ctx = ctx };
+	struct ch_sql q = { 0 };
+	struct ch_client *c;
+	int err;
+
+	ch_sql__add(&q,
+		    "SELECT node, pid, pstart, fn, code, name, sum(count) FROM %s.cuda_api_errors"
+		    " WHERE 1",
+		    s->db);
+	ch_filter(s, &q, f, NULL, 1);
+	ch_sql__add(&q, " GROUP BY node, pid, pstart, fn, code, name"
+			" ORDER BY node, pid, pstart, fn, sum(count) DESC");
+	c = ch_store__client(s);
+	err = c ? ch_store__query(c, &q, &tc.errors, "tally errors") : -ENOMEM;
+	ch_store__put(s, c);
+	ch_sql__free(&q);
+	if (err)
+		return err;
+	ch_sql__add(&q,
+		    "SELECT node, pid, pstart, any(has_rank), any(rank), fn, sum(calls),"
+		    " sum(total_ns), min(min_ns), max(max_ns) FROM %s.cuda_api_tally WHERE 1",
+		    s->db);
+	ch_filter(s, &q, f, NULL, 1);
+	ch_sql__add(&q, " GROUP BY node, pid, pstart, fn ORDER BY sum(total_ns) DESC");
+	err = ch_query_rows(s, &q, "tally", -1, emit_tally, NULL, &tc);
+	ch_result__free(&tc.errors);
+	return err;
+}
+
+#define EV_COLS(tid) "node, pid, " tid " AS t_id, job, has_rank, rank, "
+
+static int ch_events(struct store *base, const struct store_filter *f, uint32_t kinds,
+		     uint32_t limit, int *truncated, store_event_fn fn, void *ctx)
+{
+	struct ch_store *s = (struct ch_store *)base;
+	struct store_events ev;
+	struct ch_sql q = { 0 };
+	const char *sep = "";
+	int err;
+
+	store_events__init(&ev, limit, truncated, fn, ctx);
+	if (!(kinds & (STORE_EVENT_COLLECTIVE | STORE_EVENT_TRANSFER | STORE_EVENT_LAUNCH)))
+		return 0;
+	ch_sql__add(&q, "SELECT * FROM (");
+	if (kinds & STORE_EVENT_COLLECTIVE) {
+		/* The communicator's rank/size from its latest init record. */
+		ch_sql__add(&q,
+			    "SELECT toUInt32(%u) AS k," EV_COLS(
+				    "tid") " op AS name, entry_ns AS start,"
+					   " toUInt64(if(exit_ns > entry_ns, exit_ns - entry_ns, "
+					   "0)) AS dur,"
+					   " bytes AS b, toUInt64(1) AS cnt, comm_hash AS ch, seq "
+					   "AS sq,"
+					   " if(known = 1, crank, -1) AS cr, if(known = 1, cn, -1) "
+					   "AS cnr,"
+					   " dtype AS dt, toUInt8(0) AS tk, toUInt8(0) AS dir"
+					   " FROM %s.nccl_collectives ANY LEFT JOIN"
+					   " (SELECT node, pid, pstart, comm_hash, "
+					   "argMax(comm_rank, init_ns) AS crank,"
+					   " argMax(nranks, init_ns) AS cn, toUInt8(1) AS known "
+					   "FROM %s.nccl_comms"
+					   " WHERE 1",
+			    STORE_EVENT_COLLECTIVE, s->db, s->db);
+		ch_filter(s, &q, &(struct store_filter){ .node = f->node }, NULL, 0);
+		ch_sql__add(&q, " GROUP BY node, pid, pstart, comm_hash)"
+				" USING (node, pid, pstart, comm_hash) WHERE 1");
+		ch_filter(s, &q, f, "entry_ns", 1);
+		sep = " UNION ALL ";
+	}
+	if (kinds & STORE_EVENT_TRANSFER) {
+		ch_sql__add(
+			&q,
+			"%sSELECT toUInt32(%u) AS k," EV_COLS(
+				"tid") " api AS name, start_ns AS start, ns AS dur, bytes AS b, "
+				       "count AS cnt,"
+				       " toUInt64(0) AS ch, toUInt64(0) AS sq, toInt32(-1) AS cr,"
+				       " toInt32(-1) AS cnr, '' AS dt, kind AS tk, direction AS dir"
+				       " FROM %s.cuda_transfers WHERE start_ns > 0",
+			sep, STORE_EVENT_TRANSFER, s->db);
+		ch_filter(s, &q, f, "start_ns", 1);
+		sep = " UNION ALL ";
+	}
+	if (kinds & STORE_EVENT_LAUNCH) {
+		ch_sql__add(&q,
+			    "%sSELECT toUInt32(%u) AS k," EV_COLS(
+				    "toUInt32(0)") " kernel AS name, b_start AS start, ns_in_call "
+						   "AS dur, toUInt64(0) AS b,"
+						   " count AS cnt, toUInt64(0) AS ch, toUInt64(0) "
+						   "AS sq, toInt32(-1) AS cr,"
+						   " toInt32(-1) AS cnr, '' AS dt, toUInt8(0) AS "
+						   "tk, toUInt8(0) AS dir"
+						   " FROM %s.cuda_launches WHERE 1",
+			    sep, STORE_EVENT_LAUNCH, s->db);
+		ch_filter(s, &q, f, "b_start", 1);
+	}
+	ch_sql__add(&q, ") ORDER BY start LIMIT %u", ev.limit + 1);
+	err = ch_query_rows(s, &q, "events", -1, store_emit__event, NULL, &ev);
+	return err == 1 ? 0 : err;
+}
+
+/* ---- diagnosis inputs ------------------------------------------------------------ */
+
+static int ch_thread_times(struct store *base, const struct store_filter *f,
+			   store_thread_time_fn fn, void *ctx)
+{
+	struct ch_store *s = (struct ch_store *)base;
+	struct ch_sql q = { 0 };
+	/* By window end: b_end in [from, to) (see struct store_thread_time). */
+	struct store_filter g = *f;
+
+	g.batch_by_end = 1;
+	ch_sql__add(&q, "SELECT * FROM (");
+	for (size_t k = 0; k < STORE_NTHREAD_PARTS; k++) {
+		const struct store_thread_part *part = &STORE_THREAD_PARTS[k];
+		struct store_part_sql ps;
+
+		store_thread_part__sql(part, &ps);
+		ch_sql__add(&q,
+			    "%sSELECT node, pid, tid, job, has_rank, rank, toUInt32(%u) AS kind,"
+			    " toUInt32(%s) AS ix, sum(%s) AS v FROM %s.%s WHERE 1%s",
+			    k ? " UNION ALL " : "", part->kind, ps.ix, part->value, s->db,
+			    part->table, ps.cond);
+		ch_filter(s, &q, &g, NULL, 1);
+		ch_sql__add(&q, " GROUP BY node, pid, pstart, tid, job, has_rank, rank, ix");
+	}
+	ch_sql__add(&q, ")");
+	return ch_query_rows(s, &q, "thread times", -1, store_emit__thread_time, (void *)fn, ctx);
+}
+
+static int ch_cpu_times(struct store *base, const struct store_filter *f, store_cpu_time_fn fn,
+			void *ctx)
+{
+	static const struct {
+		uint32_t kind;
+		const char *cols, *table, *group;
+		int per_process;
+	} parts[] = {
+		{ STORE_CPU_TARGET, "cpu, pid, toUInt32(0), any(comm), job, has_rank, rank",
+		  "target_cpus", "node, pid, pstart, job, has_rank, rank, cpu", 1 },
+		{ STORE_CPU_FOREIGN, "cpu, fpid, toUInt32(0), comm, '', toUInt8(0), toInt32(-1)",
+		  "foreign_runs", "node, cpu, fpid, comm", 0 },
+		{ STORE_CPU_SOFTIRQ, "cpu, toUInt32(0), vector, '', '', toUInt8(0), toInt32(-1)",
+		  "softirq_vectors", "node, cpu, vector", 0 },
+	};
+	struct ch_store *s = (struct ch_store *)base;
+	struct ch_sql q = { 0 };
+	struct store_filter g = *f; /* by window end, as ch_thread_times */
+
+	g.batch_by_end = 1;
+	ch_sql__add(&q, "SELECT * FROM (");
+	for (size_t k = 0; k < sizeof(parts) / sizeof(parts[0]); k++) {
+		ch_sql__add(&q, "%sSELECT node, toUInt32(%u), %s, sum(ns) FROM %s.%s WHERE 1",
+			    k ? " UNION ALL " : "", parts[k].kind, parts[k].cols, s->db,
+			    parts[k].table);
+		ch_filter(s, &q, &g, NULL, parts[k].per_process);
+		ch_sql__add(&q, " GROUP BY %s", parts[k].group);
+	}
+	ch_sql__add(&q, ")");
+	return ch_query_rows(s, &q, "cpu times", -1, store_emit__cpu_time, (void *)fn, ctx);
+}
+
+static int ch_node_clocks(struct store *base, const struct store_filter *f, store_node_clock_fn fn,
+			  void *ctx)
+{
+	struct ch_store *s = (struct ch_store *)base;
+	struct ch_sql q = { 0 };
+
+	ch_sql__add(&q,
+		    "SELECT node, max(clock_error_ns), max(freq_hz), uniqExact(batch_id)"
+		    " FROM %s.batches WHERE 1",
+		    s->db);
+	batch_filter(s, &q, f);
+	ch_sql__add(&q, " GROUP BY node ORDER BY node");
+	return ch_query_rows(s, &q, "node clocks", -1, store_emit__node_clock, (void *)fn, ctx);
+}
+
+const struct store_ops clickhouse_store_ops = {
+	.name = "clickhouse",
+	.ingest = ch_store__ingest,
+	.jobs = ch_jobs,
+	.nodes = ch_nodes,
+	.processes = ch_processes,
+	.profile = ch_profile,
+	.leaks = ch_leaks,
+	.tally = ch_tally,
+	.events = ch_events,
+	.retain = ch_retain,
+	.stats = ch_stats,
+	.close = ch_close,
+	.thread_times = ch_thread_times,
+	.cpu_times = ch_cpu_times,
+	.node_clocks = ch_node_clocks,
+};

@@ -1,0 +1,54 @@
+# Names that are not text (issue 15): a batch whose job, node and comm hold
+# invalid UTF-8, control characters and markup still gives valid JSON on
+# every query path, well-formed XML for the flame graph and its diff, and
+# UTF-8 pages and metrics.  Needs no BPF.
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/server_lib.sh"
+
+PORT=$(free_port)
+start_server "$PORT" --diag-on-query
+JOB=$'job-\xff\xfe-\x01\x1b[31m-"q"\\'
+"$GEN" write "$T/b.zst" --stacks 20 --depth 6 --samples 400 --ranks 2 --gpu \
+	--job "$JOB" --node $'node-\xc3\x28-\x7f' --comm $'py\xe2\x82\x01<&">\n' > /dev/null
+code=$(curl -s -o "$T/resp" -w '%{http_code}' -H 'Content-Encoding: zstd' \
+	--data-binary "@$T/b.zst" "http://127.0.0.1:$PORT/api/v1/batches")
+[ "$code" = 200 ] || fail "batch refused: $code $(cat "$T/resp")"
+qjob=$(python3 -c 'import sys, urllib.parse; print(urllib.parse.quote(sys.argv[1].encode("utf-8", "surrogateescape"), safe=""))' "$JOB")
+
+python3 - "http://127.0.0.1:$PORT" "$qjob" <<'PY'
+import json, sys, urllib.error, urllib.request, xml.dom.minidom
+base, job = sys.argv[1], sys.argv[2]
+
+def get(path):
+    # an error answer (e.g. 404 naming the job) must be valid JSON too
+    try:
+        with urllib.request.urlopen(base + path) as r:
+            return r.read()
+    except urllib.error.HTTPError as e:
+        print(f"  {path}: HTTP {e.code}")
+        return e.read()
+
+def text(path):
+    body = get(path).decode("utf-8")  # strict: raises on invalid UTF-8
+    bad = [c for c in body if ord(c) < 0x20 and c not in "\n\t" or ord(c) == 0x7f]
+    assert not bad, f"{path}: raw control characters {bad[:5]}"
+    return body
+
+for path in ["/api/v1/jobs", "/api/v1/nodes", "/api/v1/processes",
+             "/api/v1/profile?format=json", "/api/v1/profile/diff?format=json&base.rank=!0",
+             "/api/v1/leaks", "/api/v1/tally", "/api/v1/collectives", "/api/v1/trace",
+             "/api/v1/stragglers", f"/api/v1/findings?job={job}&rank=1",
+             f"/api/v1/breakdown?job={job}", f"/api/v1/leak_reports?job={job}"]:
+    v = json.loads(text(path))
+    print("json ok:", path)
+procs = json.loads(text("/api/v1/processes"))["processes"]
+assert any("\ufffd" in p["comm"] and "<&\">" in p["comm"] for p in procs), procs[:1]
+assert any(p["job"].startswith("job-\ufffd") for p in procs), procs[:1]
+for path in ["/api/v1/profile?format=svg", "/api/v1/profile/diff?format=svg&base.rank=!0"]:
+    xml.dom.minidom.parseString(get(path))  # expat: well-formed XML 1.0 or raises
+    print("xml ok:", path)
+for path in ["/", f"/jobs/{job}", "/metrics"]:
+    text(path)
+    print("utf-8 ok:", path)
+PY
+echo "ok: invalid UTF-8, control characters and markup in names: valid JSON, XML, pages, metrics"
