@@ -131,6 +131,17 @@ static __always_inline bool gpu_site_same(const struct gpu_site_cache *e, __u64 
 }
 
 /*
+ * The walk, as a global function: the verifier checks it once, on its own,
+ * instead of once for every path of the probe that reaches it (the probe
+ * program's verification was 6x larger inline).  Returns the stack's size
+ * in bytes or a negative error.
+ */
+__noinline int gpu_walk(__u64 ip, __u64 sp, __u64 rbp, __u64 mm_id, int entry)
+{
+	return unwind_user_walk(mm_id, ip, sp, rbp, entry != 0);
+}
+
+/*
  * The calling thread's native stack at a probe: its id, STACK_NONE or
  * STACK_LOST (counted).  entry: the probe is on a function's first
  * instruction (every GPU API probe); else a probe inside a function (USDT).
@@ -146,7 +157,7 @@ static __always_inline __u64 gpu_native_stack(struct pt_regs *ctx, __u64 mm_id, 
 		gpu_count(GPU_CNT_STACK_REUSED);
 		return e->stack_id;
 	}
-	if (unwind_user_walk(mm_id, ip, sp, rbp, entry) < 0) {
+	if (gpu_walk(ip, sp, rbp, mm_id, entry) < 0) {
 		gpu_count(GPU_CNT_STACK_ERR);
 		return STRATA_STACK_LOST;
 	}

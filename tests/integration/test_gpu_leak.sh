@@ -20,31 +20,32 @@ GPU_LIBS=(--gpu-lib "$FIX/libcudart.so" --gpu-lib "$FIX/libcuda.so" --gpu-lib "$
 # entry rule and frame pointers give.
 export SIM_INIT_MS=300
 
-# mode, binary, API name, extra strata args
+# label, mode, binary, API name, extra strata args
 check_chain() {
-	local mode=$1 bin=$2 api=$3 top bytes count
-	shift 3
+	local what=$1 mode=$2 bin=$3 api=$4 top bytes count
+	shift 4
 	"$STRATA" record "${GPU_LIBS[@]}" "$@" --drain-interval 100 -o "$T/p.folded" \
-		--leaks "$T/leaks.$mode.txt" --tally "$T/tally.$mode.txt" -- "$bin" "$mode" 25 \
-		> "$T/out" 2>&1 || { cat "$T/out"; fail "$mode: strata record failed"; }
-	cat "$T/leaks.$mode.txt"
-	top=$(awk 'NR == 3' "$T/leaks.$mode.txt")
+		--leaks "$T/leaks.$what.txt" --tally "$T/tally.$what.txt" -- "$bin" "$mode" 25 \
+		> "$T/out" 2>&1 || { cat "$T/out"; fail "$what: strata record failed"; }
+	cat "$T/leaks.$what.txt"
+	top=$(awk 'NR == 3' "$T/leaks.$what.txt")
 	echo "$top" | grep -Eq " $api <- leaky_site <- run_leak <- main( <- |$)" ||
-		fail "$mode: top outstanding stack is not $api <- leaky_site <- run_leak <- main: $top"
+		fail "$what: top outstanding stack is not $api <- leaky_site <- run_leak <- main: $top"
 	bytes=$(echo "$top" | awk '{print $1}') count=$(echo "$top" | awk '{print $2}')
-	[ "$bytes" -eq $((25 << 20)) ] || fail "$mode: leaked bytes $bytes, want $((25 << 20))"
-	[ "$count" -eq 25 ] || fail "$mode: leaked allocations $count, want 25"
-	grep -q 'balanced_site' "$T/leaks.$mode.txt" &&
-		fail "$mode: balanced_site (always freed) reported as a leak"
-	grep -Eq "^$api +51 " "$T/tally.$mode.txt" || fail "$mode: $api calls != 51"
-	echo "ok: $mode: $api <- leaky_site <- run_leak <- main, $bytes bytes in $count allocations"
+	[ "$bytes" -eq $((25 << 20)) ] || fail "$what: leaked bytes $bytes, want $((25 << 20))"
+	[ "$count" -eq 25 ] || fail "$what: leaked allocations $count, want 25"
+	grep -q 'balanced_site' "$T/leaks.$what.txt" &&
+		fail "$what: balanced_site (always freed) reported as a leak"
+	grep -Eq "^$api +51 " "$T/tally.$what.txt" || fail "$what: $api calls != 51"
+	echo "ok: $what: $api <- leaky_site <- run_leak <- main, $bytes bytes in $count allocations"
 }
-check_chain leak "$FIX/gpu_workload" cudaMalloc
-check_chain leak_fnptr "$FIX/gpu_workload" cudaMalloc
-check_chain leak_driver "$FIX/gpu_workload" 'cuMemAlloc(_v2)?'
-check_chain leak "$FIX/gpu_workload_static" cudaMalloc --gpu-lib "$FIX/gpu_workload_static"
-grep -Eq '^cudaMalloc +.*cudaErrorMemoryAllocation +1$' "$T/tally.leak.txt" ||
-	{ cat "$T/tally.leak.txt"; fail "failed allocation not tallied by return code"; }
+check_chain runtime-plt leak "$FIX/gpu_workload" cudaMalloc
+check_chain runtime-fnptr leak_fnptr "$FIX/gpu_workload" cudaMalloc
+check_chain driver leak_driver "$FIX/gpu_workload" 'cuMemAlloc(_v2)?'
+check_chain static-runtime leak "$FIX/gpu_workload_static" cudaMalloc \
+	--gpu-lib "$FIX/gpu_workload_static"
+grep -Eq '^cudaMalloc +.*cudaErrorMemoryAllocation +1$' "$T/tally.runtime-plt.txt" ||
+	{ cat "$T/tally.runtime-plt.txt"; fail "failed allocation not tallied by return code"; }
 
 # the same site from path_a and path_b (3 calls each per round, 10 rounds)
 "$STRATA" record -v "${GPU_LIBS[@]}" --drain-interval 100 -o "$T/p.folded" \
