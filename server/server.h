@@ -16,6 +16,7 @@
 #include "server/central_sym.h"
 #include "server/mem_budget.h"
 #include "server/store.h"
+#include "server/sym_asks.h"
 
 /* Request latency buckets (seconds) of the /metrics histograms. */
 #define METRIC_BUCKETS 8
@@ -42,11 +43,22 @@ struct server_metrics {
 	struct latency_hist store_ingest, query, symbolize;
 };
 
+#define AUTH_MAX_TOKENS 16
+
+/* One credential: the tokens that grant it (none: open). */
+struct auth_tokens {
+	char *v[AUTH_MAX_TOKENS];
+	size_t n;
+};
+
 struct server {
 	struct store *store;
 	struct central_sym *sym;
 	struct buildid_store *bids;
-	const char *token; /* NULL: no auth */
+	struct sym_asks *asks; /* build-ids asked of each node; uploads need one */
+	struct auth_tokens ingest, read, metrics; /* server/http_auth.h */
+	int tls;				  /* served over TLS: cookies are Secure */
+	const char *tls_cert, *tls_key;		  /* PEM text, when tls */
 	struct batch_limits limits;
 	size_t max_symbol_upload; /* bytes */
 	struct mem_budget budget; /* request bodies in memory, all connections */

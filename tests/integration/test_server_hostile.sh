@@ -3,6 +3,7 @@
 # three token-less 200 MB POSTs neither raise the server's peak RSS
 # (VmHWM) nor get read; batch bodies in memory share one budget (503 past
 # it); a 200 MB symbol upload is streamed to disk, not held in memory.
+# Symbol files are taken only for ids asked of the node that sends them.
 # Needs no BPF.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/server_lib.sh"
@@ -88,12 +89,21 @@ grep -q '^strata_request_memory_bytes 0$' "$T/metrics" || fail "budget not given
 "$GEN" write "$T/good.zst" --stacks 20 --samples 100 --node hostile-node > /dev/null
 expect "good batch" 200 "$T/good.zst" /api/v1/batches -H 'Expect:' -H "$AUTH"
 
-# 4. A 200 MB symbol upload (a real ELF padded to 200 MB) is streamed to
-# the build-id store: stored, and the server's peak RSS stays small.
+# 4. Symbol files only for ids the server asked of the node that sends
+# them; a 200 MB one (a real ELF padded to 200 MB) is streamed to the
+# build-id store: stored, and the server's peak RSS stays small.
 hex=$(readelf -n "$GEN" | awk '/Build ID/ { print $3 }')
 cp "$GEN" "$T/elf"
 truncate -s 200M "$T/elf"
-expect "200 MB symbol file" 200 "$T/elf" "/api/v1/symbols/$hex" -H 'Expect:' -H "$AUTH"
+ASKED="X-Strata-Node: asked-node"
+expect "not asked" 403 "$T/elf" "/api/v1/symbols/$hex" -H 'Expect: 100-continue' -H "$AUTH" -H "$ASKED"
+"$GEN" write "$T/elfbatch.zst" --elf "$GEN" --stacks 5 --samples 50 --node asked-node > /dev/null
+curl -s -H "$AUTH" --data-binary "@$T/elfbatch.zst" "$BASE/api/v1/batches" | grep -q "\"$hex\"" ||
+	fail "the server did not ask for $hex"
+expect "asked of another node" 403 "$T/elf" "/api/v1/symbols/$hex" -H 'Expect: 100-continue' \
+	-H "$AUTH" -H "X-Strata-Node: other-node"
+expect "no node named" 403 "$T/elf" "/api/v1/symbols/$hex" -H 'Expect: 100-continue' -H "$AUTH"
+expect "200 MB symbol file" 200 "$T/elf" "/api/v1/symbols/$hex" -H 'Expect:' -H "$AUTH" -H "$ASKED"
 cmp -s "$T/elf" "$T/server.db.buildids/${hex:0:2}/${hex:2}" || fail "stored file differs"
 peak=$(hwm)
 echo "peak RSS after a 200 MB symbol upload: $peak kB"
