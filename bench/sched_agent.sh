@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # Cost of the scheduler layer as deployed: strata-agent --server (a local
 # strata-server on SQLite), with and without the scheduler layer, for one
-# targeted job (--pid) and host-wide (--sched), side by side with no agent,
-# modes interleaved run by run in one session.  Workloads: the
+# targeted job (--pid) and host-wide (the DaemonSet's mode: the layer
+# follows the automatic targets), side by side with no agent, modes
+# interleaved run by run in one session.  Host-wide runs have targets
+# present: 4 sleeping processes with RANK set (targets that do not run),
+# and in host+active also one with RANK set that wakes every 10 ms (its
+# CPU hosts a target, so the switches of others there are charged as
+# foreign time).  Workloads: the
 # context-switch worst case (`perf bench sched pipe`, 2 switches per op) and
 # a realistic one (train_sim: 4 ranks of simulated kernels + collectives).
 # Per mode: workload time (median of RUNS) and its ratio to no agent, agent
@@ -47,11 +52,17 @@ run_one() {
 			> "$T/wl.out" 2>&1 &
 	fi
 	local wpid=$!
+	local act=
 	case $mode in
 	pid) args=(--pid "$wpid" --no-sched) ;;
 	pid+sched) args=(--pid "$wpid") ;;
-	host) args=() ;;
-	host+sched) args=(--sched) ;;
+	host) args=(--no-sched) ;;
+	host+sched) args=() ;;
+	host+active)
+		args=()
+		env RANK=9 bash -c 'while :; do sleep 0.01; done' &
+		act=$!
+		;;
 	esac
 	if [ "$mode" != off ]; then
 		build/strata-agent --server "http://127.0.0.1:$PORT" --spool "$T/spool" --period 1 \
@@ -75,6 +86,10 @@ print(ns.get("on_switch", "-"), ns.get("on_wakeup", "-"))')
 		kill -INT "$apid"
 		wait "$apid" || true
 	fi
+	if [ -n "$act" ]; then
+		kill "$act"
+		wait "$act" 2> /dev/null || true
+	fi
 	if [ "$wl" = pipe ]; then
 		awk '/usecs\/op/ { printf "%s ", $1 }' "$T/wl.out"
 	else
@@ -83,7 +98,13 @@ print(ns.get("on_switch", "-"), ns.get("on_wakeup", "-"))')
 	echo "$cpu $sw $wk"
 }
 
-MODES=(off pid pid+sched host host+sched)
+SLEEPERS=()
+for r in 0 1 2 3; do
+	env RANK=$r WORLD_SIZE=4 sleep 100000 &
+	SLEEPERS+=($!)
+done
+trap 'kill "${SLEEPERS[@]}" 2>/dev/null; cleanup' EXIT
+MODES=(off pid pid+sched host host+sched host+active)
 for wl in pipe train; do
 	declare -A res=() cpu=() sw=() wk=()
 	for ((r = 0; r < RUNS; r++)); do
