@@ -475,9 +475,14 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 
 static __always_inline void wakeup(struct task_struct *p)
 {
-	struct task_sched *ts = bpf_task_storage_get(&task_state, p, NULL, 0);
+	struct task_sched *ts;
 	__u64 now;
 
+	/* Host-wide, most wakeups are of non-targets: an array load decides
+	 * before the task-storage lookup. */
+	if (filter_mode == STRATA_FILTER_AUTO && !is_target_tgid(p->tgid))
+		return;
+	ts = bpf_task_storage_get(&task_state, p, NULL, 0);
 	if (!ts || ts->state != ST_BLOCKED)
 		return;
 	now = bpf_ktime_get_ns();

@@ -335,6 +335,12 @@ int main(int argc, char **argv)
 	 * when its data goes somewhere (batches carry it; --output profiles
 	 * do not). */
 	o.session.sched = sched >= 0 ? sched : o.ship.upload.url != NULL;
+	/* NCCL communicator identities survive a restart beside the spool
+	 * (the DaemonSet keeps it on the host). */
+	static char comm_state[PATH_MAX];
+	if (o.ship.upload.url && snprintf(comm_state, sizeof(comm_state), "%s/nccl_comms.state",
+					  o.ship.upload.spool_dir) < (int)sizeof(comm_state))
+		o.session.gpu.comm_state_path = comm_state;
 	o.ship.upload.spool_max_bytes = (uint64_t)o.spool_max_mb << 20;
 	o.ship.freq_hz = o.session.sampler.freq_hz;
 	if (o.output_dir && (stat(o.output_dir, &st) || !S_ISDIR(st.st_mode))) {

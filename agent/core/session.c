@@ -309,6 +309,8 @@ int session__add_target(struct session *s, uint32_t tgid)
 	return err;
 }
 
+static void labelled_target(void *ctx, uint32_t tgid);
+
 int session__start(struct session *s)
 {
 	int err = sampler__start(s->sampler);
@@ -316,7 +318,7 @@ int session__start(struct session *s)
 	if (!err && s->sched)
 		err = sched_collector__start(s->sched);
 	if (!err && s->targets) /* jobs that run already are targets at once */
-		sched_targets__scan(s->targets);
+		sched_targets__scan(s->targets, labelled_target, s);
 	return err;
 }
 
@@ -425,6 +427,18 @@ static int end_window(struct session *s, struct session_window *w)
 	return err;
 }
 
+/* A process with training labels: the GPU layer looks at its mappings
+ * now, so its probes are attached before it initialises NCCL (host-wide,
+ * nothing else makes a process that has not been sampled yet a GPU
+ * candidate). */
+static void labelled_target(void *ctx, uint32_t tgid)
+{
+	struct session *s = ctx;
+
+	if (s->gpu)
+		gpu__watch(s->gpu, tgid);
+}
+
 /* Host-wide scheduler layer: the GPU layer's processes and those with
  * training labels become its targets. */
 static void mark_targets(struct session *s)
@@ -436,7 +450,7 @@ static void mark_targets(struct session *s)
 			if (!d->procs[i].exited)
 				sched_targets__mark(s->targets, d->procs[i].tgid, true);
 	}
-	sched_targets__scan(s->targets);
+	sched_targets__scan(s->targets, labelled_target, s);
 }
 
 /*

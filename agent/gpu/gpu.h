@@ -38,6 +38,9 @@ struct gpu_opts {
 	 * thread's Python frames (py_procs: the sampler's map, shared). */
 	struct python *python;
 	int py_procs_fd;
+	/* NCCL communicator identities kept across agent restarts
+	 * (agent/gpu/gpu_comm_state.h); NULL: not kept. */
+	const char *comm_state_path;
 };
 
 struct gpu;

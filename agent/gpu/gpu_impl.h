@@ -146,8 +146,9 @@ struct gpu {
 	size_t nprev;
 
 	struct gpu_data data;
-	bool no_multi, multi_ok; /* uprobe_multi refused / worked on this kernel */
-	uint64_t adopted;	 /* BPF-admitted targets found without their event */
+	struct gpu_comm_state *comm_state; /* NULL: identities not kept */
+	bool no_multi, multi_ok;	   /* uprobe_multi refused / worked on this kernel */
+	uint64_t adopted;		   /* BPF-admitted targets found without their event */
 	uint64_t links, attach_failed, scans, scan_failed, files_dropped, procs_dropped;
 	uint64_t exits;
 };

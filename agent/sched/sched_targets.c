@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agent/proc/proc_stat.h"
 #include "lib/hash.h"
 
 #define SEEN_SLOTS 131072 /* power of two; at most half used */
@@ -97,35 +98,18 @@ bool sched_targets__env_has_label(const char *env, size_t n)
 	return false;
 }
 
-/* Field 22 of /proc/PID/stat (start time in clock ticks) mixed with the
- * command name (field 2), so an exec (a fork of a launcher examined before
- * it ran the rank's program with RANK set) is examined again; 0 when
- * gone. */
+/* The process instance (start time) mixed with its command name, so an
+ * exec (a fork of a launcher examined before it ran the rank's program
+ * with RANK set) is examined again; 0 when gone. */
 static uint64_t identity(const struct sched_targets *t, uint32_t pid)
 {
-	char path[96], buf[512], *p, *c;
-	unsigned long long v = 0;
-	ssize_t n;
-	int fd;
+	char comm[64];
+	uint64_t start = proc_stat__start_ticks(t->proc_root, pid, comm, sizeof(comm));
+	uint64_t v;
 
-	snprintf(path, sizeof(path), "%s/%u/stat", t->proc_root, pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (!start)
 		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
-	p = strrchr(buf, ')'); /* comm may hold spaces and parentheses */
-	c = strchr(buf, '(');
-	if (!p || !c || c > p ||
-	    sscanf(p + 2,
-		   "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
-		   "%*d %*d %*d %llu",
-		   &v) != 1)
-		return 0;
-	v = hash_bytes(c, (size_t)(p - c), v);
+	v = hash_bytes(comm, strlen(comm), start);
 	return v ? v : 1;
 }
 
@@ -170,7 +154,7 @@ static bool has_label(struct sched_targets *t, uint32_t pid)
 	return sched_targets__env_has_label(t->env, (size_t)total);
 }
 
-int sched_targets__scan(struct sched_targets *t)
+int sched_targets__scan(struct sched_targets *t, sched_target_fn marked_fn, void *ctx)
 {
 	DIR *d = opendir(t->proc_root);
 	struct dirent *de;
@@ -190,8 +174,11 @@ int sched_targets__scan(struct sched_targets *t)
 		if (!start || !first_look(t, (uint32_t)pid, start))
 			continue;
 		t->st.examined++;
-		if (has_label(t, (uint32_t)pid) && sched_targets__mark(t, (uint32_t)pid, false))
+		if (has_label(t, (uint32_t)pid) && sched_targets__mark(t, (uint32_t)pid, false)) {
 			marked++;
+			if (marked_fn)
+				marked_fn(ctx, (uint32_t)pid);
+		}
 	}
 	closedir(d);
 	return marked;

@@ -32,8 +32,10 @@ void sched_targets__free(struct sched_targets *t);
 bool sched_targets__mark(struct sched_targets *t, uint32_t tgid, bool gpu);
 bool sched_targets__is(const struct sched_targets *t, uint32_t tgid);
 
-/* Examines the processes not seen yet; returns how many became targets. */
-int sched_targets__scan(struct sched_targets *t);
+/* Examines the processes not seen yet; returns how many became targets,
+ * each told to marked (may be NULL). */
+typedef void (*sched_target_fn)(void *ctx, uint32_t tgid);
+int sched_targets__scan(struct sched_targets *t, sched_target_fn marked, void *ctx);
 
 /* Does this environment block (NUL-separated KEY=VALUE) carry a training
  * label?  (Exposed for tests.) */

@@ -70,17 +70,17 @@ static void scan_fake_proc(void **state)
 	write_proc(root, 300, "python", ranked, sizeof(ranked)); /* beyond the bitmap */
 	t = sched_targets__new(words, 4, root);
 	assert_non_null(t);
-	assert_int_equal(sched_targets__scan(t), 1);
+	assert_int_equal(sched_targets__scan(t, NULL, NULL), 1);
 	assert_true(sched_targets__is(t, 100));
 	assert_false(sched_targets__is(t, 101));
 	assert_false(sched_targets__is(t, 102));
 	assert_int_equal(words[1], 1ULL << (100 - 64));
 	/* 102 execs the rank's program with RANK set: examined again */
 	write_proc(root, 102, "python3", ranked, sizeof(ranked));
-	assert_int_equal(sched_targets__scan(t), 1);
+	assert_int_equal(sched_targets__scan(t, NULL, NULL), 1);
 	assert_true(sched_targets__is(t, 102));
-	assert_int_equal(sched_targets__scan(t), 0); /* nothing new */
-	sched_targets__mark(t, 7, true);	     /* the GPU layer's process */
+	assert_int_equal(sched_targets__scan(t, NULL, NULL), 0); /* nothing new */
+	sched_targets__mark(t, 7, true);			 /* the GPU layer's process */
 	assert_true(sched_targets__is(t, 7));
 	sched_targets__stats(t, &st);
 	assert_int_equal(st.by_labels, 2);
