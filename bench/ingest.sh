@@ -65,7 +65,12 @@ out = subprocess.run(["readelf", "-n", sys.argv[1]], capture_output=True, text=T
 print([l.split()[-1] for l in out.splitlines() if "Build ID" in l][0])
 PY
 )
-	curl -sf --data-binary "@$ELF" "http://127.0.0.1:$PORT/api/v1/symbols/$hex" > /dev/null
+	# The server takes a file only for an id it asked of that node: one
+	# small batch first (it answers the id missing), then the upload.
+	build/fixtures/gen_batch post "http://127.0.0.1:$PORT" --elf "$ELF" --stacks 1 --depth 2 \
+		--count 1 > /dev/null
+	curl -sf -H "X-Strata-Node: node-0" --data-binary "@$ELF" \
+		"http://127.0.0.1:$PORT/api/v1/symbols/$hex" > /dev/null
 	for phase in cold warm; do
 		f0=$(metric strata_symbolize_native_frames_total)
 		r0=$(metric strata_symbolize_resolved_frames_total)

@@ -558,15 +558,16 @@ int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 }
 
 /*
- * The last thread of a process exits.  EXIT goes first, for every sampled
+ * The last thread of a process exits (signal->live is 0 at both hooks
+ * below).  EXIT goes first, for every sampled
  * address space and every target, so user space can always retire the
  * instance (and the tgid leaves the targets: PID reuse).  For a sampled
- * one, the executable file mappings follow: its mm is still attached here
- * (the tracepoint fires before exit_mm()), so a process that lived too
- * briefly for user space to read /proc/PID/maps is still symbolized.
+ * one, with_vmas, the executable file mappings follow: its mm is still
+ * attached here (both hooks run before exit_mm() drops it), so a process that
+ * lived too briefly for user space to read /proc/PID/maps is still
+ * symbolized.
  */
-SEC("tp_btf/sched_process_exit")
-int BPF_PROG(on_exit, struct task_struct *p)
+static __always_inline int process_exit(bool with_vmas)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct strata_proc_event *e;
@@ -591,8 +592,39 @@ int BPF_PROG(on_exit, struct task_struct *p)
 		return 0;
 	bpf_map_delete_elem(&seen, &mm_id);
 
-	if (!exit_vmas_send(&events, task, tgid, mm_id, page_shift))
+	if (with_vmas && !exit_vmas_send(&events, task, tgid, mm_id, page_shift))
 		count(STRATA_CNT_VMAS_TRUNCATED);
 	dbg("exit tgid=%d", tgid);
 	return 0;
+}
+
+/*
+ * Exactly one of these four is loaded (agent/core/features.h): the
+ * tracepoint where it fires before exit_mm() (2025 kernels), else fentry on
+ * exit_mm_release() (exit_mm() calls it while current->mm is still set);
+ * each with the VMA walk where the kernel has the iterator (6.7), or
+ * without (*_kept).
+ */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(on_exit, struct task_struct *p)
+{
+	return process_exit(true);
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(on_exit_kept, struct task_struct *p)
+{
+	return process_exit(false);
+}
+
+SEC("fentry/exit_mm_release")
+int BPF_PROG(on_exit_early, struct task_struct *tsk, struct mm_struct *mm)
+{
+	return process_exit(true);
+}
+
+SEC("fentry/exit_mm_release")
+int BPF_PROG(on_exit_early_kept, struct task_struct *tsk, struct mm_struct *mm)
+{
+	return process_exit(false);
 }

@@ -45,6 +45,9 @@ int api_ingest(struct server *srv, const struct request *r, FILE *out)
 		status = json_error(out, 503, "symbolization failed: %s", strerror(-ret));
 		goto out;
 	}
+	/* what is asked of this node is what it may upload */
+	for (size_t i = 0; i < sb.nmissing; i++)
+		sym_asks__note(srv->asks, b->node, sb.missing[i], mono_ns());
 	struct store_batch stb = {
 		.pb = b,
 		.stacks = sb.stacks,

@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "server/batch_decode.h"
+#include "server/pb_budget.h"
 
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+/* ZSTD_getFrameHeader (exported by libzstd.so since 1.3; "static only" in name) */
+#define ZSTD_STATIC_LINKING_ONLY
 #include <zstd.h>
 
 #include "server/store/schema.h"
@@ -35,58 +38,105 @@ int batch_error__http_status(enum batch_error e)
 		return 413;
 	case BATCH_INVALID:
 		return 422;
+	case BATCH_BUSY:
+		return 503;
 	default:
 		return 400;
 	}
 }
 
+/* The decompressed bytes: buf (cap bytes, charged to the shared budget). */
+struct raw_buf {
+	uint8_t *buf;
+	size_t len, cap;
+};
+
+static enum batch_error raw_grow(struct raw_buf *r, size_t cap, struct mem_budget *shared,
+				 char *err, size_t errsz)
+{
+	uint8_t *nb;
+
+	if (mem_budget__take(shared, cap - r->cap))
+		return fail(err, errsz, BATCH_BUSY, "server busy: decode memory at its bound");
+	nb = realloc(r->buf, cap ? cap : 1);
+	if (!nb) {
+		mem_budget__give(shared, cap - r->cap);
+		return fail(err, errsz, BATCH_TOO_LARGE, "out of memory");
+	}
+	r->buf = nb;
+	r->cap = cap;
+	return BATCH_OK;
+}
+
 /*
- * Decompresses one zstd frame into at most max bytes.  Streaming, with the
- * output buffer grown as needed up to max: the frame header's content size
- * is a claim, not a fact, so it neither sizes nor bounds the buffer.
+ * A frame that states its size (the agent's do: ZSTD_compress) is
+ * decompressed in one pass into a buffer of that size, which needs no
+ * decoder window.  The size is a claim: a frame with more content fails
+ * (dst too small), one with less is refused too.
  */
-static enum batch_error unzstd(const void *in, size_t n, size_t max, uint8_t **out, size_t *len,
-			       char *err, size_t errsz)
+static enum batch_error unzstd_sized(const void *in, size_t n, size_t size, struct raw_buf *r,
+				     struct mem_budget *shared, char *err, size_t errsz)
+{
+	enum batch_error e = raw_grow(r, size, shared, err, errsz);
+	size_t got;
+
+	if (e)
+		return e;
+	got = ZSTD_decompress(r->buf, r->cap, in, n);
+	if (ZSTD_isError(got))
+		return fail(err, errsz, BATCH_NOT_ZSTD, "corrupt zstd data: %s",
+			    ZSTD_getErrorName(got));
+	if (got != size)
+		return fail(err, errsz, BATCH_NOT_ZSTD, "zstd frame of %zu bytes claims %zu", got,
+			    size);
+	r->len = got;
+	return BATCH_OK;
+}
+
+/*
+ * A frame of unknown size: streamed, the output buffer grown as needed.
+ * The decoder's window is memory too (charged while it decodes), and the
+ * window and the output together stay within max.
+ */
+static enum batch_error unzstd_stream(const void *in, size_t n, size_t max, size_t window,
+				      struct raw_buf *r, struct mem_budget *shared, char *err,
+				      size_t errsz)
 {
 	ZSTD_inBuffer ib = { in, n, 0 };
 	ZSTD_DCtx *dc;
-	uint8_t *buf = NULL;
-	size_t cap = 0, ret = 1;
+	size_t ret = 1;
 	enum batch_error e = BATCH_OK;
 
-	static const uint8_t magic[4] = { 0x28, 0xb5, 0x2f, 0xfd }; /* ZSTD_MAGICNUMBER, LE */
-
-	if (n < 4 || memcmp(in, magic, 4))
-		return fail(err, errsz, BATCH_NOT_ZSTD, "body is not a zstd frame");
+	window += 128u << 10; /* and a block */
+	if (window >= max)
+		return fail(err, errsz, BATCH_TOO_LARGE,
+			    "batch decompresses to more than %zu bytes (its zstd window alone)",
+			    max);
+	max -= window;
+	if (mem_budget__take(shared, window))
+		return fail(err, errsz, BATCH_BUSY, "server busy: decode memory at its bound");
 	dc = ZSTD_createDCtx();
-	if (!dc)
+	if (!dc) {
+		mem_budget__give(shared, window);
 		return fail(err, errsz, BATCH_TOO_LARGE, "out of memory");
-	/* A window larger than what we accept in total is refused early. */
+	}
 	ZSTD_DCtx_setParameter(dc, ZSTD_d_windowLogMax, 27);
-	*len = 0;
 	while (ret != 0) {
-		if (*len == cap) {
-			size_t ncap = cap ? cap * 2 : 64 * 1024;
-			uint8_t *nb;
+		if (r->len == r->cap) {
+			size_t ncap = r->cap ? r->cap * 2 : 64 * 1024;
 
-			if (cap >= max) {
+			if (r->cap >= max) {
 				e = fail(err, errsz, BATCH_TOO_LARGE,
 					 "batch decompresses to more than %zu bytes", max);
 				break;
 			}
-			if (ncap > max)
-				ncap = max;
-			nb = realloc(buf, ncap);
-			if (!nb) {
-				e = fail(err, errsz, BATCH_TOO_LARGE, "out of memory");
+			e = raw_grow(r, ncap < max ? ncap : max, shared, err, errsz);
+			if (e)
 				break;
-			}
-			buf = nb;
-			cap = ncap;
 		}
-		ZSTD_outBuffer ob = { buf, cap, *len };
+		ZSTD_outBuffer ob = { r->buf, r->cap, r->len };
 		ret = ZSTD_decompressStream(dc, &ob, &ib);
-		*len = ob.pos;
+		r->len = ob.pos;
 		if (ZSTD_isError(ret)) {
 			e = fail(err, errsz, BATCH_NOT_ZSTD, "corrupt zstd data: %s",
 				 ZSTD_getErrorName(ret));
@@ -97,15 +147,51 @@ static enum batch_error unzstd(const void *in, size_t n, size_t max, uint8_t **o
 			break;
 		}
 	}
-	if (e == BATCH_OK && ib.pos != ib.size)
-		e = fail(err, errsz, BATCH_NOT_ZSTD, "%zu bytes after the zstd frame",
-			 ib.size - ib.pos);
 	ZSTD_freeDCtx(dc);
-	if (e != BATCH_OK) {
-		free(buf);
+	mem_budget__give(shared, window);
+	return e;
+}
+
+/*
+ * Decompresses one zstd frame (nothing after it) into at most max bytes of
+ * memory, charged to shared: *out (free it, then give *held back).
+ */
+static enum batch_error unzstd(const void *in, size_t n, size_t max, struct mem_budget *shared,
+			       uint8_t **out, size_t *len, size_t *held, char *err, size_t errsz)
+{
+	static const uint8_t magic[4] = { 0x28, 0xb5, 0x2f, 0xfd }; /* ZSTD_MAGICNUMBER, LE */
+	struct raw_buf r = { 0 };
+	ZSTD_frameHeader zfh;
+	size_t fsize;
+	enum batch_error e;
+
+	if (n < 4 || memcmp(in, magic, 4))
+		return fail(err, errsz, BATCH_NOT_ZSTD, "body is not a zstd frame");
+	if (ZSTD_getFrameHeader(&zfh, in, n))
+		return fail(err, errsz, BATCH_NOT_ZSTD, "truncated or corrupt zstd frame header");
+	fsize = ZSTD_findFrameCompressedSize(in, n);
+	if (ZSTD_isError(fsize))
+		return fail(err, errsz, BATCH_NOT_ZSTD, "truncated zstd frame: %s",
+			    ZSTD_getErrorName(fsize));
+	if (fsize != n)
+		return fail(err, errsz, BATCH_NOT_ZSTD, "%zu bytes after the zstd frame",
+			    n - fsize);
+	if (zfh.frameContentSize != ZSTD_CONTENTSIZE_UNKNOWN && zfh.frameContentSize > max)
+		return fail(err, errsz, BATCH_TOO_LARGE,
+			    "batch decompresses to more than %zu bytes", max);
+	if (zfh.frameContentSize != ZSTD_CONTENTSIZE_UNKNOWN)
+		e = unzstd_sized(in, n, (size_t)zfh.frameContentSize, &r, shared, err, errsz);
+	else
+		e = unzstd_stream(in, n, max, zfh.windowSize < max ? zfh.windowSize : max, &r,
+				  shared, err, errsz);
+	if (e) {
+		free(r.buf);
+		mem_budget__give(shared, r.cap);
 		return e;
 	}
-	*out = buf;
+	*out = r.buf;
+	*len = r.len;
+	*held = r.cap;
 	return BATCH_OK;
 }
 
@@ -326,28 +412,40 @@ enum batch_error batch_decode(const void *wire, size_t n, const struct batch_lim
 {
 	size_t max_wire = lim && lim->max_wire ? lim->max_wire : DEFAULT_MAX_WIRE;
 	size_t max_raw = lim && lim->max_raw ? lim->max_raw : DEFAULT_MAX_RAW;
+	struct mem_budget *shared = lim ? lim->budget : NULL;
+	ProtobufCAllocator freer = pb_budget__freer();
+	struct pb_budget pb;
 	Strata__V1__Batch *b;
 	uint8_t *raw = NULL;
-	size_t len = 0;
+	size_t len = 0, held = 0;
 	enum batch_error e;
 
 	*out = NULL;
 	if (n > max_wire)
 		return fail(err, errsz, BATCH_TOO_LARGE, "batch of %zu bytes (at most %zu)", n,
 			    max_wire);
-	e = unzstd(wire, n, max_raw, &raw, &len, err, errsz);
+	e = unzstd(wire, n, max_raw, shared, &raw, &len, &held, err, errsz);
 	if (e)
 		return e;
 	if (raw_len)
 		*raw_len = len;
-	b = strata__v1__batch__unpack(NULL, len, raw);
+	/* max_raw bounds the whole decode: what is left of it after the
+	 * decompressed bytes is what the unpacked structures may take */
+	pb_budget__init(&pb, max_raw - held, shared);
+	b = strata__v1__batch__unpack(&pb.a, len, raw);
 	free(raw);
+	mem_budget__give(shared, held);
+	if (!b && pb.shared_refused)
+		return fail(err, errsz, BATCH_BUSY, "server busy: decode memory at its bound");
+	if (!b && pb.max_refused)
+		return fail(err, errsz, BATCH_TOO_LARGE,
+			    "batch decodes to more than %zu bytes of memory", max_raw);
 	if (!b)
 		return fail(err, errsz, BATCH_BAD_PROTO,
 			    "not a strata batch (protobuf decode failed)");
 	e = batch_validate(b, lim, err, errsz);
 	if (e) {
-		strata__v1__batch__free_unpacked(b, NULL);
+		strata__v1__batch__free_unpacked(b, &freer);
 		return e;
 	}
 	*out = b;
@@ -356,6 +454,8 @@ enum batch_error batch_decode(const void *wire, size_t n, const struct batch_lim
 
 void batch_decode__free(Strata__V1__Batch *b)
 {
-	if (b)
-		strata__v1__batch__free_unpacked(b, NULL);
+	ProtobufCAllocator freer = pb_budget__freer();
+
+	if (b) /* every allocation of b gives its bytes back to the budget */
+		strata__v1__batch__free_unpacked(b, &freer);
 }

@@ -2,7 +2,10 @@
 /*
  * Decodes one POSTed batch: zstd frame -> protobuf -> validated
  * Strata__V1__Batch.  Everything here treats its input as hostile: sizes are
- * bounded before any allocation (a zstd bomb stops at max_raw bytes), and
+ * bounded before any allocation (a zstd bomb stops at max_raw bytes; the
+ * unpacked structures get what is left of max_raw, so a decode bomb of
+ * empty repeated messages stops there too; both are charged to the shared
+ * budget while the batch lives), and
  * every cross-reference (string, stack, process, mapping index) is checked,
  * so the rest of the server indexes the batch without further checks.
  */
@@ -12,14 +15,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "server/mem_budget.h"
 #include "strata.pb-c.h"
 
 #define BATCH_ID_LEN 16
 
 struct batch_limits {
 	size_t max_wire;	   /* compressed bytes; 0 = 16 MiB */
-	size_t max_raw;		   /* decompressed bytes; 0 = 128 MiB */
+	size_t max_raw;		   /* memory of a decode: decompressed bytes plus
+				    * unpacked structures; 0 = 128 MiB */
 	uint32_t max_stack_frames; /* 0 = 4096 (PROFILE_MAX_FRAMES) */
+	struct mem_budget *budget; /* shared with other requests; NULL: none */
 };
 
 enum batch_error {
@@ -29,6 +35,7 @@ enum batch_error {
 	BATCH_BAD_PROTO,   /* 400: not a protobuf batch */
 	BATCH_BAD_VERSION, /* 400: a wire version this server does not speak */
 	BATCH_INVALID,	   /* 422: decodes, but references or fields are bad */
+	BATCH_BUSY,	   /* 503: the shared memory budget is spent; retry later */
 };
 
 /*

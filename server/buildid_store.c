@@ -12,13 +12,20 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "lib/clock.h"
+#include "server/buildid_index.h"
 #include "symbolize/buildid.h"
+
+#define DEFAULT_MAX_FILES (1u << 18)
+#define SYNC_EVERY_NS (3600ull * 1000000000ull) /* last use written to mtime */
 
 struct buildid_store {
 	char *dir;
 	uint64_t max_bytes;
+	uint32_t max_files;
 	pthread_mutex_t lock;
-	struct buildid_store_stats st;
+	struct buildid_index *idx;
+	struct buildid_store_stats st; /* bytes: files + reservations of uploads */
 };
 
 int buildid_hex_valid(const char *hex)
@@ -35,14 +42,85 @@ int buildid_hex_valid(const char *hex)
 
 static int file_path(const struct buildid_store *s, const char *hex, char *buf, size_t sz)
 {
-	if (!buildid_hex_valid(hex))
+	/* DIR/ab/cd...: an id of one byte would name the directory */
+	if (!buildid_hex_valid(hex) || strlen(hex) < 4)
 		return -EINVAL;
 	if (snprintf(buf, sz, "%s/%.2s/%s", s->dir, hex, hex + 2) >= (int)sz)
 		return -ENAMETOOLONG;
 	return 0;
 }
 
-/* Sums what an existing store holds, so the bound survives restarts. */
+/*
+ * The file's own build-id must be hex, exactly: the same length and
+ * digits (a file with a 1-byte note is no file for every id that starts
+ * with that byte).  Notes longer than BUILD_ID_MAX are read truncated, as
+ * the agents read and report them.
+ */
+static int verify(int fd, const char *hex)
+{
+	uint8_t id[BUILD_ID_MAX];
+	char got[2 * BUILD_ID_MAX + 1];
+	int n = build_id_read(NULL, fd, id, sizeof(id));
+
+	if (n <= 0)
+		return -ENOEXEC;
+	build_id_hex(id, (size_t)n, got, sizeof(got));
+	return strcmp(got, hex) ? -ENOEXEC : 0;
+}
+
+static int verify_path(const char *path, const char *hex)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK), err;
+	struct stat st;
+
+	if (fd < 0)
+		return -errno;
+	err = fstat(fd, &st) ? -errno : !S_ISREG(st.st_mode) ? -ENOEXEC : verify(fd, hex);
+	close(fd);
+	return err;
+}
+
+/* Drops e's file; the caller holds the lock. */
+static void drop_locked(struct buildid_store *s, struct bid_entry *e)
+{
+	char path[PATH_MAX];
+
+	if (!file_path(s, e->hex, path, sizeof(path)))
+		unlink(path);
+	s->st.bytes -= e->size;
+	s->st.files--;
+	buildid_index__del(s->idx, e);
+}
+
+/*
+ * Makes room for need more bytes and one more file by removing the least
+ * recently used files (a little beyond, so that the next uploads do not
+ * each evict).  0, or -ENOSPC when what is left (uploads in flight) does
+ * not allow it.  The caller holds the lock.
+ */
+static int evict_locked(struct buildid_store *s, uint64_t need, uint32_t nfiles)
+{
+	uint64_t slack_b = s->max_bytes / 32, slack_f = s->max_files / 32;
+	struct bid_entry **v;
+	size_t n;
+
+	if (s->st.bytes + need <= s->max_bytes && s->st.files + nfiles <= s->max_files)
+		return 0;
+	v = buildid_index__by_age(s->idx, &n);
+	for (size_t i = 0; i < n; i++) {
+		if (s->st.bytes + need + slack_b <= s->max_bytes &&
+		    s->st.files + nfiles + slack_f <= s->max_files)
+			break;
+		drop_locked(s, v[i]);
+		s->st.evicted++;
+	}
+	free(v);
+	return s->st.bytes + need <= s->max_bytes && s->st.files + nfiles <= s->max_files ? 0
+											  : -ENOSPC;
+}
+
+/* Indexes what an existing store holds (size, last use from the mtime),
+ * so the bounds and the LRU order survive restarts. */
 static void index_dir(struct buildid_store *s)
 {
 	DIR *top = opendir(s->dir);
@@ -51,7 +129,7 @@ static void index_dir(struct buildid_store *s)
 	if (!top)
 		return;
 	while ((d = readdir(top))) {
-		char sub[PATH_MAX];
+		char sub[PATH_MAX], hex[BUILDID_HEX_MAX];
 		DIR *dd;
 		struct dirent *e;
 
@@ -64,112 +142,28 @@ static void index_dir(struct buildid_store *s)
 		while ((e = readdir(dd))) {
 			struct stat st;
 
-			if (e->d_name[0] != '.' && !fstatat(dirfd(dd), e->d_name, &st, 0) &&
-			    S_ISREG(st.st_mode)) {
-				s->st.files++;
-				s->st.bytes += (uint64_t)st.st_size;
+			if (e->d_name[0] == '.' || fstatat(dirfd(dd), e->d_name, &st, 0) ||
+			    !S_ISREG(st.st_mode))
+				continue;
+			if (strstr(e->d_name, ".tmp.")) { /* an older server's upload, cut short */
+				unlinkat(dirfd(dd), e->d_name, 0);
+				continue;
 			}
+			if (strlen(e->d_name) > BUILDID_HEX_MAX - 3)
+				continue;
+			memcpy(hex, d->d_name, 2);
+			memcpy(hex + 2, e->d_name, strlen(e->d_name) + 1);
+			if (!buildid_hex_valid(hex) || buildid_index__get(s->idx, hex) ||
+			    !buildid_index__add(s->idx, hex, (uint64_t)st.st_size,
+						(uint64_t)st.st_mtim.tv_sec * 1000000000ull +
+							(uint64_t)st.st_mtim.tv_nsec))
+				continue;
+			s->st.files++;
+			s->st.bytes += (uint64_t)st.st_size;
 		}
 		closedir(dd);
 	}
 	closedir(top);
-}
-
-static void clean_incoming(const char *dir);
-
-struct buildid_store *buildid_store__open(const char *dir, uint64_t max_bytes)
-{
-	struct buildid_store *s;
-
-	if (mkdir(dir, 0755) && errno != EEXIST)
-		return NULL;
-	s = calloc(1, sizeof(*s));
-	if (!s)
-		return NULL;
-	s->dir = strdup(dir);
-	if (!s->dir) {
-		free(s);
-		errno = ENOMEM;
-		return NULL;
-	}
-	s->max_bytes = max_bytes;
-	pthread_mutex_init(&s->lock, NULL);
-	clean_incoming(dir);
-	index_dir(s);
-	return s;
-}
-
-void buildid_store__free(struct buildid_store *s)
-{
-	if (!s)
-		return;
-	pthread_mutex_destroy(&s->lock);
-	free(s->dir);
-	free(s);
-}
-
-int buildid_store__path(struct buildid_store *s, const char *hex, char *buf, size_t sz)
-{
-	int err = file_path(s, hex, buf, sz);
-
-	if (err)
-		return err;
-	return access(buf, R_OK) ? -ENOENT : 0;
-}
-
-static int write_all(int fd, const void *data, size_t n)
-{
-	const char *p = data;
-
-	while (n) {
-		ssize_t w = write(fd, p, n);
-
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
-/* The written file's own build-id must be hex. */
-static int verify(int fd, const char *hex)
-{
-	uint8_t id[BUILD_ID_MAX];
-	char got[2 * BUILD_ID_MAX + 1];
-	int n = build_id_read(NULL, fd, id, sizeof(id));
-
-	if (n <= 0)
-		return -ENOEXEC;
-	build_id_hex(id, (size_t)n, got, sizeof(got));
-	/* Ids longer than BUILD_ID_MAX are read truncated: compare the prefix. */
-	return strncmp(got, hex, strlen(got)) ? -ENOEXEC : 0;
-}
-
-struct buildid_upload {
-	struct buildid_store *s;
-	char hex[BUILDID_HEX_MAX], path[PATH_MAX], tmp[PATH_MAX];
-	int fd;
-	uint64_t written, reserved; /* reserved >= written */
-};
-
-/* Takes n bytes of the store's bound; -ENOSPC (counted) when full. */
-static int reserve(struct buildid_store *s, uint64_t n)
-{
-	int err = 0;
-
-	pthread_mutex_lock(&s->lock);
-	if (n > s->max_bytes || s->st.bytes > s->max_bytes - n) {
-		s->st.refused_full++;
-		err = -ENOSPC;
-	} else {
-		s->st.bytes += n;
-	}
-	pthread_mutex_unlock(&s->lock);
-	return err;
 }
 
 /* Removes what a crash left in DIR/.incoming: nothing there is in use
@@ -191,10 +185,136 @@ static void clean_incoming(const char *dir)
 	closedir(d);
 }
 
+struct buildid_store *buildid_store__open(const char *dir, uint64_t max_bytes, uint32_t max_files)
+{
+	struct buildid_store *s;
+
+	if (mkdir(dir, 0755) && errno != EEXIST)
+		return NULL;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	s->dir = strdup(dir);
+	s->idx = buildid_index__new();
+	if (!s->dir || !s->idx) {
+		buildid_index__free(s->idx);
+		free(s->dir);
+		free(s);
+		errno = ENOMEM;
+		return NULL;
+	}
+	s->max_bytes = max_bytes;
+	s->max_files = max_files ? max_files : DEFAULT_MAX_FILES;
+	pthread_mutex_init(&s->lock, NULL);
+	clean_incoming(dir);
+	index_dir(s);
+	evict_locked(s, 0, 0); /* the bounds may be lower than last time */
+	return s;
+}
+
+void buildid_store__free(struct buildid_store *s)
+{
+	if (!s)
+		return;
+	pthread_mutex_destroy(&s->lock);
+	buildid_index__free(s->idx);
+	free(s->dir);
+	free(s);
+}
+
+/*
+ * e's file checked once: a file whose note is not its id (stored by an
+ * older server that matched prefixes, or damaged since) is dropped, so
+ * the id is missing again and the next upload replaces it.  0 or -ENOENT.
+ * The caller holds the lock.
+ */
+static int checked_locked(struct buildid_store *s, struct bid_entry *e, const char *path)
+{
+	if (e->verified)
+		return 0;
+	if (verify_path(path, e->hex)) {
+		drop_locked(s, e);
+		s->st.replaced++;
+		return -ENOENT;
+	}
+	e->verified = 1;
+	return 0;
+}
+
+int buildid_store__path(struct buildid_store *s, const char *hex, char *buf, size_t sz)
+{
+	struct bid_entry *e;
+	uint64_t now = realtime_ns();
+	int err = file_path(s, hex, buf, sz);
+
+	if (err)
+		return err;
+	pthread_mutex_lock(&s->lock);
+	e = buildid_index__get(s->idx, hex);
+	err = e ? checked_locked(s, e, buf) : -ENOENT;
+	if (!err) {
+		e->used_ns = now;
+		/* The LRU order outlives restarts: the last use, in the mtime,
+		 * now and then (not a write per lookup). */
+		if (now - e->synced_ns > SYNC_EVERY_NS) {
+			struct timespec ts[2] = { { .tv_nsec = UTIME_OMIT },
+						  { .tv_sec = (time_t)(now / 1000000000ull),
+						    .tv_nsec = (long)(now % 1000000000ull) } };
+
+			utimensat(AT_FDCWD, buf, ts, 0);
+			e->synced_ns = now;
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+	return err;
+}
+
+static int write_all(int fd, const void *data, size_t n)
+{
+	const char *p = data;
+
+	while (n) {
+		ssize_t w = write(fd, p, n);
+
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+struct buildid_upload {
+	struct buildid_store *s;
+	char hex[BUILDID_HEX_MAX], path[PATH_MAX], tmp[PATH_MAX];
+	int fd;
+	uint64_t written, reserved; /* reserved >= written */
+};
+
+/* Takes n bytes of the store's bound, evicting old files for room;
+ * -ENOSPC (counted) when that cannot be done. */
+static int reserve(struct buildid_store *s, uint64_t n)
+{
+	int err;
+
+	pthread_mutex_lock(&s->lock);
+	err = n > s->max_bytes ? -ENOSPC : evict_locked(s, n, 1);
+	if (err)
+		s->st.refused_full++;
+	else
+		s->st.bytes += n;
+	pthread_mutex_unlock(&s->lock);
+	return err;
+}
+
 int buildid_store__begin(struct buildid_store *s, const char *hex, uint64_t expect,
 			 struct buildid_upload **out)
 {
 	struct buildid_upload *u;
+	struct bid_entry *e;
 	char in[PATH_MAX];
 	int err;
 
@@ -208,18 +328,20 @@ int buildid_store__begin(struct buildid_store *s, const char *hex, uint64_t expe
 	if (err)
 		goto fail;
 	snprintf(u->hex, sizeof(u->hex), "%s", hex);
-	if (!access(u->path, F_OK)) {
-		err = -EEXIST;
+	pthread_mutex_lock(&s->lock);
+	e = buildid_index__get(s->idx, hex);
+	/* the first good upload wins; a file that fails its check is replaced */
+	err = e && !checked_locked(s, e, u->path) ? -EEXIST : 0;
+	if (!err)
+		s->st.uploads++;
+	pthread_mutex_unlock(&s->lock);
+	if (err)
 		goto fail;
-	}
 	if (snprintf(in, sizeof(in), "%s/.incoming", s->dir) >= (int)sizeof(in) ||
 	    snprintf(u->tmp, sizeof(u->tmp), "%s/%s.XXXXXX", in, hex) >= (int)sizeof(u->tmp)) {
 		err = -ENAMETOOLONG;
 		goto fail;
 	}
-	pthread_mutex_lock(&s->lock);
-	s->st.uploads++;
-	pthread_mutex_unlock(&s->lock);
 	err = reserve(s, expect);
 	if (err)
 		goto fail;
@@ -253,20 +375,18 @@ int buildid_upload__write(struct buildid_upload *u, const void *data, size_t n)
 	return write_all(u->fd, data, n);
 }
 
-/* Ends u: gives back what it reserved beyond keep bytes, counts it, frees it. */
-static void upload_end(struct buildid_upload *u, uint64_t keep, int stored)
+/* Ends u: gives back its reservation, counts a refusal, frees it. */
+static void upload_end(struct buildid_upload *u, int refused)
 {
 	struct buildid_store *s = u->s;
 
-	if (u->fd >= 0)
+	if (u->fd >= 0) {
 		close(u->fd);
-	if (u->fd >= 0 && !stored)
-		unlink(u->tmp);
+		unlink(u->tmp); /* gone already when it was stored */
+	}
 	pthread_mutex_lock(&s->lock);
-	s->st.bytes -= u->reserved - keep;
-	if (stored)
-		s->st.files++;
-	else
+	s->st.bytes -= u->reserved;
+	if (refused)
 		s->st.rejected++;
 	pthread_mutex_unlock(&s->lock);
 	free(u);
@@ -275,12 +395,14 @@ static void upload_end(struct buildid_upload *u, uint64_t keep, int stored)
 void buildid_upload__abort(struct buildid_upload *u)
 {
 	if (u)
-		upload_end(u, 0, 0);
+		upload_end(u, u->fd >= 0);
 }
 
 int buildid_store__commit(struct buildid_upload *u)
 {
+	struct buildid_store *s = u->s;
 	char sub[PATH_MAX];
+	struct bid_entry *e;
 	int err;
 
 	err = verify(u->fd, u->hex);
@@ -292,32 +414,41 @@ int buildid_store__commit(struct buildid_upload *u)
 		err = -errno;
 		goto fail;
 	}
-	/* Two uploads of one id at once: the first to get here wins. */
-	pthread_mutex_lock(&u->s->lock);
-	err = !access(u->path, F_OK) ? -EEXIST : rename(u->tmp, u->path) ? -errno : 0;
-	pthread_mutex_unlock(&u->s->lock);
+	pthread_mutex_lock(&s->lock);
+	if (buildid_index__get(s->idx, u->hex)) {
+		err = -EEXIST; /* another upload of the id got here first */
+	} else if (rename(u->tmp, u->path)) {
+		err = -errno;
+	} else {
+		e = buildid_index__add(s->idx, u->hex, u->written, realtime_ns());
+		if (e) {
+			e->verified = 1;
+			s->st.files++;
+			s->st.bytes += u->written; /* the file's; the reservation goes */
+		} else {
+			unlink(u->path);
+			err = -ENOMEM;
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
 	if (err == -EEXIST) {
-		upload_end(u, 0, 0);
+		upload_end(u, 0);
 		return 0;
 	}
 	if (err)
 		goto fail;
-	upload_end(u, u->written, 1);
+	upload_end(u, 0);
 	return 0;
 fail:
-	upload_end(u, 0, 0);
+	upload_end(u, 1);
 	return err;
 }
 
 int buildid_store__put(struct buildid_store *s, const char *hex, const void *data, size_t n)
 {
 	struct buildid_upload *u;
-	char path[PATH_MAX];
 	int err;
 
-	err = file_path(s, hex, path, sizeof(path));
-	if (err)
-		return err;
 	err = buildid_store__begin(s, hex, n, &u);
 	if (err)
 		return err == -EEXIST ? 0 : err;

@@ -3,10 +3,14 @@
  * The server's build-id store: ELF files (binaries or their debug files)
  * uploaded by agents, one per build-id, under DIR/<first 2 hex>/<rest>.
  * An upload is accepted only when it is an ELF whose own build-id note is
- * the one it claims, so a client cannot plant symbols for another binary.
- * Bounded: uploads that would take the store past max_bytes are refused
- * and counted.  An upload is streamed to a file under DIR/.incoming (never
- * held in memory) and renamed into place once verified.  Thread-safe.
+ * exactly the one it claims (same length and bytes); the first good upload
+ * of an id wins, and a stored file found not to match its id (checked
+ * once, on first use) is dropped so the next upload replaces it.  Uploads
+ * stream to a file under DIR/.incoming (never held in memory) and are
+ * renamed into place once verified.  Bounded in bytes and files: the least
+ * recently used files are evicted for room (their last use survives
+ * restarts in the mtime); an upload larger than the whole bound is
+ * refused.  Every outcome is counted.  Thread-safe.
  */
 #ifndef STRATA_SERVER_BUILDID_STORE_H
 #define STRATA_SERVER_BUILDID_STORE_H
@@ -17,18 +21,22 @@
 #define BUILDID_HEX_MAX 129 /* 64 bytes of id as hex + NUL */
 
 struct buildid_store_stats {
-	uint64_t files, bytes;			  /* now */
+	uint64_t files, bytes;			  /* now (bytes: with uploads in flight) */
 	uint64_t uploads, rejected, refused_full; /* since start */
+	uint64_t evicted;			  /* least recently used, for room */
+	uint64_t replaced;			  /* stored files that failed their check */
 };
 
 struct buildid_store;
 
-/* Creates dir if needed and indexes what it holds.  NULL + errno. */
-struct buildid_store *buildid_store__open(const char *dir, uint64_t max_bytes);
+/* Creates dir if needed and indexes what it holds (evicting down to the
+ * bounds; max_files 0: 262144).  NULL + errno. */
+struct buildid_store *buildid_store__open(const char *dir, uint64_t max_bytes, uint32_t max_files);
 void buildid_store__free(struct buildid_store *s);
 
-/* Path of the file for hex (a lowercase build-id) into buf; 0, or -ENOENT
- * when the store does not have it, -EINVAL for a malformed id. */
+/* Path of the file for hex (a lowercase build-id) into buf, counted as a
+ * use; 0, or -ENOENT when the store does not have it (or its file just
+ * failed its check), -EINVAL for a malformed id. */
 int buildid_store__path(struct buildid_store *s, const char *hex, char *buf, size_t sz);
 
 /*

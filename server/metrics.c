@@ -41,10 +41,12 @@ static void histogram(FILE *o, const char *name, const char *help, const struct 
 int api_metrics(struct server *srv, FILE *o)
 {
 	static const char *const reasons[] = { "ok",	       "too_large",   "not_zstd",
-					       "bad_protobuf", "bad_version", "invalid" };
+					       "bad_protobuf", "bad_version", "invalid",
+					       "busy" };
 	const struct server_metrics *m = &srv->m;
 	struct central_sym_stats cs;
 	struct buildid_store_stats bs;
+	struct sym_asks_stats as;
 	struct store_stats ss;
 
 	counter(o, "strata_batches_received_total", "POSTed batches", ld(&m->batches_received));
@@ -54,15 +56,13 @@ int api_metrics(struct server *srv, FILE *o)
 	fputs("# HELP strata_batches_rejected_total batches refused, by reason\n"
 	      "# TYPE strata_batches_rejected_total counter\n",
 	      o);
-	for (int i = 1; i <= BATCH_INVALID; i++)
+	for (int i = 1; i <= BATCH_BUSY; i++)
 		fprintf(o, "strata_batches_rejected_total{reason=\"%s\"} %" PRIu64 "\n", reasons[i],
 			ld(&m->rejected[i]));
 	fprintf(o, "strata_batches_rejected_total{reason=\"unauthorized\"} %" PRIu64 "\n",
 		ld(&m->rejected_unauthorized));
 	fprintf(o, "strata_batches_rejected_total{reason=\"store_error\"} %" PRIu64 "\n",
 		ld(&m->rejected_store_error));
-	fprintf(o, "strata_batches_rejected_total{reason=\"busy\"} %" PRIu64 "\n",
-		ld(&m->rejected_busy));
 	gauge(o, "strata_request_memory_bytes",
 	      "request bodies and batch decodes in memory now (all connections)",
 	      (double)ld64(&srv->budget.used));
@@ -117,10 +117,35 @@ int api_metrics(struct server *srv, FILE *o)
 	counter(o, "strata_debuginfod_found_total", "debug files from debuginfod",
 		cs.debuginfod_found);
 	counter(o, "strata_debuginfod_failed_total", "debuginfod misses", cs.debuginfod_failed);
+	counter(o, "strata_debuginfod_negative_hits_total",
+		"lookups answered by a remembered miss (not asked again within the TTL)",
+		cs.debuginfod_negative_hits);
+	counter(o, "strata_debuginfod_not_asked_total", "build-ids not queued: queue full",
+		cs.debuginfod_not_asked);
+	counter(o, "strata_debuginfod_capped_total",
+		"build-ids left for a later batch: over a batch's cap of new queries",
+		cs.debuginfod_capped);
+	gauge(o, "strata_debuginfod_pending", "queries queued or in flight",
+	      (double)cs.debuginfod_pending);
+	counter(o, "strata_symbolize_pending_frames_total",
+		"frames stored unresolved while their file was being fetched (resolved at query "
+		"time)",
+		cs.frames_pending);
 
 	buildid_store__stats(srv->bids, &bs);
 	gauge(o, "strata_buildid_store_files", "files in the build-id store", (double)bs.files);
 	gauge(o, "strata_buildid_store_bytes", "bytes in the build-id store", (double)bs.bytes);
+	counter(o, "strata_buildid_store_evicted_total",
+		"files removed, least recently used first, to stay within the bounds", bs.evicted);
+	counter(o, "strata_buildid_store_replaced_total",
+		"stored files dropped because their build-id note is not their id", bs.replaced);
+	sym_asks__stats(srv->asks, &as);
+	counter(o, "strata_symbol_asks_total", "build-ids asked of nodes (missing in answers)",
+		as.asked);
+	counter(o, "strata_symbol_asks_dropped_total", "asks pushed out of the bounded table",
+		as.dropped);
+	counter(o, "strata_symbol_uploads_not_asked_total",
+		"symbol uploads refused: that node was not asked for that build-id", as.refused);
 	counter(o, "strata_symbol_uploads_total", "symbol files accepted", ld(&m->symbol_uploads));
 	counter(o, "strata_symbol_uploads_rejected_total",
 		"symbol uploads refused (not that ELF, store full)",

@@ -16,6 +16,7 @@
 #include "server/central_sym.h"
 #include "server/mem_budget.h"
 #include "server/store.h"
+#include "server/sym_asks.h"
 
 /* Request latency buckets (seconds) of the /metrics histograms. */
 #define METRIC_BUCKETS 8
@@ -32,9 +33,8 @@ struct latency_hist {
 /* Counters for /metrics; updated with atomics from every request thread. */
 struct server_metrics {
 	uint64_t batches_received, batches_stored, batches_duplicate;
-	uint64_t rejected[BATCH_INVALID + 1]; /* by enum batch_error */
+	uint64_t rejected[BATCH_BUSY + 1]; /* by enum batch_error */
 	uint64_t rejected_unauthorized, rejected_store_error;
-	uint64_t rejected_busy; /* 503: the body budget was spent */
 	uint64_t wire_bytes, raw_bytes, cpu_samples;
 	uint64_t agent_drops[8]; /* Drops fields the agents reported, in wire order */
 	uint64_t symbol_uploads, symbol_upload_rejected;
@@ -43,11 +43,22 @@ struct server_metrics {
 	struct latency_hist store_ingest, query, symbolize;
 };
 
+#define AUTH_MAX_TOKENS 16
+
+/* One credential: the tokens that grant it (none: open). */
+struct auth_tokens {
+	char *v[AUTH_MAX_TOKENS];
+	size_t n;
+};
+
 struct server {
 	struct store *store;
 	struct central_sym *sym;
 	struct buildid_store *bids;
-	const char *token; /* NULL: no auth */
+	struct sym_asks *asks; /* build-ids asked of each node; uploads need one */
+	struct auth_tokens ingest, read, metrics; /* server/http_auth.h */
+	int tls;				  /* served over TLS: cookies are Secure */
+	const char *tls_cert, *tls_key;		  /* PEM text, when tls */
 	struct batch_limits limits;
 	size_t max_symbol_upload; /* bytes */
 	struct mem_budget budget; /* request bodies in memory, all connections */

@@ -33,6 +33,7 @@ struct uploader {
 	struct uploader_opts o;
 	char *url;
 	char auth[4200]; /* "Authorization: Bearer ..." */
+	char node[300];	 /* "X-Strata-Node: ..." */
 	struct spool *spool;
 	CURL *curl; /* the sender thread's only */
 
@@ -84,6 +85,8 @@ static long post(struct uploader *u, const char *path, const char *ctype, const 
 	}
 	if (u->auth[0])
 		h = curl_slist_append(h, u->auth);
+	if (u->node[0])
+		h = curl_slist_append(h, u->node);
 	h = curl_slist_append(h, "Expect:"); /* no 100-continue round trip */
 	curl_easy_reset(u->curl);
 	curl_easy_setopt(u->curl, CURLOPT_URL, url);
@@ -320,6 +323,24 @@ static void *sender(void *arg)
 	return NULL;
 }
 
+/* "X-Strata-Node: NAME" as the batches name this node (batch_builder's
+ * rule); none when the name could break the header. */
+static void node_header(const char *node, char *out, size_t sz)
+{
+	char host[256] = "";
+
+	if (!node) {
+		if (gethostname(host, sizeof(host) - 1) || !host[0])
+			snprintf(host, sizeof(host), "unknown");
+		node = host;
+	}
+	out[0] = 0;
+	for (const char *p = node; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			return;
+	snprintf(out, sz, "X-Strata-Node: %s", node);
+}
+
 static int read_token(const char *path, char *auth, size_t sz)
 {
 	char tok[4096];
@@ -373,6 +394,7 @@ struct uploader *uploader__new(const struct uploader_opts *opts)
 		err = -EINVAL;
 		goto err_out;
 	}
+	node_header(opts->node, u->node, sizeof(u->node));
 	if (opts->token_file && (err = read_token(opts->token_file, u->auth, sizeof(u->auth)))) {
 		pr_warn("uploader: token file %s: %s", opts->token_file, strerror(-err));
 		goto err_out;

@@ -34,6 +34,9 @@ struct uploader_opts {
 	uint32_t backoff_max_ms;     /* 0 = 60000 */
 	uint64_t max_symbol_file;    /* bytes; 0 = 512 MiB */
 	uint32_t max_symbol_uploads; /* distinct build-ids ever sent; 0 = 1024 */
+	const char *node;	     /* the batches' node name (NULL: hostname): the
+				      * server takes symbol files only for the ids
+				      * it asked of this node (X-Strata-Node) */
 };
 
 struct uploader_stats {

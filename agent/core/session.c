@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/core/features.h"
 #include "agent/proc/modules.h"
 #include "agent/proc/proc_tracker.h"
 #include "agent/proc/unwind_loader.h"
@@ -24,6 +25,7 @@
 #include "symbolize/symbolize.h"
 
 struct session {
+	struct kernel_features features; /* probed at start: the path of each */
 	struct sampler *sampler;
 	struct module_registry *mods;
 	struct proc_tracker *procs;
@@ -44,43 +46,6 @@ struct session {
 	uint64_t events_failed;
 	struct sampler_stats base; /* counters at the last window's end */
 };
-
-static void unwind_maps_read(void *ctx, uint64_t mm_id, const struct proc_mapping *maps, size_t n)
-{
-	struct session *s = ctx;
-
-	if (s->unwind)
-		unwind_loader__load(s->unwind, mm_id, maps, n); /* failures counted */
-}
-
-static void python_maps_read(void *ctx, uint32_t tgid, uint64_t mm_id,
-			     const struct proc_mapping *maps, size_t n)
-{
-	struct session *s = ctx;
-
-	if (s->python)
-		python__maps_read(s->python, tgid, mm_id, maps, n);
-}
-
-static void unwind_table_wanted(void *ctx, const struct module *mod)
-{
-	struct session *s = ctx;
-
-	if (!s->unwind)
-		return;
-	unwind_loader__touch(s->unwind, mod);
-	unwind_loader__flush(s->unwind);
-}
-
-static void unwind_freed(void *ctx, uint64_t mm_id)
-{
-	struct session *s = ctx;
-
-	if (s->unwind)
-		unwind_loader__forget(s->unwind, mm_id);
-	if (s->python)
-		python__forget(s->python, mm_id);
-}
 
 /* PROC_EV_PY_STACK: symbolize a Python stack's new code objects now. */
 static void python_stack_seen(struct session *s, const struct strata_proc_event *e)
@@ -130,7 +95,9 @@ struct session *session__new(const struct session_opts *opts)
 {
 	struct symbolizer_opts sopts = { .sz = sizeof(sopts) };
 	struct epoll_event ev = { .events = EPOLLIN };
+	struct sampler_opts so;
 	struct session *s;
+	char why[256];
 	sigset_t mask;
 	int err;
 
@@ -169,12 +136,29 @@ struct session *session__new(const struct session_opts *opts)
 			"stay addresses");
 	s->window_start_ns = realtime_ns();
 
-	s->sampler = sampler__new(&opts->sampler, on_event, s);
+	/* Each kernel-dependent feature's path, chosen once (features.h). */
+	kernel_features__probe(&s->features);
+	kernel_features__log(&s->features);
+	if (kernel_features__missing_required(&s->features, why, sizeof(why))) {
+		pr_err("session: kernel %s lacks %s", s->features.release, why);
+		err = -EOPNOTSUPP;
+		goto err_out;
+	}
+	so = opts->sampler;
+	so.features = &s->features;
+	if (!s->features.have[KFEAT_BPF_LOOP] && (so.hybrid || !so.no_python)) {
+		pr_warn("session: kernel %s has no bpf_loop (Linux 5.17): frame-pointer stacks "
+			"only, no Python frames",
+			s->features.release);
+		so.hybrid = false;
+		so.no_python = true;
+	}
+	s->sampler = sampler__new(&so, on_event, s);
 	if (!s->sampler) {
 		err = -errno;
 		goto err_out;
 	}
-	if (opts->sampler.hybrid) {
+	if (so.hybrid) {
 		int rows_fd, procs_fd;
 		uint32_t max_rows;
 
@@ -185,22 +169,26 @@ struct session *session__new(const struct session_opts *opts)
 			goto err_out;
 		}
 	}
-	if (!opts->sampler.no_python && !opts->sampler.no_user) {
+	if (!so.no_python && !so.no_user) {
 		s->python = python__new(sampler__py_procs_fd(s->sampler), 0);
 		if (!s->python) {
 			err = -ENOMEM;
 			goto err_out;
 		}
 	}
-	if (s->unwind || s->python) {
-		struct proc_tracker_hooks hooks = {
-			.ctx = s,
-			.maps_read = unwind_maps_read,
-			.freed = unwind_freed,
-			.table_wanted = unwind_table_wanted,
-			.maps_read_pid = python_maps_read,
-		};
-		proc_tracker__set_hooks(s->procs, &hooks);
+	/* The loaders, in the order they act (agent/proc/loaders.h); the GPU
+	 * layer adds its own. */
+	if (s->unwind) {
+		struct proc_loader l;
+
+		unwind_loader__loader(s->unwind, &l);
+		proc_tracker__add_loader(s->procs, &l);
+	}
+	if (s->python) {
+		struct proc_loader l;
+
+		python__loader(s->python, &l);
+		proc_tracker__add_loader(s->procs, &l);
 	}
 	if (opts->sched) {
 		/* Host-wide, the layer follows the processes of training
@@ -231,6 +219,7 @@ struct session *session__new(const struct session_opts *opts)
 		struct gpu_opts go = opts->gpu;
 
 		go.filter = opts->sampler.filter;
+		go.features = &s->features;
 		sampler__filter_maps(s->sampler, &go.targets_fd, &go.cgroup_map_fd);
 		go.api_layers_fd = s->sched ? sched_collector__api_layers_fd(s->sched) : -1;
 		go.python = s->python;
@@ -375,6 +364,7 @@ void session__sources(const struct session *s, struct session_sources *out)
 		.gpu = s->gpu != NULL,
 		.sched = s->sched != NULL,
 		.nofile_orig = &s->nofile_orig,
+		.features = &s->features,
 	};
 }
 

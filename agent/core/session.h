@@ -51,9 +51,12 @@ struct session_sources {
 	uint32_t freq_hz;
 	bool gpu, sched;		  /* the layers are on (their sink members are called) */
 	const struct rlimit *nofile_orig; /* for children: they run as without us */
+	/* the running kernel's, and the path each feature takes */
+	const struct kernel_features *features;
 };
 
 struct session;
+struct kernel_features;
 
 enum session_wake { SESSION_TIMEOUT = 0, SESSION_SIGNAL = 1 };
 

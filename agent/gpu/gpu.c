@@ -82,7 +82,6 @@ struct gpu *gpu__new(const struct gpu_opts *opts, struct module_registry *mods,
 		.out = g->data.frames,
 		.python = opts->python,
 	};
-	gpu_table__init(&g->known, sizeof(struct gpu_known), 0, 16, GPU_MAX_KNOWN);
 	gpu_table__init(&g->raw_stacks, sizeof(struct raw_stack), 0, 8, GPU_MAX_ROWS);
 	gpu_table__init(&g->py_stacks, sizeof(struct py_stack_row), 0, 8, GPU_MAX_ROWS);
 	gpu_table__init(&g->pairs, sizeof(struct pair_row), 0, 8, GPU_MAX_ROWS);
@@ -111,11 +110,39 @@ struct gpu *gpu__new(const struct gpu_opts *opts, struct module_registry *mods,
 	err = session_maps(g);
 	if (err)
 		goto err_out;
-	err = uprobe_multi__prepare(g->skel->progs.gpu_enter_multi) ?:
-	      uprobe_multi__prepare(g->skel->progs.gpu_exit_multi) ?:
-	      uprobe_multi__prepare(g->skel->progs.gpu_empty_multi);
-	if (err)
-		goto err_out;
+	if (opts->features)
+		g->features = *opts->features;
+	else
+		kernel_features__probe(&g->features);
+	/* Probes through uprobe_multi links where the kernel has them, else
+	 * one uprobe per function (the *_multi copies not loaded). */
+	g->no_multi = !g->features.have[KFEAT_UPROBE_MULTI];
+	if (g->no_multi) {
+		bpf_program__set_autoload(g->skel->progs.gpu_enter_multi, false);
+		bpf_program__set_autoload(g->skel->progs.gpu_exit_multi, false);
+		bpf_program__set_autoload(g->skel->progs.gpu_empty_multi, false);
+	} else {
+		err = uprobe_multi__prepare(g->skel->progs.gpu_enter_multi) ?:
+		      uprobe_multi__prepare(g->skel->progs.gpu_exit_multi) ?:
+		      uprobe_multi__prepare(g->skel->progs.gpu_empty_multi);
+		if (err)
+			goto err_out;
+	}
+	/* the exit program: as the sampler's (features.h) */
+	{
+		struct bpf_program *exits[2][2] = {
+			{ g->skel->progs.gpu_proc_exit, g->skel->progs.gpu_proc_exit_kept },
+			{ g->skel->progs.gpu_proc_exit_early,
+			  g->skel->progs.gpu_proc_exit_early_kept },
+		};
+		bool early, vmas;
+
+		kernel_features__exit_prog(&g->features, &early, &vmas);
+		for (int e = 0; e < 2; e++)
+			for (int k = 0; k < 2; k++)
+				bpf_program__set_autoload(exits[e][k], e == early && k == !vmas);
+		g->exit_prog = exits[early][!vmas];
+	}
 	err = gpu_bpf__load(g->skel);
 	if (err) {
 		pr_warn("gpu: cannot load the BPF object: %s", strerror(-err));
@@ -139,7 +166,7 @@ struct gpu *gpu__new(const struct gpu_opts *opts, struct module_registry *mods,
 				opts->comm_state_path);
 		err = 0;
 	}
-	if (!bpf_program__attach(g->skel->progs.gpu_proc_exit) ||
+	if (!bpf_program__attach(g->exit_prog) ||
 	    !bpf_program__attach(g->skel->progs.gpu_proc_exec)) {
 		err = -errno;
 		goto err_out;
@@ -158,6 +185,10 @@ struct gpu *gpu__new(const struct gpu_opts *opts, struct module_registry *mods,
 	gpu_budget__init(&g->budget, g->opts.budget, g->opts.probe_cost_ns, 1000000000ULL,
 			 mono_ns());
 	g->window_start_ns = mono_ns();
+	/* last: nothing fails after it, the registry keeps no freed layer */
+	err = gpu_files_register(g);
+	if (err)
+		goto err_out;
 	for (size_t i = 0; i < g->opts.nlibs; i++)
 		gpu_pin_file(g, g->opts.libs[i]);
 	if (!g->opts.no_preattach)
@@ -188,7 +219,6 @@ void gpu__free(struct gpu *g)
 	gpu_table__fini(&g->pairs);
 	for (size_t i = 0; i < g->stacks.n; i++)
 		free(((struct stack_row *)g->stacks.rows)[i].s.frames);
-	gpu_table__fini(&g->known);
 	gpu_table__fini(&g->raw_stacks);
 	gpu_table__fini(&g->stacks);
 	gpu_table__fini(&g->sites);

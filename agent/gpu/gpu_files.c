@@ -42,6 +42,7 @@ static int attach_probe(struct gpu *g, struct gpu_file *f, size_t i)
 			return -errno;
 		}
 		g->links++;
+		g->link_objs++;
 	}
 	if (!f->exit[i]) {
 		o.retprobe = true;
@@ -53,6 +54,7 @@ static int attach_probe(struct gpu *g, struct gpu_file *f, size_t i)
 			return -errno;
 		}
 		g->links++;
+		g->link_objs++;
 	}
 	return 0;
 }
@@ -63,11 +65,13 @@ static void detach_probe(struct gpu *g, struct gpu_file *f, size_t i)
 		bpf_link__destroy(f->enter[i]);
 		f->enter[i] = NULL;
 		g->links--;
+		g->link_objs--;
 	}
 	if (f->exit[i]) {
 		bpf_link__destroy(f->exit[i]);
 		f->exit[i] = NULL;
 		g->links--;
+		g->link_objs--;
 	}
 }
 
@@ -117,6 +121,7 @@ static int group_attach(struct gpu *g, struct gpu_file *f, int grp)
 		f->multi[grp][ret] = fd;
 		f->multi_n[grp] = n;
 		g->links += n;
+		g->link_objs++;
 	}
 	return 0;
 }
@@ -132,6 +137,7 @@ static void group_detach(struct gpu *g, struct gpu_file *f, int grp)
 		close(f->multi[grp][ret]); /* one grace period for the whole group */
 		f->multi[grp][ret] = -1;
 		g->links -= f->multi_n[grp];
+		g->link_objs--;
 	}
 }
 
@@ -139,10 +145,13 @@ static void group_detach(struct gpu *g, struct gpu_file *f, int grp)
  * has them on). */
 static void file_attach(struct gpu *g, struct gpu_file *f)
 {
+	uint64_t t0 = mono_ns();
+
 	group_attach(g, f, GRP_FIXED);
 	if (g->budget.attached)
 		group_attach(g, f, GRP_SHED);
 	f->attached = true;
+	g->attach_ns += mono_ns() - t0;
 }
 
 void gpu_file_detach(struct gpu *g, struct gpu_file *f)
@@ -192,67 +201,50 @@ uint64_t gpu_files_expire(struct gpu *g, uint64_t now_ms)
 	return next;
 }
 
-/* The GPU file index of (dev, ino), classifying the file on first sight;
- * -1 for other files.  mod_of opens the file (NULL: not now, retried at
- * the next sight). */
-static int classify_file(struct gpu *g, dev_t dev, uint64_t ino,
-			 struct module *(*mod_of)(struct gpu *g, const void *arg), const void *arg)
+/* The loader's detect() (agent/proc/loaders.h: once per file): the file's
+ * CUDA/NCCL entry points, as a GPU file; NULL for other files. */
+static void *detect_file(void *ctx, struct module *mod)
 {
-	struct gpu_known key = { .dev = dev, .ino = ino };
-	struct gpu_known *k = gpu_table__find(&g->known, &key);
-	struct module *mod;
+	struct gpu *g = ctx;
 	struct gpu_file *f;
-	int err = 0;
 
-	if (k)
-		return k->file;
-	mod = mod_of(g, arg);
-	if (!mod)
-		return -1; /* not now: retried at the next scan */
-	k = gpu_table__get(&g->known, &key, &err);
-	if (!k)
-		return -1;
-	k->file = -1;
 	if (g->nfiles >= GPU_MAX_FILES) {
 		g->files_dropped++;
-		return -1;
+		return NULL;
 	}
 	f = &g->files[g->nfiles];
 	memset(f, 0, sizeof(*f));
 	if (gpu_elf_scan(mod->fd, &f->probes) || !f->probes.n)
-		return -1;
-	f->dev = key.dev;
-	f->ino = key.ino;
+		return NULL;
+	f->dev = mod->dev;
+	f->ino = mod->ino;
 	f->mod = mod;
 	memset(f->multi, 0xff, sizeof(f->multi)); /* -1: no link */
-	k->file = g->nfiles++;
+	g->nfiles++;
 	pr_info("gpu: %s: %zu CUDA/NCCL entry points", mod->path, f->probes.n);
-	return k->file;
+	return f;
 }
 
-struct map_arg {
-	int pid;
-	const struct proc_map *m;
-};
-
-static struct module *mod_of_map(struct gpu *g, const void *arg)
+int gpu_files_register(struct gpu *g)
 {
-	const struct map_arg *a = arg;
+	struct proc_loader l = { .name = "gpu", .ctx = g, .detect = detect_file };
 
-	return modules__from_map(g->mods, a->pid, a->m);
+	g->loader = proc_tracker__add_loader(g->procs_tracker, &l);
+	return g->loader < 0 ? g->loader : 0;
 }
 
-/* The GPU file index for a mapping of pid, or -1. */
+/* The GPU file index of a module, or -1 (NULL: the file could not be
+ * opened now, retried at the next sight). */
+static int file_index(struct gpu *g, struct module *mod)
+{
+	struct gpu_file *f = mod ? proc_tracker__detect(g->procs_tracker, g->loader, mod) : NULL;
+
+	return f ? (int)(f - g->files) : -1;
+}
+
 int gpu_classify(struct gpu *g, int pid, const struct proc_map *m)
 {
-	struct map_arg a = { .pid = pid, .m = m };
-
-	return classify_file(g, makedev(m->dev_major, m->dev_minor), m->inode, mod_of_map, &a);
-}
-
-static struct module *mod_of_path(struct gpu *g, const void *arg)
-{
-	return modules__from_path(g->mods, arg);
+	return file_index(g, modules__from_map(g->mods, pid, m));
 }
 
 /* Attaches a library for the whole session (pre-attach, --gpu-lib). */
@@ -266,7 +258,7 @@ void gpu_pin_file(void *ctx, const char *path)
 		pr_warn("gpu: %s: %s", path, strerror(errno));
 		return;
 	}
-	fi = classify_file(g, st.st_dev, st.st_ino, mod_of_path, path);
+	fi = file_index(g, modules__from_path(g->mods, path));
 	if (fi < 0) {
 		pr_debug("gpu: %s: no CUDA/NCCL entry points", path);
 		return;

@@ -10,7 +10,8 @@
  *
  *   gpu.c         life cycle: the BPF object, tables, pre-attached files
  *   gpu_clock.c   BPF (monotonic) timestamps to wall-clock time
- *   gpu_files.c   GPU files: classification, probe attach/detach, grace
+ *   gpu_files.c   GPU files: detected once per file through the tracker's
+ *                 loader registry, probe attach/detach, grace
  *   gpu_procs.c   processes: watch, scan, target, exit
  *   gpu_events.c  the call-event ring buffer
  *   gpu_duty.c    the duty cycle and the poll loop
@@ -25,6 +26,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "agent/core/features.h"
 #include "agent/core/resolve.h"
 #include "agent/gpu/gpu.h"
 #include "agent/gpu/gpu_budget.h"
@@ -36,7 +38,6 @@
 struct bpf_map;
 
 #define GPU_MAX_FILES 64
-#define GPU_MAX_KNOWN 4096	  /* files classified (GPU or not) */
 #define GPU_MAX_PROCS 4096	  /* watched + targets + exited awaiting a drain */
 #define GPU_PROC_FILES 8	  /* GPU files per process */
 #define GPU_MAX_ROWS 65536	  /* per user-side table */
@@ -63,11 +64,6 @@ struct gpu_file {
 	bool attached;
 	bool pinned;		/* attached for the whole session */
 	uint64_t idle_since_ms; /* refs fell to 0 then */
-};
-
-struct gpu_known { /* key: dev, ino */
-	uint64_t dev, ino;
-	int file; /* index in files, or -1: not a GPU file */
 };
 
 enum gpu_proc_state { PROC_FREE = 0, PROC_WATCH, PROC_TARGET, PROC_EXITED };
@@ -129,13 +125,13 @@ struct gpu {
 	struct ring_buffer *rb;
 	struct module_registry *mods;
 	struct proc_tracker *procs_tracker;
+	int loader; /* its id in the tracker's loader registry */
 	struct resolver res;
 	struct gpu_budget budget;
 	uint64_t budget_next_ns, window_start_ns, window_on_ns;
 
 	struct gpu_file files[GPU_MAX_FILES];
 	int nfiles;
-	struct gpu_table known;
 	struct gpu_proc *procs;
 
 	struct gpu_table raw_stacks, py_stacks, pairs, stacks, sites, tally, errs, colls, funcs;
@@ -148,6 +144,10 @@ struct gpu {
 	struct gpu_data data;
 	struct gpu_comm_state *comm_state; /* NULL: identities not kept */
 	bool no_multi, multi_ok;	   /* uprobe_multi refused / worked on this kernel */
+	struct kernel_features features;   /* the session's: which path each feature takes */
+	struct bpf_program *exit_prog;	   /* one of gpu_proc_exit's four variants */
+	uint64_t link_objs;		   /* kernel link objects open (a multi link holds many) */
+	uint64_t attach_ns;		   /* time spent attaching, all files */
 	uint64_t adopted;		   /* BPF-admitted targets found without their event */
 	uint64_t links, attach_failed, scans, scan_failed, files_dropped, procs_dropped;
 	uint64_t exits;
@@ -165,6 +165,7 @@ static inline uint64_t gpu_to_realtime(const struct gpu *g, uint64_t mono)
 void gpu_clock_calibrate(struct gpu *g);
 
 /* gpu_files.c */
+int gpu_files_register(struct gpu *g);
 int gpu_classify(struct gpu *g, int pid, const struct proc_map *m);
 void gpu_file_ref(struct gpu *g, struct gpu_file *f);
 void gpu_file_unref(struct gpu *g, struct gpu_file *f);

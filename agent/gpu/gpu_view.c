@@ -154,6 +154,9 @@ void gpu__report(struct gpu *g)
 	for (int i = 0; i < GPU_CNT_MAX; i++)
 		fprintf(stderr, " %s=%llu", strata_gpu_counter_name(i),
 			(unsigned long long)d->bpf[i]);
+	fprintf(stderr, "\n  gpu: probes via %s: %llu kernel link objects, %.1f ms attaching",
+		kernel_features__path(&g->features, KPATH_GPU_PROBES, NULL),
+		(unsigned long long)g->link_objs, (double)g->attach_ns / 1e6);
 	fprintf(stderr,
 		"\n  gpu: links=%llu attach_failed=%llu files_attached=%llu targets=%llu "
 		"watched=%llu exits=%llu scans=%llu bpf_targets=%llu bpf_allocs=%llu "

@@ -17,6 +17,9 @@
 #include "agent/proc/proc_maps.h"
 #include "symbolize/buildid.h"
 
+/* Loaders that keep a per-file answer with the module (agent/proc/loaders.h). */
+#define MODULE_LOADERS 4
+
 struct module {
 	dev_t dev;
 	uint64_t ino;
@@ -26,6 +29,9 @@ struct module {
 	uint8_t build_id[BUILD_ID_MAX];
 	int build_id_len;    /* 0: none */
 	struct module *next; /* hash chain */
+	/* agent/proc/loaders.h: each loader's answer, detected once */
+	void *loaded[MODULE_LOADERS];
+	uint8_t detected; /* bit per loader id: asked already */
 };
 
 struct module_stats {

@@ -33,7 +33,7 @@ struct proc_tracker {
 	size_t max, count;
 	uint64_t epoch; /* drains so far */
 	long clk_tck;
-	struct proc_tracker_hooks hooks;
+	struct proc_loaders loaders;
 	struct proc_tracker_stats st;
 };
 
@@ -57,9 +57,14 @@ struct proc_tracker *proc_tracker__new(struct module_registry *mods, size_t max)
 	return t;
 }
 
-void proc_tracker__set_hooks(struct proc_tracker *t, const struct proc_tracker_hooks *h)
+int proc_tracker__add_loader(struct proc_tracker *t, const struct proc_loader *l)
 {
-	t->hooks = *h;
+	return proc_loaders__add(&t->loaders, l);
+}
+
+void *proc_tracker__detect(struct proc_tracker *t, int loader, struct module *mod)
+{
+	return proc_loaders__detect(&t->loaders, loader, mod);
 }
 
 static void maps_clear(struct proc_instance *p)
@@ -113,8 +118,7 @@ static void sweep_exited(struct proc_tracker *t)
 				continue;
 			}
 			*pp = p->next;
-			if (t->hooks.freed)
-				t->hooks.freed(t->hooks.ctx, p->mm_id);
+			proc_loaders__detach(&t->loaders, p->mm_id);
 			instance_free(p);
 			t->count--;
 		}
@@ -218,6 +222,9 @@ static int read_maps(struct proc_tracker *t, struct proc_instance *p)
 	p->refreshed_epoch = t->epoch;
 	if (!same_process(t, p)) {
 		t->st.maps_read_failed++;
+		pr_debug("procs: %u: not the process seen (start %llu ticks, /proc %llu)", p->tgid,
+			 (unsigned long long)p->start_ticks,
+			 (unsigned long long)proc_stat__start_ticks("/proc", p->tgid, NULL, 0));
 		return -ESRCH;
 	}
 	err = proc_maps__read(p->tgid, 1, &pm, &n);
@@ -230,6 +237,7 @@ static int read_maps(struct proc_tracker *t, struct proc_instance *p)
 	}
 	if (err) {
 		t->st.maps_read_failed++;
+		pr_debug("procs: %u: maps not read: %s", p->tgid, strerror(-err));
 		return err;
 	}
 	t->st.maps_read++;
@@ -245,10 +253,8 @@ static int read_maps(struct proc_tracker *t, struct proc_instance *p)
 				     pm[i].path[0] ? pm[i].path : "[anon]");
 	}
 	free(pm);
-	if (!err && t->hooks.maps_read)
-		t->hooks.maps_read(t->hooks.ctx, p->mm_id, p->maps, p->nmaps);
-	if (!err && t->hooks.maps_read_pid)
-		t->hooks.maps_read_pid(t->hooks.ctx, p->tgid, p->mm_id, p->maps, p->nmaps);
+	if (!err)
+		proc_loaders__attach(&t->loaders, p->tgid, p->mm_id, p->maps, p->nmaps);
 	return err;
 }
 
@@ -306,8 +312,8 @@ static int on_unwind_miss(struct proc_tracker *t, const struct strata_proc_event
 			return 0;
 		m = mapping_find(p, e->start);
 	}
-	if (m && m->mod && t->hooks.table_wanted)
-		t->hooks.table_wanted(t->hooks.ctx, m->mod);
+	if (m && m->mod)
+		proc_loaders__wanted(&t->loaders, m->mod);
 	return 0;
 }
 

@@ -9,7 +9,9 @@
  * sends.  Every /proc read is checked against the process's start time, so
  * after PID reuse or exec another program's maps are never applied.
  * Bounded: at max instances new ones are refused and counted; exited ones
- * are freed after the drain that follows their exit.
+ * are freed after the drain that follows their exit.  The loaders
+ * (unwinder, Python, GPU) plug into its registry (agent/proc/loaders.h):
+ * each maps read attaches them, each free detaches them.
  */
 #ifndef STRATA_PROC_TRACKER_H
 #define STRATA_PROC_TRACKER_H
@@ -18,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "agent/proc/loaders.h"
 #include "agent/proc/modules.h"
 #include "bpf/strata.h"
 
@@ -32,24 +35,14 @@ struct proc_tracker_stats {
 		exit_vmas_unlocated, found_dead;
 };
 
-/* Called when an instance's mappings were (re)read from /proc, and when an
- * instance is freed: the unwinder keeps its tables in step. */
-struct proc_tracker_hooks {
-	void *ctx;
-	void (*maps_read)(void *ctx, uint64_t mm_id, const struct proc_mapping *maps, size_t n);
-	void (*freed)(void *ctx, uint64_t mm_id);
-	/* The unwinder met a pc in mod, whose table it lacks. */
-	void (*table_wanted)(void *ctx, const struct module *mod);
-	/* As maps_read, with the process id (Python detection reads memory). */
-	void (*maps_read_pid)(void *ctx, uint32_t tgid, uint64_t mm_id,
-			      const struct proc_mapping *maps, size_t n);
-};
-
 struct proc_tracker;
 
 struct proc_tracker *proc_tracker__new(struct module_registry *mods, size_t max);
 void proc_tracker__free(struct proc_tracker *t);
-void proc_tracker__set_hooks(struct proc_tracker *t, const struct proc_tracker_hooks *h);
+/* The loader registry (agent/proc/loaders.h): a loader's id or -ENOSPC;
+ * its answer for a file. */
+int proc_tracker__add_loader(struct proc_tracker *t, const struct proc_loader *l);
+void *proc_tracker__detect(struct proc_tracker *t, int loader, struct module *mod);
 
 /* Applies one event from the BPF side.  0 or -errno. */
 int proc_tracker__on_event(struct proc_tracker *t, const struct strata_proc_event *e);

@@ -462,6 +462,35 @@ void unwind_loader__forget(struct unwind_loader *l, uint64_t mm_id)
 	free(p);
 }
 
+/* The registry's calls (agent/proc/loaders.h). */
+static void loader_attach(void *ctx, uint32_t tgid, uint64_t mm_id, const struct proc_mapping *maps,
+			  void *const *files, size_t n)
+{
+	unwind_loader__load(ctx, mm_id, maps, n); /* failures counted */
+}
+
+static void loader_detach(void *ctx, uint64_t mm_id)
+{
+	unwind_loader__forget(ctx, mm_id);
+}
+
+static void loader_wanted(void *ctx, const struct module *mod)
+{
+	unwind_loader__touch(ctx, mod);
+	unwind_loader__flush(ctx);
+}
+
+void unwind_loader__loader(struct unwind_loader *l, struct proc_loader *out)
+{
+	*out = (struct proc_loader){
+		.name = "unwind",
+		.ctx = l,
+		.attach = loader_attach,
+		.detach = loader_detach,
+		.wanted = loader_wanted,
+	};
+}
+
 void unwind_loader__stats(const struct unwind_loader *l, struct unwind_loader_stats *st)
 {
 	*st = l->st;

@@ -43,6 +43,11 @@ void unwind_loader__tick(struct unwind_loader *l);
 /* Loads the tables samples asked for since the last flush (after a drain). */
 void unwind_loader__flush(struct unwind_loader *l);
 
+/* Its loader (agent/proc/loaders.h): each address space loaded when its
+ * mappings are (re)read, forgotten when it is gone; a table a sample
+ * wanted (PROC_EV_UNWIND_MISS) loaded at once. */
+void unwind_loader__loader(struct unwind_loader *l, struct proc_loader *out);
+
 void unwind_loader__stats(const struct unwind_loader *l, struct unwind_loader_stats *st);
 
 #endif /* STRATA_UNWIND_LOADER_H */

@@ -11,8 +11,15 @@
 
 #define BUCKETS 1024
 
+/* A file's answer (python_detect_file), kept for python__free. */
+struct py_file_node {
+	struct py_file f;
+	struct py_file_node *next;
+};
+
 struct python {
 	int procs_fd;
+	struct py_file_node *files; /* interpreter files (one per module) */
 	size_t max, count;
 	struct python_proc *buckets[BUCKETS];
 	struct py_symbols *syms;
@@ -51,6 +58,12 @@ void python__free(struct python *py)
 			next = p->next;
 			free(p);
 		}
+	}
+	while (py->files) {
+		struct py_file_node *f = py->files;
+
+		py->files = f->next;
+		free(f);
 	}
 	py_symbols__free(py->syms);
 	free(py);
@@ -94,9 +107,27 @@ static int apply_debug_offsets(struct python *py, struct python_proc *p)
 	return 0;
 }
 
-void python__maps_read(struct python *py, uint32_t tgid, uint64_t mm_id,
-		       const struct proc_mapping *maps, size_t n)
+/* The loader's detect(): the file's interpreter answer, once per file. */
+static void *detect_file(void *ctx, struct module *mod)
 {
+	struct python *py = ctx;
+	struct py_file_node *f = malloc(sizeof(*f));
+	int err = f ? python_detect_file(mod, &f->f) : -ENOMEM;
+
+	if (err && err != -ENOTSUP) {
+		free(f);
+		return NULL;
+	}
+	f->next = py->files;
+	py->files = f;
+	return &f->f;
+}
+
+/* The loader's attach(): the address space's mappings were (re)read. */
+static void maps_read(void *ctx, uint32_t tgid, uint64_t mm_id, const struct proc_mapping *maps,
+		      void *const *files, size_t n)
+{
+	struct python *py = ctx;
 	const struct py_offsets *table;
 	struct strata_py_proc d;
 	struct python_proc *p;
@@ -106,7 +137,7 @@ void python__maps_read(struct python *py, uint32_t tgid, uint64_t mm_id,
 
 	if (python__find(py, mm_id))
 		return;
-	err = python_detect(maps, n, &found);
+	err = python_detect(maps, (const struct py_file *const *)files, n, &found);
 	if (err == -ENOTSUP) {
 		py->st.refused++;
 		pr_info("python: pid %u: %s is a debug or free-threaded CPython %u.%u build: "
@@ -153,8 +184,10 @@ void python__maps_read(struct python *py, uint32_t tgid, uint64_t mm_id,
 		found.minor, found.mod->path, (unsigned long long)found.runtime);
 }
 
-void python__forget(struct python *py, uint64_t mm_id)
+/* The loader's detach(): the address space is gone. */
+static void forget(void *ctx, uint64_t mm_id)
 {
+	struct python *py = ctx;
 	struct python_proc **pp = &py->buckets[bucket_of(mm_id)];
 
 	for (; *pp; pp = &(*pp)->next) {
@@ -170,6 +203,17 @@ void python__forget(struct python *py, uint64_t mm_id)
 		py->count--;
 		return;
 	}
+}
+
+void python__loader(struct python *py, struct proc_loader *out)
+{
+	*out = (struct proc_loader){
+		.name = "python",
+		.ctx = py,
+		.detect = detect_file,
+		.attach = maps_read,
+		.detach = forget,
+	};
 }
 
 int python_proc__is_eval(const struct python_proc *pp, const struct module *mod, uint64_t off)

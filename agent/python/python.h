@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Python support for a session: finds CPython in each sampled address
- * space (when the process tracker reads its maps), publishes the walker's
+ * space (a loader of the process tracker's registry: when it reads the
+ * maps), publishes the walker's
  * descriptor into the BPF py_procs map, and turns recorded Python frames
  * into profile frames, stitched into the native stack in place of the
  * _PyEval_EvalFrameDefault frames that ran them.  Bounded: at most max
@@ -49,11 +50,10 @@ struct python;
 struct python *python__new(int py_procs_fd, size_t max);
 void python__free(struct python *py);
 
-/* proc_tracker hook: the address space's mappings were (re)read. */
-void python__maps_read(struct python *py, uint32_t tgid, uint64_t mm_id,
-		       const struct proc_mapping *maps, size_t n);
-/* The address space is gone. */
-void python__forget(struct python *py, uint64_t mm_id);
+/* Its loader (agent/proc/loaders.h): the interpreter file detected once
+ * per file; each address space's mappings looked at when (re)read (the
+ * descriptor published), forgotten when it is gone. */
+void python__loader(struct python *py, struct proc_loader *out);
 
 const struct python_proc *python__find(const struct python *py, uint64_t mm_id);
 

@@ -123,20 +123,6 @@ static int file_offset(const struct elf_syms *s, uint64_t vaddr, uint64_t *off)
 	return -ENOENT;
 }
 
-/* Load bias of the file from one of its mappings (ELF vaddr = addr - bias). */
-static int bias_of(const struct elf_syms *s, const struct proc_mapping *m, uint64_t *bias)
-{
-	for (int i = 0; i < s->nseg; i++) {
-		uint64_t off = s->seg[i].offset & ~0xfffULL;
-
-		if (m->pgoff >= off && m->pgoff < s->seg[i].offset + s->seg[i].filesz) {
-			*bias = m->start - m->pgoff + s->seg[i].offset - s->seg[i].vaddr;
-			return 0;
-		}
-	}
-	return -ENOENT;
-}
-
 /* PY_VERSION_HEX from the file's Py_Version (3.11+), or 0. */
 static uint32_t read_version(int fd, const struct elf_syms *s)
 {
@@ -149,7 +135,7 @@ static uint32_t read_version(int fd, const struct elf_syms *s)
 	return v;
 }
 
-static void add_range(struct py_found *out, const struct elf_syms *s, uint64_t vaddr, uint64_t size)
+static void add_range(struct py_file *out, const struct elf_syms *s, uint64_t vaddr, uint64_t size)
 {
 	uint64_t off;
 
@@ -160,48 +146,88 @@ static void add_range(struct py_found *out, const struct elf_syms *s, uint64_t v
 	out->neval++;
 }
 
-int python_detect(const struct proc_mapping *maps, size_t n, struct py_found *out)
+int python_detect_file(const struct module *mod, struct py_file *out)
+{
+	struct elf_syms s;
+	unsigned major, minor;
+	uint32_t hex;
+	int err = python_detect__version_from_name(mod->path, &major, &minor);
+
+	memset(out, 0, sizeof(*out));
+	out->mod = mod;
+	out->major = major;
+	out->minor = minor;
+	if (err == -ENOTSUP)
+		out->refused = true;
+	if (err)
+		return err;
+	if (read_elf(mod->fd, &s) || !s.runtime)
+		return -ENOENT;
+	hex = read_version(mod->fd, &s);
+	if (hex >> 24 == 3) {
+		out->major = 3;
+		out->minor = (hex >> 16) & 0xff;
+	}
+	out->runtime = s.runtime;
+	add_range(out, &s, s.eval, s.eval_size);
+	add_range(out, &s, s.eval_cold, s.eval_cold_size);
+	for (int i = 0; i < s.nseg && i < PY_FILE_SEGS; i++) {
+		out->seg[i].offset = s.seg[i].offset;
+		out->seg[i].vaddr = s.seg[i].vaddr;
+		out->seg[i].filesz = s.seg[i].filesz;
+		out->nseg = i + 1;
+	}
+	return 0;
+}
+
+/* Load bias of the file from one of its mappings (ELF vaddr = addr - bias). */
+static int bias_of(const struct py_file *f, const struct proc_mapping *m, uint64_t *bias)
+{
+	for (int i = 0; i < f->nseg; i++) {
+		uint64_t off = f->seg[i].offset & ~0xfffULL;
+
+		if (m->pgoff >= off && m->pgoff < f->seg[i].offset + f->seg[i].filesz) {
+			*bias = m->start - m->pgoff + f->seg[i].offset - f->seg[i].vaddr;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+int python_detect(const struct proc_mapping *maps, const struct py_file *const *files, size_t n,
+		  struct py_found *out)
 {
 	const struct module *tried = NULL;
 	int refused = 0;
 
 	for (size_t i = 0; i < n; i++) {
 		const struct proc_mapping *m = &maps[i];
-		struct elf_syms s;
-		unsigned major, minor;
+		const struct py_file *f = files[i];
 		uint64_t bias;
-		uint32_t hex;
-		int err;
 
-		/* Only files named like an interpreter are opened: the check
-		 * costs one ELF symbol scan per process. */
-		if (!m->mod || m->mod == tried)
+		if (!f || m->mod == tried)
 			continue;
-		err = python_detect__version_from_name(m->mod->path, &major, &minor);
-		if (err == -ENOTSUP && !refused) {
-			refused = 1; /* a debug or free-threaded build */
-			memset(out, 0, sizeof(*out));
-			out->major = major;
-			out->minor = minor;
-			out->mod = m->mod;
+		if (f->refused) {
+			if (!refused) {
+				refused = 1; /* a debug or free-threaded build */
+				memset(out, 0, sizeof(*out));
+				out->major = f->major;
+				out->minor = f->minor;
+				out->mod = m->mod;
+			}
+			continue;
 		}
-		if (err)
-			continue;
 		tried = m->mod;
-		if (read_elf(m->mod->fd, &s) || !s.runtime || bias_of(&s, m, &bias))
-			continue; /* e.g. the pyenv python3.X that links libpython */
-		hex = read_version(m->mod->fd, &s);
-		if (hex >> 24 == 3) {
-			major = 3;
-			minor = (hex >> 16) & 0xff;
-		}
+		if (bias_of(f, m, &bias))
+			continue;
 		memset(out, 0, sizeof(*out));
-		out->major = major;
-		out->minor = minor;
-		out->runtime = s.runtime + bias;
+		out->major = f->major;
+		out->minor = f->minor;
+		out->runtime = f->runtime + bias;
 		out->mod = m->mod;
-		add_range(out, &s, s.eval, s.eval_size);
-		add_range(out, &s, s.eval_cold, s.eval_cold_size);
+		out->neval = f->neval;
+		memcpy(out->eval_lo, f->eval_lo, sizeof(out->eval_lo));
+		memcpy(out->eval_hi, f->eval_hi, sizeof(out->eval_hi));
 		return 0;
 	}
 	return refused ? -ENOTSUP : -ENOENT;

@@ -75,7 +75,10 @@ struct shipper *shipper__new(const struct shipper_opts *o, struct session *s)
 		return NULL;
 	session__sources(s, &src);
 	sh->freq_hz = o->freq_hz;
-	sh->up = uploader__new(&o->upload);
+	struct uploader_opts uo = o->upload;
+
+	uo.node = o->node; /* the batches' node: symbol uploads name it */
+	sh->up = uploader__new(&uo);
 	if (!sh->up)
 		goto err_out;
 	bo.on_file = uploader__note_file;

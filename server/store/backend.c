@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "server/store/backend.h"
 
+#include <stddef.h>
 #include <stdio.h>
 
 #include "lib/wire_enums.h"
@@ -79,156 +80,157 @@ void store_counts__read(struct store_counts *c, struct store_stats *st)
 
 /* ---- reading result rows ------------------------------------------------------ */
 
-#define U64(col) r->ops->u64(r, (col))
-#define I64(col) r->ops->i64(r, (col))
-#define STR(col) r->ops->str(r, (col))
+/*
+ * A query struct's fields in the order of the result's columns: column i
+ * goes to cells[i] (CELL_SKIP: a column no field takes).  A cell's kind
+ * comes from its field's type, so a map cannot read a field as another.
+ */
+enum cell_kind {
+	CELL_SKIP,
+	CELL_STR,
+	CELL_U64,
+	CELL_U32,
+	CELL_I32,
+	CELL_I32_NULL, /* NULL reads as -1 (unknown) */
+	CELL_STACK,    /* the column is a stack id; the field its stack */
+};
 
-int store_emit__job(const struct store_row *r, void *fn, void *ctx)
+struct cell {
+	uint16_t off;
+	uint8_t kind;
+};
+
+#define CELL(type, field)                                                                            \
+	{                                                                                            \
+		offsetof(struct type, field),                                                      \
+	  _Generic(((struct type *)0)->field, const char *: CELL_STR, uint64_t: CELL_U64,    \
+		   uint32_t: CELL_U32, int32_t: CELL_I32, const struct store_stack *: CELL_STACK) \
+	}
+#define CELL_OR_UNKNOWN(type, field)                        \
+	{                                                   \
+		offsetof(struct type, field), CELL_I32_NULL \
+	}
+#define SKIP_CELL            \
+	{                    \
+		0, CELL_SKIP \
+	}
+#define N(a) (sizeof(a) / sizeof((a)[0]))
+
+static int read_cells(const struct store_row *r, const struct cell *cells, size_t n, void *out)
 {
-	struct store_job j = {
-		.job = STR(0),
-		.nodes = (uint32_t)U64(1),
-		.processes = (uint32_t)U64(2),
-		.ranks = (uint32_t)U64(3),
-		.world_size = (int32_t)I64(4),
-		.first_ns = U64(5),
-		.last_ns = U64(6),
-		.cpu_samples = U64(7),
-	};
+	for (size_t i = 0; i < n; i++) {
+		void *p = (char *)out + cells[i].off;
+		int col = (int)i, err;
 
-	return ((store_job_fn)fn)(ctx, &j);
+		switch (cells[i].kind) {
+		case CELL_STR:
+			*(const char **)p = r->ops->str(r, col);
+			break;
+		case CELL_U64:
+			*(uint64_t *)p = r->ops->u64(r, col);
+			break;
+		case CELL_U32:
+			*(uint32_t *)p = (uint32_t)r->ops->u64(r, col);
+			break;
+		case CELL_I32:
+			*(int32_t *)p = (int32_t)r->ops->i64(r, col);
+			break;
+		case CELL_I32_NULL:
+			*(int32_t *)p = r->ops->null(r, col) ? -1 : (int32_t)r->ops->i64(r, col);
+			break;
+		case CELL_STACK:
+			err = r->ops->stack(r, r->ops->u64(r, col), (const struct store_stack **)p);
+			if (err)
+				return err;
+			break;
+		default:
+			break;
+		}
+	}
+	return 0;
 }
 
-int store_emit__node(const struct store_row *r, void *fn, void *ctx)
-{
-	struct store_node n = {
-		.node = STR(0),
-		.agent_version = STR(1),
-		.first_ns = U64(2),
-		.last_ns = U64(3),
-		.batches = U64(4),
-		.cpu_samples = U64(5),
-		.drops = U64(6),
-	};
+#define C(f) CELL(store_job, f)
+static const struct cell JOB[] = { C(job),	  C(nodes),    C(processes), C(ranks),
+				   C(world_size), C(first_ns), C(last_ns),   C(cpu_samples) };
+#undef C
 
-	return ((store_node_fn)fn)(ctx, &n);
-}
+#define C(f) CELL(store_node, f)
+static const struct cell NODE[] = { C(node),	C(agent_version), C(first_ns), C(last_ns),
+				    C(batches), C(cpu_samples),	  C(drops) };
+#undef C
 
-int store_emit__process(const struct store_row *r, void *fn, void *ctx)
-{
-	struct store_process p = {
-		.node = STR(0),
-		.pid = (uint32_t)U64(1),
-		.start_time_ns = U64(2),
-		.comm = STR(3),
-		.cmdline = STR(4),
-		.container = STR(5),
-		.pod = STR(6),
-		.job = STR(7),
-		.has_rank = (int)I64(8),
-		.rank = (int32_t)I64(9),
-		.local_rank = (int32_t)I64(10),
-		.world_size = (int32_t)I64(11),
-		.first_ns = U64(12),
-		.last_ns = U64(13),
-		.cpu_samples = U64(14),
-	};
+#define C(f) CELL(store_process, f)
+static const struct cell PROCESS[] = { C(node),	    C(pid),	  C(start_time_ns), C(comm),
+				       C(cmdline),  C(container), C(pod),	    C(job),
+				       C(has_rank), C(rank),	  C(local_rank),    C(world_size),
+				       C(first_ns), C(last_ns),	  C(cpu_samples) };
+#undef C
 
-	return ((store_process_fn)fn)(ctx, &p);
-}
+#define C(f) CELL(store_sample, f)
+static const struct cell SAMPLE[] = { C(node),	   C(pid),  C(tid),   C(comm),
+				      C(has_rank), C(rank), C(stack), C(value) };
+#undef C
 
-int store_emit__sample(const struct store_row *r, void *fn, void *ctx)
-{
-	struct store_sample s = {
-		.node = STR(0),
-		.pid = (uint32_t)U64(1),
-		.tid = (uint32_t)U64(2),
-		.comm = STR(3),
-		.has_rank = (int)I64(4),
-		.rank = (int32_t)I64(5),
-		.value = U64(7),
-	};
-	int err = r->ops->stack(r, U64(6), &s.stack);
+#define C(f) CELL(store_leak, f)
+static const struct cell LEAK[] = { C(node),  C(pid),	C(has_rank),	C(rank),
+				    C(stack), C(bytes), C(allocations), C(oldest_ns) };
+#undef C
 
-	return err ? err : ((store_sample_fn)fn)(ctx, &s);
-}
+#define C(f) CELL(store_thread_time, f)
+static const struct cell THREAD_TIME[] = { C(node), C(pid),  C(tid),   C(job), C(has_rank),
+					   C(rank), C(kind), C(index), C(ns) };
+#undef C
 
-int store_emit__leak(const struct store_row *r, void *fn, void *ctx)
-{
-	struct store_leak l = {
-		.node = STR(0),
-		.pid = (uint32_t)U64(1),
-		.has_rank = (int)I64(2),
-		.rank = (int32_t)I64(3),
-		.bytes = U64(5),
-		.allocations = U64(6),
-		.oldest_ns = U64(7),
-	};
-	int err = r->ops->stack(r, U64(4), &l.stack);
+#define C(f) CELL(store_cpu_time, f)
+static const struct cell CPU_TIME[] = { C(node), C(kind), C(cpu),      C(pid),	C(vector),
+					C(comm), C(job),  C(has_rank), C(rank), C(ns) };
+#undef C
 
-	return err ? err : ((store_leak_fn)fn)(ctx, &l);
-}
+#define C(f) CELL(store_node_clock, f)
+static const struct cell NODE_CLOCK[] = { C(node), C(clock_error_ns), C(freq_hz), C(batches) };
+#undef C
 
-int store_emit__thread_time(const struct store_row *r, void *fn, void *ctx)
-{
-	struct store_thread_time t = {
-		.node = STR(0),
-		.pid = (uint32_t)U64(1),
-		.tid = (uint32_t)U64(2),
-		.job = STR(3),
-		.has_rank = (int)I64(4),
-		.rank = (int32_t)I64(5),
-		.kind = (uint32_t)U64(6),
-		.index = (uint32_t)U64(7),
-		.ns = U64(8),
-	};
+#define C(f) CELL(store_tally, f)
+static const struct cell TALLY[] = { C(node),	  C(pid),      SKIP_CELL /* the process key */,
+				     C(has_rank), C(rank),     C(fn),
+				     C(calls),	  C(total_ns), C(min_ns),
+				     C(max_ns) };
+#undef C
+/* comm_rank, comm_nranks: NULL (no communicator record) is -1 */
+#define C(f) CELL(store_event, f)
+#define U(f) CELL_OR_UNKNOWN(store_event, f)
+static const struct cell EVENT[] = { C(kind),	   C(node),	     C(pid),	   C(tid),
+				     C(job),	   C(has_rank),	     C(rank),	   C(name),
+				     C(start_ns),  C(dur_ns),	     C(bytes),	   C(count),
+				     C(comm_hash), C(seq),	     U(comm_rank), U(comm_nranks),
+				     C(dtype),	   C(transfer_kind), C(direction) };
+#undef U
+#undef C
 
-	return ((store_thread_time_fn)fn)(ctx, &t);
-}
+/* store_emit__NAME: reads a struct TYPE by its map and hands it to fn. */
+#define EMIT(name, type, map)                                                           \
+	int store_emit__##name(const struct store_row *r, void *fn, void *ctx)          \
+	{                                                                               \
+		struct type v = { 0 };                                                  \
+		int err = read_cells(r, map, N(map), &v);                               \
+                                                                                        \
+		return err ? err : ((int (*)(void *, const struct type *))fn)(ctx, &v); \
+	}
 
-int store_emit__cpu_time(const struct store_row *r, void *fn, void *ctx)
-{
-	struct store_cpu_time c = {
-		.node = STR(0),
-		.kind = (uint32_t)U64(1),
-		.cpu = (uint32_t)U64(2),
-		.pid = (uint32_t)U64(3),
-		.vector = (uint32_t)U64(4),
-		.comm = STR(5),
-		.job = STR(6),
-		.has_rank = (int)I64(7),
-		.rank = (int32_t)I64(8),
-		.ns = U64(9),
-	};
-
-	return ((store_cpu_time_fn)fn)(ctx, &c);
-}
-
-int store_emit__node_clock(const struct store_row *r, void *fn, void *ctx)
-{
-	struct store_node_clock c = {
-		.node = STR(0),
-		.clock_error_ns = U64(1),
-		.freq_hz = (uint32_t)U64(2),
-		.batches = U64(3),
-	};
-
-	return ((store_node_clock_fn)fn)(ctx, &c);
-}
+EMIT(job, store_job, JOB)
+EMIT(node, store_node, NODE)
+EMIT(process, store_process, PROCESS)
+EMIT(sample, store_sample, SAMPLE)
+EMIT(leak, store_leak, LEAK)
+EMIT(thread_time, store_thread_time, THREAD_TIME)
+EMIT(cpu_time, store_cpu_time, CPU_TIME)
+EMIT(node_clock, store_node_clock, NODE_CLOCK)
 
 void store_row__tally(const struct store_row *r, struct store_tally *t)
 {
-	*t = (struct store_tally){
-		.node = STR(0),
-		.pid = (uint32_t)U64(1),
-		.has_rank = (int)I64(3),
-		.rank = (int32_t)I64(4),
-		.fn = STR(5),
-		.calls = U64(6),
-		.total_ns = U64(7),
-		.min_ns = U64(8),
-		.max_ns = U64(9),
-	};
+	*t = (struct store_tally){ 0 };
+	read_cells(r, TALLY, N(TALLY), t);
 }
 
 void store_events__init(struct store_events *ev, uint32_t limit, int *truncated, store_event_fn fn,
@@ -242,40 +244,17 @@ void store_events__init(struct store_events *ev, uint32_t limit, int *truncated,
 int store_emit__event(const struct store_row *r, void *fn, void *ctx)
 {
 	struct store_events *ev = ctx;
-	struct store_event e = {
-		.kind = (uint32_t)U64(0),
-		.node = STR(1),
-		.pid = (uint32_t)U64(2),
-		.tid = (uint32_t)U64(3),
-		.job = STR(4),
-		.has_rank = (int)I64(5),
-		.rank = (int32_t)I64(6),
-		.name = STR(7),
-		.start_ns = U64(8),
-		.dur_ns = U64(9),
-		.bytes = U64(10),
-		.count = U64(11),
-		.comm_hash = U64(12),
-		.seq = U64(13),
-		.comm_rank = r->ops->null(r, 14) ? -1 : (int32_t)I64(14),
-		.comm_nranks = r->ops->null(r, 15) ? -1 : (int32_t)I64(15),
-		.dtype = STR(16),
-		.transfer_kind = (uint32_t)U64(17),
-		.direction = (uint32_t)U64(18),
-	};
+	struct store_event e = { 0 };
 
 	(void)fn;
 	if (ev->n >= ev->limit) { /* the query asks for one more than the limit */
 		*ev->truncated = 1;
 		return 1;
 	}
+	read_cells(r, EVENT, N(EVENT), &e);
 	ev->n++;
 	return ev->fn(ev->ctx, &e);
 }
-
-#undef U64
-#undef I64
-#undef STR
 
 /* ---- diagnosis inputs ------------------------------------------------------------- */
 

@@ -66,7 +66,8 @@ struct store_row {
 /*
  * Hands row r to a query's callback fn (with its ctx) as the struct the
  * query returns; the callback's return is returned.  One per query kind,
- * the columns in the order the comment says.
+ * the columns in the order the comment says (backend.c reads them by one
+ * map per struct, each field's kind from its type).
  */
 typedef int (*store_emit_fn)(const struct store_row *r, void *fn, void *ctx);
 

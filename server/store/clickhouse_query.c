@@ -223,13 +223,7 @@ static int row_stack(const struct store_row *r, uint64_t id, const struct store_
 	return 0;
 }
 
-static const struct store_row_ops ch_row_ops = {
-	.u64 = row_u64,
-	.i64 = row_i64,
-	.str = row_str,
-	.null = row_null,
-	.stack = row_stack,
-};
+static const struct store_row_ops ch_row_ops = { row_u64, row_i64, row_str, row_null, row_stack };
 
 int ch_query_rows(struct ch_store *s, struct ch_sql *q, const char *what, int stack_col,
 		  store_emit_fn emit, void *fn, void *ctx)

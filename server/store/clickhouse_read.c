@@ -275,12 +275,10 @@ static int ch_thread_times(struct store *base, const struct store_filter *f,
 {
 	struct ch_store *s = (struct ch_store *)base;
 	struct ch_sql q = { 0 };
-	/* By window end: b_end in [from, to).  The widened copy only serves
-	 * ch_filter's commit-record bound (end_ns > from - 1). */
+	/* By window end: b_end in [from, to) (see struct store_thread_time). */
 	struct store_filter g = *f;
 
-	if (g.from_ns)
-		g.from_ns--;
+	g.batch_by_end = 1;
 	ch_sql__add(&q, "SELECT * FROM (");
 	for (size_t k = 0; k < STORE_NTHREAD_PARTS; k++) {
 		const struct store_thread_part *part = &STORE_THREAD_PARTS[k];
@@ -292,11 +290,7 @@ static int ch_thread_times(struct store *base, const struct store_filter *f,
 			    " toUInt32(%s) AS ix, sum(%s) AS v FROM %s.%s WHERE 1%s",
 			    k ? " UNION ALL " : "", part->kind, ps.ix, part->value, s->db,
 			    part->table, ps.cond);
-		if (f->from_ns)
-			ch_sql__add(&q, " AND b_end >= %" PRIu64, f->from_ns);
-		if (f->to_ns)
-			ch_sql__add(&q, " AND b_end < %" PRIu64, f->to_ns);
-		ch_filter(s, &q, &g, "b_end", 1);
+		ch_filter(s, &q, &g, NULL, 1);
 		ch_sql__add(&q, " GROUP BY node, pid, pstart, tid, job, has_rank, rank, ix");
 	}
 	ch_sql__add(&q, ")");
@@ -320,20 +314,15 @@ static int ch_cpu_times(struct store *base, const struct store_filter *f, store_
 	};
 	struct ch_store *s = (struct ch_store *)base;
 	struct ch_sql q = { 0 };
-	struct store_filter g = *f; /* widened: see ch_thread_times */
+	struct store_filter g = *f; /* by window end, as ch_thread_times */
 
-	if (g.from_ns)
-		g.from_ns--;
+	g.batch_by_end = 1;
 	ch_sql__add(&q, "SELECT * FROM (");
 	for (size_t k = 0; k < sizeof(parts) / sizeof(parts[0]); k++) {
 		ch_sql__add(&q, "%sSELECT node, toUInt32(%u), %s, sum(ns) FROM %s.%s WHERE 1",
 			    k ? " UNION ALL " : "", parts[k].kind, parts[k].cols, s->db,
 			    parts[k].table);
-		if (f->from_ns)
-			ch_sql__add(&q, " AND b_end >= %" PRIu64, f->from_ns);
-		if (f->to_ns)
-			ch_sql__add(&q, " AND b_end < %" PRIu64, f->to_ns);
-		ch_filter(s, &q, &g, "b_end", parts[k].per_process);
+		ch_filter(s, &q, &g, NULL, parts[k].per_process);
 		ch_sql__add(&q, " GROUP BY %s", parts[k].group);
 	}
 	ch_sql__add(&q, ")");

@@ -296,13 +296,8 @@ static int row_stack(const struct store_row *r, uint64_t id, const struct store_
 	return *out ? 0 : -ENOMEM;
 }
 
-static const struct store_row_ops sqlite_row_ops = {
-	.u64 = row_u64,
-	.i64 = row_i64,
-	.str = row_str,
-	.null = row_null,
-	.stack = row_stack,
-};
+static const struct store_row_ops sqlite_row_ops = { row_u64, row_i64, row_str, row_null,
+						     row_stack };
 
 struct emit_ctx {
 	struct store_row row;

@@ -4,7 +4,8 @@
  * first byte picks the layer: odd, the rest is the HTTP body as sent
  * (zstd framing, bombs, truncation); even, the rest is compressed here
  * first, so that mutations reach the protobuf decoder and the validation
- * of every cross-reference.
+ * of every cross-reference.  The decode draws from a memory budget, which
+ * must be whole again afterwards.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -17,7 +18,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct batch_limits lim = { .max_wire = 1 << 20, .max_raw = 4 << 20 };
+	struct mem_budget shared = { .max = 6 << 20 };
+	struct batch_limits lim = { .max_wire = 1 << 20, .max_raw = 4 << 20, .budget = &shared };
 	Strata__V1__Batch *b = NULL;
 	char err[256];
 	size_t raw;
@@ -48,5 +50,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		batch_decode__free(b);
 	}
+	/* every byte a decode took is given back, whatever the input */
+	if (shared.used)
+		abort();
 	return 0;
 }

@@ -11,7 +11,12 @@ PORT=$(free_port)
 "$AGENT" --server "http://127.0.0.1:$PORT" --period 1 -F 199 --spool "$T/spool" \
 	--node e2e-node -v 2> "$T/agent.log" &
 AGENT_PID=$!
-sleep 1
+# Sampling once its programs are loaded (seconds in an emulated VM).
+for _ in $(seq 1200); do
+	grep -q 'agent: sampling' "$T/agent.log" && break
+	kill -0 "$AGENT_PID" 2> /dev/null || fail "agent died: $(tail -5 "$T/agent.log")"
+	sleep 0.1
+done
 # Run the chain and note its pid and CPU time: on a shared machine the
 # samples to expect follow from the CPU it got, not from the wall clock.
 STRATA_JOB=e2e-job RANK=5 WORLD_SIZE=8 python3 - "$FIX/chain" > "$T/chain.out" <<'PY'

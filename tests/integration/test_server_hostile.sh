@@ -3,6 +3,7 @@
 # three token-less 200 MB POSTs neither raise the server's peak RSS
 # (VmHWM) nor get read; batch bodies in memory share one budget (503 past
 # it); a 200 MB symbol upload is streamed to disk, not held in memory.
+# Symbol files are taken only for ids asked of the node that sends them.
 # Needs no BPF.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/server_lib.sh"
@@ -10,7 +11,7 @@ source "$(dirname "$0")/server_lib.sh"
 PORT=$(free_port)
 echo "hostile-token" > "$T/token"
 AUTH="Authorization: Bearer hostile-token"
-start_server "$PORT" --token-file "$T/token" --max-batch-mb 4 --max-buffered-mb 8
+start_server "$PORT" --token-file "$T/token" --max-batch-mb 1 --max-buffered-mb 8
 BASE="http://127.0.0.1:$PORT"
 truncate -s 200M "$T/big"
 hwm() { awk '/^VmHWM/ { print $2 }' "/proc/$SRV_PID/status"; }
@@ -69,17 +70,18 @@ expect "bad build-id" 400 "$T/small" /api/v1/symbols/XYZ -H 'Expect:' -H "$AUTH"
 peak=$(hwm)
 [ "$peak" -lt 65536 ] || fail "peak RSS $peak kB after refused uploads"
 
-# 3. One budget for bodies in memory (8 MiB here): three slow 3 MiB
-# uploads at once cannot all be held; the one past the budget gets 503
-# (the agent retries), and the budget is whole again afterwards.
-head -c 3145728 /dev/urandom > "$T/three"
-for i in 1 2 3; do
-	send "$T/three" /api/v1/batches -H 'Expect:' -H "$AUTH" --limit-rate 1M > "$T/s$i" &
-	eval "q$i=\$!"
+# 3. One budget for bodies in memory (8 MiB here): ten slow 900 KB
+# uploads at once cannot all be held; those past the budget get 503 (the
+# agent retries), and the budget is whole again afterwards.
+head -c 921600 /dev/urandom > "$T/slow"
+pids=()
+for i in $(seq 10); do
+	send "$T/slow" /api/v1/batches -H 'Expect:' -H "$AUTH" --limit-rate 300K > "$T/s$i" &
+	pids+=($!)
 done
-wait "$q1" "$q2" "$q3"
-echo "slow uploads: $(cat "$T/s1") | $(cat "$T/s2") | $(cat "$T/s3")"
-cut -d' ' -f1 "$T/s1" "$T/s2" "$T/s3" | grep -qx 503 || fail "no upload refused past the budget"
+wait "${pids[@]}"
+for i in $(seq 10); do echo "slow upload $i: $(cat "$T/s$i")"; done
+cut -d' ' -f1 "$T"/s[0-9]* | grep -qx 503 || fail "no upload refused past the budget"
 api /metrics > "$T/metrics"
 grep -Eq '^strata_batches_rejected_total\{reason="busy"\} [1-9]' "$T/metrics" ||
 	fail "busy refusals not counted"
@@ -87,16 +89,34 @@ grep -q '^strata_request_memory_bytes 0$' "$T/metrics" || fail "budget not given
 "$GEN" write "$T/good.zst" --stacks 20 --samples 100 --node hostile-node > /dev/null
 expect "good batch" 200 "$T/good.zst" /api/v1/batches -H 'Expect:' -H "$AUTH"
 
-# 4. A 200 MB symbol upload (a real ELF padded to 200 MB) is streamed to
-# the build-id store: stored, and the server's peak RSS stays small.
+# 4. Symbol files only for ids the server asked of the node that sends
+# them; a 200 MB one (a real ELF padded to 200 MB) is streamed to the
+# build-id store: stored, and the server's peak RSS stays small.
 hex=$(readelf -n "$GEN" | awk '/Build ID/ { print $3 }')
 cp "$GEN" "$T/elf"
 truncate -s 200M "$T/elf"
-expect "200 MB symbol file" 200 "$T/elf" "/api/v1/symbols/$hex" -H 'Expect:' -H "$AUTH"
+ASKED="X-Strata-Node: asked-node"
+expect "not asked" 403 "$T/elf" "/api/v1/symbols/$hex" -H 'Expect: 100-continue' -H "$AUTH" -H "$ASKED"
+"$GEN" write "$T/elfbatch.zst" --elf "$GEN" --stacks 5 --samples 50 --node asked-node > /dev/null
+curl -s -H "$AUTH" --data-binary "@$T/elfbatch.zst" "$BASE/api/v1/batches" | grep -q "\"$hex\"" ||
+	fail "the server did not ask for $hex"
+expect "asked of another node" 403 "$T/elf" "/api/v1/symbols/$hex" -H 'Expect: 100-continue' \
+	-H "$AUTH" -H "X-Strata-Node: other-node"
+expect "no node named" 403 "$T/elf" "/api/v1/symbols/$hex" -H 'Expect: 100-continue' -H "$AUTH"
+expect "200 MB symbol file" 200 "$T/elf" "/api/v1/symbols/$hex" -H 'Expect:' -H "$AUTH" -H "$ASKED"
 cmp -s "$T/elf" "$T/server.db.buildids/${hex:0:2}/${hex:2}" || fail "stored file differs"
 peak=$(hwm)
 echo "peak RSS after a 200 MB symbol upload: $peak kB"
 [ "$peak" -lt 65536 ] || fail "peak RSS $peak kB: the symbol upload was held in memory"
 ls -A "$T/server.db.buildids/.incoming" | grep -q . && fail "temporary upload files left"
+# 5. A decode bomb: 4 MiB of empty repeated messages (2M stacks) in a few
+# hundred bytes of zstd.  Unpacked they would take ~150 MB; max_raw (8 MiB
+# here) bounds the whole decode, so it is refused (413) within it.
+python3 -c "import sys; sys.stdout.buffer.write(b'\x72\x00' * (2 << 20))" | zstd -19 -qc > "$T/bomb.zst"
+echo "decode bomb: $(stat -c %s "$T/bomb.zst") bytes of zstd, 4 MiB decompressed"
+expect "decode bomb" 413 "$T/bomb.zst" /api/v1/batches -H 'Expect:' -H "$AUTH"
+peak=$(hwm)
+echo "peak RSS after the decode bomb: $peak kB"
+[ "$peak" -lt 65536 ] || fail "peak RSS $peak kB: the decode bomb was unpacked"
 curl -sf "$BASE/healthz" > /dev/null || fail "server stopped serving"
-echo "ok: hostile uploads refused unread (peak RSS $peak kB); one body budget; symbol uploads streamed"
+echo "ok: hostile uploads refused unread; one body budget; symbol uploads streamed; decode bombs bounded (peak RSS $peak kB)"

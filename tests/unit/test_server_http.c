@@ -11,6 +11,7 @@
  */
 #include <curl/curl.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -23,7 +24,9 @@
 
 #include <cmocka.h>
 
+#include "lib/clock.h"
 #include "server/diag_inputs.h"
+#include "server/http_auth.h"
 #include "server/server.h"
 #include "symbolize/buildid.h"
 #include "test_util.h"
@@ -33,6 +36,7 @@ struct fx {
 	struct server srv;
 	struct http_daemon *d;
 	uint16_t port;
+	const char *node; /* X-Strata-Node of the requests, or NULL */
 };
 
 static int setup(void **state)
@@ -47,11 +51,14 @@ static int setup(void **state)
 	snprintf(bdir, sizeof(bdir), "%s/buildids", fx->dir);
 	fx->srv.store = store__open(db, err, sizeof(err));
 	assert_non_null(fx->srv.store);
-	fx->srv.bids = buildid_store__open(bdir, 64ull << 20);
+	fx->srv.bids = buildid_store__open(bdir, 64ull << 20, 0);
 	assert_non_null(fx->srv.bids);
 	fx->srv.sym = central_sym__new(fx->srv.bids, 0);
+	fx->srv.asks = sym_asks__new(0, 0);
+	assert_non_null(fx->srv.asks);
 	assert_non_null(fx->srv.sym);
-	fx->srv.token = "t0ken";
+	fx->srv.ingest.v[fx->srv.ingest.n++] = strdup("t0ken");
+	fx->srv.read.v[fx->srv.read.n++] = strdup("t0ken");
 	fx->srv.limits.max_wire = 1 << 20;
 	fx->srv.max_symbol_upload = 32 << 20;
 	fx->srv.budget.max = 3 << 20;
@@ -69,6 +76,9 @@ static int teardown(void **state)
 	http__stop(fx->d);
 	central_sym__free(fx->srv.sym);
 	buildid_store__free(fx->srv.bids);
+	sym_asks__free(fx->srv.asks);
+	auth_tokens__free(&fx->srv.ingest);
+	auth_tokens__free(&fx->srv.read);
 	store__close(fx->srv.store);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", fx->dir);
 	assert_int_equal(system(cmd), 0);
@@ -109,7 +119,7 @@ static size_t on_write(char *p, size_t size, size_t n, void *ctx)
 static long req(struct fx *fx, const char *method, const char *path, const char *token,
 		struct src *body, long declared, int expect)
 {
-	char url[256], auth[64];
+	char url[256], auth[64], node[128];
 	struct curl_slist *h = NULL;
 	CURL *c = curl_easy_init();
 	long status = 0;
@@ -125,6 +135,10 @@ static long req(struct fx *fx, const char *method, const char *path, const char 
 		h = curl_slist_append(h, auth);
 	}
 	h = curl_slist_append(h, expect ? "Expect: 100-continue" : "Expect:");
+	if (fx->node) {
+		snprintf(node, sizeof(node), "X-Strata-Node: %s", fx->node);
+		h = curl_slist_append(h, node);
+	}
 	if (body) {
 		curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
 		curl_easy_setopt(c, CURLOPT_READFUNCTION, on_read);
@@ -231,7 +245,7 @@ static void test_budget(void **state)
 	/* hold most of the budget as an in-flight request would */
 	assert_int_equal(mem_budget__take(&fx->srv.budget, (2 << 20) + 1), 0);
 	assert_int_equal(req(fx, "POST", "/api/v1/batches", "t0ken", SRC(n), (long)n, 1), 503);
-	assert_int_equal(fx->srv.m.rejected_busy, 1);
+	assert_int_equal(fx->srv.m.rejected[BATCH_BUSY], 1);
 	/* chunked (no size declared): refused while growing */
 	assert_int_equal(req(fx, "POST", "/api/v1/batches", "t0ken", SRC(n), -1, 0), 503);
 	mem_budget__give(&fx->srv.budget, (2 << 20) + 1);
@@ -255,13 +269,25 @@ static void test_symbol_stream(void **state)
 
 	assert_true(idlen > 0);
 	build_id_hex(id, (size_t)idlen, hex, sizeof(hex));
-	/* the client goes away half way: nothing stored, nothing reserved */
 	snprintf(path, sizeof(path), "/api/v1/symbols/%s", hex);
+	/* only ids asked of the node that uploads: none yet, another node's,
+	 * no node named: 403, answered from the headers */
+	fx->node = "n1";
+	assert_int_equal(req(fx, "POST", path, "t0ken", &s, (long)n, 1), 403);
+	sym_asks__note(fx->srv.asks, "n2", hex, mono_ns());
+	assert_int_equal(req(fx, "POST", path, "t0ken", &s, (long)n, 1), 403);
+	sym_asks__note(fx->srv.asks, "n1", hex, mono_ns());
+	fx->node = NULL;
+	assert_int_equal(req(fx, "POST", path, "t0ken", &s, (long)n, 1), 403);
+	assert_int_equal(s.off, 0);
+	fx->node = "n1";
+	/* the client goes away half way: nothing stored, nothing reserved */
 	s.abort_at = n / 2;
 	assert_int_equal(req(fx, "POST", path, "t0ken", &s, (long)n, 0), 0);
 	settle(fx, 0);
 	/* not the file of the id it claims: 422, nothing kept */
 	snprintf(bad, sizeof(bad), "/api/v1/symbols/00112233445566778899aabbccddeeff00112233");
+	sym_asks__note(fx->srv.asks, "n1", bad + 16, mono_ns());
 	s = (struct src){ elf, n, 0, 0 };
 	assert_int_equal(req(fx, "POST", bad, "t0ken", &s, (long)n, 0), 422);
 	settle(fx, 0);
@@ -307,6 +333,45 @@ static void test_text_escapes(void **state)
 		"\xef\xbf\xbd\xef\xbf\xbd");
 }
 
+/* The login form's body and the token lists (server/http_auth.c). */
+static void test_auth_parts(void **state)
+{
+	struct auth_tokens t = { 0 };
+	char tok[16], path[] = "/tmp/strata-tokens-XXXXXX";
+	const char *body = "a=1&token=ab%2Fc+d&x";
+	int fd = mkstemp(path);
+
+	assert_int_equal(auth__form_token(body, strlen(body), tok, sizeof(tok)), 0);
+	assert_string_equal(tok, "ab/c d");
+	assert_int_equal(auth__form_token("token=%4", 8, tok, sizeof(tok)), -EINVAL);
+	assert_int_equal(auth__form_token("token=%00x", 10, tok, sizeof(tok)), -EINVAL);
+	assert_int_equal(auth__form_token("token=0123456789abcdef", 22, tok, sizeof(tok)),
+			 -EINVAL); /* longer than tok */
+	assert_int_equal(auth__form_token("tokens=1", 8, tok, sizeof(tok)), -EINVAL);
+	/* the body is not a string: no NUL needed, none read past */
+	assert_int_equal(auth__form_token("token=abc", 7, tok, sizeof(tok)), 0);
+	assert_string_equal(tok, "a");
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "new\r\n\nold\n", 10), 10);
+	close(fd);
+	assert_int_equal(auth_tokens__load(&t, path), 0);
+	assert_int_equal(t.n, 2);
+	assert_true(auth_tokens__match(&t, "new"));
+	assert_true(auth_tokens__match(&t, "old"));
+	assert_false(auth_tokens__match(&t, "ne"));
+	assert_false(auth_tokens__match(&t, "newer"));
+	assert_false(auth_tokens__match(&t, ""));
+	assert_false(auth_tokens__match(&t, NULL));
+	auth_tokens__free(&t);
+	fd = open(path, O_WRONLY | O_TRUNC);
+	assert_int_equal(write(fd, "a;b\n", 4), 4);
+	close(fd);
+	assert_int_equal(auth_tokens__load(&t, path), -EINVAL); /* no cookie could carry it */
+	auth_tokens__free(&t);
+	unlink(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -314,6 +379,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_budget, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_symbol_stream, setup, teardown),
 		cmocka_unit_test(test_text_escapes),
+		cmocka_unit_test(test_auth_parts),
 	};
 
 	curl_global_init(CURL_GLOBAL_DEFAULT);

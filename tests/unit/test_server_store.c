@@ -209,9 +209,10 @@ static int sum_row(void *ctx, const struct store_sample *s)
 			c->kernel = 1;
 		if (f->module && !strcmp(f->module, "/proc/self/exe")) {
 			struct sym_frame late[SYM_MAX_INLINE];
+			uint32_t queued = 0;
 
-			if (late_sym &&
-			    central_sym__resolve_late(late_sym, f, late, SYM_MAX_INLINE) > 0)
+			if (late_sym && central_sym__resolve_late(late_sym, f, late, SYM_MAX_INLINE,
+								  &queued) > 0)
 				c->late_resolved = !strcmp(late[0].func, "make_batch");
 			if (f->func)
 				c->resolved_self = 1;
@@ -280,7 +281,7 @@ static void test_store_and_symbolize(void **state)
 	snprintf(bdir, sizeof(bdir), "%s/buildids", dir);
 	st = store__open(db, err, sizeof(err));
 	assert_non_null(st);
-	bids = buildid_store__open(bdir, 1 << 30);
+	bids = buildid_store__open(bdir, 1 << 30, 0);
 	cs = central_sym__new(bids, 0);
 	assert_non_null(bids);
 	assert_non_null(cs);

@@ -137,7 +137,8 @@ struct env {
 	int procs_fd;
 };
 
-static void loaded(void *ctx, uint64_t mm_id, const struct proc_mapping *maps, size_t n)
+static void loaded(void *ctx, uint32_t tgid, uint64_t mm_id, const struct proc_mapping *maps,
+		   void *const *files, size_t n)
 {
 	struct env *e = ctx;
 
@@ -147,7 +148,7 @@ static void loaded(void *ctx, uint64_t mm_id, const struct proc_mapping *maps, s
 static int setup(void **state)
 {
 	static struct env e;
-	struct proc_tracker_hooks hooks = { .ctx = &e, .maps_read = loaded };
+	struct proc_loader l = { .name = "test", .ctx = &e, .attach = loaded };
 
 	if (geteuid() != 0)
 		return 0; /* tests skip */
@@ -160,7 +161,7 @@ static int setup(void **state)
 	e.mods = modules__new(0);
 	e.procs = proc_tracker__new(e.mods, 0);
 	e.loader = unwind_loader__new(replay.rows_fd, 1 << 20, e.procs_fd);
-	proc_tracker__set_hooks(e.procs, &hooks);
+	proc_tracker__add_loader(e.procs, &l);
 	*state = &e;
 	return 0;
 }

@@ -1,0 +1,276 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The server's build-id store against forged and stale files (issue 15):
+ * a file is taken only for its exact id (a 1-byte note is no file for
+ * every id starting with that byte), a stored file whose note is not its
+ * id is dropped on first use and replaced by the next upload, and the
+ * store stays within its bytes and files, evicting the least recently used
+ * (an order that survives a restart).
+ */
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "server/buildid_store.h"
+
+/* A minimal ELF64 whose only content is a GNU build-id note of id[0..n),
+ * padded with zeros to size bytes (at least the headers). */
+static uint8_t *make_elf(const uint8_t *id, size_t n, size_t size, size_t *len)
+{
+	size_t note = sizeof(Elf64_Ehdr) + sizeof(Elf64_Phdr);
+	size_t desc = (n + 3) & ~3ul, need = note + sizeof(Elf64_Nhdr) + 4 + desc;
+	uint8_t *f = calloc(1, size > need ? size : need);
+	Elf64_Ehdr *eh = (Elf64_Ehdr *)f;
+	Elf64_Phdr *ph = (Elf64_Phdr *)(f + sizeof(*eh));
+	Elf64_Nhdr *nh = (Elf64_Nhdr *)(f + note);
+
+	assert_non_null(f);
+	memcpy(eh->e_ident, ELFMAG, SELFMAG);
+	eh->e_ident[EI_CLASS] = ELFCLASS64;
+	eh->e_ident[EI_DATA] = ELFDATA2LSB;
+	eh->e_ident[EI_VERSION] = EV_CURRENT;
+	eh->e_type = ET_DYN;
+	eh->e_machine = EM_X86_64;
+	eh->e_version = EV_CURRENT;
+	eh->e_phoff = sizeof(*eh);
+	eh->e_ehsize = sizeof(*eh);
+	eh->e_phentsize = sizeof(*ph);
+	eh->e_phnum = 1;
+	ph->p_type = PT_NOTE;
+	ph->p_offset = note;
+	ph->p_filesz = ph->p_memsz = sizeof(*nh) + 4 + desc;
+	ph->p_align = 4;
+	nh->n_namesz = 4;
+	nh->n_descsz = (Elf64_Word)n;
+	nh->n_type = NT_GNU_BUILD_ID;
+	memcpy(f + note + sizeof(*nh), "GNU", 4);
+	memcpy(f + note + sizeof(*nh) + 4, id, n);
+	*len = size > need ? size : need;
+	return f;
+}
+
+/* The 20-byte id whose bytes are all b, as hex. */
+static void id20(uint8_t b, uint8_t id[20], char hex[41])
+{
+	memset(id, b, 20);
+	for (int i = 0; i < 20; i++)
+		snprintf(hex + 2 * i, 3, "%02x", b);
+}
+
+static int put(struct buildid_store *s, uint8_t b, size_t size)
+{
+	uint8_t id[20];
+	char hex[41];
+	size_t len;
+	uint8_t *f;
+	int err;
+
+	id20(b, id, hex);
+	f = make_elf(id, 20, size, &len);
+	err = buildid_store__put(s, hex, f, len);
+	free(f);
+	return err;
+}
+
+static int have(struct buildid_store *s, uint8_t b)
+{
+	uint8_t id[20];
+	char hex[41], path[256];
+
+	id20(b, id, hex);
+	return !buildid_store__path(s, hex, path, sizeof(path));
+}
+
+static char *tmpdir(void)
+{
+	char *d = strdup("/tmp/strata-bids-XXXXXX");
+
+	assert_non_null(d);
+	assert_non_null(mkdtemp(d));
+	return d;
+}
+
+static void rmdir_all(char *d)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", d);
+	assert_int_equal(system(cmd), 0);
+	free(d);
+}
+
+static void test_exact_id(void **state)
+{
+	char *dir = tmpdir();
+	struct buildid_store *s = buildid_store__open(dir, 1 << 20, 0);
+	const uint8_t one[1] = { 0xab }, two[2] = { 0xab, 0xab };
+	uint8_t id[20];
+	char hex[41], path[256];
+	size_t len;
+	uint8_t *f = make_elf(one, 1, 0, &len);
+	struct buildid_store_stats st;
+
+	assert_non_null(s);
+	/* a 1-byte note claims a 20-byte id that starts with its byte: no */
+	id20(0xab, id, hex);
+	assert_int_equal(buildid_store__put(s, hex, f, len), -ENOEXEC);
+	assert_int_equal(buildid_store__path(s, hex, path, sizeof(path)), -ENOENT);
+	/* an id of one byte has no place in the store */
+	assert_int_equal(buildid_store__put(s, "ab", f, len), -EINVAL);
+	free(f);
+	/* a 2-byte note: the file of its own id, of no longer one */
+	f = make_elf(two, 2, 0, &len);
+	assert_int_equal(buildid_store__put(s, hex, f, len), -ENOEXEC);
+	assert_int_equal(buildid_store__put(s, "abab", f, len), 0);
+	free(f);
+	/* a 20-byte note does not serve its prefix either */
+	f = make_elf(id, 20, 0, &len);
+	assert_int_equal(buildid_store__put(s, "ababab", f, len), -ENOEXEC);
+	assert_int_equal(buildid_store__put(s, hex, f, len), 0);
+	assert_int_equal(buildid_store__path(s, hex, path, sizeof(path)), 0);
+	buildid_store__stats(s, &st);
+	assert_int_equal(st.files, 2);
+	assert_int_equal(st.rejected, 3);
+	free(f);
+	buildid_store__free(s);
+	rmdir_all(dir);
+}
+
+/* A file an older server stored under an id its note does not match (it
+ * took prefixes) is dropped on first use; the next upload replaces it. */
+static void test_replace_bad_file(void **state)
+{
+	char *dir = tmpdir();
+	const uint8_t one[1] = { 0xcd };
+	uint8_t id[20];
+	char hex[41], path[512], sub[300];
+	size_t len;
+	uint8_t *f = make_elf(one, 1, 0, &len);
+	struct buildid_store *s;
+	struct buildid_store_stats st;
+	FILE *out;
+
+	id20(0xcd, id, hex);
+	snprintf(sub, sizeof(sub), "%s/cd", dir);
+	assert_int_equal(mkdir(sub, 0755), 0);
+	snprintf(path, sizeof(path), "%s/%s", sub, hex + 2);
+	out = fopen(path, "wb");
+	assert_non_null(out);
+	assert_int_equal(fwrite(f, 1, len, out), len);
+	fclose(out);
+	free(f);
+
+	s = buildid_store__open(dir, 1 << 20, 0);
+	assert_non_null(s);
+	buildid_store__stats(s, &st);
+	assert_int_equal(st.files, 1);
+	assert_false(have(s, 0xcd)); /* checked on use: dropped */
+	assert_int_equal(access(path, F_OK), -1);
+	buildid_store__stats(s, &st);
+	assert_int_equal(st.replaced, 1);
+	assert_int_equal(st.files, 0);
+	assert_int_equal(st.bytes, 0);
+	assert_int_equal(put(s, 0xcd, 0), 0);
+	assert_true(have(s, 0xcd));
+	/* the first good upload wins: a second one keeps the first */
+	assert_int_equal(put(s, 0xcd, 5000), 0);
+	buildid_store__stats(s, &st);
+	assert_int_equal(st.files, 1);
+	assert_true(st.bytes < 5000);
+	buildid_store__free(s);
+	rmdir_all(dir);
+}
+
+/* 3 KB files in a 10 KB store: the least recently used goes for room;
+ * a file larger than the whole store is refused. */
+static void test_lru_bytes(void **state)
+{
+	char *dir = tmpdir();
+	struct buildid_store *s = buildid_store__open(dir, 10000, 0);
+	struct buildid_store_stats st;
+
+	assert_non_null(s);
+	assert_int_equal(put(s, 0x01, 3000), 0);
+	assert_int_equal(put(s, 0x02, 3000), 0);
+	assert_int_equal(put(s, 0x03, 3000), 0);
+	assert_true(have(s, 0x01)); /* used: 02 is now the oldest */
+	assert_int_equal(put(s, 0x04, 3000), 0);
+	assert_true(have(s, 0x01));
+	assert_false(have(s, 0x02));
+	assert_true(have(s, 0x03));
+	assert_true(have(s, 0x04));
+	buildid_store__stats(s, &st);
+	assert_int_equal(st.evicted, 1);
+	assert_int_equal(st.files, 3);
+	assert_int_equal(st.bytes, 9000);
+	assert_int_equal(put(s, 0x05, 20000), -ENOSPC);
+	buildid_store__stats(s, &st);
+	assert_int_equal(st.refused_full, 1);
+	assert_int_equal(st.bytes, 9000);
+	buildid_store__free(s);
+	rmdir_all(dir);
+}
+
+/* A bound on files; the order of use survives a restart (in the mtime),
+ * and a lower bound at open evicts down to it. */
+static void test_lru_files_restart(void **state)
+{
+	char *dir = tmpdir();
+	struct buildid_store *s = buildid_store__open(dir, 1 << 20, 3);
+	struct buildid_store_stats st;
+	char path[256];
+	uint8_t id[20];
+	char hex[41];
+
+	assert_non_null(s);
+	for (uint8_t b = 0x10; b < 0x14; b++)
+		assert_int_equal(put(s, b, 0), 0);
+	buildid_store__stats(s, &st);
+	assert_int_equal(st.files, 3);
+	assert_false(have(s, 0x10));
+	buildid_store__free(s);
+
+	/* last used long ago, as the mtime says: 0x12 oldest, then 0x11 */
+	for (uint8_t b = 0x11; b < 0x14; b++) {
+		struct timespec ts[2] = { { .tv_nsec = UTIME_OMIT },
+					  { .tv_sec = b == 0x12	  ? 1000
+						      : b == 0x11 ? 2000
+								  : 3000 } };
+
+		id20(b, id, hex);
+		snprintf(path, sizeof(path), "%s/%.2s/%s", dir, hex, hex + 2);
+		assert_int_equal(utimensat(AT_FDCWD, path, ts, 0), 0);
+	}
+	s = buildid_store__open(dir, 1 << 20, 2);
+	assert_non_null(s);
+	buildid_store__stats(s, &st);
+	assert_int_equal(st.files, 2);
+	assert_false(have(s, 0x12));
+	assert_true(have(s, 0x11));
+	assert_true(have(s, 0x13));
+	buildid_store__free(s);
+	rmdir_all(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_exact_id),
+		cmocka_unit_test(test_replace_bad_file),
+		cmocka_unit_test(test_lru_bytes),
+		cmocka_unit_test(test_lru_files_restart),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
