@@ -293,14 +293,10 @@ struct gpu_call {
 	 * launch-ex entries replace them with the config's fields */
 	__u64 a[9];
 	__u64 id_hash; /* ncclCommInitRank*: hash of the unique id */
-	/* The thread's last call site (see gpu_site_stack()): its stack
-	 * pointer, return address and caller's return address, and the stack
-	 * walked there. */
-	__u64 site_sp, site_ret, site_ret2, site_stack;
-	__u32 active; /* a call is in flight (the entry outlives calls) */
+	__u32 active;  /* a call is in flight (the entry outlives calls) */
 	__u32 pad;
 };
-_Static_assert(sizeof(struct gpu_call) == 32 + 72 + 8 + 32 + 8, "gpu_call layout");
+_Static_assert(sizeof(struct gpu_call) == 32 + 72 + 8 + 8, "gpu_call layout");
 /* A GPU call site with Python frames: its id (gpu_stack_pairs' key, used
  * wherever a stack id goes) names the native stack and the Python one. */
 struct gpu_stack_pair {

@@ -78,7 +78,8 @@
 	X(UNWIND_ERR_BAD_FRAME, "bad_frame")	 /* RSP went down or RA zero: stop */        \
 	X(UNWIND_ERR_DEPTH, "depth_limit")	 /* STRATA_MAX_STACK_DEPTH reached */        \
 	X(UNWIND_FP_STEPS, "fp_steps")		 /* frames taken by a frame-pointer step */  \
-	X(UNWIND_CFI_STEPS, "cfi_steps")	 /* frames taken by a CFI row */
+	X(UNWIND_CFI_STEPS, "cfi_steps")	 /* frames taken by a CFI row */             \
+	X(UNWIND_ENTRY_STEPS, "entry_steps")	 /* at a function's entry: RA at rsp */
 
 /* Why a Python walk failed or stopped (map "py_errors"). */
 #define STRATA_PY_COUNTERS(X)                                                                   \
@@ -101,7 +102,7 @@
 	X(GPU_CNT_ORPHAN_RET, "orphan_returns")	 /* return without a matching entry */        \
 	X(GPU_CNT_SITES_FULL, "sites_full")	 /* site map full: call not aggregated */     \
 	X(GPU_CNT_STACKS_FULL, "stacks_full")	 /* stack map full: stack recorded lost */    \
-	X(GPU_CNT_STACK_ERR, "stack_errors")	 /* bpf_get_stack failed */                   \
+	X(GPU_CNT_STACK_ERR, "stack_errors")	 /* stack walk failed */                      \
 	X(GPU_CNT_ALLOCS_FULL, "allocs_full")	 /* allocation map full: not tracked */       \
 	X(GPU_CNT_FREE_UNKNOWN, "free_unknown")	 /* free of a pointer not tracked */          \
 	X(GPU_CNT_EVENTS_LOST, "events_lost")	 /* ring buffer full: event dropped */        \
@@ -111,7 +112,7 @@
 	X(GPU_CNT_FUNCS_FULL, "funcs_full")	 /* kernel-name map full */                   \
 	X(GPU_CNT_ADMITTED, "admitted")		 /* processes made targets by a first call */ \
 	X(GPU_CNT_TARGETS_FULL, "targets_full")	 /* target map full: process not admitted */  \
-	X(GPU_CNT_STACK_REUSED, "stacks_reused") /* same call site as last call: no walk */
+	X(GPU_CNT_STACK_REUSED, "stacks_reused") /* same stack slots as last call: no walk */
 
 /* The scheduler layer (bpf/sched.bpf.c, map "sched_counters"). */
 #define STRATA_SCHED_COUNTERS(X)                                                                   \

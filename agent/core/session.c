@@ -224,6 +224,12 @@ struct session *session__new(const struct session_opts *opts)
 		go.api_layers_fd = s->sched ? sched_collector__api_layers_fd(s->sched) : -1;
 		go.python = s->python;
 		go.py_procs_fd = s->python ? sampler__py_procs_fd(s->sampler) : -1;
+		if (s->unwind) { /* the call-site stacks walk the same tables */
+			uint32_t max_rows;
+
+			sampler__unwind_maps(s->sampler, &go.unwind_rows_fd, &max_rows,
+					     &go.unwind_procs_fd);
+		}
 		s->gpu = gpu__new(&go, s->mods, s->procs, s->sym, s->ksyms);
 		if (!s->gpu)
 			pr_warn("session: GPU layer off: %s", strerror(errno));

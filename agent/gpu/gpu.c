@@ -47,6 +47,14 @@ static int session_maps(struct gpu *g)
 		err = bpf_map__reuse_fd(g->skel->maps.api_layers, g->opts.api_layers_fd);
 		g->skel->rodata->mark_layers = !err;
 	}
+	if (!err && g->opts.unwind_rows_fd > 0 && g->opts.unwind_procs_fd > 0) {
+		err = bpf_map__reuse_fd(g->skel->maps.unwind_rows, g->opts.unwind_rows_fd)
+			      ?: bpf_map__reuse_fd(g->skel->maps.unwind_procs,
+						   g->opts.unwind_procs_fd);
+	} else if (!err) { /* no tables: the walker's frame-pointer steps only */
+		bpf_map__set_max_entries(g->skel->maps.unwind_rows, 1);
+		bpf_map__set_max_entries(g->skel->maps.unwind_procs, 1);
+	}
 	return err;
 }
 

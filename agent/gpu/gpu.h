@@ -38,6 +38,9 @@ struct gpu_opts {
 	 * thread's Python frames (py_procs: the sampler's map, shared). */
 	struct python *python;
 	int py_procs_fd;
+	/* The sampler's unwind tables (--unwind hybrid), shared: call-site
+	 * stacks are walked like CPU samples.  <= 0: frame-pointer steps. */
+	int unwind_rows_fd, unwind_procs_fd;
 	/* The running kernel's (agent/core/features.h); NULL: probed here. */
 	const struct kernel_features *features;
 	/* NCCL communicator identities kept across agent restarts

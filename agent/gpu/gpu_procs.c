@@ -292,6 +292,10 @@ int gpu_on_proc_event(void *ctx, void *data, size_t size)
 		return 0;
 	switch (e->type) {
 	case PROC_EV_NEW: /* admitted by BPF at its first call */
+		/* its libraries are mapped now (the exec-time read had only the
+		 * program and ld.so): read the maps again, so the call-site
+		 * walks get every table from the next calls on */
+		proc_tracker__on_event(g->procs_tracker, e);
 		gpu_proc_admitted(g, e->tgid, e->mm_id, e->comm);
 		break;
 	case PROC_EV_EXIT: {
@@ -307,6 +311,15 @@ int gpu_on_proc_event(void *ctx, void *data, size_t size)
 	case PROC_EV_VMA:
 		proc_tracker__on_event(g->procs_tracker, e);
 		break;
+	case PROC_EV_UNWIND_MISS: { /* a call-site walk met a pc without table */
+		const struct proc_mapping *m;
+
+		/* a target the sampler has not seen has no instance yet: made
+		 * (maps read, tables loaded) by the lookup */
+		proc_tracker__lookup(g->procs_tracker, e->tgid, e->mm_id, e->start, &m);
+		proc_tracker__on_event(g->procs_tracker, e);
+		break;
+	}
 	case PROC_EV_EXEC: /* the old image is finished; the new one is watched */
 		proc_exited(g, e->tgid, 0);
 		gpu__watch(g, e->tgid);

@@ -42,21 +42,25 @@ void gpu_remember_procs(struct gpu *g)
 	}
 }
 
+/* One slot of a per-CPU array map, summed over CPUs (0 when unreadable). */
+static uint64_t percpu_sum(const struct bpf_map *map, uint32_t key)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	uint64_t *v = calloc(ncpu > 0 ? ncpu : 1, sizeof(*v)), sum = 0;
+
+	if (v && !bpf_map_lookup_elem(bpf_map__fd(map), &key, v))
+		for (int i = 0; i < ncpu; i++)
+			sum += v[i];
+	free(v);
+	return sum;
+}
+
 const struct gpu_data *gpu__data(struct gpu *g)
 {
 	struct gpu_data *d = &g->data;
-	uint64_t sum[GPU_CNT_MAX] = { 0 };
-	int ncpu = libbpf_num_possible_cpus();
-	uint64_t *v = calloc(ncpu > 0 ? ncpu : 1, sizeof(*v));
 
-	for (uint32_t c = 0; v && c < GPU_CNT_MAX; c++) {
-		if (bpf_map_lookup_elem(bpf_map__fd(g->skel->maps.gpu_counters), &c, v))
-			continue;
-		for (int i = 0; i < ncpu; i++)
-			sum[c] += v[i];
-	}
-	free(v);
-	memcpy(d->bpf, sum, sizeof(sum));
+	for (uint32_t c = 0; c < GPU_CNT_MAX; c++)
+		d->bpf[c] = percpu_sum(g->skel->maps.gpu_counters, c);
 	d->stacks = NULL;
 	d->nstacks = g->stacks.n;
 	d->sites = g->sites.rows;
@@ -154,6 +158,10 @@ void gpu__report(struct gpu *g)
 	for (int i = 0; i < GPU_CNT_MAX; i++)
 		fprintf(stderr, " %s=%llu", strata_gpu_counter_name(i),
 			(unsigned long long)d->bpf[i]);
+	fprintf(stderr, "\n  gpu.unwind:");
+	for (uint32_t i = 0; i < UNWIND_ERR_MAX; i++)
+		fprintf(stderr, " %s=%llu", strata_unwind_counter_name(i),
+			(unsigned long long)percpu_sum(g->skel->maps.unwind_errors, i));
 	fprintf(stderr, "\n  gpu: probes via %s: %llu kernel link objects, %.1f ms attaching",
 		kernel_features__path(&g->features, KPATH_GPU_PROBES, NULL),
 		(unsigned long long)g->link_objs, (double)g->attach_ns / 1e6);
