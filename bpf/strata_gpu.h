@@ -211,7 +211,8 @@ struct gpu_event {
 	 *           a3 block y|z<<32, a4 shared mem, a5 stream
 	 * allocs/frees: a0 ptr, a1 size; copies: a1 bytes, a2 kind, a5 stream
 	 * syncs: a0 stream/event
-	 * NCCL: a0 comm id hash, a1 sequence number, a2 count, a3 bytes,
+	 * NCCL: a0 comm id hash, a1 sequence number, a2 communicator
+	 *       (ncclComm_t: with the tgid, the gpu_comms key), a3 bytes,
 	 *       a4 dtype | op << 16 | peer or root << 32 (op 0xffff and
 	 *       peer/root 0xffffffff where the call has none),
 	 *       a5 rank | nranks << 32 */

@@ -120,7 +120,7 @@
 
 /* The scheduler layer (bpf/sched.bpf.c, map "sched_counters"). */
 #define STRATA_SCHED_COUNTERS(X)                                                                   \
-	X(STRATA_SCHED_SWITCHES, "switches")	     /* sched_switch events seen */                \
+	X(STRATA_SCHED_SWITCHES, "switches")	     /* switches of targets / on their CPUs */     \
 	X(STRATA_SCHED_THREADS_FULL, "threads_full") /* per-thread map full: time lost */          \
 	X(STRATA_SCHED_OFFCPU_FULL, "offcpu_full")   /* off-CPU map full: stack lost, time kept */ \
 	X(STRATA_SCHED_FOREIGN_FULL, "foreign_full") /* foreign-process map full */                \

@@ -4,6 +4,7 @@
  * files that do the rest): the BPF object with the session's filter maps,
  * the tables, and the files attached for the whole session.
  */
+#include "agent/gpu/gpu_comm_state.h"
 #include "agent/gpu/gpu_impl.h"
 
 #include <errno.h>
@@ -156,6 +157,24 @@ struct gpu *gpu__new(const struct gpu_opts *opts, struct module_registry *mods,
 		pr_warn("gpu: cannot load the BPF object: %s", strerror(-err));
 		goto err_out;
 	}
+	/* Communicators a previous run saw initialise: back into the map
+	 * before any probe is attached. */
+	if (opts->comm_state_path) {
+		g->comm_state = gpu_comm_state__new(opts->comm_state_path, realtime_ns());
+		if (!g->comm_state) {
+			err = -ENOMEM;
+			goto err_out;
+		}
+		err = gpu_comm_state__restore(g->comm_state, bpf_map__fd(g->skel->maps.gpu_comms),
+					      "/proc");
+		if (err < 0)
+			pr_warn("gpu: %s: %s (communicators start unknown)", opts->comm_state_path,
+				strerror(-err));
+		else if (err)
+			pr_info("gpu: %d NCCL communicators restored from %s", err,
+				opts->comm_state_path);
+		err = 0;
+	}
 	if (!bpf_program__attach(g->exit_prog) ||
 	    !bpf_program__attach(g->skel->progs.gpu_proc_exec)) {
 		err = -errno;
@@ -194,6 +213,9 @@ void gpu__free(struct gpu *g)
 {
 	if (!g)
 		return;
+	if (g->comm_state && g->skel) /* the latest counts for the next run */
+		gpu_comm_state__save(g->comm_state, bpf_map__fd(g->skel->maps.gpu_comms), "/proc");
+	gpu_comm_state__free(g->comm_state);
 	for (int i = 0; i < g->nfiles; i++)
 		gpu_file_detach(g, &g->files[i]);
 	ring_buffer__free(g->rb);

@@ -43,6 +43,9 @@ struct gpu_opts {
 	int unwind_rows_fd, unwind_procs_fd;
 	/* The running kernel's (agent/core/features.h); NULL: probed here. */
 	const struct kernel_features *features;
+	/* NCCL communicator identities kept across agent restarts
+	 * (agent/gpu/gpu_comm_state.h); NULL: not kept. */
+	const char *comm_state_path;
 };
 
 struct gpu;

@@ -3,6 +3,7 @@
  * The drain: the BPF maps read into the tables, outstanding allocations
  * snapshotted, and exited processes swept out of BPF.
  */
+#include "agent/gpu/gpu_comm_state.h"
 #include "agent/gpu/gpu_impl.h"
 
 #include <stddef.h>
@@ -207,5 +208,7 @@ int gpu__drain(struct gpu *g)
 		gpu_duty_plan(g, mono_ns());
 	gpu_remember_procs(g);
 	finish_exited(g);
+	if (g->comm_state)
+		gpu_comm_state__save(g->comm_state, bpf_map__fd(g->skel->maps.gpu_comms), "/proc");
 	return 0;
 }

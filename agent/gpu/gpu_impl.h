@@ -161,12 +161,13 @@ struct gpu {
 	size_t nprev;
 
 	struct gpu_data data;
-	bool no_multi, multi_ok;	 /* uprobe_multi refused / worked on this kernel */
-	struct kernel_features features; /* the session's: which path each feature takes */
-	struct bpf_program *exit_prog;	 /* one of gpu_proc_exit's four variants */
-	uint64_t link_objs;		 /* kernel link objects open (a multi link holds many) */
-	uint64_t attach_ns;		 /* time spent attaching, all files */
-	uint64_t adopted;		 /* BPF-admitted targets found without their event */
+	struct gpu_comm_state *comm_state; /* NULL: identities not kept */
+	bool no_multi, multi_ok;	   /* uprobe_multi refused / worked on this kernel */
+	struct kernel_features features;   /* the session's: which path each feature takes */
+	struct bpf_program *exit_prog;	   /* one of gpu_proc_exit's four variants */
+	uint64_t link_objs;		   /* kernel link objects open (a multi link holds many) */
+	uint64_t attach_ns;		   /* time spent attaching, all files */
+	uint64_t adopted;		   /* BPF-admitted targets found without their event */
 	uint64_t links, attach_failed, scans, scan_failed, files_dropped, procs_dropped;
 	uint64_t exits;
 };

@@ -3,6 +3,7 @@
  * The processes of the GPU layer: watched, target, exited (gpu_impl.h), and
  * the GPU object's own process events.
  */
+#include "agent/gpu/gpu_comm_state.h"
 #include "agent/gpu/gpu_impl.h"
 
 #include <errno.h>
@@ -147,6 +148,19 @@ void gpu_proc_scan(struct gpu *g, struct gpu_proc *p, uint64_t now_ms)
 	p->backoff_ms = p->backoff_ms * 2 > GPU_SCAN_MAX_MS ? GPU_SCAN_MAX_MS : p->backoff_ms * 2;
 }
 
+/* A process whose communicator a previous agent run saw initialise. */
+static void gpu_restored_identity(struct gpu *g, struct gpu_proc *p)
+{
+	struct gpu_comm_identity id;
+
+	if (!g->comm_state || !gpu_comm_state__identity(g->comm_state, p->tgid, &id))
+		return;
+	p->info.nccl_rank = id.rank;
+	p->info.nccl_nranks = id.nranks;
+	p->info.comm_hash = id.hash;
+	p->info.job_hash = id.job_hash;
+}
+
 /* A free slot for tgid, watched; NULL (counted) when none is left. */
 static struct gpu_proc *proc_new(struct gpu *g, uint32_t tgid)
 {
@@ -162,6 +176,7 @@ static struct gpu_proc *proc_new(struct gpu *g, uint32_t tgid)
 		p->info.tgid = tgid;
 		p->info.rank = p->info.local_rank = p->info.world_size = -1;
 		p->info.nccl_rank = p->info.nccl_nranks = -1;
+		gpu_restored_identity(g, p);
 		return p;
 	}
 	g->procs_dropped++;

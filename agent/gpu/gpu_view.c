@@ -3,6 +3,7 @@
  * The tables as struct gpu_data (what the local writers and the batch
  * builder read), the layer's state and its -v report.
  */
+#include "agent/gpu/gpu_comm_state.h"
 #include "agent/gpu/gpu_impl.h"
 
 #include <stdio.h>
@@ -186,6 +187,17 @@ void gpu__report(struct gpu *g)
 		(unsigned long long)st.bpf_proc_rows, (unsigned long long)g->adopted,
 		(unsigned long long)d->dropped_rows, (unsigned long long)d->dropped_calls,
 		(unsigned long long)g->procs_dropped, (unsigned long long)d->clock_err_ns);
+	if (g->comm_state) {
+		struct gpu_comm_state_stats cs;
+
+		gpu_comm_state__stats(g->comm_state, &cs);
+		fprintf(stderr,
+			"  gpu nccl comms: restored=%llu stale=%llu bad_lines=%llu saves=%llu "
+			"save_failed=%llu saved=%llu\n",
+			(unsigned long long)cs.restored, (unsigned long long)cs.stale,
+			(unsigned long long)cs.bad_lines, (unsigned long long)cs.saves,
+			(unsigned long long)cs.save_failed, (unsigned long long)cs.saved_entries);
+	}
 }
 
 /* --- wire (strata-agent --server): call records handed over --- */
