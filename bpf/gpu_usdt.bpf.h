@@ -31,8 +31,7 @@ struct {
 } gpu_fw_allocs SEC(".maps");
 
 /* One argument's value per its spec; false: unreadable (counted). */
-static __always_inline bool usdt_arg(struct pt_regs *ctx, const struct usdt_arg_spec *a,
-				     __u64 *out)
+static __always_inline bool usdt_arg(struct pt_regs *ctx, const struct usdt_arg_spec *a, __u64 *out)
 {
 	__u64 v = 0, base = 0;
 

@@ -21,17 +21,20 @@ static const struct {
 	const char *name;
 	uint16_t off;
 } regs[] = {
-#define R(q, d, w, b, field)                                                                  \
-	{ q, offsetof(struct pt_regs, field) }, { d, offsetof(struct pt_regs, field) },      \
-		{ w, offsetof(struct pt_regs, field) }, { b, offsetof(struct pt_regs, field) }
-	R("rax", "eax", "ax", "al", rax),     R("rbx", "ebx", "bx", "bl", rbx),
-	R("rcx", "ecx", "cx", "cl", rcx),     R("rdx", "edx", "dx", "dl", rdx),
-	R("rsi", "esi", "si", "sil", rsi),    R("rdi", "edi", "di", "dil", rdi),
-	R("rbp", "ebp", "bp", "bpl", rbp),    R("rsp", "esp", "sp", "spl", rsp),
-	R("r8", "r8d", "r8w", "r8b", r8),     R("r9", "r9d", "r9w", "r9b", r9),
-	R("r10", "r10d", "r10w", "r10b", r10), R("r11", "r11d", "r11w", "r11b", r11),
-	R("r12", "r12d", "r12w", "r12b", r12), R("r13", "r13d", "r13w", "r13b", r13),
-	R("r14", "r14d", "r14w", "r14b", r14), R("r15", "r15d", "r15w", "r15b", r15),
+#define R(q, d, w, b, field)                                                            \
+	{ q, offsetof(struct pt_regs, field) }, { d, offsetof(struct pt_regs, field) }, \
+		{ w, offsetof(struct pt_regs, field) },                                 \
+	{                                                                               \
+		b, offsetof(struct pt_regs, field)                                      \
+	}
+	R("rax", "eax", "ax", "al", rax),	  R("rbx", "ebx", "bx", "bl", rbx),
+	R("rcx", "ecx", "cx", "cl", rcx),	  R("rdx", "edx", "dx", "dl", rdx),
+	R("rsi", "esi", "si", "sil", rsi),	  R("rdi", "edi", "di", "dil", rdi),
+	R("rbp", "ebp", "bp", "bpl", rbp),	  R("rsp", "esp", "sp", "spl", rsp),
+	R("r8", "r8d", "r8w", "r8b", r8),	  R("r9", "r9d", "r9w", "r9b", r9),
+	R("r10", "r10d", "r10w", "r10b", r10),	  R("r11", "r11d", "r11w", "r11b", r11),
+	R("r12", "r12d", "r12w", "r12b", r12),	  R("r13", "r13d", "r13w", "r13b", r13),
+	R("r14", "r14d", "r14w", "r14b", r14),	  R("r15", "r15d", "r15w", "r15b", r15),
 #undef R
 	{ "rip", offsetof(struct pt_regs, rip) },
 };

@@ -30,9 +30,9 @@ static void args_of_every_shape(void **state)
 {
 	struct usdt_arg_spec a[USDT_MAX_ARGS];
 
-	assert_int_equal(usdt_args_parse("-4@%edi 8@-16(%rbp) 8@%rax -1@$-3 2@0x10(%r12)", a,
-					 USDT_MAX_ARGS),
-			 5);
+	assert_int_equal(
+		usdt_args_parse("-4@%edi 8@-16(%rbp) 8@%rax -1@$-3 2@0x10(%r12)", a, USDT_MAX_ARGS),
+		5);
 	assert_int_equal(a[0].kind, USDT_ARG_REG);
 	assert_int_equal(a[0].reg_off, OFF(rdi));
 	assert_int_equal(a[0].size, 4);
@@ -66,19 +66,19 @@ static void args_of_every_shape(void **state)
 static void args_not_understood_are_refused(void **state)
 {
 	static const char *bad[] = {
-		"8@(%rax,%rbx,8)",   /* an index register */
-		"8@foo+8(%rip)",     /* a symbol */
-		"8@8(%rip)",	     /* %rip-relative: the next instruction's */
-		"1@%ah",	     /* a high byte */
-		"%rdi",		     /* no size */
-		"3@%rdi",	     /* no such size */
-		"8@%xmm0",	     /* not a general register */
-		"8@%rdi,",	     /* trailing garbage */
-		"8@",		     /* no operand */
-		"8@$",		     /* no number */
+		"8@(%rax,%rbx,8)", /* an index register */
+		"8@foo+8(%rip)",   /* a symbol */
+		"8@8(%rip)",	   /* %rip-relative: the next instruction's */
+		"1@%ah",	   /* a high byte */
+		"%rdi",		   /* no size */
+		"3@%rdi",	   /* no such size */
+		"8@%xmm0",	   /* not a general register */
+		"8@%rdi,",	   /* trailing garbage */
+		"8@",		   /* no operand */
+		"8@$",		   /* no number */
 		"8@$99999999999999999999",
-		"8@-16(%rbp",	     /* unclosed */
-		"8@%rdi 8@%nope",    /* one bad of two */
+		"8@-16(%rbp",	  /* unclosed */
+		"8@%rdi 8@%nope", /* one bad of two */
 	};
 	struct usdt_arg_spec a[USDT_MAX_ARGS];
 
