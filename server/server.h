@@ -44,12 +44,22 @@ struct server_metrics {
 	struct latency_hist store_ingest, query, symbolize;
 };
 
+#define AUTH_MAX_TOKENS 16
+
+/* One credential: the tokens that grant it (none: open). */
+struct auth_tokens {
+	char *v[AUTH_MAX_TOKENS];
+	size_t n;
+};
+
 struct server {
 	struct store *store;
 	struct central_sym *sym;
 	struct buildid_store *bids;
 	struct sym_asks *asks; /* build-ids asked of each node; uploads need one */
-	const char *token;     /* NULL: no auth */
+	struct auth_tokens ingest, read, metrics; /* server/http_auth.h */
+	int tls;				  /* served over TLS: cookies are Secure */
+	const char *tls_cert, *tls_key;		  /* PEM text, when tls */
 	struct batch_limits limits;
 	size_t max_symbol_upload; /* bytes */
 	struct mem_budget budget; /* request bodies in memory, all connections */
