@@ -228,8 +228,8 @@ static const char *const path_loses[KPATH_MAX] = {
 	[KPATH_EXIT_MAPS] = "mappings are those last read from /proc: a process that exits "
 			    "before its first read (or after an unread dlopen) keeps those "
 			    "frames unresolved",
-	[KPATH_GPU_PROBES] = "one link per probed function: slower attach, and a grace period "
-			     "per probe when a library is dropped",
+	[KPATH_GPU_PROBES] = ("one link per probed function: slower attach, and a grace period "
+			      "per probe when a library is dropped"),
 	[KPATH_USER_STACKS] = "no CFI (hybrid) unwinding and no Python frames",
 };
 

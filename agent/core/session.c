@@ -18,6 +18,7 @@
 #include "agent/proc/unwind_loader.h"
 #include "agent/python/python.h"
 #include "agent/sched/sched_collector.h"
+#include "agent/sched/sched_targets.h"
 #include "lib/clock.h"
 #include "lib/enum_names.h"
 #include "lib/log.h"
@@ -33,6 +34,7 @@ struct session {
 	struct unwind_loader *unwind;  /* NULL: frame pointers only */
 	struct python *python;	       /* NULL: no Python frames (--no-python) */
 	struct sched_collector *sched; /* NULL: scheduler layer off */
+	struct sched_targets *targets; /* host-wide: its automatic targets */
 	struct gpu *gpu;	       /* NULL: --no-gpu, or the layer could not load */
 	struct session_sink sink;
 	int epfd, sigfd;
@@ -189,16 +191,27 @@ struct session *session__new(const struct session_opts *opts)
 		proc_tracker__add_loader(s->procs, &l);
 	}
 	if (opts->sched) {
+		/* Host-wide, the layer follows the processes of training
+		 * jobs only (agent/sched/sched_targets.h): every other
+		 * switch leaves at the top of the programs. */
 		struct sched_collector_opts so = {
 			.sz = sizeof(so),
-			.filter = opts->sampler.filter,
+			.filter = opts->sampler.filter == STRATA_FILTER_NONE ? STRATA_FILTER_AUTO
+									     : opts->sampler.filter,
 			.test_layer_binary = opts->sched_test_layer_binary,
 		};
+		uint64_t *words;
+		uint32_t nwords;
 
 		sampler__filter_maps(s->sampler, &so.targets_fd, &so.cgroup_map_fd);
 		s->sched = sched_collector__new(&so);
 		if (!s->sched) {
 			err = -errno;
+			goto err_out;
+		}
+		words = sched_collector__auto_targets(s->sched, &nwords);
+		if (words && !(s->targets = sched_targets__new(words, nwords, "/proc"))) {
+			err = -ENOMEM;
 			goto err_out;
 		}
 	}
@@ -211,6 +224,12 @@ struct session *session__new(const struct session_opts *opts)
 		go.api_layers_fd = s->sched ? sched_collector__api_layers_fd(s->sched) : -1;
 		go.python = s->python;
 		go.py_procs_fd = s->python ? sampler__py_procs_fd(s->sampler) : -1;
+		if (s->unwind) { /* the call-site stacks walk the same tables */
+			uint32_t max_rows;
+
+			sampler__unwind_maps(s->sampler, &go.unwind_rows_fd, &max_rows,
+					     &go.unwind_procs_fd);
+		}
 		s->gpu = gpu__new(&go, s->mods, s->procs, s->sym, s->ksyms);
 		if (!s->gpu)
 			pr_warn("session: GPU layer off: %s", strerror(errno));
@@ -263,6 +282,7 @@ void session__free(struct session *s)
 	proc_tracker__free(s->procs);
 	unwind_loader__free(s->unwind);
 	python__free(s->python);
+	sched_targets__free(s->targets);
 	sched_collector__free(s->sched);
 	sampler__free(s->sampler);
 	ksyms__free(s->ksyms);
@@ -284,12 +304,16 @@ int session__add_target(struct session *s, uint32_t tgid)
 	return err;
 }
 
+static void labelled_target(void *ctx, uint32_t tgid);
+
 int session__start(struct session *s)
 {
 	int err = sampler__start(s->sampler);
 
 	if (!err && s->sched)
 		err = sched_collector__start(s->sched);
+	if (!err && s->targets) /* jobs that run already are targets at once */
+		sched_targets__scan(s->targets, labelled_target, s);
 	return err;
 }
 
@@ -399,6 +423,32 @@ static int end_window(struct session *s, struct session_window *w)
 	return err;
 }
 
+/* A process with training labels: the GPU layer looks at its mappings
+ * now, so its probes are attached before it initialises NCCL (host-wide,
+ * nothing else makes a process that has not been sampled yet a GPU
+ * candidate). */
+static void labelled_target(void *ctx, uint32_t tgid)
+{
+	struct session *s = ctx;
+
+	if (s->gpu)
+		gpu__watch(s->gpu, tgid);
+}
+
+/* Host-wide scheduler layer: the GPU layer's processes and those with
+ * training labels become its targets. */
+static void mark_targets(struct session *s)
+{
+	if (s->gpu) {
+		const struct gpu_data *d = gpu__data(s->gpu);
+
+		for (size_t i = 0; i < d->nprocs; i++)
+			if (!d->procs[i].exited)
+				sched_targets__mark(s->targets, d->procs[i].tgid, true);
+	}
+	sched_targets__scan(s->targets, labelled_target, s);
+}
+
 /*
  * The one drain of every layer, in the one order (agent/core/sink.h), with
  * the window's end when w is set.  Returns the window members' first error.
@@ -423,6 +473,8 @@ static int drain(struct session *s, struct session_window *w)
 		unwind_loader__flush(s->unwind);
 	if (s->sched) /* exited threads out of the BPF map */
 		sched_collector__retire(s->sched, mono_ns(), SCHED_RETIRE_GRACE_NS);
+	if (s->targets)
+		mark_targets(s);
 	if (w)
 		err = end_window(s, w);
 	proc_tracker__end_drain(s->procs);
@@ -434,6 +486,35 @@ static int drain(struct session *s, struct session_window *w)
 int session__end_window(struct session *s, struct session_window *w)
 {
 	return drain(s, w);
+}
+
+void session__report_sched(struct session *s)
+{
+	if (s->sched) { /* scheduler layer */
+		uint64_t sc[STRATA_SCHED_CNT_MAX];
+		struct sched_retire_stats rs;
+
+		sched_collector__counters(s->sched, sc);
+		fprintf(stderr, "  sched:");
+		for (int i = 0; i < STRATA_SCHED_CNT_MAX; i++)
+			fprintf(stderr, " %s=%llu", strata_sched_counter_name(i),
+				(unsigned long long)sc[i]);
+		sched_collector__retire_stats(s->sched, &rs);
+		fprintf(stderr, " retired=%llu retired_dropped=%llu\n",
+			(unsigned long long)rs.retired, (unsigned long long)rs.dropped);
+		if (s->targets) {
+			struct sched_targets_stats ts;
+
+			sched_targets__stats(s->targets, &ts);
+			fprintf(stderr,
+				"  sched targets: scans=%llu examined=%llu by_labels=%llu "
+				"by_gpu=%llu unreadable=%llu out_of_range=%llu resets=%llu\n",
+				(unsigned long long)ts.scans, (unsigned long long)ts.examined,
+				(unsigned long long)ts.by_labels, (unsigned long long)ts.by_gpu,
+				(unsigned long long)ts.unreadable,
+				(unsigned long long)ts.out_of_range, (unsigned long long)ts.resets);
+		}
+	}
 }
 
 void session__report(struct session *s, const struct profile *p)
@@ -530,19 +611,7 @@ void session__report(struct session *s, const struct profile *p)
 			(unsigned long long)sy.read_failed, (unsigned long long)sy.stale,
 			(unsigned long long)sy.no_line);
 	}
-	if (s->sched) { /* scheduler layer */
-		uint64_t sc[STRATA_SCHED_CNT_MAX];
-		struct sched_retire_stats rs;
-
-		sched_collector__counters(s->sched, sc);
-		fprintf(stderr, "  sched:");
-		for (int i = 0; i < STRATA_SCHED_CNT_MAX; i++)
-			fprintf(stderr, " %s=%llu", strata_sched_counter_name(i),
-				(unsigned long long)sc[i]);
-		sched_collector__retire_stats(s->sched, &rs);
-		fprintf(stderr, " retired=%llu retired_dropped=%llu\n",
-			(unsigned long long)rs.retired, (unsigned long long)rs.dropped);
-	}
+	session__report_sched(s);
 	fprintf(stderr,
 		"  symbolizer: lookups=%llu cache_hits=%llu unresolved=%llu open_failed=%llu\n",
 		(unsigned long long)ss.lookups, (unsigned long long)ss.cache_hits,

@@ -4,6 +4,7 @@
  * files that do the rest): the BPF object with the session's filter maps,
  * the tables, and the files attached for the whole session.
  */
+#include "agent/gpu/gpu_comm_state.h"
 #include "agent/gpu/gpu_impl.h"
 
 #include <errno.h>
@@ -45,6 +46,14 @@ static int session_maps(struct gpu *g)
 	if (!err && g->opts.api_layers_fd > 0) {
 		err = bpf_map__reuse_fd(g->skel->maps.api_layers, g->opts.api_layers_fd);
 		g->skel->rodata->mark_layers = !err;
+	}
+	if (!err && g->opts.unwind_rows_fd > 0 && g->opts.unwind_procs_fd > 0) {
+		err = bpf_map__reuse_fd(g->skel->maps.unwind_rows, g->opts.unwind_rows_fd)
+			      ?: bpf_map__reuse_fd(g->skel->maps.unwind_procs,
+						   g->opts.unwind_procs_fd);
+	} else if (!err) { /* no tables: the walker's frame-pointer steps only */
+		bpf_map__set_max_entries(g->skel->maps.unwind_rows, 1);
+		bpf_map__set_max_entries(g->skel->maps.unwind_procs, 1);
 	}
 	return err;
 }
@@ -93,6 +102,7 @@ struct gpu *gpu__new(const struct gpu_opts *opts, struct module_registry *mods,
 	gpu_table__init(&g->errs, sizeof(struct gpu_err_row), 0, sizeof(struct gpu_err_key),
 			GPU_MAX_ROWS);
 	gpu_leaks__init(&g->leaks, GPU_MAX_ROWS);
+	gpu_leaks__init(&g->fw_leaks, GPU_MAX_ROWS);
 	gpu_table__init(&g->colls, sizeof(struct gpu_coll_row), 0, sizeof(struct gpu_coll_key),
 			GPU_MAX_ROWS);
 	gpu_table__init(&g->funcs, sizeof(struct func_row), 0, sizeof(struct func_key),
@@ -147,6 +157,24 @@ struct gpu *gpu__new(const struct gpu_opts *opts, struct module_registry *mods,
 		pr_warn("gpu: cannot load the BPF object: %s", strerror(-err));
 		goto err_out;
 	}
+	/* Communicators a previous run saw initialise: back into the map
+	 * before any probe is attached. */
+	if (opts->comm_state_path) {
+		g->comm_state = gpu_comm_state__new(opts->comm_state_path, realtime_ns());
+		if (!g->comm_state) {
+			err = -ENOMEM;
+			goto err_out;
+		}
+		err = gpu_comm_state__restore(g->comm_state, bpf_map__fd(g->skel->maps.gpu_comms),
+					      "/proc");
+		if (err < 0)
+			pr_warn("gpu: %s: %s (communicators start unknown)", opts->comm_state_path,
+				strerror(-err));
+		else if (err)
+			pr_info("gpu: %d NCCL communicators restored from %s", err,
+				opts->comm_state_path);
+		err = 0;
+	}
 	if (!bpf_program__attach(g->exit_prog) ||
 	    !bpf_program__attach(g->skel->progs.gpu_proc_exec)) {
 		err = -errno;
@@ -185,6 +213,9 @@ void gpu__free(struct gpu *g)
 {
 	if (!g)
 		return;
+	if (g->comm_state && g->skel) /* the latest counts for the next run */
+		gpu_comm_state__save(g->comm_state, bpf_map__fd(g->skel->maps.gpu_comms), "/proc");
+	gpu_comm_state__free(g->comm_state);
 	for (int i = 0; i < g->nfiles; i++)
 		gpu_file_detach(g, &g->files[i]);
 	ring_buffer__free(g->rb);
@@ -203,11 +234,13 @@ void gpu__free(struct gpu *g)
 	gpu_table__fini(&g->tally);
 	gpu_table__fini(&g->errs);
 	gpu_leaks__fini(&g->leaks);
+	gpu_leaks__fini(&g->fw_leaks);
 	gpu_table__fini(&g->colls);
 	gpu_table__fini(&g->funcs);
 	profile__free(g->data.frames);
 	free(g->data.procs);
 	free(g->data.leaks);
+	free(g->data.fw_leaks);
 	free(g->data.stacks_view);
 	free(g->data.allocs);
 	free(g->prev_calls);
