@@ -14,6 +14,7 @@
 
 #include "agent/proc/modules.h"
 #include "agent/proc/proc_tracker.h"
+#include "agent/proc/proc_tree.h"
 #include "agent/proc/unwind_loader.h"
 #include "agent/python/python.h"
 #include "agent/sched/sched_collector.h"
@@ -21,6 +22,8 @@
 #include "lib/enum_names.h"
 #include "lib/log.h"
 #include "symbolize/symbolize.h"
+
+#define SESSION_ADOPT_MAX 1024 /* descendants of a --pid target adopted at start */
 
 struct session {
 	struct sampler *sampler;
@@ -84,6 +87,36 @@ static void raise_nofile(struct rlimit *orig)
 	if (rl.rlim_cur < rl.rlim_max) {
 		rl.rlim_cur = rl.rlim_max;
 		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+/*
+ * BPF follows a target's children from the moment the target is in its
+ * filter; the children forked before that (starting the agent takes
+ * seconds on a loaded node, and a job does not wait for it) are found in
+ * /proc and made targets too.  Twice: a child forked by one of them
+ * before it was added is seen the second time, after that BPF follows.
+ */
+static void adopt_descendants(struct session *s, const struct session_opts *opts)
+{
+	uint32_t kids[SESSION_ADOPT_MAX];
+
+	for (int pass = 0; pass < 2; pass++) {
+		for (size_t i = 0; i < opts->npids; i++) {
+			int more, n = proc_tree__descendants(opts->pids[i], kids, SESSION_ADOPT_MAX,
+							     &more);
+
+			if (more)
+				pr_warn("session: pid %u: more than %d descendants: the first "
+					"followed",
+					opts->pids[i], SESSION_ADOPT_MAX);
+			for (int k = 0; k < n; k++) {
+				if (sampler__add_target(s->sampler, kids[k]))
+					continue;
+				if (s->gpu)
+					gpu__watch(s->gpu, kids[k]);
+			}
+		}
 	}
 }
 
@@ -200,6 +233,7 @@ struct session *session__new(const struct session_opts *opts)
 		if (s->gpu)
 			gpu__watch(s->gpu, opts->pids[i]);
 	}
+	adopt_descendants(s, opts);
 
 	s->sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	s->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -450,10 +484,11 @@ void session__report(struct session *s, const struct profile *p)
 		(unsigned long long)pt.exit_vmas, (unsigned long long)pt.exit_vmas_unlocated,
 		(unsigned long long)s->events_failed);
 	fprintf(stderr,
-		"  modules=%llu dropped=%llu open_failed=%llu located=%llu not_located=%llu\n",
+		"  modules=%llu dropped=%llu open_failed=%llu not_regular=%llu located=%llu "
+		"not_located=%llu\n",
 		(unsigned long long)ms.modules, (unsigned long long)ms.dropped,
-		(unsigned long long)ms.open_failed, (unsigned long long)ms.located,
-		(unsigned long long)ms.not_located);
+		(unsigned long long)ms.open_failed, (unsigned long long)ms.not_regular,
+		(unsigned long long)ms.located, (unsigned long long)ms.not_located);
 	if (s->unwind) {
 		uint64_t uc[UNWIND_ERR_MAX];
 		struct unwind_loader_stats ul;

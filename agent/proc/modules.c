@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "lib/log.h"
+#include "lib/safe_open.h"
 
 #define MODULE_BUCKETS 1024
 #define NOT_FOUND_RING 256 /* (dev, ino) pairs recently not located */
@@ -110,18 +111,21 @@ err_out:
 }
 
 /*
- * Opens path only if it is the file (dev, ino): a path can name another
- * file by now (package upgrade, container layer), and a wrong file would
- * give wrong names for good.  Returns an fd or -1.
+ * Keeps fd only if it is the file (dev, ino): a path can name another file
+ * by now (package upgrade, container layer, a target replacing its own
+ * file), and a wrong file would give wrong names for good.  fd comes from
+ * safe_open (lib/safe_open.h: a regular file, opened without blocking on
+ * whatever the target put there).  Returns fd or -1.
  */
-static int open_verified(const char *path, dev_t dev, uint64_t ino)
+static int verified(struct module_registry *r, int fd, const struct stat *st, dev_t dev,
+		    uint64_t ino)
 {
-	struct stat st;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-
-	if (fd < 0)
+	if (fd < 0) {
+		if (fd == -EINVAL || fd == -ELOOP)
+			r->st.not_regular++;
 		return -1;
-	if (fstat(fd, &st) || st.st_dev != dev || st.st_ino != ino) {
+	}
+	if (st->st_dev != dev || st->st_ino != ino) {
 		close(fd);
 		return -1;
 	}
@@ -133,6 +137,7 @@ struct module *modules__from_map(struct module_registry *r, int pid, const struc
 	dev_t dev = makedev(pm->dev_major, pm->dev_minor);
 	struct module *m = modules__find(r, dev, pm->inode);
 	char p[PATH_MAX + 64];
+	struct stat st;
 	int fd;
 
 	if (m)
@@ -143,10 +148,12 @@ struct module *modules__from_map(struct module_registry *r, int pid, const struc
 	 * against what maps says either way.) */
 	snprintf(p, sizeof(p), "/proc/%d/map_files/%llx-%llx", pid, (unsigned long long)pm->start,
 		 (unsigned long long)pm->end);
-	fd = open_verified(p, dev, pm->inode);
-	if (fd < 0) {
-		snprintf(p, sizeof(p), "/proc/%d/root%s", pid, pm->path);
-		fd = open_verified(p, dev, pm->inode);
+	fd = safe_open(AT_FDCWD, p, 0, &st);
+	fd = verified(r, fd, &st, dev, pm->inode);
+	if (fd < 0 && pm->path[0] == '/') {
+		/* resolved inside its root: its symlinks cannot lead out */
+		fd = safe_open_in_root(pid, pm->path, 0, &st);
+		fd = verified(r, fd, &st, dev, pm->inode);
 	}
 	if (fd < 0) {
 		/* Not registered: a later mapping of the file tries again
@@ -164,11 +171,14 @@ static struct module *try_dir(struct module_registry *r, const char *dir, dev_t 
 			      const char *name)
 {
 	char path[PATH_MAX];
+	struct stat st;
 	int fd;
 
 	if (snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path))
 		return NULL;
-	fd = open_verified(path, dev, ino);
+	/* the mapped file's own name: never a symlink to follow */
+	fd = safe_open(AT_FDCWD, path, SAFE_OPEN_NOFOLLOW, &st);
+	fd = verified(r, fd, &st, dev, ino);
 	return fd < 0 ? NULL : module_add(r, dev, ino, path, fd);
 }
 
@@ -177,14 +187,10 @@ struct module *modules__from_path(struct module_registry *r, const char *path)
 	char real[PATH_MAX];
 	struct module *m;
 	struct stat st;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = safe_open(AT_FDCWD, path, 0, &st);
 
 	if (fd < 0)
 		return NULL;
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return NULL;
-	}
 	m = modules__find(r, st.st_dev, st.st_ino);
 	if (m) {
 		close(fd);

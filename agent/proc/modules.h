@@ -36,6 +36,7 @@ struct module {
 
 struct module_stats {
 	uint64_t modules, dropped, open_failed, located, not_located;
+	uint64_t not_regular; /* a path held a FIFO, device, directory or symlink */
 };
 
 struct module_registry;

@@ -105,7 +105,9 @@ void unwind_loader__free(struct unwind_loader *l)
 /* The PT_LOAD segments of the file, for file offset -> vaddr. */
 static int read_segments(int fd, struct table_ref *t)
 {
-	Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	/* ELF_C_READ (pread into bounded heap copies), never mmap: the file
+	 * is a target's, which may truncate it while we read (SIGBUS) */
+	Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
 	size_t nph;
 	int err = 0;
 
