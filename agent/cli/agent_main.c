@@ -161,8 +161,11 @@ static int run(const struct agent_opts *o)
 			err = shipper__period(sh, s);
 			if (err == -ENOMEM)
 				goto out;
-			if (log_enabled(LOG_INFO))
+			if (log_enabled(LOG_INFO)) {
 				shipper__report(sh);
+				if (stop) /* what each part read, refused, dropped */
+					session__report_counters(s);
+			}
 			err = 0;
 			continue;
 		}

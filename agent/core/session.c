@@ -447,7 +447,7 @@ int session__end_window(struct session *s, struct session_window *w)
 	return drain(s, w);
 }
 
-void session__report(struct session *s, const struct profile *p)
+void session__report_counters(struct session *s)
 {
 	struct sampler_stats st;
 	struct proc_tracker_stats pt;
@@ -458,14 +458,6 @@ void session__report(struct session *s, const struct profile *p)
 	proc_tracker__stats(s->procs, &pt);
 	modules__stats(s->mods, &ms);
 	symbolizer__stats(s->sym, &ss);
-	fprintf(stderr,
-		"strata: %llu samples in profile; drops: map_full=%llu stack_lost=%llu "
-		"unknown_frames=%llu other=%llu\n",
-		(unsigned long long)profile__total(p), (unsigned long long)p->drops.map_full,
-		(unsigned long long)p->drops.stack_lost, (unsigned long long)p->drops.proc_unknown,
-		(unsigned long long)p->drops.other);
-	if (!log_enabled(LOG_INFO))
-		return;
 	for (int i = 0; i < STRATA_CNT_MAX; i++)
 		fprintf(stderr, "  bpf.%s=%llu\n", strata_sampler_counter_name(i),
 			(unsigned long long)st.counters[i]);
@@ -559,4 +551,16 @@ void session__report(struct session *s, const struct profile *p)
 		"  symbolizer: lookups=%llu cache_hits=%llu unresolved=%llu open_failed=%llu\n",
 		(unsigned long long)ss.lookups, (unsigned long long)ss.cache_hits,
 		(unsigned long long)ss.unresolved, (unsigned long long)ss.module_open_failed);
+}
+
+void session__report(struct session *s, const struct profile *p)
+{
+	fprintf(stderr,
+		"strata: %llu samples in profile; drops: map_full=%llu stack_lost=%llu "
+		"unknown_frames=%llu other=%llu\n",
+		(unsigned long long)profile__total(p), (unsigned long long)p->drops.map_full,
+		(unsigned long long)p->drops.stack_lost, (unsigned long long)p->drops.proc_unknown,
+		(unsigned long long)p->drops.other);
+	if (log_enabled(LOG_INFO))
+		session__report_counters(s);
 }

@@ -84,5 +84,7 @@ int session__end_window(struct session *s, struct session_window *w);
 
 /* Prints counters (drops, process tracking, symbolization) to stderr. */
 void session__report(struct session *s, const struct profile *p);
+/* The counters of every part (the report without a profile: --server). */
+void session__report_counters(struct session *s);
 
 #endif /* STRATA_SESSION_H */
