@@ -73,7 +73,8 @@ UNIT_SRCS  := $(wildcard tests/unit/test_*.c)
 UNIT_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 FIXTURE_SRCS := $(wildcard tests/fixtures/*.c)
 FIXTURES   := $(patsubst tests/fixtures/%.c,$(BUILD)/fixtures/%,$(FIXTURE_SRCS)) \
-	      $(patsubst tests/fixtures/%.cc,$(BUILD)/fixtures/%,$(wildcard tests/fixtures/*.cc))
+	      $(patsubst tests/fixtures/%.cc,$(BUILD)/fixtures/%,$(wildcard tests/fixtures/*.cc)) \
+	      $(BUILD)/fixtures/gpu_workload_static
 CXX        ?= c++
 
 BINS       := $(BUILD)/strata $(BUILD)/strata-agent $(BUILD)/strata-server
@@ -183,8 +184,21 @@ GPU_SIM_HDRS := tests/fixtures/cuda_decls.h tests/fixtures/sim_device.h
 $(BUILD)/fixtures/libcuda.so: $(GPU_SIM_HDRS)
 $(BUILD)/fixtures/libcudart.so: $(BUILD)/fixtures/libcuda.so tests/fixtures/cudart.map $(GPU_SIM_HDRS)
 $(BUILD)/fixtures/libnccl.so: $(BUILD)/fixtures/libcuda.so $(GPU_SIM_HDRS)
+$(BUILD)/fixtures/libc10_cuda.so: $(BUILD)/fixtures/libcudart.so $(GPU_SIM_HDRS)
 $(BUILD)/fixtures/gpu_workload $(BUILD)/fixtures/train_sim: $(BUILD)/fixtures/libcudart.so \
 	$(BUILD)/fixtures/libcuda.so $(BUILD)/fixtures/libnccl.so $(GPU_SIM_HDRS)
+# The runtime linked into the program instead (like libcudart_static.a, or
+# libtorch_cuda.so carrying its own): the same sources, built the same way.
+$(BUILD)/fixtures/cudart_static.o: tests/fixtures/libcudart.so.c $(GPU_SIM_HDRS)
+	@mkdir -p $(@D)
+	$(call msg,FIXTURE,$@)
+	$(Q)$(CC) $$(sed -n 's|^// build: ||p' $< | sed 's/-shared//') -c -o $@ $<
+$(BUILD)/fixtures/gpu_workload_static: tests/fixtures/gpu_workload.c \
+	$(BUILD)/fixtures/cudart_static.o $(BUILD)/fixtures/libcuda.so $(BUILD)/fixtures/libnccl.so \
+	$(GPU_SIM_HDRS)
+	$(call msg,FIXTURE,$@)
+	$(Q)$(CC) $$(sed -n 's|^// build: ||p' $<) -o $@ $< $(BUILD)/fixtures/cudart_static.o \
+		-L$(BUILD)/fixtures -lcuda -lnccl -Wl,-rpath,'$$ORIGIN'
 
 # Fixtures that link layer archives (named on their "// link:" lines): the
 # synthetic batch generators, the scheduler drain-exactness check.  The

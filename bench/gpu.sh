@@ -5,8 +5,12 @@
 #     by run in one session: no profiler; the floor (the empty program on
 #     the same entry and return points: what the kernel's uprobe +
 #     uretprobe round trips cost by themselves); strata without call-site
-#     stacks; strata in full.  Prints ns/call (median of RUNS), the probe
-#     cost above no profiler, and full vs floor.
+#     stacks; strata in full (call-site stacks on: the hybrid walker, the
+#     per-thread site cache).  The calls are made DEPTH (default 30) frames
+#     down a stack built without frame pointers, so a walk has ~DEPTH + 5
+#     frames.  Prints ns/call (median of RUNS), the probe cost above no
+#     profiler, and full vs floor; then the same for calls whose site
+#     changes every call (walked every time: the cache's worst case).
 #  2. Throughput of a launch-heavy loop (gpu_workload loop) with the probe
 #     budget off (unlimited) and on (default 1% of a CPU): launches/s and
 #     the sampling ratio strata reports (the duty cycle engaging).
@@ -16,6 +20,7 @@ cd "$(dirname "$0")/.."
 RUNS=${1:-5}
 CALLS=${2:-20000}
 LOOP=${3:-3000000}
+export DEPTH=${DEPTH:-30}
 T=$(mktemp -d /tmp/strata-bench.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 [ "$(id -u)" -eq 0 ] || { echo "bench: needs root"; exit 1; }
@@ -39,17 +44,18 @@ for ((r = 0; r < RUNS; r++)); do
 done
 median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 med() { awk -v m="$1" -v k="$2" '$1 == m && $2 == k { print $3 }' "$T/calls" | median; }
-echo "per call (ns, median of $RUNS runs of $CALLS calls; probe = above no profiler)"
+echo "per call (ns, median of $RUNS runs of $CALLS calls, DEPTH=$DEPTH; probe = above no profiler)"
 echo "| call | off | floor (empty entry+return) | nostack | full | full probe | floor probe | full/floor |"
 echo "|---|---|---|---|---|---|---|---|"
-for k in launch malloc_free memcpy sync allreduce; do
+for k in launch launch_alt malloc_free memcpy sync allreduce; do
 	o=$(med off $k) e=$(med empty $k) n=$(med nostack $k) f=$(med full $k)
 	awk -v k="$k" -v o="$o" -v e="$e" -v n="$n" -v f="$f" 'BEGIN {
 		printf "| %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.2fx |\n",
 			k, o, e, n, f, f - o, e - o, ((e - o) > 0 ? (f - o) / (e - o) : 0) }'
 done
-echo "(malloc_free is two probed calls per iteration; allreduce includes the"
-echo " stand-in's futex barrier, so its difference is noisy)"
+echo "(launch_alt: two launch sites in turn, every stack walked; malloc_free is"
+echo " two probed calls per iteration; allreduce includes the stand-in's futex"
+echo " barrier, so its difference is noisy)"
 
 echo
 # each launch spins 1 us of CPU (SIM_LAUNCH_US), as a framework's launch

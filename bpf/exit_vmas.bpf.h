@@ -9,10 +9,16 @@
 #ifndef STRATA_BPF_EXIT_VMAS_BPF_H
 #define STRATA_BPF_EXIT_VMAS_BPF_H
 
+/*
+ * The task VMA iterator kfuncs (Linux 6.7).  Weak: on an older kernel they
+ * stay unresolved and the programs calling them are not loaded; their
+ * *_kept twins send the exit record alone, and user space keeps the
+ * mappings it last read from /proc (agent/core/features.h).
+ */
 extern int bpf_iter_task_vma_new(struct bpf_iter_task_vma *it, struct task_struct *task,
-				 __u64 addr) __ksym;
-extern struct vm_area_struct *bpf_iter_task_vma_next(struct bpf_iter_task_vma *it) __ksym;
-extern void bpf_iter_task_vma_destroy(struct bpf_iter_task_vma *it) __ksym;
+				 __u64 addr) __ksym __weak;
+extern struct vm_area_struct *bpf_iter_task_vma_next(struct bpf_iter_task_vma *it) __ksym __weak;
+extern void bpf_iter_task_vma_destroy(struct bpf_iter_task_vma *it) __ksym __weak;
 
 #define VM_EXEC_FLAG 0x4 /* VM_EXEC, include/linux/mm.h */
 

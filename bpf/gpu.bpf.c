@@ -44,6 +44,7 @@ const volatile __u32 filter_mode = STRATA_FILTER_TGIDS; /* enum strata_filter */
 #include "bpf/gpu_call.bpf.h"
 #include "bpf/gpu_cuda.bpf.h"
 #include "bpf/gpu_nccl.bpf.h"
+#include "bpf/gpu_usdt.bpf.h"
 
 /* The API layer a call's time belongs to (docs/diagnosis.md). */
 static __always_inline __u32 layer_of(__u32 kind)
@@ -138,6 +139,13 @@ int gpu_exit_multi(struct pt_regs *ctx)
 	return on_exit(ctx);
 }
 
+/* A framework's USDT probe site (bpf/gpu_usdt.bpf.h). */
+SEC("uprobe")
+int gpu_usdt(struct pt_regs *ctx)
+{
+	return on_usdt(ctx);
+}
+
 /* Benchmark floor: the cheapest possible probe on the same functions. */
 SEC("uprobe")
 int gpu_empty(struct pt_regs *ctx)
@@ -160,7 +168,7 @@ int gpu_empty_multi(struct pt_regs *ctx)
  * read /proc/PID/maps still gets its allocation and launch stacks
  * symbolized.
  */
-static __always_inline void target_gone(struct task_struct *task, bool exiting)
+static __always_inline void target_gone(struct task_struct *task, bool exiting, bool with_vmas)
 {
 	__u32 tgid = BPF_CORE_READ(task, tgid);
 	__u64 mm_id = exiting ? mm_id_of(task) : 0; /* at exec the old mm is gone */
@@ -171,7 +179,8 @@ static __always_inline void target_gone(struct task_struct *task, bool exiting)
 	/* The mappings first: user space may read the ring while this runs,
 	 * and must not see the exit (and resolve the stacks for good) before
 	 * the mappings it needs. */
-	if (exiting && mm_id && !exit_vmas_send(&gpu_proc_events, task, tgid, mm_id, page_shift))
+	if (with_vmas && exiting && mm_id &&
+	    !exit_vmas_send(&gpu_proc_events, task, tgid, mm_id, page_shift))
 		gpu_count(GPU_CNT_EVENTS_LOST);
 	e = bpf_ringbuf_reserve(&gpu_proc_events, sizeof(*e), 0);
 	if (!e) {
@@ -183,20 +192,45 @@ static __always_inline void target_gone(struct task_struct *task, bool exiting)
 	bpf_ringbuf_submit(e, 0);
 }
 
-SEC("tp_btf/sched_process_exit")
-int BPF_PROG(gpu_proc_exit, struct task_struct *p)
+static __always_inline int proc_exit(bool with_vmas)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 
 	if (BPF_CORE_READ(task, signal, live.counter) != 0)
 		return 0; /* other threads remain */
-	target_gone(task, true);
+	target_gone(task, true, with_vmas);
 	return 0;
+}
+
+/* Exactly one of these four is loaded: as the sampler's exit programs
+ * (bpf/profile.bpf.c says which, and why). */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(gpu_proc_exit, struct task_struct *p)
+{
+	return proc_exit(true);
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(gpu_proc_exit_kept, struct task_struct *p)
+{
+	return proc_exit(false);
+}
+
+SEC("fentry/exit_mm_release")
+int BPF_PROG(gpu_proc_exit_early, struct task_struct *tsk, struct mm_struct *mm)
+{
+	return proc_exit(true);
+}
+
+SEC("fentry/exit_mm_release")
+int BPF_PROG(gpu_proc_exit_early_kept, struct task_struct *tsk, struct mm_struct *mm)
+{
+	return proc_exit(false);
 }
 
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(gpu_proc_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
-	target_gone(p, false);
+	target_gone(p, false, false);
 	return 0;
 }

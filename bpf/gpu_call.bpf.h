@@ -10,39 +10,6 @@ static __always_inline bool gpu_wants_stack(__u32 kind)
 }
 
 /*
- * The call-site stack, walked only when the site changed: a thread calling
- * again from the same return address, at the same stack depth, from the
- * same caller (its frame's return address, through the frame pointer the
- * callee has not replaced yet at its first instruction) almost always has
- * the same stack: launch loops then cost two 8-byte reads instead of a walk
- * and a hash.  (Two paths can share all three only if the frames above the
- * caller's caller differ at identical depths: then the first path's stack
- * is reused - an attribution error bounded to that rare case.)
- */
-static __always_inline __u64 gpu_site_stack(struct pt_regs *ctx, struct gpu_call *c, __u64 sp,
-					    __u64 mm_id)
-{
-	__u64 ret = 0, ret2 = 0;
-
-	/* Python frames change under one native site (the interpreter's
-	 * loop): walked every call */
-	if (want_python && mm_id && bpf_map_lookup_elem(&py_procs, &mm_id))
-		return gpu_stack_with_python(gpu_stack(ctx), mm_id);
-	bpf_probe_read_user(&ret, sizeof(ret), (void *)sp);
-	bpf_probe_read_user(&ret2, sizeof(ret2), (void *)(PT_REGS_FP(ctx) + 8));
-	if (c->site_stack > STRATA_STACK_LOST && c->site_sp == sp && c->site_ret == ret &&
-	    c->site_ret2 == ret2) {
-		gpu_count(GPU_CNT_STACK_REUSED);
-		return c->site_stack;
-	}
-	c->site_sp = sp;
-	c->site_ret = ret;
-	c->site_ret2 = ret2;
-	c->site_stack = gpu_stack(ctx);
-	return c->site_stack;
-}
-
-/*
  * A process of the session that calls into an attached file before user
  * space found the file in its mappings (a short-lived process, or calls
  * right after exec: the file is already attached for another process, kept
@@ -138,7 +105,8 @@ static __always_inline struct gpu_call *call_enter(struct pt_regs *ctx, __u32 ap
 	 * zero when the function has fewer and the read fails. */
 	if (bpf_probe_read_user(&c->a[6], 3 * sizeof(__u64), (void *)(sp + 8)))
 		__builtin_memset(&c->a[6], 0, 3 * sizeof(__u64));
-	c->stack_id = gpu_wants_stack(gpu_api_kind(api)) ? gpu_site_stack(ctx, c, sp, t->mm_id)
+	/* every probe is on the API's first instruction: the entry rule */
+	c->stack_id = gpu_wants_stack(gpu_api_kind(api)) ? gpu_site_stack(ctx, t->mm_id, true)
 							 : STRATA_STACK_NONE;
 	c->active = 1;
 	/* Last, so the time in call excludes our own work above. */

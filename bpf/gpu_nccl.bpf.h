@@ -112,6 +112,7 @@ static __always_inline void nccl_exit(const struct gpu_call *c, __s64 ret, __u64
 		if (!e)
 			return;
 		e->a[0] = c->id_hash;
+		e->a[2] = ck.comm;
 		e->a[5] = (c->a[2] & 0xffffffffULL) | c->a[1] << 32;
 		bpf_ringbuf_submit(e, 0);
 		return;
@@ -142,7 +143,7 @@ static __always_inline void nccl_exit(const struct gpu_call *c, __s64 ret, __u64
 		e->a[5] = cv->rank | (__u64)cv->nranks << 32;
 	}
 	e->a[1] = seq;
-	e->a[2] = a.count;
+	e->a[2] = a.comm; /* the process's ncclComm_t: with the tgid, the key */
 	e->a[3] = bytes;
 	e->a[4] = (a.dtype & 0xffff) | (a.op & 0xffff) << 16 | (a.peer & 0xffffffffULL) << 32;
 	bpf_ringbuf_submit(e, 0);

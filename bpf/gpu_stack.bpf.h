@@ -1,52 +1,84 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * The launch-/allocation-site stack of a GPU call.  One function, so that
- * a richer walker (the hybrid CFI unwinder, Python frames) can replace the
- * frame-pointer walk here without touching the probes.  The walk is
- * bpf_get_stack's (frame pointers): the CPU cost of a probe is the budget,
- * and the FP walk of a typical 10-30 frame stack costs well under a
- * microsecond (bench/gpu.sh measures the whole probe).
+ * The launch-/allocation-site stack of a GPU call: the hybrid walker the
+ * CPU sampler uses (bpf/unwind_user.bpf.h: CFI rows, frame-pointer steps
+ * where there are none), started with the entry rule - the probe sits on
+ * the API's first instruction, so the return address is at rsp whatever
+ * the callee's tables or rbp say.  NVIDIA's libraries and the code calling
+ * them keep no frame pointers: a frame-pointer walk from there skipped the
+ * immediate caller and then followed whatever rbp held.
+ *
+ * A walk costs ~100 ns a frame; GPU APIs are called in tight loops from the
+ * same sites, so each thread keeps its last walk with the stack slots its
+ * frames came from (struct unwind_log), and the next call from the same
+ * registers reuses the stack only if every one of those slots still holds
+ * the same value: a different caller, at any depth, misses.
  */
 #ifndef STRATA_BPF_GPU_STACK_BPF_H
 #define STRATA_BPF_GPU_STACK_BPF_H
 
-/* Content hash of the frames (ids 0 and 1 are reserved). */
-static __always_inline __u64 gpu_stack_hash(const struct strata_stack *t)
-{
-	__u64 h = 0xcbf29ce484222325ULL ^ t->len;
+/* The walker's output and its log (defined below, with their maps). */
+struct unwind_log;
+static __always_inline struct strata_stack *unwind_hook_trace(void);
+static __always_inline struct unwind_log *unwind_hook_log(void);
 
-	for (__u32 i = 0; i < STRATA_MAX_STACK_DEPTH; i++) {
-		if (i >= t->len)
-			break;
-		h = (h ^ t->ips[i]) * 0x100000001b3ULL;
-		h ^= h >> 29;
-	}
-	return h <= STRATA_STACK_LOST ? h + 2 : h;
-}
+#include "bpf/unwind_user.bpf.h"
 
-/* Stores the calling thread's user stack; returns its id, STACK_NONE or
- * STACK_LOST (counted). */
-static __always_inline __u64 gpu_stack(struct pt_regs *ctx)
+/* A walk that read something it cannot log (a failed read, a signal
+ * frame) is reused this long at most. */
+#define GPU_SITE_UNTRACKED_TTL_NS 100000000ULL
+
+/* A thread's last call-site walk (map gpu_site_cache, BPF only). */
+struct gpu_site_cache {
+	__u64 ip, sp, rbp; /* the registers it started from */
+	__u64 stack_id;
+	__u64 expires_ns; /* 0: as long as the slots match */
+	struct unwind_log log;
+};
+_Static_assert(sizeof(struct gpu_site_cache) == 40 + sizeof(struct unwind_log),
+	       "gpu_site_cache layout");
+
+/* LRU: a thread that stops calling ages out; an evicted entry costs one
+ * walk.  ~3 KiB each. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 2048);
+	__type(key, __u32);
+	__type(value, struct gpu_site_cache);
+} gpu_site_cache SEC(".maps");
+
+/* Per CPU: the walk in progress (its log becomes the thread's entry). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct gpu_site_cache);
+} gpu_site_scratch SEC(".maps");
+
+static __always_inline struct strata_stack *unwind_hook_trace(void)
 {
 	__u32 zero = 0;
-	struct strata_stack *t = bpf_map_lookup_elem(&gpu_scratch, &zero);
-	long n;
+
+	return bpf_map_lookup_elem(&gpu_scratch, &zero);
+}
+
+static __always_inline struct unwind_log *unwind_hook_log(void)
+{
+	__u32 zero = 0;
+	struct gpu_site_cache *e = bpf_map_lookup_elem(&gpu_site_scratch, &zero);
+
+	return e ? &e->log : NULL;
+}
+
+/* Stores the stack just walked; returns its id, STACK_NONE or STACK_LOST (counted). */
+static __always_inline __u64 gpu_stack_store(struct strata_stack *t)
+{
 	__u64 id;
 
-	if (!want_stacks)
-		return STRATA_STACK_NONE;
-	if (!t)
-		return STRATA_STACK_LOST;
-	n = bpf_get_stack(ctx, t->ips, sizeof(t->ips), BPF_F_USER_STACK);
-	if (n < 0) {
-		gpu_count(GPU_CNT_STACK_ERR);
-		return STRATA_STACK_LOST;
-	}
-	t->len = n / sizeof(__u64);
 	t->flags = 0;
 	if (!t->len)
 		return STRATA_STACK_NONE;
-	id = gpu_stack_hash(t);
+	id = unwind_walk_hash(t->len);
 	if (bpf_map_lookup_elem(&gpu_stacks, &id))
 		return id;
 	if (bpf_map_update_elem(&gpu_stacks, &id, t, BPF_ANY)) {
@@ -54,6 +86,103 @@ static __always_inline __u64 gpu_stack(struct pt_regs *ctx)
 		return STRATA_STACK_LOST;
 	}
 	return id;
+}
+
+struct gpu_site_check {
+	const struct gpu_site_cache *e;
+	__u64 sp;
+	__u32 n;
+	__u32 same;
+};
+
+/* One logged slot: still the value the walk read there? */
+static long gpu_site_slot(__u32 i, void *data)
+{
+	struct gpu_site_check *c = data;
+	__u64 v;
+
+	if (i >= c->n || i >= UNWIND_LOG_MAX) {
+		c->same = 1;
+		return 1;
+	}
+	if (bpf_probe_read_user(&v, sizeof(v), (void *)(c->sp + c->e->log.off[i])) ||
+	    v != c->e->log.val[i])
+		return 1;
+	return 0;
+}
+
+/*
+ * True when a walk from (ip, sp, rbp) now would give e's stack: same
+ * registers (rbp only if the walk used it) and every logged slot unchanged.
+ */
+static __always_inline bool gpu_site_same(const struct gpu_site_cache *e, __u64 ip, __u64 sp,
+					  __u64 rbp)
+{
+	struct gpu_site_check c = { .e = e, .sp = sp, .n = e->log.n };
+
+	if (e->ip != ip || e->sp != sp || e->stack_id <= STRATA_STACK_LOST)
+		return false;
+	if ((e->log.flags & UNWIND_LOG_RBP0) && e->rbp != rbp)
+		return false;
+	if (e->expires_ns && bpf_ktime_get_ns() > e->expires_ns)
+		return false;
+	bpf_loop(UNWIND_LOG_MAX + 1, gpu_site_slot, &c, 0);
+	return c.same;
+}
+
+/*
+ * The walk, as a global function: the verifier checks it once, on its own,
+ * instead of once for every path of the probe that reaches it (the probe
+ * program's verification was 6x larger inline).  Returns the stack's size
+ * in bytes or a negative error.
+ */
+__noinline int gpu_walk(__u64 ip, __u64 sp, __u64 rbp, __u64 mm_id, int entry)
+{
+	return unwind_user_walk(mm_id, ip, sp, rbp, entry != 0);
+}
+
+/*
+ * The calling thread's native stack at a probe: its id, STACK_NONE or
+ * STACK_LOST (counted).  entry: the probe is on a function's first
+ * instruction (every GPU API probe); else a probe inside a function (USDT).
+ */
+static __always_inline __u64 gpu_native_stack(struct pt_regs *ctx, __u64 mm_id, bool entry)
+{
+	__u64 ip = PT_REGS_IP(ctx), sp = PT_REGS_SP(ctx), rbp = PT_REGS_FP(ctx);
+	__u32 tid = (__u32)bpf_get_current_pid_tgid(), zero = 0;
+	struct gpu_site_cache *e = bpf_map_lookup_elem(&gpu_site_cache, &tid);
+	struct strata_stack *t;
+
+	if (e && gpu_site_same(e, ip, sp, rbp)) {
+		gpu_count(GPU_CNT_STACK_REUSED);
+		return e->stack_id;
+	}
+	if (gpu_walk(ip, sp, rbp, mm_id, entry) < 0) {
+		gpu_count(GPU_CNT_STACK_ERR);
+		return STRATA_STACK_LOST;
+	}
+	t = bpf_map_lookup_elem(&gpu_scratch, &zero);
+	e = bpf_map_lookup_elem(&gpu_site_scratch, &zero);
+	if (!t || !e)
+		return STRATA_STACK_LOST;
+	if (!unwind_report_miss(&gpu_proc_events, bpf_get_current_task_btf(),
+				bpf_get_current_pid_tgid() >> 32, mm_id))
+		gpu_count(GPU_CNT_EVENTS_LOST);
+	e->stack_id = gpu_stack_store(t);
+	if (e->stack_id <= STRATA_STACK_LOST)
+		return e->stack_id;
+	/* Tables missing (a process's first calls, a library just loaded):
+	 * walked again next time, when they are likely in. */
+	if (e->log.flags & UNWIND_LOG_PARTIAL)
+		return e->stack_id;
+	e->ip = ip;
+	e->sp = sp;
+	e->rbp = rbp;
+	e->expires_ns = e->log.flags & UNWIND_LOG_UNTRACKED
+				? bpf_ktime_get_ns() + GPU_SITE_UNTRACKED_TTL_NS
+				: 0;
+	bpf_map_update_elem(&gpu_site_cache, &tid, e, BPF_ANY); /* LRU: never full */
+	return e->stack_id;
 }
 
 /*
@@ -88,6 +217,24 @@ static __always_inline __u64 gpu_stack_with_python(__u64 native, __u64 mm_id)
 		return native;
 	}
 	return id;
+}
+
+/*
+ * The stack of a call site, with Python frames when the process runs
+ * CPython: those change under one native site (the interpreter's loop), so
+ * they are walked every call; the native part comes from the cache when
+ * its slots match.
+ */
+static __always_inline __u64 gpu_site_stack(struct pt_regs *ctx, __u64 mm_id, bool entry)
+{
+	__u64 native;
+
+	if (!want_stacks)
+		return STRATA_STACK_NONE;
+	native = gpu_native_stack(ctx, mm_id, entry);
+	if (want_python && mm_id && bpf_map_lookup_elem(&py_procs, &mm_id))
+		return gpu_stack_with_python(native, mm_id);
+	return native;
 }
 
 #endif /* STRATA_BPF_GPU_STACK_BPF_H */

@@ -81,47 +81,6 @@ struct {
 	__type(value, __u32);
 } seen SEC(".maps");
 
-/* Compiled CFI rows of every loaded table, back to back; user space
- * allocates ranges (struct unwind_map.row_first/row_count). */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1 << 21); /* 32 MiB: libtorch_cpu alone is 1.4M rows */
-	__type(key, __u32);
-	__type(value, struct unwind_row);
-} unwind_rows SEC(".maps");
-
-/* Per address space (mm_id): its executable mappings and their tables. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 2048);
-	__uint(map_flags, BPF_F_NO_PREALLOC); /* 16 KiB values: only live ones */
-	__type(key, __u64);
-	__type(value, struct unwind_proc);
-} unwind_procs SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, UNWIND_ERR_MAX);
-	__type(key, __u32);
-	__type(value, __u64);
-} unwind_errors SEC(".maps");
-
-/* Per CPU: the first missing pc of the unwind in progress. */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, __u64);
-} unwind_miss_pc SEC(".maps");
-
-/* Last miss report per address space (rate limit). */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 4096);
-	__type(key, __u64);
-	__type(value, __u64);
-} unwind_miss_last SEC(".maps");
-
 /* --- Python frames (the walker is bpf/python_walk.h) --- */
 
 STRATA_GENERATION_MAPS(py_stacks, __u64, struct strata_py_stack, 8192);
@@ -182,92 +141,33 @@ static __always_inline __u64 hash_stack(const struct strata_stack *t)
 	return h <= STRATA_STACK_LOST ? h + 2 : h;
 }
 
-/* --- hybrid unwinder glue (the core is bpf/unwind_core.h) --- */
+/* The walker's output: the user slot of the scratch; no reuse log. */
+struct unwind_log;
 
-static __always_inline int unwind_hook_read(void *dst, __u32 size, __u64 addr)
+static __always_inline struct strata_stack *unwind_hook_trace(void)
 {
-	return bpf_probe_read_user(dst, size, (const void *)addr);
+	__u32 user = 0;
+
+	return bpf_map_lookup_elem(&scratch, &user);
 }
 
-static __always_inline const struct unwind_row *unwind_hook_row(__u32 index)
+static __always_inline struct unwind_log *unwind_hook_log(void)
 {
-	return bpf_map_lookup_elem(&unwind_rows, &index);
+	return NULL;
 }
 
-static __always_inline void unwind_hook_count(enum unwind_err e)
-{
-	__u32 key = e;
-	__u64 *v = bpf_map_lookup_elem(&unwind_errors, &key);
+#include "bpf/unwind_user.bpf.h" /* the walker and its maps: shared with gpu.bpf.c */
 
-	if (v)
-		*v += 1;
-}
-
-/* First pc per sample without a mapping or table; reported after the
- * unwind (one event per address space per 50 ms at most). */
-static __u64 *miss_slot(void)
-{
-	__u32 zero = 0;
-
-	return bpf_map_lookup_elem(&unwind_miss_pc, &zero);
-}
-
-static __always_inline void unwind_hook_miss(__u64 pc)
-{
-	__u64 *slot = miss_slot();
-
-	if (slot && !*slot)
-		*slot = pc;
-}
-
-#include "bpf/unwind_core.h"
-
-struct unwind_ctx {
-	struct unwind_regs regs;
-	struct strata_stack *trace;
-	__u64 mm_id;
-};
-
-static long unwind_frame(__u32 i, void *data)
-{
-	struct unwind_ctx *c = data;
-	const struct unwind_proc *proc;
-
-	if (i >= STRATA_MAX_STACK_DEPTH)
-		return 1;
-	c->trace->ips[i] = c->regs.rip;
-	c->trace->len = i + 1;
-	if (i == STRATA_MAX_STACK_DEPTH - 1) {
-		unwind_hook_count(UNWIND_ERR_DEPTH);
-		return 1;
-	}
-	/* Looked up per frame: a map value pointer cannot be kept in the
-	 * loop context across callback invocations. */
-	proc = bpf_map_lookup_elem(&unwind_procs, &c->mm_id);
-	return unwind_step(&c->regs, proc) != 0;
-}
-
-/* Hybrid user stack: CFI rows where the code has them, FP steps elsewhere. */
-static __always_inline long unwind_user(struct strata_stack *t, __u64 mm_id)
+/* Hybrid user stack of the sampled thread (into scratch slot 0):
+ * task_pt_regs holds its user registers whether the sample hit user mode
+ * or a syscall / interrupt. */
+static __always_inline long unwind_user(__u64 mm_id)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
-	struct unwind_ctx c = { .trace = t, .mm_id = mm_id };
 
-	/* task_pt_regs holds the user registers whether the sample hit in
-	 * user mode or inside a syscall / interrupt. */
-	c.regs.rip = BPF_CORE_READ(regs, ip);
-	c.regs.rsp = BPF_CORE_READ(regs, sp);
-	c.regs.rbp = BPF_CORE_READ(regs, bp);
-	c.regs.first = 1;
-	t->len = 0;
-	if (!c.regs.rip)
-		return 0;
-	__u64 *miss = miss_slot();
-	if (miss)
-		*miss = 0;
-	bpf_loop(STRATA_MAX_STACK_DEPTH, unwind_frame, &c, 0);
-	return (long)t->len * sizeof(__u64);
+	return unwind_user_walk(mm_id, BPF_CORE_READ(regs, ip), BPF_CORE_READ(regs, sp),
+				BPF_CORE_READ(regs, bp), false);
 }
 
 /*
@@ -284,7 +184,7 @@ static __always_inline __u64 store_stack(void *ctx, void *stack_map, __u32 slot,
 	if (!t)
 		return STRATA_STACK_LOST;
 	if (want_hybrid && (flags & BPF_F_USER_STACK))
-		n = unwind_user(t, mm_id);
+		n = unwind_user(mm_id); /* into scratch slot 0: t */
 	else
 		n = bpf_get_stack(ctx, t->ips, sizeof(t->ips), flags);
 	if (n < 0) {
@@ -440,31 +340,6 @@ static __always_inline void add_count(void *count_map, struct strata_stack_key *
 	count(STRATA_CNT_RECORDED);
 }
 
-/*
- * The unwind met a pc in no known mapping (a library dlopen'd since maps
- * were read) or in a file without a loaded table: tell user space now, so
- * it re-reads maps / loads the table within milliseconds instead of at the
- * next drain.  At most one report per address space per 10 ms.
- */
-static __always_inline void report_miss(struct task_struct *task, __u32 tgid, __u64 mm_id)
-{
-	struct strata_proc_event *e;
-	__u64 *pc = miss_slot(), now, *last;
-
-	if (!pc || !*pc)
-		return;
-	now = bpf_ktime_get_ns();
-	last = bpf_map_lookup_elem(&unwind_miss_last, &mm_id);
-	if (last && now - *last < 10000000ULL)
-		return;
-	bpf_map_update_elem(&unwind_miss_last, &mm_id, &now, BPF_ANY);
-	e = event_reserve(PROC_EV_UNWIND_MISS, task, tgid, mm_id);
-	if (!e)
-		return;
-	e->start = *pc;
-	bpf_ringbuf_submit(e, 0);
-}
-
 SEC("perf_event")
 int profile_sample(struct bpf_perf_event_data *ctx)
 {
@@ -518,8 +393,8 @@ out:
 	if (py_novel && key.py_stack > STRATA_STACK_LOST)
 		emit_py_stack(task, tgid, key.mm_id, g, key.py_stack);
 	emit_new(task, tgid, key.mm_id);
-	if (want_hybrid && key.mm_id)
-		report_miss(task, tgid, key.mm_id);
+	if (want_hybrid && key.mm_id && !unwind_report_miss(&events, task, tgid, key.mm_id))
+		count(STRATA_CNT_EVENTS_LOST);
 	return 0;
 }
 
@@ -558,15 +433,16 @@ int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 }
 
 /*
- * The last thread of a process exits.  EXIT goes first, for every sampled
+ * The last thread of a process exits (signal->live is 0 at both hooks
+ * below).  EXIT goes first, for every sampled
  * address space and every target, so user space can always retire the
  * instance (and the tgid leaves the targets: PID reuse).  For a sampled
- * one, the executable file mappings follow: its mm is still attached here
- * (the tracepoint fires before exit_mm()), so a process that lived too
- * briefly for user space to read /proc/PID/maps is still symbolized.
+ * one, with_vmas, the executable file mappings follow: its mm is still
+ * attached here (both hooks run before exit_mm() drops it), so a process that
+ * lived too briefly for user space to read /proc/PID/maps is still
+ * symbolized.
  */
-SEC("tp_btf/sched_process_exit")
-int BPF_PROG(on_exit, struct task_struct *p)
+static __always_inline int process_exit(bool with_vmas)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct strata_proc_event *e;
@@ -591,8 +467,39 @@ int BPF_PROG(on_exit, struct task_struct *p)
 		return 0;
 	bpf_map_delete_elem(&seen, &mm_id);
 
-	if (!exit_vmas_send(&events, task, tgid, mm_id, page_shift))
+	if (with_vmas && !exit_vmas_send(&events, task, tgid, mm_id, page_shift))
 		count(STRATA_CNT_VMAS_TRUNCATED);
 	dbg("exit tgid=%d", tgid);
 	return 0;
+}
+
+/*
+ * Exactly one of these four is loaded (agent/core/features.h): the
+ * tracepoint where it fires before exit_mm() (2025 kernels), else fentry on
+ * exit_mm_release() (exit_mm() calls it while current->mm is still set);
+ * each with the VMA walk where the kernel has the iterator (6.7), or
+ * without (*_kept).
+ */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(on_exit, struct task_struct *p)
+{
+	return process_exit(true);
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(on_exit_kept, struct task_struct *p)
+{
+	return process_exit(false);
+}
+
+SEC("fentry/exit_mm_release")
+int BPF_PROG(on_exit_early, struct task_struct *tsk, struct mm_struct *mm)
+{
+	return process_exit(true);
+}
+
+SEC("fentry/exit_mm_release")
+int BPF_PROG(on_exit_early_kept, struct task_struct *tsk, struct mm_struct *mm)
+{
+	return process_exit(false);
 }

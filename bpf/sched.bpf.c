@@ -119,6 +119,23 @@ struct {
 	__type(value, __u32);
 } targets SEC(".maps");
 
+/*
+ * Automatic targets (STRATA_FILTER_AUTO, host-wide): one bit per tgid, set
+ * by user space (processes using CUDA/NCCL, processes with training labels)
+ * and here for forks of targets, cleared when the process exits.  An
+ * array, so a lookup is inlined: a switch between two non-targets costs
+ * two loads and tests.  Mmapable: user space sets bits with atomic ORs on
+ * the same words BPF changes atomically.  max_entries: pid_max / 64, set
+ * at load.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u64);
+} auto_targets SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_CGROUP_ARRAY);
 	__uint(max_entries, 1);
@@ -135,10 +152,22 @@ static __always_inline void count(enum strata_sched_counter c)
 		__sync_fetch_and_add(v, 1);
 }
 
+static __always_inline __u64 *auto_word(__u32 tgid)
+{
+	__u32 k = tgid / STRATA_AUTO_TARGET_BITS;
+
+	return bpf_map_lookup_elem(&auto_targets, &k);
+}
+
 /* Cgroup filtering tests the current task, so it is only exact for prev at
  * sched_switch; for next / wakeups a task with storage is a target. */
 static __always_inline bool is_target_tgid(__u32 tgid)
 {
+	if (filter_mode == STRATA_FILTER_AUTO) {
+		__u64 *w = auto_word(tgid);
+
+		return w && (*w >> (tgid % STRATA_AUTO_TARGET_BITS)) & 1;
+	}
 	if (filter_mode == STRATA_FILTER_TGIDS)
 		return bpf_map_lookup_elem(&targets, &tgid) != NULL;
 	return filter_mode == STRATA_FILTER_NONE;
@@ -363,7 +392,6 @@ SEC("tp_btf/sched_switch")
 int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
 	     unsigned int prev_state)
 {
-	__u64 now = bpf_ktime_get_ns();
 	__u32 zero = 0;
 	struct cpu_run *cr = bpf_map_lookup_elem(&cpu_run, &zero);
 	bool prev_target = prev->pid && is_target_current(prev->tgid);
@@ -371,10 +399,22 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 		next->pid && (filter_mode == STRATA_FILTER_CGROUP
 				      ? bpf_task_storage_get(&task_state, next, NULL, 0) != NULL
 				      : is_target_tgid(next->tgid));
+	__u64 now;
 
-	count(STRATA_SCHED_SWITCHES);
 	if (!cr)
 		return 0;
+	/* Two non-targets on a CPU no target used lately: nothing to do (the
+	 * common case on a busy host; cr->start is only read while
+	 * target_seen is recent, and every switch that sets target_seen sets
+	 * it too). */
+	if (!prev_target && !next_target && !cr->target_seen)
+		return 0;
+	now = bpf_ktime_get_ns();
+	if (!prev_target && !next_target && now - cr->target_seen > foreign_window_ns) {
+		cr->target_seen = 0;
+		return 0;
+	}
+	count(STRATA_SCHED_SWITCHES);
 	if (prev_target) {
 		switch_out(ctx, preempt, prev, prev_state, now);
 		charge_cpu(&target_cpu, prev, now, cr);
@@ -405,14 +445,44 @@ int BPF_PROG(on_thread_exit, struct task_struct *p)
 
 	if (a)
 		a->exit_ns = bpf_ktime_get_ns();
+	/* The last thread of an automatic target: the tgid stops being one
+	 * (a later process with the same pid is judged afresh). */
+	if (filter_mode == STRATA_FILTER_AUTO && BPF_CORE_READ(p, signal, live.counter) == 0) {
+		__u32 tgid = p->tgid;
+		__u64 *w = auto_word(tgid);
+
+		if (w)
+			__sync_fetch_and_and(w, ~(1ULL << (tgid % STRATA_AUTO_TARGET_BITS)));
+	}
+	return 0;
+}
+
+/* A new process forked by an automatic target is one too (DataLoader
+ * workers, ranks a launcher forks after it was marked). */
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
+{
+	__u32 ptgid = parent->tgid, ctgid = child->tgid;
+	__u64 *w;
+
+	if (filter_mode != STRATA_FILTER_AUTO || ptgid == ctgid || !is_target_tgid(ptgid))
+		return 0;
+	w = auto_word(ctgid);
+	if (w)
+		__sync_fetch_and_or(w, 1ULL << (ctgid % STRATA_AUTO_TARGET_BITS));
 	return 0;
 }
 
 static __always_inline void wakeup(struct task_struct *p)
 {
-	struct task_sched *ts = bpf_task_storage_get(&task_state, p, NULL, 0);
+	struct task_sched *ts;
 	__u64 now;
 
+	/* Host-wide, most wakeups are of non-targets: an array load decides
+	 * before the task-storage lookup. */
+	if (filter_mode == STRATA_FILTER_AUTO && !is_target_tgid(p->tgid))
+		return;
+	ts = bpf_task_storage_get(&task_state, p, NULL, 0);
 	if (!ts || ts->state != ST_BLOCKED)
 		return;
 	now = bpf_ktime_get_ns();

@@ -89,7 +89,13 @@ enum strata_filter {
 	STRATA_FILTER_NONE = 0,	  /* whole host */
 	STRATA_FILTER_TGIDS = 1,  /* tgids in the targets map (+ their forks) */
 	STRATA_FILTER_CGROUP = 2, /* tasks under the cgroup in cgroup_map */
+	STRATA_FILTER_AUTO = 3,	  /* sched only: tgids marked in auto_targets
+				   * (CUDA/NCCL users, training labels, and
+				   * their forks) */
 };
+
+/* Automatic targets: one bit per tgid in u64 words (word tgid / 64). */
+#define STRATA_AUTO_TARGET_BITS 64
 
 _Static_assert(sizeof(struct strata_stack_key) == 40, "stack_key layout");
 _Static_assert(sizeof(struct strata_stack_count) == 24, "stack_count layout");

@@ -211,7 +211,8 @@ struct gpu_event {
 	 *           a3 block y|z<<32, a4 shared mem, a5 stream
 	 * allocs/frees: a0 ptr, a1 size; copies: a1 bytes, a2 kind, a5 stream
 	 * syncs: a0 stream/event
-	 * NCCL: a0 comm id hash, a1 sequence number, a2 count, a3 bytes,
+	 * NCCL: a0 comm id hash, a1 sequence number, a2 communicator
+	 *       (ncclComm_t: with the tgid, the gpu_comms key), a3 bytes,
 	 *       a4 dtype | op << 16 | peer or root << 32 (op 0xffff and
 	 *       peer/root 0xffffffff where the call has none),
 	 *       a5 rank | nranks << 32 */
@@ -261,6 +262,45 @@ struct gpu_target {
 		      * through the process tracker with it */
 };
 
+/*
+ * USDT probes (SystemTap SDT notes; agent/proc/usdt.c reads them): where
+ * one argument is at the probe, as the note's "SIZE@OPERAND" spec says.
+ */
+#define USDT_MAX_ARGS 12 /* <sys/sdt.h>'s limit */
+
+enum usdt_arg_kind {
+	USDT_ARG_CONST = 1, /* $imm: val */
+	USDT_ARG_REG = 2,   /* %reg: the register */
+	USDT_ARG_DEREF = 3, /* val(%reg): user memory at the register + val */
+};
+
+struct usdt_arg_spec {
+	__s64 val;	/* CONST: the value; DEREF: the displacement */
+	__u16 reg_off;	/* REG, DEREF: the register's offset in struct pt_regs */
+	__u8 kind;	/* enum usdt_arg_kind */
+	__u8 size;	/* 1, 2, 4 or 8 bytes */
+	__u8 is_signed; /* sign-extended from size */
+	__u8 pad[3];
+};
+
+/* A USDT probe site the GPU layer attached (gpu_usdt_specs[attach
+ * cookie]): what it means and where its arguments are. */
+enum gpu_usdt_event {
+	/* PyTorch's CUDA caching allocator (provider "pytorch"): a tensor's
+	 * block handed out, malloc(ptr, device, size, stream), and given back,
+	 * free(ptr); most never reach cudaMalloc/cudaFree. */
+	GPU_USDT_FW_MALLOC = 1,
+	GPU_USDT_FW_FREE = 2,
+};
+
+#define GPU_USDT_ARGS 4 /* the most any GPU_USDT_* event reads */
+
+struct gpu_usdt_spec {
+	__u32 event; /* enum gpu_usdt_event */
+	__u32 nargs;
+	struct usdt_arg_spec args[GPU_USDT_ARGS];
+};
+
 /* The GPU uprobes' per-CPU counters (map "gpu_counters"): enum
  * gpu_counter, listed in lib/enums.h (STRATA_GPU_COUNTERS). */
 
@@ -279,6 +319,8 @@ _Static_assert(sizeof(struct gpu_coll_key) == 16, "gpu_coll_key layout");
 _Static_assert(sizeof(struct gpu_coll_val) == 48, "gpu_coll_val layout");
 _Static_assert(sizeof(struct gpu_event) == 40 + 8 + 48, "gpu_event layout");
 _Static_assert(sizeof(struct gpu_target) == 8, "gpu_target layout");
+_Static_assert(sizeof(struct usdt_arg_spec) == 16, "usdt_arg_spec layout");
+_Static_assert(sizeof(struct gpu_usdt_spec) == 8 + 16 * GPU_USDT_ARGS, "gpu_usdt_spec layout");
 /* A thread's API call between its entry and its return (gpu_inflight;
  * user space reads tgid to sweep a dead process's threads). */
 struct gpu_call {
@@ -292,14 +334,10 @@ struct gpu_call {
 	 * launch-ex entries replace them with the config's fields */
 	__u64 a[9];
 	__u64 id_hash; /* ncclCommInitRank*: hash of the unique id */
-	/* The thread's last call site (see gpu_site_stack()): its stack
-	 * pointer, return address and caller's return address, and the stack
-	 * walked there. */
-	__u64 site_sp, site_ret, site_ret2, site_stack;
-	__u32 active; /* a call is in flight (the entry outlives calls) */
+	__u32 active;  /* a call is in flight (the entry outlives calls) */
 	__u32 pad;
 };
-_Static_assert(sizeof(struct gpu_call) == 32 + 72 + 8 + 32 + 8, "gpu_call layout");
+_Static_assert(sizeof(struct gpu_call) == 32 + 72 + 8 + 8, "gpu_call layout");
 /* A GPU call site with Python frames: its id (gpu_stack_pairs' key, used
  * wherever a stack id goes) names the native stack and the Python one. */
 struct gpu_stack_pair {

@@ -141,6 +141,7 @@ int api_processes(struct server *srv, const struct request *r, FILE *out)
 struct load_ctx {
 	struct profile *p;
 	struct central_sym *sym;
+	uint32_t dbgd_queued; /* debuginfod queries this query made */
 };
 
 static int to_profile_frame(struct profile *p, const struct store_frame *sf, uint32_t *idx)
@@ -167,9 +168,9 @@ static int to_profile_frame(struct profile *p, const struct store_frame *sf, uin
  * symbolizer says now (inlines expanded).  Returns how many (>= 1).
  */
 static int expand_frame(struct central_sym *sym, const struct store_frame *sf,
-			struct store_frame *out, struct sym_frame *late, int max)
+			struct store_frame *out, struct sym_frame *late, int max, uint32_t *queued)
 {
-	int nl = central_sym__resolve_late(sym, sf, late, max);
+	int nl = central_sym__resolve_late(sym, sf, late, max, queued);
 
 	if (nl <= 0) {
 		out[0] = *sf;
@@ -195,7 +196,8 @@ static int load_row(void *ctx, const struct store_sample *s)
 	for (uint32_t i = 0; i < s->stack->nframes && n < PROFILE_MAX_FRAMES; i++) {
 		struct store_frame g[SYM_MAX_INLINE];
 		struct sym_frame late[SYM_MAX_INLINE];
-		int ng = expand_frame(l->sym, &s->stack->frames[i], g, late, SYM_MAX_INLINE);
+		int ng = expand_frame(l->sym, &s->stack->frames[i], g, late, SYM_MAX_INLINE,
+				      &l->dbgd_queued);
 
 		for (int j = 0; j < ng && n < PROFILE_MAX_FRAMES; j++) {
 			int err = to_profile_frame(l->p, &g[j], &idx[n++]);
@@ -301,7 +303,8 @@ static void json_stack(FILE *out, struct central_sym *sym, const struct store_st
 	for (uint32_t i = 0; i < s->nframes; i++) {
 		struct store_frame g[SYM_MAX_INLINE];
 		struct sym_frame late[SYM_MAX_INLINE];
-		int ng = expand_frame(sym, &s->frames[i], g, late, SYM_MAX_INLINE);
+		uint32_t no_asks = CENTRAL_SYM_DBGD_PER_BATCH; /* ingest asks */
+		int ng = expand_frame(sym, &s->frames[i], g, late, SYM_MAX_INLINE, &no_asks);
 
 		for (int j = 0; j < ng; j++) {
 			struct profile_frame f = { .func = g[j].func,

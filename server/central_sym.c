@@ -12,18 +12,18 @@
 #include <unistd.h>
 
 #include "lib/hash.h"
+#include "server/dbgd_fetch.h"
 #include "lib/profile.h"
 #include "symbolize/buildid.h"
-#include "symbolize/debuginfod.h"
 #include "symbolize/symbolize.h"
 
 #define STACK_CACHE_ENTRIES (256u * 1024)
 #define STACK_CACHE_STRING_BYTES (256u << 20)
 
 struct central_sym {
-	pthread_mutex_t lock; /* the symbolizer and debuginfod are not thread-safe */
+	pthread_mutex_t lock; /* the symbolizer is not thread-safe */
 	struct symbolizer *sym;
-	struct debuginfod *dbgd; /* NULL without use_debuginfod */
+	struct dbgd_fetch *fetch; /* NULL without debuginfod */
 	struct buildid_store *bids;
 	struct sym_cache *stacks; /* symbolized stacks by wire stack */
 	struct central_sym_stats st;
@@ -44,14 +44,25 @@ struct central_sym *central_sym__new(struct buildid_store *bids, int use_debugin
 	c->bids = bids;
 	c->sym = symbolizer__new(&o);
 	c->stacks = sym_cache__new(STACK_CACHE_ENTRIES, STACK_CACHE_STRING_BYTES);
-	if (use_debuginfod)
-		c->dbgd = debuginfod__new();
+	pthread_mutex_init(&c->lock, NULL);
+	/* Fetchers only where there is a debuginfod to ask. */
+	if (use_debuginfod && getenv("DEBUGINFOD_URLS") && *getenv("DEBUGINFOD_URLS")) {
+		c->fetch = dbgd_fetch__new(NULL);
+		if (c->fetch && dbgd_fetch__start(c->fetch)) {
+			dbgd_fetch__free(c->fetch);
+			c->fetch = NULL;
+		}
+		if (!c->fetch) {
+			central_sym__free(c);
+			errno = ENOMEM;
+			return NULL;
+		}
+	}
 	if (!c->sym || !c->stacks) {
 		central_sym__free(c);
 		errno = ENOMEM;
 		return NULL;
 	}
-	pthread_mutex_init(&c->lock, NULL);
 	return c;
 }
 
@@ -59,9 +70,9 @@ void central_sym__free(struct central_sym *c)
 {
 	if (!c)
 		return;
+	dbgd_fetch__free(c->fetch); /* first: its threads end */
 	symbolizer__free(c->sym);
 	sym_cache__free(c->stacks);
-	debuginfod__free(c->dbgd);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
 }
@@ -123,33 +134,45 @@ static void note_missing(struct central_sym *c, struct sym_batch *sb, const char
  * The file to symbolize a build-id with: the uploaded one, else the
  * executable debuginfod has (a debug file alone lacks the loaded segments
  * that map file offsets; the symbolizer fetches the debug file for the
- * executable itself).  Returns 0 with path filled, or -ENOENT.
+ * executable itself).  debuginfod is asked in the background, for
+ * uploaded files too (the fetch warms the debug file the symbolizer may
+ * ask for under the lock), at most CENTRAL_SYM_DBGD_PER_BATCH new ids per
+ * batch or query (*queued counts them).  Returns 0 with path filled,
+ * -ENOENT (nobody has it), or -EINPROGRESS (ask again later).
  */
-static int file_for(struct central_sym *c, const char *hex, const uint8_t *id, size_t idlen,
-		    char *path, size_t sz, int ask_debuginfod)
+static int file_for(struct central_sym *c, uint32_t *queued, const char *hex, const uint8_t *id,
+		    size_t idlen, char *path, size_t sz)
 {
-	char *dpath = NULL;
-	int fd;
+	int have = !buildid_store__path(c->bids, hex, path, sz);
+	int may_queue = *queued < CENTRAL_SYM_DBGD_PER_BATCH;
+	char dpath[PATH_MAX];
+	enum dbgd_state st;
 
-	if (!buildid_store__path(c->bids, hex, path, sz))
+	if (!c->fetch)
+		return have ? 0 : -ENOENT;
+	st = dbgd_fetch__lookup(c->fetch, id, idlen, may_queue, dpath, sizeof(dpath));
+	switch (st) {
+	case DBGD_FOUND:
+		if (!have)
+			snprintf(path, sz, "%s", dpath);
 		return 0;
-	if (!c->dbgd || !ask_debuginfod)
-		return -ENOENT;
-	fd = debuginfod__find_executable(c->dbgd, id, idlen, &dpath);
-	if (fd < 0) {
-		c->st.debuginfod_failed++;
-		return -ENOENT;
+	case DBGD_NONE:
+		return have ? 0 : -ENOENT;
+	case DBGD_QUEUED:
+		(*queued)++;
+		return -EINPROGRESS;
+	case DBGD_NOT_ASKED:
+		if (!may_queue)
+			__atomic_fetch_add(&c->st.debuginfod_capped, 1, __ATOMIC_RELAXED);
+		return -EINPROGRESS;
+	default:
+		return -EINPROGRESS;
 	}
-	close(fd);
-	snprintf(path, sz, "%s", dpath);
-	free(dpath);
-	c->st.debuginfod_found++;
-	return 0;
 }
 
 /* Per mapping of one batch: the file to symbolize with, looked up once. */
 struct mapping_file {
-	int state; /* 0 not looked up, 1 found (path), -1 missing */
+	int state; /* 0 not looked up, 1 found (path), -1 missing, -2 being fetched */
 	char *path;
 };
 
@@ -167,9 +190,12 @@ static int native_frames(struct central_sym *c, const Strata__V1__Batch *b, stru
 	if (!f0->state) {
 		char path[PATH_MAX];
 
-		f0->state = -1;
-		if (m->build_id.len && file_for(c, hex, m->build_id.data, m->build_id.len, path,
-						sizeof(path), 1) == 0) {
+		int r = m->build_id.len ? file_for(c, &sb->dbgd_queued, hex, m->build_id.data,
+						   m->build_id.len, path, sizeof(path))
+					: -ENOENT;
+
+		f0->state = r == -EINPROGRESS ? -2 : -1;
+		if (!r) {
 			f0->path = strdup(path);
 			f0->state = f0->path ? 1 : -1;
 		}
@@ -179,6 +205,9 @@ static int native_frames(struct central_sym *c, const Strata__V1__Batch *b, stru
 
 		n = symbolizer__resolve(c->sym, f0->path, m->build_id.data, m->build_id.len, q, sf,
 					SYM_MAX_INLINE);
+	} else if (f0->state == -2) { /* stored unresolved, resolved at query time */
+		c->st.frames_pending++;
+		sb->uncacheable = 1;
 	} else if (m->build_id.len) {
 		note_missing(c, sb, hex);
 	}
@@ -401,10 +430,11 @@ static int unhex(const char *hex, uint8_t *out, size_t max)
 }
 
 int central_sym__resolve_late(struct central_sym *c, const struct store_frame *f,
-			      struct sym_frame *out, int max)
+			      struct sym_frame *out, int max, uint32_t *queued)
 {
 	uint8_t id[64];
 	char path[PATH_MAX];
+	uint64_t q;
 	int n = 0, len;
 
 	if (f->kind != PROFILE_KIND_NATIVE || !(f->flags & PROFILE_FRAME_UNRESOLVED) ||
@@ -413,15 +443,14 @@ int central_sym__resolve_late(struct central_sym *c, const struct store_frame *f
 	len = unhex(f->build_id, id, sizeof(id));
 	if (len <= 0)
 		return 0;
+	/* the file (uploaded, or from debuginfod by now): no lock held */
+	if (file_for(c, queued, f->build_id, id, (size_t)len, path, sizeof(path)))
+		return 0;
+	q = (f->flags & PROFILE_FRAME_RETURN) && f->addr ? f->addr - 1 : f->addr;
 	pthread_mutex_lock(&c->lock);
-	/* Uploaded files only: debuginfod was asked at ingest already. */
-	if (!file_for(c, f->build_id, id, (size_t)len, path, sizeof(path), 0)) {
-		uint64_t q = (f->flags & PROFILE_FRAME_RETURN) && f->addr ? f->addr - 1 : f->addr;
-
-		n = symbolizer__resolve(c->sym, path, id, (size_t)len, q, out, max);
-		if (n > 0)
-			c->st.late_resolved++;
-	}
+	n = symbolizer__resolve(c->sym, path, id, (size_t)len, q, out, max);
+	if (n > 0)
+		c->st.late_resolved++;
 	pthread_mutex_unlock(&c->lock);
 	return n > 0 ? n : 0;
 }
@@ -435,6 +464,16 @@ void central_sym__stats(struct central_sym *c, struct central_sym_stats *st)
 	*st = c->st;
 	sym_cache__stats(c->stacks, &st->stacks);
 	pthread_mutex_unlock(&c->lock);
+	if (c->fetch) {
+		struct dbgd_fetch_stats fs;
+
+		dbgd_fetch__stats(c->fetch, &fs);
+		st->debuginfod_found = fs.found;
+		st->debuginfod_failed = fs.not_found;
+		st->debuginfod_negative_hits = fs.negative_hits;
+		st->debuginfod_not_asked = fs.not_asked;
+		st->debuginfod_pending = fs.pending;
+	}
 	st->lookups = ss.lookups;
 	st->cache_hits = ss.cache_hits;
 }

@@ -6,7 +6,11 @@
  * functions, inlines, file:line, demangling; results cached).  A frame
  * that cannot be resolved stays unresolved (module + offset), and its
  * build-id is reported missing so the agent can upload the file.
- * Thread-safe (one lock around the symbolizer, which is not).
+ * debuginfod is asked in the background (server/dbgd_fetch.h), at most
+ * CENTRAL_SYM_DBGD_PER_BATCH new build-ids per batch: a frame whose file
+ * is still being fetched is stored unresolved (not reported missing) and
+ * resolved at query time.  Thread-safe (one lock around the symbolizer,
+ * which is not; no network under it).
  */
 #ifndef STRATA_SERVER_CENTRAL_SYM_H
 #define STRATA_SERVER_CENTRAL_SYM_H
@@ -20,13 +24,19 @@
 #include "symbolize/symbolize.h"
 #include "strata.pb-c.h"
 
-#define CENTRAL_SYM_MAX_MISSING 32 /* build-ids asked for per batch */
+#define CENTRAL_SYM_MAX_MISSING 32    /* build-ids asked for per batch */
+#define CENTRAL_SYM_DBGD_PER_BATCH 32 /* new debuginfod queries per batch */
 
 struct central_sym_stats {
-	uint64_t frames_native, frames_resolved; /* hit rate = resolved / native */
-	uint64_t lookups, cache_hits;		 /* symbolizer */
-	uint64_t missing_build_ids;		 /* frames whose file the server lacks */
-	uint64_t debuginfod_found, debuginfod_failed;
+	uint64_t frames_native, frames_resolved;      /* hit rate = resolved / native */
+	uint64_t lookups, cache_hits;		      /* symbolizer */
+	uint64_t missing_build_ids;		      /* frames whose file the server lacks */
+	uint64_t debuginfod_found, debuginfod_failed; /* answers */
+	uint64_t debuginfod_negative_hits;	      /* "not found", remembered */
+	uint64_t debuginfod_not_asked;		      /* queue full */
+	uint64_t debuginfod_capped;		      /* over a batch's cap: later */
+	uint64_t debuginfod_pending;		      /* now */
+	uint64_t frames_pending;		      /* stored unresolved: fetching */
 	uint64_t late_resolved;	       /* stored unresolved, resolved at query time */
 	struct sym_cache_stats stacks; /* whole symbolized stacks reused */
 };
@@ -40,7 +50,8 @@ struct sym_batch {
 	char (*hex)[BUILDID_HEX_MAX]; /* per mapping */
 	char missing[CENTRAL_SYM_MAX_MISSING][BUILDID_HEX_MAX];
 	size_t nmissing;
-	int uncacheable; /* the stack being symbolized lacked a file */
+	int uncacheable;      /* the stack being symbolized lacked a file */
+	uint32_t dbgd_queued; /* new debuginfod queries of this batch */
 };
 
 struct central_sym;
@@ -55,12 +66,14 @@ void sym_batch__fini(struct sym_batch *sb);
 
 /*
  * A native frame stored unresolved (its file came later, e.g. uploaded
- * after the server asked): resolves it now into out[0..n) (innermost
- * first, as symbolizer__resolve).  Returns n, 0 when still unresolved.
+ * after the server asked, or fetched from debuginfod since): resolves it
+ * now into out[0..n) (innermost first, as symbolizer__resolve).  Returns
+ * n, 0 when still unresolved.  *queued counts the debuginfod queries the
+ * caller's query made (at most CENTRAL_SYM_DBGD_PER_BATCH; start at 0).
  * Strings live as long as c.
  */
 int central_sym__resolve_late(struct central_sym *c, const struct store_frame *f,
-			      struct sym_frame *out, int max);
+			      struct sym_frame *out, int max, uint32_t *queued);
 
 void central_sym__stats(struct central_sym *c, struct central_sym_stats *st);
 

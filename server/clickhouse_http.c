@@ -40,12 +40,14 @@ int ch_parse_url(const char *spec, struct ch_opts *o, char *buf, size_t bufsz)
 	if (strncmp(spec, "clickhouse://", 13))
 		return -EINVAL;
 	p = spec + 13;
-	slash = strchr(p, '/');
+	/* The last '@' ends the user info (the database name holds none), so
+	 * a password may hold '@' and '/'. */
+	at = strrchr(p, '@');
+	slash = strchr(at ? at + 1 : p, '/');
 	if (!slash || !slash[1] ||
 	    strspn(slash + 1, "abcdefghijklmnopqrstuvwxyz"
 			      "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") != strlen(slash + 1))
 		return -EINVAL;
-	at = memrchr(p, '@', (size_t)(slash - p)); /* a password may hold @ */
 	const char *host = at ? at + 1 : p;
 	colon = memrchr(host, ':', (size_t)(slash - host));
 	if (!colon || colon == host || colon + 1 == slash ||

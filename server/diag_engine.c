@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * Server-side diagnosis windows (see diag_engine.h): per job and window,
- * per-thread breakdown counters -> cumulative per-rank breakdown, GPU
- * memory outstanding by stack -> leak tracker.  Stragglers are decided at
- * ingest (server/diag_live.c).
+ * Server-side diagnosis windows (see diag_engine.h): the jobs (added from
+ * the store, freed when idle or quiet), the runs that judge their windows
+ * in order (one window: server/diag_window.c), what queries and /metrics
+ * read.  Stragglers are decided at ingest (server/diag_live.c).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -12,52 +12,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "diagnose/breakdown.h"
 #include "lib/clock.h"
 #include "lib/enum_names.h"
-#include "server/diag_engine.h"
+#include "lib/hash.h"
+#include "server/diag_engine_int.h"
 #include "server/diag_inputs.h"
-
-#define MAX_RANKS 1024 /* per job */
-#define MAX_SITES 512  /* outstanding (pid, stack) sites kept per job for /metrics */
-#define MAX_PIDS 1024  /* pid -> node/rank per job */
-
-struct site {
-	uint32_t pid;
-	uint64_t stack_id, bytes;
-};
-
-struct pid_place {
-	uint32_t pid;
-	int32_t rank;
-	char node[DIAG_NAME_LEN];
-};
-
-struct job_state {
-	char job[DIAG_NAME_LEN];
-	struct leak_tracker *lt;
-	uint64_t next_ws; /* start of the next window to judge */
-	struct diag_rank_time ranks[MAX_RANKS];
-	uint32_t nranks;
-	struct site sites[MAX_SITES];
-	uint32_t nsites;
-	struct pid_place pids[MAX_PIDS];
-	uint32_t npids;
-};
-
-struct diag_engine {
-	struct store *st;
-	struct diag_engine_opts o;
-	pthread_mutex_t lock; /* jobs and stats; one run at a time */
-	struct job_state **jobs;
-	uint32_t njobs;
-	struct diag_engine_stats stats;
-	pthread_t thread;
-	int running;
-	pthread_mutex_t stop_lock;
-	pthread_cond_t stop_cond;
-	int stop;
-};
 
 struct diag_engine *diag_engine__new(struct store *st, const struct diag_engine_opts *o)
 {
@@ -78,13 +37,22 @@ struct diag_engine *diag_engine__new(struct store *st, const struct diag_engine_
 		if (o->max_catchup)
 			e->o.max_catchup = o->max_catchup;
 		e->o.interval_ns = o->interval_ns;
+		e->o.idle_ns = o->idle_ns;
 	}
 	if (!e->o.delay_ns)
 		e->o.delay_ns = e->o.window_ns;
+	if (!e->o.idle_ns) {
+		e->o.idle_ns = (uint64_t)e->o.max_catchup * e->o.window_ns;
+		if (e->o.idle_ns < 3600000000000ull)
+			e->o.idle_ns = 3600000000000ull;
+	}
 	if (!e->o.interval_ns)
 		e->o.interval_ns = e->o.window_ns / 4;
 	e->jobs = calloc(e->o.max_jobs, sizeof(*e->jobs));
-	if (!e->jobs) {
+	e->done = calloc(MAX_DONE, sizeof(*e->done));
+	if (!e->jobs || !e->done) {
+		free(e->jobs);
+		free(e->done);
 		free(e);
 		return NULL;
 	}
@@ -150,6 +118,7 @@ void diag_engine__free(struct diag_engine *e)
 	for (uint32_t i = 0; i < e->njobs; i++)
 		job_free(e->jobs[i]);
 	free(e->jobs);
+	free(e->done);
 	pthread_mutex_destroy(&e->lock);
 	pthread_mutex_destroy(&e->stop_lock);
 	pthread_cond_destroy(&e->stop_cond);
@@ -159,199 +128,6 @@ void diag_engine__free(struct diag_engine *e)
 uint64_t diag_engine__window_ns(const struct diag_engine *e)
 {
 	return e->o.window_ns;
-}
-
-/* ---- one window ---------------------------------------------------------------- */
-
-static void place_pid(struct job_state *j, struct diag_engine *e, uint32_t pid, const char *node,
-		      int has_rank, int32_t rank)
-{
-	for (uint32_t i = 0; i < j->npids; i++)
-		if (j->pids[i].pid == pid && !strcmp(j->pids[i].node, node))
-			return;
-	if (j->npids == MAX_PIDS) {
-		e->stats.ranks_dropped++;
-		return;
-	}
-	j->pids[j->npids].pid = pid;
-	j->pids[j->npids].rank = has_rank ? rank : -1;
-	snprintf(j->pids[j->npids].node, DIAG_NAME_LEN, "%s", node);
-	j->npids++;
-}
-
-/* The per-thread counters of one window, grouped by thread. */
-struct thread_sum {
-	char node[DIAG_NAME_LEN];
-	uint32_t pid, tid;
-	int has_rank;
-	int32_t rank;
-	uint64_t ns[STRATA_TIME_MAX];
-};
-
-struct tt_ctx {
-	struct thread_sum *t;
-	size_t n, cap;
-};
-
-static int on_thread_time(void *ctx, const struct store_thread_time *t)
-{
-	struct tt_ctx *c = ctx;
-	struct thread_sum *s = NULL;
-
-	if (t->kind != STORE_THREAD_TIME || t->index >= STRATA_TIME_MAX || !t->has_rank)
-		return 0;
-	for (size_t i = 0; i < c->n && !s; i++)
-		if (c->t[i].pid == t->pid && c->t[i].tid == t->tid &&
-		    !strcmp(c->t[i].node, t->node))
-			s = &c->t[i];
-	if (!s) {
-		if (c->n == c->cap) {
-			size_t cap = c->cap ? c->cap * 2 : 64;
-			void *p = realloc(c->t, cap * sizeof(*c->t));
-
-			if (!p)
-				return -ENOMEM;
-			c->t = p;
-			c->cap = cap;
-		}
-		s = &c->t[c->n++];
-		memset(s, 0, sizeof(*s));
-		snprintf(s->node, sizeof(s->node), "%s", t->node);
-		s->pid = t->pid;
-		s->tid = t->tid;
-		s->has_rank = t->has_rank;
-		s->rank = t->rank;
-	}
-	s->ns[t->index] += t->ns;
-	return 0;
-}
-
-/* The main training thread of a process: the one that spends the most time
- * in the GPU/NCCL layers (it drives the step), then the busiest. */
-static uint64_t main_key(const struct thread_sum *s, int layer)
-{
-	if (layer)
-		return s->ns[STRATA_TIME_CUDA_API] + s->ns[STRATA_TIME_GPU_WAIT] +
-		       s->ns[STRATA_TIME_COLLECTIVE];
-	return s->ns[STRATA_TIME_CPU] + s->ns[STRATA_TIME_RUNNABLE] + s->ns[STRATA_TIME_IO_WAIT] +
-	       s->ns[STRATA_TIME_LOCK_WAIT];
-}
-
-static int better_main(const struct thread_sum *a, const struct thread_sum *b)
-{
-	if (main_key(a, 1) != main_key(b, 1))
-		return main_key(a, 1) > main_key(b, 1);
-	return main_key(a, 0) > main_key(b, 0);
-}
-
-static void add_breakdown(struct diag_engine *e, struct job_state *j, struct tt_ctx *c)
-{
-	for (size_t i = 0; i < c->n; i++) {
-		const struct thread_sum *s = &c->t[i];
-		struct diag_rank_time *r = NULL;
-		int best = 1;
-
-		/* skip threads a sibling of the same rank beats */
-		for (size_t k = 0; k < c->n && best; k++)
-			if (k != i && c->t[k].rank == s->rank && better_main(&c->t[k], s))
-				best = 0;
-		if (!best)
-			continue;
-		for (uint32_t k = 0; k < j->nranks && !r; k++)
-			if (j->ranks[k].rank == s->rank)
-				r = &j->ranks[k];
-		if (!r) {
-			if (j->nranks == MAX_RANKS) {
-				e->stats.ranks_dropped++;
-				continue;
-			}
-			r = &j->ranks[j->nranks++];
-			memset(r, 0, sizeof(*r));
-			r->rank = s->rank;
-		}
-		r->pid = s->pid;
-		r->tid = s->tid;
-		snprintf(r->node, sizeof(r->node), "%s", s->node);
-		for (int k = 0; k < STRATA_TIME_MAX; k++)
-			r->ns[k] += s->ns[k];
-	}
-}
-
-struct leak_ctx {
-	struct diag_alloc_site *s;
-	size_t n, cap;
-	struct diag_strings *names;
-	struct job_state *j;
-	struct diag_engine *e;
-};
-
-static int on_leak_row(void *ctx, const struct store_leak *l)
-{
-	struct leak_ctx *c = ctx;
-	char folded[LEAK_STACK_LEN];
-
-	if (c->n == c->cap) {
-		size_t cap = c->cap ? c->cap * 2 : 256;
-		void *p = realloc(c->s, cap * sizeof(*c->s));
-
-		if (!p)
-			return -ENOMEM;
-		c->s = p;
-		c->cap = cap;
-	}
-	diag_fold_stack(l->stack, folded, sizeof(folded));
-	c->s[c->n] = (struct diag_alloc_site){ .pid = l->pid,
-					       .stack_id = l->stack->id,
-					       .stack = diag_strings__add(c->names, folded),
-					       .outstanding_bytes = l->bytes };
-	if (!c->s[c->n].stack)
-		return -ENOMEM;
-	c->n++;
-	place_pid(c->j, c->e, l->pid, l->node, l->has_rank, l->rank);
-	return 0;
-}
-
-static void keep_sites(struct diag_engine *e, struct job_state *j, const struct leak_ctx *c)
-{
-	j->nsites = 0;
-	for (size_t i = 0; i < c->n; i++) {
-		if (j->nsites == MAX_SITES) { /* rows come largest first */
-			e->stats.sites_dropped += c->n - i;
-			break;
-		}
-		j->sites[j->nsites++] = (struct site){ .pid = c->s[i].pid,
-						       .stack_id = c->s[i].stack_id,
-						       .bytes = c->s[i].outstanding_bytes };
-	}
-}
-
-static int judge_window(struct diag_engine *e, struct job_state *j, uint64_t ws)
-{
-	uint64_t we = ws + e->o.window_ns;
-	struct store_filter f = { .job = j->job, .from_ns = ws, .to_ns = we };
-	struct diag_strings *names = diag_strings__new();
-	struct tt_ctx tc = { 0 };
-	struct leak_ctx lc = { .names = names, .j = j, .e = e };
-	int err = -ENOMEM;
-
-	if (!names)
-		goto out;
-	err = e->st->ops->thread_times(e->st, &f, on_thread_time, &tc);
-	if (err)
-		goto out;
-	add_breakdown(e, j, &tc);
-	f.from_ns = 0; /* outstanding at the window's end */
-	err = e->st->ops->leaks(e->st, &f, on_leak_row, &lc);
-	if (err)
-		goto out;
-	err = leak_tracker__window(j->lt, lc.s, lc.n, (int64_t)we);
-	if (!err)
-		keep_sites(e, j, &lc);
-out:
-	free(tc.t);
-	free(lc.s);
-	diag_strings__free(names);
-	return err;
 }
 
 /* ---- jobs ---------------------------------------------------------------------- */
@@ -392,11 +168,100 @@ static struct job_state *job_get(struct diag_engine *e, const char *job)
 	return NULL;
 }
 
-static struct job_state *job_add(struct diag_engine *e, const char *job, uint64_t first_ns)
+/* Nothing left to judge: every window up to its data's is judged. */
+static int judged_all(const struct diag_engine *e, const struct job_state *j)
+{
+	return j->next_ws > j->last_ns + e->o.window_ns;
+}
+
+/* No data for idle_ns past the delay: the job ended (or lost its agents). */
+static int idle_at(const struct diag_engine *e, uint64_t last_ns, uint64_t now_ns)
+{
+	return now_ns > e->o.delay_ns + e->o.idle_ns &&
+	       last_ns < now_ns - e->o.delay_ns - e->o.idle_ns;
+}
+
+static uint64_t job_key(const char *job)
+{
+	uint64_t h = hash_bytes(job, strlen(job), 0x646f6e65);
+
+	return h ? h : 1;
+}
+
+/* Where a freed job stopped (0: not remembered). */
+static uint64_t done_get(const struct diag_engine *e, const char *job)
+{
+	uint64_t key = job_key(job);
+
+	for (uint32_t i = 0; i < DONE_PROBES; i++) {
+		const struct done_job *d = &e->done[(key + i) & (MAX_DONE - 1)];
+
+		if (d->key == key)
+			return d->next_ws;
+	}
+	return 0;
+}
+
+/* Remembers a freed job; a full probe run forgets its oldest (counted). */
+static void done_note(struct diag_engine *e, const char *job, uint64_t next_ws)
+{
+	uint64_t key = job_key(job);
+	struct done_job *slot = NULL;
+
+	for (uint32_t i = 0; i < DONE_PROBES; i++) {
+		struct done_job *d = &e->done[(key + i) & (MAX_DONE - 1)];
+
+		if (d->key == key || !d->key) {
+			slot = d;
+			break;
+		}
+		if (!slot || d->next_ws < slot->next_ws)
+			slot = d;
+	}
+	if (slot->key && slot->key != key)
+		e->stats.done_forgotten++;
+	slot->key = key;
+	slot->next_ws = next_ws;
+}
+
+static void job_evict(struct diag_engine *e, uint32_t i)
+{
+	done_note(e, e->jobs[i]->job, e->jobs[i]->next_ws);
+	job_free(e->jobs[i]);
+	e->jobs[i] = e->jobs[--e->njobs];
+	e->stats.jobs = e->njobs;
+	e->stats.jobs_evicted++;
+}
+
+/*
+ * Room for a new job in a full table: the quietest tracked job (all its
+ * windows judged, no data for a window past the delay, the oldest data)
+ * goes.  A table full of active jobs drops the newcomer (counted).
+ */
+static int make_room(struct diag_engine *e, uint64_t now_ns)
+{
+	uint64_t quiet = e->o.delay_ns + e->o.window_ns;
+	int64_t best = -1;
+
+	for (uint32_t i = 0; i < e->njobs; i++) {
+		const struct job_state *j = e->jobs[i];
+
+		if (judged_all(e, j) && now_ns > quiet && j->last_ns < now_ns - quiet &&
+		    (best < 0 || j->last_ns < e->jobs[best]->last_ns))
+			best = i;
+	}
+	if (best < 0)
+		return -ENOSPC;
+	job_evict(e, (uint32_t)best);
+	return 0;
+}
+
+static struct job_state *job_add(struct diag_engine *e, const char *job, uint64_t first_ns,
+				 uint64_t now_ns)
 {
 	struct job_state *j;
 
-	if (e->njobs == e->o.max_jobs) {
+	if (e->njobs == e->o.max_jobs && make_room(e, now_ns)) {
 		e->stats.jobs_dropped++;
 		return NULL;
 	}
@@ -415,6 +280,25 @@ static struct job_state *job_add(struct diag_engine *e, const char *job, uint64_
 	return j;
 }
 
+/* Frees jobs that are gone from the store (retention) or idle with
+ * nothing left to judge; refreshes the others' latest data. */
+static void evict_idle(struct diag_engine *e, const struct job_list *jl, uint64_t now_ns)
+{
+	for (uint32_t i = 0; i < e->njobs;) {
+		struct job_state *j = e->jobs[i];
+		size_t k = 0;
+
+		while (k < jl->n && strcmp(jl->v[k].job, j->job))
+			k++;
+		if (k < jl->n)
+			j->last_ns = jl->v[k].last_ns;
+		if (k == jl->n || (judged_all(e, j) && idle_at(e, j->last_ns, now_ns)))
+			job_evict(e, i); /* the last job moved to i */
+		else
+			i++;
+	}
+}
+
 int diag_engine__run(struct diag_engine *e, uint64_t now_ns)
 {
 	struct job_list jl = { 0 };
@@ -425,14 +309,27 @@ int diag_engine__run(struct diag_engine *e, uint64_t now_ns)
 	pthread_mutex_lock(&e->lock);
 	e->stats.runs++;
 	err = e->st->ops->jobs(e->st, &(struct store_filter){ 0 }, on_job, &jl);
+	if (!err)
+		evict_idle(e, &jl, now_ns);
 	for (size_t i = 0; !err && i < jl.n; i++) {
 		struct job_state *j = job_get(e, jl.v[i].job);
 		uint64_t W = e->o.window_ns, done = 0;
 
-		if (!j)
-			j = job_add(e, jl.v[i].job, jl.v[i].first_ns);
+		if (!j) {
+			uint64_t resume = done_get(e, jl.v[i].job);
+
+			/* freed before: back only with newer data, from where it
+			 * stopped; never seen: not when idle (nothing to judge) */
+			if (resume ? jl.v[i].last_ns + W < resume
+				   : idle_at(e, jl.v[i].last_ns, now_ns))
+				continue;
+			j = job_add(e, jl.v[i].job, jl.v[i].first_ns, now_ns);
+			if (j && resume)
+				j->next_ws = resume;
+		}
 		if (!j)
 			continue;
+		j->last_ns = jl.v[i].last_ns;
 		/* far behind (server down, old data): judge the recent past only */
 		if (now_ns > e->o.delay_ns && now_ns - e->o.delay_ns > j->next_ws + W &&
 		    (now_ns - e->o.delay_ns - j->next_ws) / W > e->o.max_catchup) {
@@ -447,7 +344,7 @@ int diag_engine__run(struct diag_engine *e, uint64_t now_ns)
 		/* complete windows that may hold data of this job */
 		while (!err && j->next_ws + W + e->o.delay_ns <= now_ns &&
 		       j->next_ws <= jl.v[i].last_ns + W && done < e->o.max_catchup) {
-			err = judge_window(e, j, j->next_ws);
+			err = diag_window__judge(e, j, j->next_ws);
 			if (err) {
 				e->stats.store_errors++;
 				break;
@@ -518,14 +415,28 @@ size_t diag_engine__leaks(struct diag_engine *e, const char *job, struct diag_le
 
 uint64_t diag_engine__judged_until(struct diag_engine *e, const char *job)
 {
+	struct job_list jl = { 0 };
 	struct job_state *j;
-	uint64_t t = 0;
+	uint64_t t = 0, W = e->o.window_ns;
 
 	pthread_mutex_lock(&e->lock);
 	j = job_get(e, job);
 	if (j)
 		t = j->next_ws;
 	pthread_mutex_unlock(&e->lock);
+	if (j)
+		return t;
+	pthread_mutex_lock(&e->lock);
+	t = done_get(e, job);
+	pthread_mutex_unlock(&e->lock);
+	if (t)
+		return t;
+	/* Never tracked (the server started after it ended): an idle job is
+	 * complete up to the window after its last data. */
+	if (!e->st->ops->jobs(e->st, &(struct store_filter){ .job = job }, on_job, &jl) &&
+	    jl.n == 1 && idle_at(e, jl.v[0].last_ns, realtime_ns()))
+		t = (jl.v[0].last_ns / W + 1) * W;
+	free(jl.v);
 	return t;
 }
 
@@ -619,8 +530,11 @@ void diag_engine__metrics(struct diag_engine *e, FILE *o)
 		"strata_diagnosis_drops_total{what=\"leak_sites\"} %" PRIu64 "\n"
 		"# HELP strata_diagnosis_windows_total windows judged per job\n"
 		"# TYPE strata_diagnosis_windows_total counter\n"
-		"strata_diagnosis_windows_total %" PRIu64 "\n",
+		"strata_diagnosis_windows_total %" PRIu64 "\n"
+		"# HELP strata_diagnosis_jobs_evicted_total jobs freed: idle, or quiet for room\n"
+		"# TYPE strata_diagnosis_jobs_evicted_total counter\n"
+		"strata_diagnosis_jobs_evicted_total %" PRIu64 "\n",
 		e->stats.leak_series_dropped, e->stats.jobs_dropped, e->stats.ranks_dropped,
-		e->stats.sites_dropped, e->stats.windows);
+		e->stats.sites_dropped, e->stats.windows, e->stats.jobs_evicted);
 	pthread_mutex_unlock(&e->lock);
 }

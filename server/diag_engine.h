@@ -7,6 +7,8 @@
  * `delay` ago (agents ship a period late), in order, never twice.  Per job
  * it keeps a GPU leak tracker and cumulative time breakdown counters per
  * rank; jobs, ranks and leak sites are bounded tables with drop counters.
+ * A job that stopped sending is freed once idle (so weeks of jobs come and
+ * go), and a quiet job makes room for a new one when the table is full.
  * A background thread runs it every window / 4; queries run it too
  * (diag_engine__run), so answers never lag the data by more than the
  * delay.
@@ -31,6 +33,9 @@ struct diag_engine_opts {
 	uint32_t max_catchup; /* windows judged per job per run (360) */
 	uint64_t interval_ns; /* background runs this often (window / 4);
 			       * UINT64_MAX: only on query (replaying data) */
+	uint64_t idle_ns;     /* a job with no data for this long and nothing left
+			       * to judge is freed (its results with it): the
+			       * catch-up span (max_catchup windows), at least 1 h */
 };
 
 /* A rank's cumulative time breakdown (its main training thread). */
@@ -50,7 +55,9 @@ struct diag_leak_report {
 
 struct diag_engine_stats {
 	uint64_t runs, windows, windows_skipped; /* skipped: further behind than max_catchup */
-	uint64_t jobs, jobs_dropped;
+	uint64_t jobs, jobs_dropped;		 /* dropped: the table full of active jobs */
+	uint64_t jobs_evicted;			 /* idle, or quiet to make room */
+	uint64_t done_forgotten;		 /* freed jobs pushed out of the memory of them */
 	uint64_t ranks_dropped, sites_dropped;
 	uint64_t leak_series_dropped, store_errors;
 };
@@ -72,7 +79,8 @@ size_t diag_engine__breakdown(struct diag_engine *e, const char *job, struct dia
 size_t diag_engine__leaks(struct diag_engine *e, const char *job, struct diag_leak_report *out,
 			  size_t max);
 /* End of the last judged window of job (0: none): findings use the data
- * up to there, which is complete. */
+ * up to there, which is complete.  For a job no longer tracked (idle), the
+ * end of the window after its last data. */
 uint64_t diag_engine__judged_until(struct diag_engine *e, const char *job);
 uint64_t diag_engine__window_ns(const struct diag_engine *e);
 

@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "lib/clock.h"
+#include "server/http_auth.h"
 #include "server/http_route.h"
 #include "server/server.h"
 
@@ -30,6 +31,7 @@ struct http_daemon {
 struct conn_state {
 	const struct route *rt;
 	int fail;		   /* status to answer once the body is read; 0 none */
+	int login;		   /* fail is a redirect to the login form */
 	char answer[320];	   /* its JSON body */
 	char *body;		   /* BODY_MEMORY */
 	size_t len, cap, max;	   /* cap bytes are held in srv->budget */
@@ -39,34 +41,6 @@ struct conn_state {
 static const char *conn_arg(const struct request *r, const char *key)
 {
 	return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, key);
-}
-
-/* Constant-time: a timing side channel must not leak the token. */
-static int token_ok(const struct server *srv, struct MHD_Connection *c)
-{
-	const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-	const char *q = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "token");
-	const char *got = NULL;
-	size_t want = strlen(srv->token), n;
-	unsigned char diff = 0;
-
-	if (h && !strncmp(h, "Bearer ", 7))
-		got = h + 7;
-	else if (q)
-		got = q; /* browsers (the HTML pages) cannot set headers */
-	if (!got)
-		return 0;
-	n = strlen(got);
-	for (size_t i = 0; i < want; i++)
-		diff |= (unsigned char)srv->token[i] ^ (unsigned char)(i < n ? got[i] : 0);
-	return !diff && n == want;
-}
-
-static int auth_ok(const struct server *srv, struct MHD_Connection *c, enum route_auth need)
-{
-	if (need == ROUTE_OPEN || need == ROUTE_METRICS || !srv->token)
-		return 1;
-	return token_ok(srv, c);
 }
 
 static int fail(struct conn_state *cs, int status, const char *fmt, ...)
@@ -141,9 +115,10 @@ static int preflight(struct server *srv, struct MHD_Connection *c, const char *u
 	int method_ok, err;
 
 	cs->rt = route__find(url, method, &method_ok);
-	if (!auth_ok(srv, c, cs->rt ? cs->rt->auth : ROUTE_READ)) {
+	if (!auth__ok(srv, c, cs->rt ? cs->rt->auth : ROUTE_ANY)) {
 		__atomic_fetch_add(&srv->m.rejected_unauthorized, 1, __ATOMIC_RELAXED);
-		return fail(cs, 401, "missing or wrong bearer token");
+		cs->login = cs->rt && cs->rt->html; /* a browser: to the form */
+		return fail(cs, cs->login ? 303 : 401, "missing or wrong bearer token");
 	}
 	if (!cs->rt)
 		return fail(cs, 404, "no such path: %s", url);
@@ -152,9 +127,10 @@ static int preflight(struct server *srv, struct MHD_Connection *c, const char *u
 			    cs->rt->method);
 	if (cl && request__parse_u64(cl, &clen))
 		return fail(cs, 400, "bad Content-Length");
-	cs->max = cs->rt->body == BODY_MEMORY ? srv->limits.max_wire
-		  : cs->rt->body == BODY_FILE ? srv->max_symbol_upload
-					      : 0;
+	cs->max = cs->rt->max_body		? cs->rt->max_body
+		  : cs->rt->body == BODY_MEMORY ? srv->limits.max_wire
+		  : cs->rt->body == BODY_FILE	? srv->max_symbol_upload
+						: 0;
 	if (clen > cs->max)
 		return too_large(srv, cs);
 	if (cs->rt->body == BODY_MEMORY && clen && body_grow(srv, cs, (size_t)clen))
@@ -231,7 +207,7 @@ out:
 }
 
 static enum MHD_Result respond(struct MHD_Connection *c, int status, char *body, size_t len,
-			       const char *ctype)
+			       const struct route_answer *a)
 {
 	struct MHD_Response *resp =
 		MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
@@ -241,8 +217,16 @@ static enum MHD_Result respond(struct MHD_Connection *c, int status, char *body,
 		free(body);
 		return MHD_NO;
 	}
-	MHD_add_response_header(resp, "Content-Type", ctype);
+	MHD_add_response_header(resp, "Content-Type", a->ctype);
 	MHD_add_response_header(resp, "Cache-Control", "no-store");
+	/* pages: not framed elsewhere, not sniffed, no URL leaks onward */
+	MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+	MHD_add_response_header(resp, "X-Frame-Options", "DENY");
+	MHD_add_response_header(resp, "Referrer-Policy", "no-referrer");
+	if (a->location)
+		MHD_add_response_header(resp, "Location", a->location);
+	if (a->cookie)
+		MHD_add_response_header(resp, "Set-Cookie", a->cookie);
 	if (status == 503)
 		MHD_add_response_header(resp, "Retry-After", "5");
 	ret = MHD_queue_response(c, (unsigned)status, resp);
@@ -252,11 +236,13 @@ static enum MHD_Result respond(struct MHD_Connection *c, int status, char *body,
 
 static enum MHD_Result answer_fail(struct MHD_Connection *c, const struct conn_state *cs)
 {
+	struct route_answer a = { .ctype = "application/json",
+				  .location = cs->login ? "/login" : NULL };
 	char *body = strdup(cs->answer);
 
 	if (!body)
 		return MHD_NO;
-	return respond(c, cs->fail, body, strlen(body), "application/json");
+	return respond(c, cs->fail, body, strlen(body), &a);
 }
 
 /*
@@ -289,7 +275,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	struct server *srv = cls;
 	struct conn_state *cs = *con_cls;
 	struct request r = { .method = method, .path = url, .conn = c, .arg = conn_arg };
-	const char *ctype = "application/json";
+	struct route_answer a = { .ctype = "application/json" };
+	enum MHD_Result ret;
 	char *body = NULL;
 	size_t len = 0;
 	FILE *out;
@@ -320,7 +307,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	r.body_len = cs->len;
 	r.upload = cs->up; /* the handler commits (and frees) it */
 	cs->up = NULL;
-	status = route__run(cs->rt, srv, &r, out, &ctype);
+	status = route__run(cs->rt, srv, &r, out, &a);
 	if (cs->rt->query) {
 		__atomic_fetch_add(&srv->m.queries, 1, __ATOMIC_RELAXED);
 		if (status >= 500)
@@ -328,9 +315,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		latency_hist__add(&srv->m.query, mono_ns() - t0);
 	}
 	body_release(srv, cs); /* the handler is done with it */
-	if (fclose(out))
+	if (fclose(out)) {
+		free(a.cookie);
 		return MHD_NO;
-	return respond(c, status, body, len, ctype);
+	}
+	ret = respond(c, status, body, len, &a);
+	if (a.cookie)
+		explicit_bzero(a.cookie, strlen(a.cookie)); /* it may hold a token */
+	free(a.cookie);
+	return ret;
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
@@ -388,12 +381,23 @@ struct http_daemon *http__start(struct server *srv, const char *addr, int thread
 	/* poll, not epoll: with epoll (libmicrohttpd 0.9.75) a client that
 	 * vanished mid-upload was noticed only at the connection timeout, so
 	 * its body held the budget for 60 s (test_server_http). */
-	d->mhd = MHD_start_daemon(
-		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ERROR_LOG, 0, NULL, NULL,
-		on_request, srv, MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_THREAD_POOL_SIZE,
-		(unsigned)threads, MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
-		MHD_OPTION_CONNECTION_LIMIT, 1024u, MHD_OPTION_CONNECTION_TIMEOUT, 60u,
-		MHD_OPTION_END);
+	if (srv->tls && MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+		snprintf(err, errsz, "this libmicrohttpd has no TLS");
+		free(d);
+		return NULL;
+	}
+	/* TLS (GnuTLS through libmicrohttpd): 1.2 and 1.3 only.  Without TLS
+	 * the key options are ignored. */
+	d->mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
+					  MHD_USE_ERROR_LOG | (srv->tls ? MHD_USE_TLS : 0),
+				  0, NULL, NULL, on_request, srv, MHD_OPTION_SOCK_ADDR, &sa,
+				  MHD_OPTION_THREAD_POOL_SIZE, (unsigned)threads,
+				  MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
+				  MHD_OPTION_CONNECTION_LIMIT, 1024u, MHD_OPTION_CONNECTION_TIMEOUT,
+				  60u, srv->tls ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END,
+				  srv->tls_key, MHD_OPTION_HTTPS_MEM_CERT, srv->tls_cert,
+				  MHD_OPTION_HTTPS_PRIORITIES,
+				  "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2", MHD_OPTION_END);
 	if (!d->mhd) {
 		snprintf(err, errsz, "cannot listen on %s: %s", addr, strerror(errno));
 		free(d);

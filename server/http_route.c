@@ -1,7 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "server/http_route.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "server/http_auth.h"
 
 enum route_id {
 	R_HEALTHZ,
@@ -23,11 +27,14 @@ enum route_id {
 	R_LEAK_REPORTS,
 	R_INDEX,
 	R_JOB_PAGE,
+	R_LOGIN_FORM,
+	R_LOGIN,
+	R_LOGOUT,
 };
 
-#define GET_Q(p, id)                                      \
-	{                                                 \
-		p, 0, "GET", ROUTE_READ, BODY_NONE, 1, id \
+#define GET_Q(p, id)                                            \
+	{                                                       \
+		p, 0, "GET", ROUTE_READ, BODY_NONE, 1, id, 0, 0 \
 	}
 
 static const struct route routes[] = {
@@ -50,23 +57,32 @@ static const struct route routes[] = {
 	GET_Q("/api/v1/findings", R_FINDINGS),
 	GET_Q("/api/v1/breakdown", R_BREAKDOWN),
 	GET_Q("/api/v1/leak_reports", R_LEAK_REPORTS),
-	{ "/", 0, "GET", ROUTE_READ, BODY_NONE, 0, R_INDEX },
-	{ "/jobs/", 1, "GET", ROUTE_READ, BODY_NONE, 0, R_JOB_PAGE },
+	{ "/", 0, "GET", ROUTE_READ, BODY_NONE, 0, R_INDEX, 1 },
+	{ "/jobs/", 1, "GET", ROUTE_READ, BODY_NONE, 0, R_JOB_PAGE, 1 },
+	/* browsers: a read token for an HttpOnly cookie (server/http_auth.h) */
+	{ "/login", 0, "GET", ROUTE_OPEN, BODY_NONE, 0, R_LOGIN_FORM },
+	{ "/login", 0, "POST", ROUTE_OPEN, BODY_MEMORY, 0, R_LOGIN, 0, 4096 },
+	{ "/logout", 0, "GET", ROUTE_OPEN, BODY_NONE, 0, R_LOGOUT },
 };
 
 const struct route *route__find(const char *path, const char *method, int *method_ok)
 {
+	const struct route *found = NULL;
+
+	*method_ok = 0;
 	for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
 		const struct route *rt = &routes[i];
 		size_t n = strlen(rt->path);
 
 		if (rt->prefix ? strncmp(path, rt->path, n) || !path[n] : strcmp(path, rt->path))
 			continue;
-		*method_ok = !strcmp(method, rt->method);
-		return rt;
+		if (!strcmp(method, rt->method)) {
+			*method_ok = 1;
+			return rt;
+		}
+		found = found ? found : rt;
 	}
-	*method_ok = 0;
-	return NULL;
+	return found;
 }
 
 const char *route__rest(const struct route *rt, const char *path)
@@ -74,10 +90,34 @@ const char *route__rest(const struct route *rt, const char *path)
 	return rt->prefix ? path + strlen(rt->path) : "";
 }
 
+/* POST /login: a read token for the cookie browsers then send. */
+static int login(struct server *srv, const struct request *r, FILE *out, struct route_answer *a)
+{
+	char tok[4100];
+
+	a->ctype = "text/html; charset=utf-8";
+	if (auth__form_token(r->body ? r->body : "", r->body_len, tok, sizeof(tok)) ||
+	    !auth_tokens__match(&srv->read, tok)) {
+		__atomic_fetch_add(&srv->m.rejected_unauthorized, 1, __ATOMIC_RELAXED);
+		auth__login_page(out, "That is not a read token.");
+		explicit_bzero(tok, sizeof(tok));
+		return 401;
+	}
+	if (asprintf(&a->cookie, AUTH_COOKIE "=%s; Path=/; HttpOnly; SameSite=Strict%s", tok,
+		     srv->tls ? "; Secure" : "") < 0)
+		a->cookie = NULL;
+	explicit_bzero(tok, sizeof(tok));
+	if (!a->cookie)
+		return json_error(out, 503, "out of memory");
+	a->location = "/";
+	return 303;
+}
+
 int route__run(const struct route *rt, struct server *srv, const struct request *r, FILE *out,
-	       const char **ctype)
+	       struct route_answer *a)
 {
 	const char *rest = route__rest(rt, r->path);
+	const char **ctype = &a->ctype;
 
 	switch ((enum route_id)rt->id) {
 	case R_HEALTHZ:
@@ -122,6 +162,16 @@ int route__run(const struct route *rt, struct server *srv, const struct request 
 	case R_JOB_PAGE:
 		*ctype = "text/html; charset=utf-8";
 		return page_job(srv, r, rest, out);
+	case R_LOGIN_FORM:
+		*ctype = "text/html; charset=utf-8";
+		auth__login_page(out, NULL);
+		return 200;
+	case R_LOGIN:
+		return login(srv, r, out, a);
+	case R_LOGOUT:
+		a->cookie = strdup(AUTH_COOKIE "=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict");
+		a->location = "/login";
+		return 303;
 	}
 	return json_error(out, 404, "no such path: %s", r->path);
 }

@@ -14,10 +14,11 @@
 #include "server/server.h"
 
 enum route_auth {
-	ROUTE_OPEN,    /* /healthz */
+	ROUTE_OPEN,    /* /healthz, the login form */
 	ROUTE_METRICS, /* /metrics: open unless the server protects it */
 	ROUTE_READ,    /* queries and pages */
 	ROUTE_INGEST,  /* batches and symbol uploads */
+	ROUTE_ANY,     /* no such route: any credential may be told so */
 };
 
 enum route_body {
@@ -32,11 +33,21 @@ struct route {
 	const char *method;
 	enum route_auth auth;
 	enum route_body body;
-	int query; /* counted in strata_queries_total */
-	int id;	   /* what route__run calls */
+	int query;	 /* counted in strata_queries_total */
+	int id;		 /* what route__run calls */
+	int html;	 /* a page: without the credential, off to /login */
+	size_t max_body; /* 0: the server's bound for the body kind */
 };
 
-/* The route of path, or NULL (404).  *method_ok: whether it takes method. */
+/* What an answer carries besides its status and body. */
+struct route_answer {
+	const char *ctype;    /* "application/json" unless set */
+	const char *location; /* a redirect's target, or NULL */
+	char *cookie;	      /* Set-Cookie value (malloc'd), or NULL */
+};
+
+/* The route of path and method, or of path alone with *method_ok 0 (405),
+ * or NULL (404). */
 const struct route *route__find(const char *path, const char *method, int *method_ok);
 
 /* The part of path after a prefix route's prefix ("" for others). */
@@ -44,6 +55,6 @@ const char *route__rest(const struct route *rt, const char *path);
 
 /* Runs the route's handler: the HTTP status, the body written to out. */
 int route__run(const struct route *rt, struct server *srv, const struct request *r, FILE *out,
-	       const char **ctype);
+	       struct route_answer *a);
 
 #endif /* STRATA_SERVER_HTTP_ROUTE_H */

@@ -85,6 +85,7 @@ int api_metrics(struct server *srv, FILE *o)
 	for (int i = 0; i < 8; i++)
 		fprintf(o, "strata_agent_drops_total{kind=\"%s\"} %" PRIu64 "\n", drops[i],
 			ld(&m->agent_drops[i]));
+	kernel_paths__print(&srv->kpaths, o);
 	histogram(o, "strata_store_ingest_seconds", "time to store one batch", &m->store_ingest);
 	histogram(o, "strata_query_seconds", "time to answer one API query", &m->query);
 	histogram(o, "strata_symbolize_seconds", "time to symbolize one batch", &m->symbolize);
@@ -117,6 +118,20 @@ int api_metrics(struct server *srv, FILE *o)
 	counter(o, "strata_debuginfod_found_total", "debug files from debuginfod",
 		cs.debuginfod_found);
 	counter(o, "strata_debuginfod_failed_total", "debuginfod misses", cs.debuginfod_failed);
+	counter(o, "strata_debuginfod_negative_hits_total",
+		"lookups answered by a remembered miss (not asked again within the TTL)",
+		cs.debuginfod_negative_hits);
+	counter(o, "strata_debuginfod_not_asked_total", "build-ids not queued: queue full",
+		cs.debuginfod_not_asked);
+	counter(o, "strata_debuginfod_capped_total",
+		"build-ids left for a later batch: over a batch's cap of new queries",
+		cs.debuginfod_capped);
+	gauge(o, "strata_debuginfod_pending", "queries queued or in flight",
+	      (double)cs.debuginfod_pending);
+	counter(o, "strata_symbolize_pending_frames_total",
+		"frames stored unresolved while their file was being fetched (resolved at query "
+		"time)",
+		cs.frames_pending);
 
 	buildid_store__stats(srv->bids, &bs);
 	gauge(o, "strata_buildid_store_files", "files in the build-id store", (double)bs.files);

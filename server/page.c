@@ -32,7 +32,6 @@ static void head(FILE *o, const char *title)
 
 struct page_ctx {
 	FILE *out;
-	const char *token;
 };
 
 static int job_row(void *ctx, const struct store_job *j)
@@ -41,11 +40,7 @@ static int job_row(void *ctx, const struct store_job *j)
 
 	fputs("<tr><td><a href=\"/jobs/", p->out);
 	html(p->out, j->job); /* job ids are URL-safe in practice; escaped for HTML */
-	if (p->token) {
-		fputs("?token=", p->out);
-		html(p->out, p->token);
-	}
-	fputs("\">", p->out);
+	fputs("\">", p->out); /* no credential in links: browsers send the cookie */
 	html(p->out, j->job);
 	fprintf(p->out, "</a></td><td>%u</td><td>%u</td><td>%u</td><td>%" PRIu64 "</td></tr>",
 		j->nodes, j->processes, j->ranks, j->cpu_samples);
@@ -54,7 +49,7 @@ static int job_row(void *ctx, const struct store_job *j)
 
 int page_index(struct server *srv, const struct request *r, FILE *out)
 {
-	struct page_ctx p = { out, request__arg(r, "token") };
+	struct page_ctx p = { out };
 	struct store_filter f = { 0 };
 
 	head(out, "strata");
@@ -110,7 +105,7 @@ static int leak_row(void *ctx, const struct store_leak *l)
 
 int page_job(struct server *srv, const struct request *r, const char *job, FILE *out)
 {
-	struct page_ctx p = { out, request__arg(r, "token") };
+	struct page_ctx p = { out };
 	struct store_filter f = { .job = job };
 	struct profile *prof;
 	char ferr[128];

@@ -14,6 +14,7 @@
 #include "server/batch_decode.h"
 #include "server/buildid_store.h"
 #include "server/central_sym.h"
+#include "server/kernel_paths.h"
 #include "server/mem_budget.h"
 #include "server/store.h"
 #include "server/sym_asks.h"
@@ -43,18 +44,29 @@ struct server_metrics {
 	struct latency_hist store_ingest, query, symbolize;
 };
 
+#define AUTH_MAX_TOKENS 16
+
+/* One credential: the tokens that grant it (none: open). */
+struct auth_tokens {
+	char *v[AUTH_MAX_TOKENS];
+	size_t n;
+};
+
 struct server {
 	struct store *store;
 	struct central_sym *sym;
 	struct buildid_store *bids;
 	struct sym_asks *asks; /* build-ids asked of each node; uploads need one */
-	const char *token;     /* NULL: no auth */
+	struct auth_tokens ingest, read, metrics; /* server/http_auth.h */
+	int tls;				  /* served over TLS: cookies are Secure */
+	const char *tls_cert, *tls_key;		  /* PEM text, when tls */
 	struct batch_limits limits;
 	size_t max_symbol_upload; /* bytes */
 	struct mem_budget budget; /* request bodies in memory, all connections */
 	struct server_metrics m;
-	struct diag_engine *diag; /* server/diag_engine.h; NULL: no diagnosis */
-	struct diag_live *live;	  /* server/diag_live.h: stragglers at ingest */
+	struct diag_engine *diag;   /* server/diag_engine.h; NULL: no diagnosis */
+	struct diag_live *live;	    /* server/diag_live.h: stragglers at ingest */
+	struct kernel_paths kpaths; /* the agents' kernel feature paths, for /metrics */
 };
 
 /* A request as the handlers see it. */

@@ -20,9 +20,11 @@
 #include "server/diag_engine.h"
 #include "server/diag_live.h"
 #include "server/server.h"
+#include "server/server_creds.h"
 
 struct server_opts {
-	const char *listen, *store, *token_file, *buildid_dir;
+	const char *listen, *store, *buildid_dir;
+	struct server_cred_files creds; /* server/server_creds.h */
 	uint32_t retention_h, threads, max_batch_mb, max_symbol_mb, buildid_max_mb, max_buffered_mb;
 	int debuginfod;
 	/* diagnosis (server/diag_engine.c) */
@@ -37,7 +39,13 @@ static void usage(FILE *f)
 	      "sqlite:PATH|clickhouse://HOST:PORT/DB\n"
 	      "  -l, --listen ADDR        address to serve HTTP on (port 0: any free port)\n"
 	      "  -s, --store SPEC         sqlite:PATH or clickhouse://HOST:PORT/DB\n"
-	      "  -t, --token-file F       require \"Authorization: Bearer <contents of F>\"\n"
+	      "  -t, --token-file F       one credential for ingest and read (each line a token)\n"
+	      "      --ingest-token-file F  agents (batches, symbol uploads) need one of these\n"
+	      "      --read-token-file F  queries and pages need one of these (header, or the\n"
+	      "                           cookie POST /login sets)\n"
+	      "      --metrics-token-file F  /metrics needs one of these (or a read token)\n"
+	      "      --tls-cert F --tls-key F  serve HTTPS (PEM files; TLS 1.2 and 1.3)\n"
+	      "      --store-password-file F  ClickHouse password (--store clickhouse://USER@...)\n"
 	      "  -b, --buildid-dir DIR    uploaded binaries (default: PATH.buildids / ./buildids)\n"
 	      "  -r, --retention-hours H  delete data older than H hours (default 72)\n"
 	      "  -j, --threads N          HTTP worker threads (default 4)\n"
@@ -56,32 +64,12 @@ static void usage(FILE *f)
 	      f);
 }
 
-/* The token is the file's first line; an empty token is refused. */
-static char *read_token(const char *path)
-{
-	char buf[4096];
-	FILE *f = fopen(path, "r");
-	size_t n;
-
-	if (!f)
-		return NULL;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = 0;
-	buf[strcspn(buf, "\r\n")] = 0;
-	if (!buf[0]) {
-		errno = EINVAL;
-		return NULL;
-	}
-	return strdup(buf);
-}
-
 static int serve(const struct server_opts *o)
 {
 	struct server srv = { 0 };
 	struct http_daemon *d = NULL;
 	char err[512], bdir[PATH_MAX];
-	char *token = NULL;
+	char *spec = NULL; /* the store spec, with its password */
 	uint16_t port;
 	sigset_t mask;
 	int ret = 1;
@@ -94,11 +82,11 @@ static int serve(const struct server_opts *o)
 	signal(SIGPIPE, SIG_IGN);
 	curl_global_init(CURL_GLOBAL_DEFAULT); /* before any thread: the alert webhook */
 
-	if (o->token_file && !(token = read_token(o->token_file))) {
-		fprintf(stderr, "strata-server: %s: %s\n", o->token_file, strerror(errno));
+	if (server_creds__load(&o->creds, &srv, o->store, &spec, err, sizeof(err))) {
+		fprintf(stderr, "strata-server: %s\n", err);
+		server_creds__free(&srv, spec);
 		return 1;
 	}
-	srv.token = token;
 	srv.limits.max_wire = (size_t)o->max_batch_mb << 20;
 	srv.limits.max_raw = srv.limits.max_wire * 8;
 	srv.max_symbol_upload = (size_t)o->max_symbol_mb << 20;
@@ -107,16 +95,17 @@ static int serve(const struct server_opts *o)
 	if (srv.budget.max < srv.limits.max_raw) { /* one decode must always fit */
 		fprintf(stderr, "strata-server: --max-buffered-mb below 8 x --max-batch-mb (one "
 				"batch's decode)\n");
-		free(token);
+		server_creds__free(&srv, spec);
 		return 2;
 	}
+	kernel_paths__init(&srv.kpaths);
 	if (o->buildid_dir)
 		snprintf(bdir, sizeof(bdir), "%s", o->buildid_dir);
 	else if (!strncmp(o->store, "sqlite:", 7))
 		snprintf(bdir, sizeof(bdir), "%s.buildids", o->store + 7);
 	else
 		snprintf(bdir, sizeof(bdir), "buildids");
-	srv.store = store__open(o->store, err, sizeof(err));
+	srv.store = store__open(spec, err, sizeof(err));
 	if (!srv.store) {
 		fprintf(stderr, "strata-server: %s\n", err);
 		goto out;
@@ -163,8 +152,8 @@ static int serve(const struct server_opts *o)
 		fprintf(stderr, "strata-server: %s\n", err);
 		goto out;
 	}
-	printf("strata-server: listening on port %u, store %s, build-ids in %s\n", port, o->store,
-	       bdir);
+	printf("strata-server: listening on port %u%s, store %s, build-ids in %s\n", port,
+	       srv.tls ? " (https)" : "", o->store, bdir);
 	fflush(stdout);
 	for (;;) {
 		struct timespec every = { .tv_sec = 60 };
@@ -188,12 +177,13 @@ static int serve(const struct server_opts *o)
 out:
 	http__stop(d);
 	diag_live__free(srv.live);
+	kernel_paths__fini(&srv.kpaths);
 	diag_engine__free(srv.diag);
 	central_sym__free(srv.sym);
 	buildid_store__free(srv.bids);
 	sym_asks__free(srv.asks);
 	store__close(srv.store);
-	free(token);
+	server_creds__free(&srv, spec);
 	return ret;
 }
 
@@ -210,11 +200,23 @@ int main(int argc, char **argv)
 		OPT_EXTURL,
 		OPT_DIAG_ONQUERY,
 		OPT_BUFFERED,
+		OPT_INGEST_TOKEN,
+		OPT_READ_TOKEN,
+		OPT_METRICS_TOKEN,
+		OPT_TLS_CERT,
+		OPT_TLS_KEY,
+		OPT_STORE_PASSWORD,
 	};
 	static const struct option longopts[] = {
 		{ "listen", required_argument, NULL, 'l' },
 		{ "store", required_argument, NULL, 's' },
 		{ "token-file", required_argument, NULL, 't' },
+		{ "ingest-token-file", required_argument, NULL, OPT_INGEST_TOKEN },
+		{ "read-token-file", required_argument, NULL, OPT_READ_TOKEN },
+		{ "metrics-token-file", required_argument, NULL, OPT_METRICS_TOKEN },
+		{ "tls-cert", required_argument, NULL, OPT_TLS_CERT },
+		{ "tls-key", required_argument, NULL, OPT_TLS_KEY },
+		{ "store-password-file", required_argument, NULL, OPT_STORE_PASSWORD },
 		{ "buildid-dir", required_argument, NULL, 'b' },
 		{ "retention-hours", required_argument, NULL, 'r' },
 		{ "threads", required_argument, NULL, 'j' },
@@ -253,7 +255,25 @@ int main(int argc, char **argv)
 			o.store = optarg;
 			break;
 		case 't':
-			o.token_file = optarg;
+			o.creds.token = optarg;
+			break;
+		case OPT_INGEST_TOKEN:
+			o.creds.ingest = optarg;
+			break;
+		case OPT_READ_TOKEN:
+			o.creds.read = optarg;
+			break;
+		case OPT_METRICS_TOKEN:
+			o.creds.metrics = optarg;
+			break;
+		case OPT_TLS_CERT:
+			o.creds.tls_cert = optarg;
+			break;
+		case OPT_TLS_KEY:
+			o.creds.tls_key = optarg;
+			break;
+		case OPT_STORE_PASSWORD:
+			o.creds.store_password = optarg;
 			break;
 		case 'b':
 			o.buildid_dir = optarg;
@@ -279,8 +299,11 @@ int main(int argc, char **argv)
 		case OPT_NODBGD:
 			o.debuginfod = 0;
 			break;
-		case OPT_DIAG_WINDOW:
-			bad |= cli_parse_u32(optarg, 3600000, &o.diag_window_ms);
+		case OPT_DIAG_WINDOW: /* 0 is documented: the windowed engine off */
+			if (strcmp(optarg, "0") == 0)
+				o.diag_window_ms = 0;
+			else
+				bad |= cli_parse_u32(optarg, 3600000, &o.diag_window_ms);
 			break;
 		case OPT_DIAG_DELAY:
 			bad |= cli_parse_u32(optarg, 3600000, &o.diag_delay_ms);

@@ -55,7 +55,10 @@ static void usage(FILE *f)
 	      "      --drain-interval MS  how often kernel maps are drained (1000)\n"
 	      /* --- scheduler layer in the agent --- */
 	      "      --sched, --no-sched  off-CPU, runnable, irq and time breakdown\n"
-	      "                        (default: on with --server and --pid/--cgroup)\n"
+	      "                        (default: on with --server; host-wide it follows\n"
+	      "                        the processes using CUDA/NCCL or carrying RANK,\n"
+	      "                        LOCAL_RANK, WORLD_SIZE, TORCHELASTIC_RUN_ID,\n"
+	      "                        SLURM_JOB_ID or STRATA_JOB, and their forks)\n"
 	      "GPU (CUDA/NCCL uprobes: on by default; per period, the API tally and the\n"
 	      "outstanding allocations are written beside the profile):\n" CLI_GPU_USAGE
 	      "  -v, --verbose         print counters every period\n",
@@ -165,6 +168,8 @@ static int run(const struct agent_opts *o)
 				shipper__report(sh);
 				if (stop) /* what each part read, refused, dropped */
 					session__report_counters(s);
+				else
+					session__report_sched(s);
 			}
 			err = 0;
 			continue;
@@ -327,13 +332,18 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	/* The scheduler layer costs on every context switch of the host
-	 * (docs/diagnosis.md): by default only with targets, whose filter BPF
-	 * applies before any work, and only when its data goes somewhere
-	 * (batches carry it; --output profiles do not). */
-	o.session.sched =
-		sched >= 0 ? sched
-			   : o.ship.upload.url && o.session.sampler.filter != STRATA_FILTER_NONE;
+	/* The scheduler layer runs on every context switch of the host; its
+	 * programs leave at once for non-targets (--pid/--cgroup, or host-wide
+	 * the automatic targets: processes of training jobs).  On by default
+	 * when its data goes somewhere (batches carry it; --output profiles
+	 * do not). */
+	o.session.sched = sched >= 0 ? sched : o.ship.upload.url != NULL;
+	/* NCCL communicator identities survive a restart beside the spool
+	 * (the DaemonSet keeps it on the host). */
+	static char comm_state[PATH_MAX];
+	if (o.ship.upload.url && snprintf(comm_state, sizeof(comm_state), "%s/nccl_comms.state",
+					  o.ship.upload.spool_dir) < (int)sizeof(comm_state))
+		o.session.gpu.comm_state_path = comm_state;
 	o.ship.upload.spool_max_bytes = (uint64_t)o.spool_max_mb << 20;
 	o.ship.freq_hz = o.session.sampler.freq_hz;
 	if (o.output_dir && (stat(o.output_dir, &st) || !S_ISDIR(st.st_mode))) {

@@ -45,6 +45,7 @@ static int ring_event(void *ctx, void *data, size_t len)
 struct sampler *sampler__new(const struct sampler_opts *opts, sampler_event_fn on_event,
 			     void *event_ctx)
 {
+	struct kernel_features kf;
 	struct sampler *s;
 	int err;
 
@@ -97,6 +98,22 @@ struct sampler *sampler__new(const struct sampler_opts *opts, sampler_event_fn o
 		bpf_map__set_max_entries(s->skel->maps.py_stacks1, opts->max_stacks);
 	}
 
+	/* One exit program of four: the hook that still sees the mm, with the
+	 * VMA walk where the kernel has the iterator (features.h). */
+	{
+		struct bpf_program *exits[2][2] = {
+			{ s->skel->progs.on_exit, s->skel->progs.on_exit_kept },
+			{ s->skel->progs.on_exit_early, s->skel->progs.on_exit_early_kept },
+		};
+		bool early, vmas;
+
+		if (!opts->features)
+			kernel_features__probe(&kf);
+		kernel_features__exit_prog(opts->features ?: &kf, &early, &vmas);
+		for (int e = 0; e < 2; e++)
+			for (int k = 0; k < 2; k++)
+				bpf_program__set_autoload(exits[e][k], e == early && k == !vmas);
+	}
 	err = profile_bpf__load(s->skel);
 	if (err) {
 		pr_err("sampler: cannot load BPF programs: %s (run with -v for the verifier log)",

@@ -12,6 +12,7 @@
 
 #include <linux/types.h>
 
+#include "agent/core/features.h"
 #include "bpf/strata.h"
 
 struct sampler_opts {
@@ -26,6 +27,8 @@ struct sampler_opts {
 	bool hybrid;		  /* CFI-table + FP unwinding of user stacks */
 	uint32_t max_unwind_rows; /* rows of all loaded unwind tables; 0 = 2097152 */
 	bool no_python;		  /* do not walk CPython frames */
+	/* The running kernel's (agent/core/features.h); NULL: probed here. */
+	const struct kernel_features *features;
 };
 
 /* One aggregated sample handed out by sampler__drain(). */

@@ -12,12 +12,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/core/features.h"
 #include "agent/proc/modules.h"
 #include "agent/proc/proc_tracker.h"
 #include "agent/proc/proc_tree.h"
 #include "agent/proc/unwind_loader.h"
 #include "agent/python/python.h"
 #include "agent/sched/sched_collector.h"
+#include "agent/sched/sched_targets.h"
 #include "lib/clock.h"
 #include "lib/enum_names.h"
 #include "lib/log.h"
@@ -26,6 +28,7 @@
 #define SESSION_ADOPT_MAX 1024 /* descendants of a --pid target adopted at start */
 
 struct session {
+	struct kernel_features features; /* probed at start: the path of each */
 	struct sampler *sampler;
 	struct module_registry *mods;
 	struct proc_tracker *procs;
@@ -34,6 +37,7 @@ struct session {
 	struct unwind_loader *unwind;  /* NULL: frame pointers only */
 	struct python *python;	       /* NULL: no Python frames (--no-python) */
 	struct sched_collector *sched; /* NULL: scheduler layer off */
+	struct sched_targets *targets; /* host-wide: its automatic targets */
 	struct gpu *gpu;	       /* NULL: --no-gpu, or the layer could not load */
 	struct session_sink sink;
 	int epfd, sigfd;
@@ -124,7 +128,9 @@ struct session *session__new(const struct session_opts *opts)
 {
 	struct symbolizer_opts sopts = { .sz = sizeof(sopts) };
 	struct epoll_event ev = { .events = EPOLLIN };
+	struct sampler_opts so;
 	struct session *s;
+	char why[256];
 	sigset_t mask;
 	int err;
 
@@ -163,12 +169,29 @@ struct session *session__new(const struct session_opts *opts)
 			"stay addresses");
 	s->window_start_ns = realtime_ns();
 
-	s->sampler = sampler__new(&opts->sampler, on_event, s);
+	/* Each kernel-dependent feature's path, chosen once (features.h). */
+	kernel_features__probe(&s->features);
+	kernel_features__log(&s->features);
+	if (kernel_features__missing_required(&s->features, why, sizeof(why))) {
+		pr_err("session: kernel %s lacks %s", s->features.release, why);
+		err = -EOPNOTSUPP;
+		goto err_out;
+	}
+	so = opts->sampler;
+	so.features = &s->features;
+	if (!s->features.have[KFEAT_BPF_LOOP] && (so.hybrid || !so.no_python)) {
+		pr_warn("session: kernel %s has no bpf_loop (Linux 5.17): frame-pointer stacks "
+			"only, no Python frames",
+			s->features.release);
+		so.hybrid = false;
+		so.no_python = true;
+	}
+	s->sampler = sampler__new(&so, on_event, s);
 	if (!s->sampler) {
 		err = -errno;
 		goto err_out;
 	}
-	if (opts->sampler.hybrid) {
+	if (so.hybrid) {
 		int rows_fd, procs_fd;
 		uint32_t max_rows;
 
@@ -179,7 +202,7 @@ struct session *session__new(const struct session_opts *opts)
 			goto err_out;
 		}
 	}
-	if (!opts->sampler.no_python && !opts->sampler.no_user) {
+	if (!so.no_python && !so.no_user) {
 		s->python = python__new(sampler__py_procs_fd(s->sampler), 0);
 		if (!s->python) {
 			err = -ENOMEM;
@@ -201,11 +224,17 @@ struct session *session__new(const struct session_opts *opts)
 		proc_tracker__add_loader(s->procs, &l);
 	}
 	if (opts->sched) {
+		/* Host-wide, the layer follows the processes of training
+		 * jobs only (agent/sched/sched_targets.h): every other
+		 * switch leaves at the top of the programs. */
 		struct sched_collector_opts so = {
 			.sz = sizeof(so),
-			.filter = opts->sampler.filter,
+			.filter = opts->sampler.filter == STRATA_FILTER_NONE ? STRATA_FILTER_AUTO
+									     : opts->sampler.filter,
 			.test_layer_binary = opts->sched_test_layer_binary,
 		};
+		uint64_t *words;
+		uint32_t nwords;
 
 		sampler__filter_maps(s->sampler, &so.targets_fd, &so.cgroup_map_fd);
 		s->sched = sched_collector__new(&so);
@@ -213,15 +242,27 @@ struct session *session__new(const struct session_opts *opts)
 			err = -errno;
 			goto err_out;
 		}
+		words = sched_collector__auto_targets(s->sched, &nwords);
+		if (words && !(s->targets = sched_targets__new(words, nwords, "/proc"))) {
+			err = -ENOMEM;
+			goto err_out;
+		}
 	}
 	if (!opts->no_gpu) { /* GPU layer: after sched, whose API-layer map it marks */
 		struct gpu_opts go = opts->gpu;
 
 		go.filter = opts->sampler.filter;
+		go.features = &s->features;
 		sampler__filter_maps(s->sampler, &go.targets_fd, &go.cgroup_map_fd);
 		go.api_layers_fd = s->sched ? sched_collector__api_layers_fd(s->sched) : -1;
 		go.python = s->python;
 		go.py_procs_fd = s->python ? sampler__py_procs_fd(s->sampler) : -1;
+		if (s->unwind) { /* the call-site stacks walk the same tables */
+			uint32_t max_rows;
+
+			sampler__unwind_maps(s->sampler, &go.unwind_rows_fd, &max_rows,
+					     &go.unwind_procs_fd);
+		}
 		s->gpu = gpu__new(&go, s->mods, s->procs, s->sym, s->ksyms);
 		if (!s->gpu)
 			pr_warn("session: GPU layer off: %s", strerror(errno));
@@ -275,6 +316,7 @@ void session__free(struct session *s)
 	proc_tracker__free(s->procs);
 	unwind_loader__free(s->unwind);
 	python__free(s->python);
+	sched_targets__free(s->targets);
 	sched_collector__free(s->sched);
 	sampler__free(s->sampler);
 	ksyms__free(s->ksyms);
@@ -296,12 +338,16 @@ int session__add_target(struct session *s, uint32_t tgid)
 	return err;
 }
 
+static void labelled_target(void *ctx, uint32_t tgid);
+
 int session__start(struct session *s)
 {
 	int err = sampler__start(s->sampler);
 
 	if (!err && s->sched)
 		err = sched_collector__start(s->sched);
+	if (!err && s->targets) /* jobs that run already are targets at once */
+		sched_targets__scan(s->targets, labelled_target, s);
 	return err;
 }
 
@@ -358,6 +404,7 @@ void session__sources(const struct session *s, struct session_sources *out)
 		.gpu = s->gpu != NULL,
 		.sched = s->sched != NULL,
 		.nofile_orig = &s->nofile_orig,
+		.features = &s->features,
 	};
 }
 
@@ -410,6 +457,32 @@ static int end_window(struct session *s, struct session_window *w)
 	return err;
 }
 
+/* A process with training labels: the GPU layer looks at its mappings
+ * now, so its probes are attached before it initialises NCCL (host-wide,
+ * nothing else makes a process that has not been sampled yet a GPU
+ * candidate). */
+static void labelled_target(void *ctx, uint32_t tgid)
+{
+	struct session *s = ctx;
+
+	if (s->gpu)
+		gpu__watch(s->gpu, tgid);
+}
+
+/* Host-wide scheduler layer: the GPU layer's processes and those with
+ * training labels become its targets. */
+static void mark_targets(struct session *s)
+{
+	if (s->gpu) {
+		const struct gpu_data *d = gpu__data(s->gpu);
+
+		for (size_t i = 0; i < d->nprocs; i++)
+			if (!d->procs[i].exited)
+				sched_targets__mark(s->targets, d->procs[i].tgid, true);
+	}
+	sched_targets__scan(s->targets, labelled_target, s);
+}
+
 /*
  * The one drain of every layer, in the one order (agent/core/sink.h), with
  * the window's end when w is set.  Returns the window members' first error.
@@ -434,6 +507,8 @@ static int drain(struct session *s, struct session_window *w)
 		unwind_loader__flush(s->unwind);
 	if (s->sched) /* exited threads out of the BPF map */
 		sched_collector__retire(s->sched, mono_ns(), SCHED_RETIRE_GRACE_NS);
+	if (s->targets)
+		mark_targets(s);
 	if (w)
 		err = end_window(s, w);
 	proc_tracker__end_drain(s->procs);
@@ -445,6 +520,35 @@ static int drain(struct session *s, struct session_window *w)
 int session__end_window(struct session *s, struct session_window *w)
 {
 	return drain(s, w);
+}
+
+void session__report_sched(struct session *s)
+{
+	if (s->sched) { /* scheduler layer */
+		uint64_t sc[STRATA_SCHED_CNT_MAX];
+		struct sched_retire_stats rs;
+
+		sched_collector__counters(s->sched, sc);
+		fprintf(stderr, "  sched:");
+		for (int i = 0; i < STRATA_SCHED_CNT_MAX; i++)
+			fprintf(stderr, " %s=%llu", strata_sched_counter_name(i),
+				(unsigned long long)sc[i]);
+		sched_collector__retire_stats(s->sched, &rs);
+		fprintf(stderr, " retired=%llu retired_dropped=%llu\n",
+			(unsigned long long)rs.retired, (unsigned long long)rs.dropped);
+		if (s->targets) {
+			struct sched_targets_stats ts;
+
+			sched_targets__stats(s->targets, &ts);
+			fprintf(stderr,
+				"  sched targets: scans=%llu examined=%llu by_labels=%llu "
+				"by_gpu=%llu unreadable=%llu out_of_range=%llu resets=%llu\n",
+				(unsigned long long)ts.scans, (unsigned long long)ts.examined,
+				(unsigned long long)ts.by_labels, (unsigned long long)ts.by_gpu,
+				(unsigned long long)ts.unreadable,
+				(unsigned long long)ts.out_of_range, (unsigned long long)ts.resets);
+		}
+	}
 }
 
 void session__report_counters(struct session *s)
@@ -534,19 +638,7 @@ void session__report_counters(struct session *s)
 			(unsigned long long)sy.read_failed, (unsigned long long)sy.stale,
 			(unsigned long long)sy.no_line);
 	}
-	if (s->sched) { /* scheduler layer */
-		uint64_t sc[STRATA_SCHED_CNT_MAX];
-		struct sched_retire_stats rs;
-
-		sched_collector__counters(s->sched, sc);
-		fprintf(stderr, "  sched:");
-		for (int i = 0; i < STRATA_SCHED_CNT_MAX; i++)
-			fprintf(stderr, " %s=%llu", strata_sched_counter_name(i),
-				(unsigned long long)sc[i]);
-		sched_collector__retire_stats(s->sched, &rs);
-		fprintf(stderr, " retired=%llu retired_dropped=%llu\n",
-			(unsigned long long)rs.retired, (unsigned long long)rs.dropped);
-	}
+	session__report_sched(s);
 	fprintf(stderr,
 		"  symbolizer: lookups=%llu cache_hits=%llu unresolved=%llu open_failed=%llu\n",
 		(unsigned long long)ss.lookups, (unsigned long long)ss.cache_hits,

@@ -51,9 +51,12 @@ struct session_sources {
 	uint32_t freq_hz;
 	bool gpu, sched;		  /* the layers are on (their sink members are called) */
 	const struct rlimit *nofile_orig; /* for children: they run as without us */
+	/* the running kernel's, and the path each feature takes */
+	const struct kernel_features *features;
 };
 
 struct session;
+struct kernel_features;
 
 enum session_wake { SESSION_TIMEOUT = 0, SESSION_SIGNAL = 1 };
 
@@ -86,5 +89,7 @@ int session__end_window(struct session *s, struct session_window *w);
 void session__report(struct session *s, const struct profile *p);
 /* The counters of every part (the report without a profile: --server). */
 void session__report_counters(struct session *s);
+/* The scheduler layer's counters and automatic targets (part of the above). */
+void session__report_sched(struct session *s);
 
 #endif /* STRATA_SESSION_H */

@@ -4,6 +4,7 @@
  * files that do the rest): the BPF object with the session's filter maps,
  * the tables, and the files attached for the whole session.
  */
+#include "agent/gpu/gpu_comm_state.h"
 #include "agent/gpu/gpu_impl.h"
 
 #include <errno.h>
@@ -45,6 +46,14 @@ static int session_maps(struct gpu *g)
 	if (!err && g->opts.api_layers_fd > 0) {
 		err = bpf_map__reuse_fd(g->skel->maps.api_layers, g->opts.api_layers_fd);
 		g->skel->rodata->mark_layers = !err;
+	}
+	if (!err && g->opts.unwind_rows_fd > 0 && g->opts.unwind_procs_fd > 0) {
+		err = bpf_map__reuse_fd(g->skel->maps.unwind_rows, g->opts.unwind_rows_fd)
+			      ?: bpf_map__reuse_fd(g->skel->maps.unwind_procs,
+						   g->opts.unwind_procs_fd);
+	} else if (!err) { /* no tables: the walker's frame-pointer steps only */
+		bpf_map__set_max_entries(g->skel->maps.unwind_rows, 1);
+		bpf_map__set_max_entries(g->skel->maps.unwind_procs, 1);
 	}
 	return err;
 }
@@ -93,6 +102,7 @@ struct gpu *gpu__new(const struct gpu_opts *opts, struct module_registry *mods,
 	gpu_table__init(&g->errs, sizeof(struct gpu_err_row), 0, sizeof(struct gpu_err_key),
 			GPU_MAX_ROWS);
 	gpu_leaks__init(&g->leaks, GPU_MAX_ROWS);
+	gpu_leaks__init(&g->fw_leaks, GPU_MAX_ROWS);
 	gpu_table__init(&g->colls, sizeof(struct gpu_coll_row), 0, sizeof(struct gpu_coll_key),
 			GPU_MAX_ROWS);
 	gpu_table__init(&g->funcs, sizeof(struct func_row), 0, sizeof(struct func_key),
@@ -109,17 +119,63 @@ struct gpu *gpu__new(const struct gpu_opts *opts, struct module_registry *mods,
 	err = session_maps(g);
 	if (err)
 		goto err_out;
-	err = uprobe_multi__prepare(g->skel->progs.gpu_enter_multi) ?:
-	      uprobe_multi__prepare(g->skel->progs.gpu_exit_multi) ?:
-	      uprobe_multi__prepare(g->skel->progs.gpu_empty_multi);
-	if (err)
-		goto err_out;
+	if (opts->features)
+		g->features = *opts->features;
+	else
+		kernel_features__probe(&g->features);
+	/* Probes through uprobe_multi links where the kernel has them, else
+	 * one uprobe per function (the *_multi copies not loaded). */
+	g->no_multi = !g->features.have[KFEAT_UPROBE_MULTI];
+	if (g->no_multi) {
+		bpf_program__set_autoload(g->skel->progs.gpu_enter_multi, false);
+		bpf_program__set_autoload(g->skel->progs.gpu_exit_multi, false);
+		bpf_program__set_autoload(g->skel->progs.gpu_empty_multi, false);
+	} else {
+		err = uprobe_multi__prepare(g->skel->progs.gpu_enter_multi) ?:
+		      uprobe_multi__prepare(g->skel->progs.gpu_exit_multi) ?:
+		      uprobe_multi__prepare(g->skel->progs.gpu_empty_multi);
+		if (err)
+			goto err_out;
+	}
+	/* the exit program: as the sampler's (features.h) */
+	{
+		struct bpf_program *exits[2][2] = {
+			{ g->skel->progs.gpu_proc_exit, g->skel->progs.gpu_proc_exit_kept },
+			{ g->skel->progs.gpu_proc_exit_early,
+			  g->skel->progs.gpu_proc_exit_early_kept },
+		};
+		bool early, vmas;
+
+		kernel_features__exit_prog(&g->features, &early, &vmas);
+		for (int e = 0; e < 2; e++)
+			for (int k = 0; k < 2; k++)
+				bpf_program__set_autoload(exits[e][k], e == early && k == !vmas);
+		g->exit_prog = exits[early][!vmas];
+	}
 	err = gpu_bpf__load(g->skel);
 	if (err) {
 		pr_warn("gpu: cannot load the BPF object: %s", strerror(-err));
 		goto err_out;
 	}
-	if (!bpf_program__attach(g->skel->progs.gpu_proc_exit) ||
+	/* Communicators a previous run saw initialise: back into the map
+	 * before any probe is attached. */
+	if (opts->comm_state_path) {
+		g->comm_state = gpu_comm_state__new(opts->comm_state_path, realtime_ns());
+		if (!g->comm_state) {
+			err = -ENOMEM;
+			goto err_out;
+		}
+		err = gpu_comm_state__restore(g->comm_state, bpf_map__fd(g->skel->maps.gpu_comms),
+					      "/proc");
+		if (err < 0)
+			pr_warn("gpu: %s: %s (communicators start unknown)", opts->comm_state_path,
+				strerror(-err));
+		else if (err)
+			pr_info("gpu: %d NCCL communicators restored from %s", err,
+				opts->comm_state_path);
+		err = 0;
+	}
+	if (!bpf_program__attach(g->exit_prog) ||
 	    !bpf_program__attach(g->skel->progs.gpu_proc_exec)) {
 		err = -errno;
 		goto err_out;
@@ -157,6 +213,9 @@ void gpu__free(struct gpu *g)
 {
 	if (!g)
 		return;
+	if (g->comm_state && g->skel) /* the latest counts for the next run */
+		gpu_comm_state__save(g->comm_state, bpf_map__fd(g->skel->maps.gpu_comms), "/proc");
+	gpu_comm_state__free(g->comm_state);
 	for (int i = 0; i < g->nfiles; i++)
 		gpu_file_detach(g, &g->files[i]);
 	ring_buffer__free(g->rb);
@@ -175,11 +234,13 @@ void gpu__free(struct gpu *g)
 	gpu_table__fini(&g->tally);
 	gpu_table__fini(&g->errs);
 	gpu_leaks__fini(&g->leaks);
+	gpu_leaks__fini(&g->fw_leaks);
 	gpu_table__fini(&g->colls);
 	gpu_table__fini(&g->funcs);
 	profile__free(g->data.frames);
 	free(g->data.procs);
 	free(g->data.leaks);
+	free(g->data.fw_leaks);
 	free(g->data.stacks_view);
 	free(g->data.allocs);
 	free(g->prev_calls);

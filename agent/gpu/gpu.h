@@ -38,9 +38,18 @@ struct gpu_opts {
 	 * thread's Python frames (py_procs: the sampler's map, shared). */
 	struct python *python;
 	int py_procs_fd;
+	/* The sampler's unwind tables (--unwind hybrid), shared: call-site
+	 * stacks are walked like CPU samples.  <= 0: frame-pointer steps. */
+	int unwind_rows_fd, unwind_procs_fd;
+	/* The running kernel's (agent/core/features.h); NULL: probed here. */
+	const struct kernel_features *features;
+	/* NCCL communicator identities kept across agent restarts
+	 * (agent/gpu/gpu_comm_state.h); NULL: not kept. */
+	const char *comm_state_path;
 };
 
 struct gpu;
+struct kernel_features;
 
 /* NULL with errno set (the BPF object could not be loaded). */
 struct gpu *gpu__new(const struct gpu_opts *opts, struct module_registry *mods,

@@ -26,7 +26,9 @@ struct gpu_proc_info {
 	char comm[16];
 	int32_t rank, local_rank, world_size; /* -1 when unknown */
 	int32_t nccl_rank, nccl_nranks;	      /* from ncclCommInitRank; -1 unknown */
-	uint64_t comm_hash;		      /* first communicator's identity */
+	uint64_t comm_hash;		      /* first communicator's identity as
+					       * reported (restored: mixed) */
+	uint64_t job_hash;		      /* its own hash (job labels) */
 	char run_id[64];		      /* TORCHELASTIC_RUN_ID */
 	char slurm_job[32];		      /* SLURM_JOB_ID */
 	bool exited;
@@ -101,8 +103,12 @@ struct gpu_data {
 	size_t ntally;
 	struct gpu_err_row *errs;
 	size_t nerrs;
-	struct gpu_leak *leaks;
+	struct gpu_leak *leaks; /* driver allocations (cudaMalloc...: segments) */
 	size_t nleaks;
+	/* framework allocations (a caching allocator's blocks, from its USDT
+	 * probes: PyTorch's tensors), apart from the segments holding them */
+	struct gpu_leak *fw_leaks;
+	size_t nfw_leaks;
 	struct gpu_call_rec *calls;
 	size_t ncalls;
 	struct gpu_coll_row *colls;

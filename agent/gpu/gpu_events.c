@@ -45,7 +45,7 @@ int gpu_on_event(void *ctx, void *data, size_t size)
 		if (p && p->info.nccl_rank < 0) {
 			p->info.nccl_rank = (int32_t)(e->a[5] & 0xffffffff);
 			p->info.nccl_nranks = (int32_t)(e->a[5] >> 32);
-			p->info.comm_hash = e->a[0];
+			p->info.comm_hash = p->info.job_hash = e->a[0];
 		}
 	}
 	if (g->ncalls >= GPU_MAX_CALLS) {

@@ -42,6 +42,7 @@ static int attach_probe(struct gpu *g, struct gpu_file *f, size_t i)
 			return -errno;
 		}
 		g->links++;
+		g->link_objs++;
 	}
 	if (!f->exit[i]) {
 		o.retprobe = true;
@@ -53,6 +54,7 @@ static int attach_probe(struct gpu *g, struct gpu_file *f, size_t i)
 			return -errno;
 		}
 		g->links++;
+		g->link_objs++;
 	}
 	return 0;
 }
@@ -63,11 +65,13 @@ static void detach_probe(struct gpu *g, struct gpu_file *f, size_t i)
 		bpf_link__destroy(f->enter[i]);
 		f->enter[i] = NULL;
 		g->links--;
+		g->link_objs--;
 	}
 	if (f->exit[i]) {
 		bpf_link__destroy(f->exit[i]);
 		f->exit[i] = NULL;
 		g->links--;
+		g->link_objs--;
 	}
 }
 
@@ -117,6 +121,7 @@ static int group_attach(struct gpu *g, struct gpu_file *f, int grp)
 		f->multi[grp][ret] = fd;
 		f->multi_n[grp] = n;
 		g->links += n;
+		g->link_objs++;
 	}
 	return 0;
 }
@@ -132,6 +137,7 @@ static void group_detach(struct gpu *g, struct gpu_file *f, int grp)
 		close(f->multi[grp][ret]); /* one grace period for the whole group */
 		f->multi[grp][ret] = -1;
 		g->links -= f->multi_n[grp];
+		g->link_objs--;
 	}
 }
 
@@ -139,16 +145,21 @@ static void group_detach(struct gpu *g, struct gpu_file *f, int grp)
  * has them on). */
 static void file_attach(struct gpu *g, struct gpu_file *f)
 {
+	uint64_t t0 = mono_ns();
+
 	group_attach(g, f, GRP_FIXED);
+	gpu_usdt_attach(g, f);
 	if (g->budget.attached)
 		group_attach(g, f, GRP_SHED);
 	f->attached = true;
+	g->attach_ns += mono_ns() - t0;
 }
 
 void gpu_file_detach(struct gpu *g, struct gpu_file *f)
 {
 	group_detach(g, f, GRP_FIXED);
 	group_detach(g, f, GRP_SHED);
+	gpu_usdt_detach(g, f);
 	f->attached = false;
 }
 
@@ -205,14 +216,18 @@ static void *detect_file(void *ctx, struct module *mod)
 	}
 	f = &g->files[g->nfiles];
 	memset(f, 0, sizeof(*f));
-	if (gpu_elf_scan(mod->fd, &f->probes) || !f->probes.n)
+	f->mod = mod;
+	if (gpu_elf_scan(mod->fd, &f->probes))
+		return NULL;
+	gpu_usdt_scan(g, f); /* a framework library (libc10_cuda.so) has only these */
+	if (!f->probes.n && !f->nusdt)
 		return NULL;
 	f->dev = mod->dev;
 	f->ino = mod->ino;
-	f->mod = mod;
 	memset(f->multi, 0xff, sizeof(f->multi)); /* -1: no link */
 	g->nfiles++;
-	pr_info("gpu: %s: %zu CUDA/NCCL entry points", mod->path, f->probes.n);
+	pr_info("gpu: %s: %zu CUDA/NCCL entry points, %u framework USDT probes", mod->path,
+		f->probes.n, f->nusdt);
 	return f;
 }
 

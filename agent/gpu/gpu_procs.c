@@ -3,6 +3,7 @@
  * The processes of the GPU layer: watched, target, exited (gpu_impl.h), and
  * the GPU object's own process events.
  */
+#include "agent/gpu/gpu_comm_state.h"
 #include "agent/gpu/gpu_impl.h"
 
 #include <errno.h>
@@ -147,6 +148,19 @@ void gpu_proc_scan(struct gpu *g, struct gpu_proc *p, uint64_t now_ms)
 	p->backoff_ms = p->backoff_ms * 2 > GPU_SCAN_MAX_MS ? GPU_SCAN_MAX_MS : p->backoff_ms * 2;
 }
 
+/* A process whose communicator a previous agent run saw initialise. */
+static void gpu_restored_identity(struct gpu *g, struct gpu_proc *p)
+{
+	struct gpu_comm_identity id;
+
+	if (!g->comm_state || !gpu_comm_state__identity(g->comm_state, p->tgid, &id))
+		return;
+	p->info.nccl_rank = id.rank;
+	p->info.nccl_nranks = id.nranks;
+	p->info.comm_hash = id.hash;
+	p->info.job_hash = id.job_hash;
+}
+
 /* A free slot for tgid, watched; NULL (counted) when none is left. */
 static struct gpu_proc *proc_new(struct gpu *g, uint32_t tgid)
 {
@@ -162,6 +176,7 @@ static struct gpu_proc *proc_new(struct gpu *g, uint32_t tgid)
 		p->info.tgid = tgid;
 		p->info.rank = p->info.local_rank = p->info.world_size = -1;
 		p->info.nccl_rank = p->info.nccl_nranks = -1;
+		gpu_restored_identity(g, p);
 		return p;
 	}
 	g->procs_dropped++;
@@ -277,6 +292,10 @@ int gpu_on_proc_event(void *ctx, void *data, size_t size)
 		return 0;
 	switch (e->type) {
 	case PROC_EV_NEW: /* admitted by BPF at its first call */
+		/* its libraries are mapped now (the exec-time read had only the
+		 * program and ld.so): read the maps again, so the call-site
+		 * walks get every table from the next calls on */
+		proc_tracker__on_event(g->procs_tracker, e);
 		gpu_proc_admitted(g, e->tgid, e->mm_id, e->comm);
 		break;
 	case PROC_EV_EXIT: {
@@ -292,6 +311,15 @@ int gpu_on_proc_event(void *ctx, void *data, size_t size)
 	case PROC_EV_VMA:
 		proc_tracker__on_event(g->procs_tracker, e);
 		break;
+	case PROC_EV_UNWIND_MISS: { /* a call-site walk met a pc without table */
+		const struct proc_mapping *m;
+
+		/* a target the sampler has not seen has no instance yet: made
+		 * (maps read, tables loaded) by the lookup */
+		proc_tracker__lookup(g->procs_tracker, e->tgid, e->mm_id, e->start, &m);
+		proc_tracker__on_event(g->procs_tracker, e);
+		break;
+	}
 	case PROC_EV_EXEC: /* the old image is finished; the new one is watched */
 		proc_exited(g, e->tgid, 0);
 		gpu__watch(g, e->tgid);

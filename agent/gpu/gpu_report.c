@@ -2,6 +2,7 @@
 /* Local encodings of struct gpu_data: the API tally, the leak report (text
  * table and pprof heap profile) and the Perfetto/Chrome trace. */
 #include <errno.h>
+#include <stdbool.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,26 +68,6 @@ int gpu_data__write_tally(const struct gpu_data *d, FILE *out)
 
 /* ---- leaks ----------------------------------------------------------- */
 
-static int by_bytes(const void *a, const void *b)
-{
-	const struct gpu_leak *x = *(const struct gpu_leak *const *)a;
-	const struct gpu_leak *y = *(const struct gpu_leak *const *)b;
-
-	return x->bytes < y->bytes ? 1 : x->bytes > y->bytes ? -1 : 0;
-}
-
-static const struct gpu_leak **sorted_leaks(const struct gpu_data *d)
-{
-	const struct gpu_leak **v = calloc(d->nleaks + 1, sizeof(*v));
-
-	if (!v)
-		return NULL;
-	for (size_t i = 0; i < d->nleaks; i++)
-		v[i] = &d->leaks[i];
-	qsort(v, d->nleaks, sizeof(*v), by_bytes);
-	return v;
-}
-
 /* Allocations made at a stack: the alloc sites of (tgid, stack). */
 static void alloc_totals(const struct gpu_data *d, uint32_t tgid, uint64_t stack_id,
 			 uint64_t *bytes, uint64_t *count)
@@ -114,26 +95,112 @@ static void write_rank(const struct gpu_data *d, uint32_t tgid, char *buf, size_
 		snprintf(buf, sz, "-");
 }
 
-int gpu_data__write_leaks_text(const struct gpu_data *d, FILE *out)
+/* A leak group with its resolved stack, for merging groups that resolve
+ * to the same frames (ids differ where the raw stacks did: the native
+ * frames a Python frame replaced, or a walk made before the tables). */
+struct leak_row {
+	struct gpu_leak l;
+	const struct gpu_stack *st;
+	uint64_t hash;
+};
+
+static uint64_t frames_hash(const struct gpu_stack *st)
 {
-	const struct gpu_leak **v = sorted_leaks(d);
+	uint64_t h = 0xcbf29ce484222325ULL;
+
+	for (uint32_t k = 0; st && k < st->nframes; k++)
+		h = (h ^ st->frames[k]) * 0x100000001b3ULL;
+	return h;
+}
+
+static bool same_frames(const struct gpu_stack *a, const struct gpu_stack *b)
+{
+	if (!a || !b)
+		return a == b;
+	return a->nframes == b->nframes &&
+	       !memcmp(a->frames, b->frames, a->nframes * sizeof(*a->frames));
+}
+
+static int by_group(const void *a, const void *b)
+{
+	const struct leak_row *x = a, *y = b;
+
+	if (x->l.tgid != y->l.tgid)
+		return x->l.tgid < y->l.tgid ? -1 : 1;
+	return x->hash < y->hash ? -1 : x->hash > y->hash;
+}
+
+static int by_row_bytes(const void *a, const void *b)
+{
+	const struct leak_row *x = a, *y = b;
+
+	return x->l.bytes < y->l.bytes ? 1 : x->l.bytes > y->l.bytes ? -1 : 0;
+}
+
+/* The leak groups, one per (process, resolved stack), largest first. */
+static struct leak_row *merged_leaks(const struct gpu_data *d, const struct gpu_leak *leaks,
+				     size_t nleaks, size_t *n)
+{
+	struct leak_row *v = calloc(nleaks + 1, sizeof(*v));
+	size_t m = 0;
+
+	*n = 0;
+	if (!v)
+		return NULL;
+	for (size_t i = 0; i < nleaks; i++) {
+		v[i].l = leaks[i];
+		v[i].st = gpu_data__stack(d, v[i].l.tgid, v[i].l.stack_id);
+		v[i].hash = v[i].st ? frames_hash(v[i].st) : v[i].l.stack_id;
+	}
+	qsort(v, nleaks, sizeof(*v), by_group);
+	for (size_t i = 0; i < nleaks; i++) {
+		struct leak_row *r = m ? &v[m - 1] : NULL;
+
+		if (r && r->l.tgid == v[i].l.tgid && r->hash == v[i].hash && r->st && v[i].st &&
+		    same_frames(r->st, v[i].st)) {
+			const struct gpu_leak *x = &v[i].l;
+
+			r->l.bytes += x->bytes;
+			r->l.count += x->count;
+			r->l.first_bytes += x->first_bytes;
+			if (x->oldest_ns < r->l.oldest_ns)
+				r->l.oldest_ns = x->oldest_ns;
+			if (x->first_ns < r->l.first_ns)
+				r->l.first_ns = x->first_ns;
+			if (x->last_ns > r->l.last_ns)
+				r->l.last_ns = x->last_ns;
+			continue;
+		}
+		v[m++] = v[i];
+	}
+	qsort(v, m, sizeof(*v), by_row_bytes);
+	*n = m;
+	return v;
+}
+
+/* One section: a header line, the column names, a row per stack. */
+static int write_leak_rows(const struct gpu_data *d, const struct gpu_leak *leaks, size_t nleaks,
+			   const char *what, FILE *out)
+{
+	size_t n;
+	struct leak_row *v = merged_leaks(d, leaks, nleaks, &n);
 	uint64_t total = 0, objs = 0;
 
 	if (!v)
 		return -ENOMEM;
-	for (size_t i = 0; i < d->nleaks; i++) {
-		total += d->leaks[i].bytes;
-		objs += d->leaks[i].count;
+	for (size_t i = 0; i < n; i++) {
+		total += v[i].l.bytes;
+		objs += v[i].l.count;
 	}
 	fprintf(out,
-		"# strata GPU allocations outstanding (at process exit, or at the end of the "
+		"# strata %s outstanding (at process exit, or at the end of the "
 		"recording): %" PRIu64 " bytes in %" PRIu64 " allocations, %zu stacks\n",
-		total, objs, d->nleaks);
+		what, total, objs, n);
 	fprintf(out, "%14s %8s %10s %14s %6s %-8s %s\n", "bytes", "count", "oldest_s", "growth_B/s",
 		"pid", "rank", "stack (allocation site first)");
-	for (size_t i = 0; i < d->nleaks; i++) {
-		const struct gpu_leak *l = v[i];
-		const struct gpu_stack *st = gpu_data__stack(d, l->tgid, l->stack_id);
+	for (size_t i = 0; i < n; i++) {
+		const struct gpu_leak *l = &v[i].l;
+		const struct gpu_stack *st = v[i].st;
 		double span = l->last_ns > l->first_ns ? (l->last_ns - l->first_ns) / 1e9 : 0;
 		double growth = span > 0 ? ((double)l->bytes - (double)l->first_bytes) / span : 0;
 		double age = l->last_ns > l->oldest_ns ? (l->last_ns - l->oldest_ns) / 1e9 : 0;
@@ -154,7 +221,25 @@ int gpu_data__write_leaks_text(const struct gpu_data *d, FILE *out)
 		fputc('\n', out);
 	}
 	free(v);
-	return ferror(out) ? -EIO : 0;
+	return 0;
+}
+
+/*
+ * Two levels: the driver's allocations (cudaMalloc & co: with a caching
+ * allocator, its segments), then - when a framework's USDT probes were
+ * seen - the framework's own (the tensors inside those segments).
+ */
+int gpu_data__write_leaks_text(const struct gpu_data *d, FILE *out)
+{
+	int err = write_leak_rows(d, d->leaks, d->nleaks, "GPU allocations", out);
+
+	if (!err && d->bpf[GPU_CNT_FW_EVENTS]) {
+		fputc('\n', out);
+		err = write_leak_rows(d, d->fw_leaks, d->nfw_leaks,
+				      "framework allocations (caching allocator blocks, USDT)",
+				      out);
+	}
+	return err ? err : ferror(out) ? -EIO : 0;
 }
 
 int gpu_data__write_leaks_pprof(const struct gpu_data *d, FILE *out)

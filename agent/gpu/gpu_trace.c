@@ -53,11 +53,17 @@ static void call_args(FILE *out, const struct gpu_data *d, const struct gpu_even
 	case GPU_KIND_COLL:
 	case GPU_KIND_P2P:
 	case GPU_KIND_NCCL_INIT:
+		/* the element count is bytes / element size (the event's slot
+		 * holds the communicator pointer) */
 		fprintf(out,
-			",\"comm\":\"%016" PRIx64 "\",\"seq\":%" PRIu64 ",\"count\":%" PRIu64
-			",\"bytes\":%" PRIu64 ",\"dtype\":\"%s\",\"op\":\"%s\",\"rank\":%u,"
-			"\"nranks\":%u",
-			a[0], a[1], a[2], a[3], gpu_nccl_dtype_name(a[4] & 0xffff),
+			",\"comm\":\"%016" PRIx64 "\",\"comm_ptr\":\"0x%" PRIx64
+			"\",\"seq\":%" PRIu64 ",\"count\":%" PRIu64 ",\"bytes\":%" PRIu64
+			",\"dtype\":\"%s\",\"op\":\"%s\",\"rank\":%u,\"nranks\":%u",
+			a[0], a[2], a[1],
+			gpu_nccl_dtype_size(a[4] & 0xffff)
+				? a[3] / gpu_nccl_dtype_size(a[4] & 0xffff)
+				: 0,
+			a[3], gpu_nccl_dtype_name(a[4] & 0xffff),
 			gpu_nccl_op_name((a[4] >> 16) & 0xffff), (uint32_t)a[5],
 			(uint32_t)(a[5] >> 32));
 		break;

@@ -3,6 +3,7 @@
  * The tables as struct gpu_data (what the local writers and the batch
  * builder read), the layer's state and its -v report.
  */
+#include "agent/gpu/gpu_comm_state.h"
 #include "agent/gpu/gpu_impl.h"
 
 #include <stdio.h>
@@ -41,21 +42,25 @@ void gpu_remember_procs(struct gpu *g)
 	}
 }
 
+/* One slot of a per-CPU array map, summed over CPUs (0 when unreadable). */
+static uint64_t percpu_sum(const struct bpf_map *map, uint32_t key)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	uint64_t *v = calloc(ncpu > 0 ? ncpu : 1, sizeof(*v)), sum = 0;
+
+	if (v && !bpf_map_lookup_elem(bpf_map__fd(map), &key, v))
+		for (int i = 0; i < ncpu; i++)
+			sum += v[i];
+	free(v);
+	return sum;
+}
+
 const struct gpu_data *gpu__data(struct gpu *g)
 {
 	struct gpu_data *d = &g->data;
-	uint64_t sum[GPU_CNT_MAX] = { 0 };
-	int ncpu = libbpf_num_possible_cpus();
-	uint64_t *v = calloc(ncpu > 0 ? ncpu : 1, sizeof(*v));
 
-	for (uint32_t c = 0; v && c < GPU_CNT_MAX; c++) {
-		if (bpf_map_lookup_elem(bpf_map__fd(g->skel->maps.gpu_counters), &c, v))
-			continue;
-		for (int i = 0; i < ncpu; i++)
-			sum[c] += v[i];
-	}
-	free(v);
-	memcpy(d->bpf, sum, sizeof(sum));
+	for (uint32_t c = 0; c < GPU_CNT_MAX; c++)
+		d->bpf[c] = percpu_sum(g->skel->maps.gpu_counters, c);
 	d->stacks = NULL;
 	d->nstacks = g->stacks.n;
 	d->sites = g->sites.rows;
@@ -73,6 +78,8 @@ const struct gpu_data *gpu__data(struct gpu *g)
 	/* leaks: a compact copy of the groups with something outstanding */
 	free(d->leaks);
 	d->leaks = gpu_leaks__outstanding(&g->leaks, &d->nleaks);
+	free(d->fw_leaks);
+	d->fw_leaks = gpu_leaks__outstanding(&g->fw_leaks, &d->nfw_leaks);
 	/* stacks: pointers into the stack table's rows */
 	free(d->stacks_view);
 	d->stacks_view = calloc(g->stacks.n + 1, sizeof(*d->stacks_view));
@@ -154,6 +161,19 @@ void gpu__report(struct gpu *g)
 		fprintf(stderr, " %s=%llu", strata_gpu_counter_name(i),
 			(unsigned long long)d->bpf[i]);
 	fprintf(stderr,
+		"\n  gpu.usdt: notes=%llu skipped_bad_args=%llu skipped_malformed=%llu "
+		"sites_dropped=%llu specs=%u",
+		(unsigned long long)g->usdt.notes, (unsigned long long)g->usdt.bad_args,
+		(unsigned long long)g->usdt.malformed, (unsigned long long)g->usdt_dropped,
+		g->usdt_specs);
+	fprintf(stderr, "\n  gpu.unwind:");
+	for (uint32_t i = 0; i < UNWIND_ERR_MAX; i++)
+		fprintf(stderr, " %s=%llu", strata_unwind_counter_name(i),
+			(unsigned long long)percpu_sum(g->skel->maps.unwind_errors, i));
+	fprintf(stderr, "\n  gpu: probes via %s: %llu kernel link objects, %.1f ms attaching",
+		kernel_features__path(&g->features, KPATH_GPU_PROBES, NULL),
+		(unsigned long long)g->link_objs, (double)g->attach_ns / 1e6);
+	fprintf(stderr,
 		"\n  gpu: links=%llu attach_failed=%llu files_attached=%llu targets=%llu "
 		"watched=%llu exits=%llu scans=%llu bpf_targets=%llu bpf_allocs=%llu "
 		"bpf_inflight=%llu bpf_proc_rows=%llu adopted=%llu dropped_rows=%llu "
@@ -167,6 +187,17 @@ void gpu__report(struct gpu *g)
 		(unsigned long long)st.bpf_proc_rows, (unsigned long long)g->adopted,
 		(unsigned long long)d->dropped_rows, (unsigned long long)d->dropped_calls,
 		(unsigned long long)g->procs_dropped, (unsigned long long)d->clock_err_ns);
+	if (g->comm_state) {
+		struct gpu_comm_state_stats cs;
+
+		gpu_comm_state__stats(g->comm_state, &cs);
+		fprintf(stderr,
+			"  gpu nccl comms: restored=%llu stale=%llu bad_lines=%llu saves=%llu "
+			"save_failed=%llu saved=%llu\n",
+			(unsigned long long)cs.restored, (unsigned long long)cs.stale,
+			(unsigned long long)cs.bad_lines, (unsigned long long)cs.saves,
+			(unsigned long long)cs.save_failed, (unsigned long long)cs.saved_entries);
+	}
 }
 
 /* --- wire (strata-agent --server): call records handed over --- */

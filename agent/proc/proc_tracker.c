@@ -9,6 +9,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "agent/proc/proc_stat.h"
 #include "lib/log.h"
 
 #define PROC_BUCKETS 4096
@@ -195,39 +196,10 @@ static int mapping_insert(struct proc_instance *p, uint64_t start, uint64_t end,
 	return 0;
 }
 
-/*
- * Start time of pid in clock ticks since boot (/proc/PID/stat field 22), or
- * 0 when the process is gone.  The comm field may hold spaces and ')': the
- * fields after it are found from the last ')'.
- */
-static uint64_t proc_start_ticks(uint32_t pid)
-{
-	char path[64], buf[1024], *p;
-	unsigned long long start = 0;
-	FILE *f;
-	size_t n;
-
-	snprintf(path, sizeof(path), "/proc/%u/stat", pid);
-	f = fopen(path, "re");
-	if (!f)
-		return 0;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	p = strrchr(buf, ')');
-	/* After ") ": state is field 3, starttime field 22. */
-	if (!p || sscanf(p + 2,
-			 "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u "
-			 "%*d %*d %*d %*d %*d %*d %llu",
-			 &start) != 1)
-		return 0;
-	return start;
-}
-
 /* True when /proc/PID is still the process instance p. */
 static bool same_process(struct proc_tracker *t, struct proc_instance *p)
 {
-	uint64_t now = proc_start_ticks(p->tgid);
+	uint64_t now = proc_stat__start_ticks("/proc", p->tgid, NULL, 0);
 
 	if (!now || p->superseded)
 		return false;
@@ -250,6 +222,9 @@ static int read_maps(struct proc_tracker *t, struct proc_instance *p)
 	p->refreshed_epoch = t->epoch;
 	if (!same_process(t, p)) {
 		t->st.maps_read_failed++;
+		pr_debug("procs: %u: not the process seen (start %llu ticks, /proc %llu)", p->tgid,
+			 (unsigned long long)p->start_ticks,
+			 (unsigned long long)proc_stat__start_ticks("/proc", p->tgid, NULL, 0));
 		return -ESRCH;
 	}
 	err = proc_maps__read(p->tgid, 1, &pm, &n);
@@ -262,6 +237,7 @@ static int read_maps(struct proc_tracker *t, struct proc_instance *p)
 	}
 	if (err) {
 		t->st.maps_read_failed++;
+		pr_debug("procs: %u: maps not read: %s", p->tgid, strerror(-err));
 		return err;
 	}
 	t->st.maps_read++;

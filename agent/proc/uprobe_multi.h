@@ -28,4 +28,9 @@ int uprobe_multi__prepare(struct bpf_program *prog);
 int uprobe_multi__attach(const struct bpf_program *prog, const char *path, const uint64_t *offsets,
 			 const uint64_t *cookies, size_t n, bool ret, int pid);
 
+/* A trial link on this process's own executable (one probe, this process
+ * only, on a function never called): 0 when the kernel has uprobe_multi,
+ * else -errno. */
+int uprobe_multi__probe(void);
+
 #endif /* STRATA_UPROBE_MULTI_H */

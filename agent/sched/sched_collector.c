@@ -4,8 +4,11 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "agent/core/map_drain.h"
 #include "lib/log.h"
@@ -27,7 +30,24 @@ struct sched_collector {
 	uint32_t nretired, max_retired;
 	struct sched_retire_stats rs;
 	uint64_t drain_wait_timeouts; /* off-CPU generation never went quiet */
+	uint64_t *auto_words;	      /* STRATA_FILTER_AUTO: the mmapped bitmap */
+	size_t auto_len;
+	uint32_t auto_nwords;
 };
+
+/* Words of the automatic-target bitmap: one bit per possible pid. */
+static uint32_t auto_words_for_pid_max(void)
+{
+	unsigned long pid_max = 4194304; /* the kernel's limit (PID_MAX_LIMIT) */
+	FILE *f = fopen("/proc/sys/kernel/pid_max", "r");
+
+	if (f) {
+		if (fscanf(f, "%lu", &pid_max) != 1 || !pid_max || pid_max > 4194304)
+			pid_max = 4194304;
+		fclose(f);
+	}
+	return (uint32_t)((pid_max + STRATA_AUTO_TARGET_BITS - 1) / STRATA_AUTO_TARGET_BITS);
+}
 
 struct sched_collector *sched_collector__new(const struct sched_collector_opts *opts)
 {
@@ -53,6 +73,9 @@ struct sched_collector *sched_collector__new(const struct sched_collector_opts *
 	if (getenv("STRATA_SCHED_STACK_NS")) /* bench knob */
 		c->skel->rodata->stack_interval_ns =
 			strtoull(getenv("STRATA_SCHED_STACK_NS"), NULL, 10);
+	c->auto_nwords = opts->filter == STRATA_FILTER_AUTO ? auto_words_for_pid_max() : 1;
+	bpf_map__set_max_entries(c->skel->maps.auto_targets, c->auto_nwords);
+	bpf_program__set_autoload(c->skel->progs.on_fork, opts->filter == STRATA_FILTER_AUTO);
 	if (opts->max_threads)
 		bpf_map__set_max_entries(c->skel->maps.threads, opts->max_threads);
 	if (opts->max_offcpu) {
@@ -82,6 +105,22 @@ struct sched_collector *sched_collector__new(const struct sched_collector_opts *
 		       strerror(-err));
 		goto err_out;
 	}
+	if (opts->filter == STRATA_FILTER_AUTO) {
+		long page = sysconf(_SC_PAGESIZE);
+		size_t len = (size_t)c->auto_nwords * sizeof(uint64_t);
+		void *m;
+
+		len = (len + (size_t)page - 1) / (size_t)page * (size_t)page;
+		m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED,
+			 bpf_map__fd(c->skel->maps.auto_targets), 0);
+		if (m == MAP_FAILED) {
+			err = -errno;
+			pr_err("sched: cannot map the automatic targets: %s", strerror(-err));
+			goto err_out;
+		}
+		c->auto_words = m;
+		c->auto_len = len;
+	}
 	return c;
 
 err_out:
@@ -98,6 +137,8 @@ void sched_collector__free(struct sched_collector *c)
 	bpf_link__destroy(c->fault_links[1]);
 	bpf_link__destroy(c->layer_links[0]);
 	bpf_link__destroy(c->layer_links[1]);
+	if (c->auto_words)
+		munmap(c->auto_words, c->auto_len);
 	sched_bpf__destroy(c->skel);
 	free(c->retired);
 	free(c);
@@ -364,4 +405,10 @@ void sched_collector__counters(const struct sched_collector *c, uint64_t *out)
 		for (int cpu = 0; cpu < c->ncpus; cpu++)
 			out[i] += vals[cpu];
 	}
+}
+
+uint64_t *sched_collector__auto_targets(struct sched_collector *c, uint32_t *nwords)
+{
+	*nwords = c->auto_words ? c->auto_nwords : 0;
+	return c->auto_words;
 }

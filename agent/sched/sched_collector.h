@@ -19,7 +19,8 @@
 
 struct sched_collector_opts {
 	size_t sz;
-	uint32_t filter;	       /* enum strata_filter */
+	uint32_t filter;	       /* enum strata_filter; AUTO: host-wide, the
+					* automatic targets */
 	int targets_fd;		       /* the profile object's targets map (TGIDS), or -1 */
 	int cgroup_map_fd;	       /* its cgroup_map (CGROUP), or -1 */
 	uint32_t max_threads;	       /* per-thread accumulators; 0 = 16384 */
@@ -38,6 +39,10 @@ struct sched_collector;
 struct sched_collector *sched_collector__new(const struct sched_collector_opts *opts);
 void sched_collector__free(struct sched_collector *c);
 int sched_collector__start(struct sched_collector *c);
+
+/* STRATA_FILTER_AUTO: the automatic-target bitmap (agent/sched/sched_targets.h),
+ * *nwords 64-bit words; NULL in the other modes. */
+uint64_t *sched_collector__auto_targets(struct sched_collector *c, uint32_t *nwords);
 
 /* The API-layer map, for the GPU layer's object (bpf_map__reuse_fd). */
 int sched_collector__api_layers_fd(const struct sched_collector *c);

@@ -201,7 +201,7 @@ static int64_t proc_of(struct agent_batch *ab, const struct gpu_data *d, uint32_
 	}
 	p = agent_batch__process_tgid(ab, tgid, &fb);
 	if (p >= 0 && pi && pi->nccl_rank >= 0) {
-		snprintf(job, sizeof(job), "nccl-%016llx", (unsigned long long)pi->comm_hash);
+		snprintf(job, sizeof(job), "nccl-%016llx", (unsigned long long)pi->job_hash);
 		batch_builder__label_rank(bb, (uint32_t)p, pi->nccl_rank, pi->nccl_nranks, job);
 	}
 	return p;

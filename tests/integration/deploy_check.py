@@ -70,7 +70,8 @@ def json_pointer(doc, pointer):
     parent = doc
     for p in parts[:-1]:
         parent = parent[int(p)] if isinstance(parent, list) else parent[p]
-    return parent, (int(parts[-1]) if isinstance(parent, list) else parts[-1])
+    last = parts[-1]
+    return parent, (int(last) if isinstance(parent, list) and last != "-" else last)
 
 
 def apply_json6902(doc, ops, where):
@@ -223,14 +224,15 @@ def check_agent(objs):
     return ds
 
 
-def check_token(d, c, args, path):
-    tf = flag_value(args, "--token-file")
+def check_token(d, c, args, path, flag="--token-file"):
+    """The Secret whose mount holds the file flag names (None: a problem)."""
+    tf = flag_value(args, flag)
     if not tf:
-        fail(f"{path}: {d['metadata']['name']} has no --token-file")
+        fail(f"{path}: {d['metadata']['name']} has no {flag}")
         return None
     m, v = under_mount(d, c, tf)
     if m is None or "secret" not in v:
-        fail(f"{path}: --token-file {tf} is not inside a Secret mount")
+        fail(f"{path}: {flag} {tf} is not inside a Secret mount")
         return None
     key = os.path.basename(tf)
     items = v["secret"].get("items")
@@ -277,7 +279,16 @@ def check_server(objs, resolved, ds):
     tp = svc_port["targetPort"]
     if ports.get(tp, tp) != lport:
         fail(f"{path}: Service targetPort {tp} is not the listen port")
-    server_secret = check_token(dep, c, args, path)
+    # Agents hold the ingest token, readers the read token: two Secrets.
+    if flag_value(args, "--token-file"):
+        fail(f"{path}: server uses --token-file (one credential for ingest and read)")
+    server_secret = check_token(dep, c, args, path, "--ingest-token-file")
+    read_secret = check_token(dep, c, args, path, "--read-token-file")
+    if server_secret and server_secret == read_secret:
+        fail(f"{path}: ingest and read tokens come from one Secret ({server_secret})")
+    for a in args:
+        if re.search(r"(?i)(password|token)=|://[^/@]*:[^/@]*@", a):
+            fail(f"{path}: a secret on the command line: {a}")
 
     if ds is not None:
         ac = containers(ds)[0]
@@ -287,7 +298,7 @@ def check_server(objs, resolved, ds):
             fail(f"agent --server {url} does not point at the Service ({want})")
         agent_secret = check_token(ds, ac, ac.get("args", []), "agent")
         if agent_secret != server_secret:
-            fail(f"agent token Secret {agent_secret} != server token Secret {server_secret}")
+            fail(f"agent token Secret {agent_secret} != server ingest token Secret {server_secret}")
 
     # The ClickHouse overlay: the patched server must point at the
     # ClickHouse Service's HTTP port.
@@ -296,18 +307,73 @@ def check_server(objs, resolved, ds):
     if chdep is None or chsvc is None:
         fail("the clickhouse overlay lacks the server Deployment or the clickhouse Service")
         return
-    store = flag_value(containers(chdep)[0].get("args", []), "--store") or ""
-    m = re.fullmatch(r"clickhouse://([^/:]+):(\d+)/(\w+)", store)
+    chc = containers(chdep)[0]
+    chargs = chc.get("args", [])
+    store = flag_value(chargs, "--store") or ""
+    m = re.fullmatch(r"clickhouse://(\w+)@([^/:@]+):(\d+)/(\w+)", store)
     if not m:
-        fail(f"clickhouse overlay: --store {store} is not clickhouse://HOST:PORT/DB")
+        fail(f"clickhouse overlay: --store {store} is not clickhouse://USER@HOST:PORT/DB")
         return
-    host, port = m.group(1), int(m.group(2))
+    user, host, port = m.group(1), m.group(2), int(m.group(3))
+    check_clickhouse_password(chdep, chc, chargs, user, resolved)
     if host.split(".")[0] != chsvc["metadata"]["name"]:
         fail(f"clickhouse overlay: host {host} is not the clickhouse Service")
     if port not in [p["port"] for p in chsvc["spec"]["ports"]]:
         fail(f"clickhouse overlay: port {port} is not a clickhouse Service port")
     if ("StatefulSet", "clickhouse") not in resolved:
         fail("clickhouse overlay: no clickhouse StatefulSet")
+
+
+def check_clickhouse_password(chdep, chc, chargs, user, resolved):
+    """The server's ClickHouse password file and ClickHouse's user agree:
+    one Secret, read by the server as a file, by ClickHouse from the env
+    var its users.d config names; the passwordless default user removed."""
+    secret = check_token(chdep, chc, chargs, "clickhouse overlay", "--store-password-file")
+    sts = resolved.get(("StatefulSet", "clickhouse"))
+    cm = resolved.get(("ConfigMap", "clickhouse-config"))
+    if not secret or sts is None or cm is None:
+        fail("clickhouse overlay: no password Secret, StatefulSet or ConfigMap")
+        return
+    env = {e["name"]: e.get("valueFrom", {}).get("secretKeyRef", {})
+           for e in containers(sts)[0].get("env", [])}
+    users = "".join(v for k, v in cm.get("data", {}).items() if "users" in k)
+    m = re.search(rf"<{user}>.*?<password from_env=\"(\w+)\"\s*/>", users, re.S)
+    if not m:
+        fail(f"clickhouse overlay: no users.d entry for {user} with a password from_env")
+        return
+    ref = env.get(m.group(1), {})
+    if ref.get("name") != secret:
+        fail(f"clickhouse overlay: ClickHouse's {m.group(1)} is not from Secret {secret}")
+    if '<default remove="remove"/>' not in users:
+        fail("clickhouse overlay: the passwordless default user is kept")
+    mounts = {mm["mountPath"] for mm in containers(sts)[0].get("volumeMounts", [])}
+    if not any(p.startswith("/etc/clickhouse-server/users.d/") for p in mounts):
+        fail("clickhouse overlay: the users config is not mounted in users.d")
+
+
+def check_tls(tls):
+    """The TLS overlay: the server serves HTTPS with key and certificate
+    from a Secret, its probes speak HTTPS, and the agents ship to https://
+    verifying with a CA from a Secret."""
+    dep = tls.get(("Deployment", "strata-server"))
+    ds = tls.get(("DaemonSet", "strata-agent"))
+    if dep is None or ds is None:
+        fail("tls overlay lacks the server Deployment or the agent DaemonSet")
+        return
+    c = containers(dep)[0]
+    args = c.get("args", [])
+    cert = check_token(dep, c, args, "tls overlay", "--tls-cert")
+    key = check_token(dep, c, args, "tls overlay", "--tls-key")
+    if cert and cert != key:
+        fail(f"tls overlay: certificate ({cert}) and key ({key}) from different Secrets")
+    for probe in ("readinessProbe", "livenessProbe"):
+        if c.get(probe, {}).get("httpGet", {}).get("scheme") != "HTTPS":
+            fail(f"tls overlay: the server's {probe} does not speak HTTPS")
+    ac = containers(ds)[0]
+    aargs = ac.get("args", [])
+    if not (flag_value(aargs, "--server") or "").startswith("https://"):
+        fail(f"tls overlay: agent --server {flag_value(aargs, '--server')} is not https://")
+    check_token(ds, ac, aargs, "tls overlay agent", "--ca-file")
 
 
 def unit_settings(path):
@@ -335,13 +401,17 @@ def check_units(root):
     server = unit_settings(os.path.join(d, "strata-server.service"))
     if server.get("CapabilityBoundingSet") != [""]:
         fail("strata-server.service: holds capabilities")
+    creds = {v.split(":", 1)[0] for v in server.get("LoadCredential", [])}
+    for flag, cred in (("--ingest-token-file", "ingest-token"), ("--read-token-file", "read-token")):
+        if f"{flag} ${{CREDENTIALS_DIRECTORY}}/{cred}" not in server["ExecStart"][0] or cred not in creds:
+            fail(f"strata-server.service: {flag} is not the {cred} credential")
     return {"strata-agent": agent["ExecStart"][0], "strata-server": server["ExecStart"][0]}
 
 
-def check_flags(build, objs, resolved, execs):
+def check_flags(build, objs, resolved, execs, extra=()):
     """Every --flag a manifest or unit passes must be in the binary's --help."""
     uses = {"strata-agent": set(), "strata-server": set()}
-    for d in list(resolved.values()) + [d for _, d in objs.values()]:
+    for d in list(resolved.values()) + list(extra) + [d for _, d in objs.values()]:
         if d.get("kind") not in ("DaemonSet", "Deployment"):
             continue
         for c in containers(d):
@@ -375,14 +445,18 @@ def main():
     objs = objects_in(root)
     resolved = kustomize(root, os.path.join(root, "deploy", "kubernetes", "clickhouse"), objs)
     base = kustomize(root, os.path.join(root, "deploy", "kubernetes", "base"), objs)
+    tls = kustomize(root, os.path.join(root, "deploy", "kubernetes", "tls"), objs)
     for key in base:
         if key not in resolved:
             fail(f"clickhouse overlay lost {key}")
+        if key not in tls:
+            fail(f"tls overlay lost {key}")
+    check_tls(tls)
     check_no_privileged(objs)
     ds = check_agent(objs)
     check_server(objs, resolved, ds)
     execs = check_units(root)
-    check_flags(build, objs, resolved, execs)
+    check_flags(build, objs, resolved, execs, tls.values())
     print(f"checked {len(objs)} objects: {', '.join(f'{k}/{n}' for k, n in sorted(objs))}")
     for n in notes:
         print("skip:", n)

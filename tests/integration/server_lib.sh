@@ -9,11 +9,16 @@ free_port() {
 
 # start_server PORT [extra args]: runs strata-server with a SQLite store in
 # $T (kept across restarts), sets SRV_PID, waits until /healthz answers.
+# debuginfod: none, or the one at $DBGD_URL when set (cache in $T/dcache).
 start_server() {
-	local port=$1
+	local port=$1 env=(env) dbgd=(--no-debuginfod)
 	shift
-	"$SERVER" --listen "127.0.0.1:$port" --store "sqlite:$T/server.db" \
-		--no-debuginfod "$@" >> "$T/server.log" 2>&1 &
+	if [ -n "${DBGD_URL:-}" ]; then
+		env+=("DEBUGINFOD_URLS=$DBGD_URL" "DEBUGINFOD_CACHE_PATH=$T/dcache" DEBUGINFOD_TIMEOUT=10)
+		dbgd=()
+	fi
+	"${env[@]}" "$SERVER" --listen "127.0.0.1:$port" --store "sqlite:$T/server.db" \
+		"${dbgd[@]}" "$@" >> "$T/server.log" 2>&1 &
 	SRV_PID=$!
 	for _ in $(seq 100); do
 		curl -sf "http://127.0.0.1:$port/healthz" > /dev/null 2>&1 && return 0

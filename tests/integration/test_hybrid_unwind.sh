@@ -14,7 +14,12 @@ full=$(folded_sum "$T/h.folded" nofp_chain ';main;exe_outer;a_mid;b_leaf(;|$)')
 fp_total=$(folded_sum "$T/fp.folded" nofp_chain "")
 fp_full=$(folded_sum "$T/fp.folded" nofp_chain ';main;exe_outer;a_mid;b_leaf(;|$)')
 echo "frame pointers only: $fp_full of $fp_total samples carry the chain"
-assert_ratio "$full" "$total" 95 "hybrid: main;exe_outer;a_mid;b_leaf across exe + 2 libraries"
+# Under emulation (the TCG VM of test_vm_kernels) the process runs 10-20x
+# slower until user space has built and loaded its tables: a few more of
+# its first samples are frame-pointer guesses.
+want=95
+[ "${STRATA_VM_ACCEL:-}" = tcg ] && want=90
+assert_ratio "$full" "$total" "$want" "hybrid: main;exe_outer;a_mid;b_leaf across exe + 2 libraries"
 
 "$STRATA" record --unwind hybrid -F 199 -o "$T/q.folded" -- "$FIX/qsort_cb" 2 2>/dev/null
 sort -t' ' -k2 -nr "$T/q.folded" | awk 'NR <= 3 { print substr($0, 1, 200) }'

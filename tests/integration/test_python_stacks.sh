@@ -19,6 +19,12 @@ for py in $(py_interpreters); do
 	# entry path, and the Python frames below PyEval_EvalCode.
 	placed=$(folded_sum "$out" "" ';PyEval_EvalCode;([^;]*;)*<module> \(py_chain\.py')
 	assert_ratio "$placed" "$chain" 90 "$py: <module> under PyEval_EvalCode"
+	# Under emulation (the TCG VM of test_vm_kernels) the interpreter's
+	# start-up runs 10-20x slower and is half the samples: there, the
+	# share is of the samples taken once the script runs (any frame of it).
+	if [ "${STRATA_VM_ACCEL:-}" = tcg ]; then
+		total=$(py_frames_sum "$out" 'py_chain\.py')
+	fi
 	assert_ratio "$chain" "$total" 90 "$py: <module>;outer;middle;inner"
 	# inner's loop is lines hot-2 .. hot; the hot line is the most sampled.
 	bad=$(folded_sum "$out" "" "inner \(py_chain\.py:[0-9]+\)" )

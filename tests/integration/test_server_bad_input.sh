@@ -54,14 +54,14 @@ curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/api/v1/nodes" > "
 
 # Nothing stored, still serving.
 curl -sf "http://127.0.0.1:$PORT/healthz" > /dev/null || fail "server stopped serving"
-api "/api/v1/nodes?token=s3cret-token" > "$T/nodes.json"
+curl -sf -H "$AUTH" "http://127.0.0.1:$PORT/api/v1/nodes" > "$T/nodes.json"
 [ "$(json_sum nodes batches < "$T/nodes.json")" -eq 0 ] || fail "bad input was stored: $(cat "$T/nodes.json")"
 sqlite3 "$T/server.db" "SELECT COUNT(*) FROM stacks" > "$T/n"
 [ "$(cat "$T/n")" -eq 0 ] || fail "stacks stored from bad batches"
 
 expect "good" 200 '"status":"stored"' "$T/good.zst" -H "$AUTH"
 expect "good again" 200 '"status":"duplicate"' "$T/good.zst" -H "$AUTH"
-api "/api/v1/nodes?token=s3cret-token" > "$T/nodes.json"
+curl -sf -H "$AUTH" "http://127.0.0.1:$PORT/api/v1/nodes" > "$T/nodes.json"
 [ "$(json_sum nodes batches < "$T/nodes.json")" -eq 1 ] || fail "want one batch: $(cat "$T/nodes.json")"
 [ "$(json_sum nodes cpu_samples < "$T/nodes.json")" -eq 3000 ] || fail "want 3000 samples"
 api "/metrics" > "$T/metrics"

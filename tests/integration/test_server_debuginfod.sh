@@ -1,8 +1,10 @@
 # strata-server asks debuginfod (DEBUGINFOD_URLS) for binaries no agent
 # uploaded: a stand-in debuginfod (Python, the HTTP protocol's
-# /buildid/HEX/executable) serves build/fixtures/chain, a batch with frames
-# in it is symbolized without any upload, and the server does not ask the
-# agent for that build-id.  No BPF.
+# /buildid/HEX/executable) serves build/fixtures/chain.  The ask runs in
+# the background: the first batch with frames in it is stored at once and
+# its frames are named at query time once the file is here; a later batch
+# is symbolized at ingest; the server never asks the agent for that
+# build-id.  No BPF.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/server_lib.sh"
 ldconfig -p | grep libdebuginfod.so.1 > /dev/null || skip "no libdebuginfod.so.1"
@@ -11,38 +13,14 @@ ELF=$FIX/chain
 HEX=$(readelf -n "$ELF" | awk '/Build ID/ { print $3 }')
 [ -n "$HEX" ] || fail "fixture has no build-id"
 DPORT=$(free_port)
-python3 - "$DPORT" "$ELF" "$HEX" "$T/requests" > "$T/dbgd.log" 2>&1 <<'PY' &
-import http.server, sys
-port, elf, hexid, log = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        with open(log, "a") as f:
-            f.write(self.path + "\n")
-        if self.path == f"/buildid/{hexid}/executable":
-            data = open(elf, "rb").read()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-        else:
-            self.send_response(404)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-    def log_message(self, *a): pass
-http.server.ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
-PY
+python3 "$(dirname "$0")/debuginfod_standin.py" "$DPORT" 0 "$T/requests" "$HEX=$ELF" \
+	> "$T/dbgd.log" 2>&1 &
 DBGD=$!
 trap 'kill $DBGD 2> /dev/null; cleanup_server' EXIT
 sleep 0.5
 
 PORT=$(free_port)
-DEBUGINFOD_URLS="http://127.0.0.1:$DPORT" DEBUGINFOD_CACHE_PATH="$T/dcache" DEBUGINFOD_TIMEOUT=5 \
-	"$SERVER" --listen "127.0.0.1:$PORT" --store "sqlite:$T/server.db" > "$T/server.log" 2>&1 &
-SRV_PID=$!
-for _ in $(seq 100); do
-	curl -sf "http://127.0.0.1:$PORT/healthz" > /dev/null 2>&1 && break
-	sleep 0.1
-done
+DBGD_URL="http://127.0.0.1:$DPORT" start_server "$PORT"
 
 "$GEN" write "$T/b.zst" --elf "$ELF" --stacks 30 --depth 6 --ranks 1 --samples 300 --job dbgd > /dev/null
 curl -s -H 'Content-Encoding: zstd' --data-binary "@$T/b.zst" \
@@ -50,12 +28,23 @@ curl -s -H 'Content-Encoding: zstd' --data-binary "@$T/b.zst" \
 cat "$T/answer.json"
 grep -q '"status":"stored"' "$T/answer.json" || fail "batch not stored"
 if grep -q "$HEX" "$T/answer.json"; then fail "the server asked the agent for a file debuginfod has"; fi
+for _ in $(seq 100); do
+	api /metrics | grep -Eq '^strata_debuginfod_found_total [1-9]' && break
+	sleep 0.1
+done
 grep -q "/buildid/$HEX/executable" "$T/requests" || fail "debuginfod was not asked"
+api /metrics | grep -E '^strata_debuginfod_found_total [1-9]' || fail "no debuginfod hit counted"
 
+# the first batch, stored before the file came: named at query time
 api "/api/v1/profile?format=folded&job=dbgd" > "$T/p.folded"
+# a later batch: named at ingest
+"$GEN" write "$T/b2.zst" --elf "$ELF" --stacks 30 --depth 6 --ranks 1 --samples 300 --job dbgd \
+	--start $(( $(date +%s) - 5 )) > /dev/null
+curl -s -H 'Content-Encoding: zstd' --data-binary "@$T/b2.zst" \
+	"http://127.0.0.1:$PORT/api/v1/batches" > "$T/answer2.json"
+if grep -q "$HEX" "$T/answer2.json"; then fail "the server asked the agent for a file debuginfod has"; fi
 api "/metrics" > "$T/metrics"
-grep -E '^strata_debuginfod_found_total [1-9]' "$T/metrics" || fail "no debuginfod hit counted"
-grep -E '^strata_symbolize_resolved_frames_total [1-9]' "$T/metrics" || fail "nothing resolved"
+grep -E '^strata_symbolize_resolved_frames_total [1-9]' "$T/metrics" || fail "nothing resolved at ingest"
 # Frames land at random offsets of chain's .text: its functions show up.
 grep -Eq '(^|;)(main|a|b|c|now|_start)(;| )' "$T/p.folded" || fail "no chain function named: $(head -3 "$T/p.folded")"
 echo "ok: symbolized from debuginfod without an upload"

@@ -11,7 +11,12 @@ PORT=$(free_port)
 "$AGENT" --server "http://127.0.0.1:$PORT" --period 1 -F 199 --spool "$T/spool" \
 	--node e2e-node -v 2> "$T/agent.log" &
 AGENT_PID=$!
-sleep 1
+# Sampling once its programs are loaded (seconds in an emulated VM).
+for _ in $(seq 1200); do
+	grep -q 'agent: sampling' "$T/agent.log" && break
+	kill -0 "$AGENT_PID" 2> /dev/null || fail "agent died: $(tail -5 "$T/agent.log")"
+	sleep 0.1
+done
 # Run the chain and note its pid and CPU time: on a shared machine the
 # samples to expect follow from the CPU it got, not from the wall clock.
 STRATA_JOB=e2e-job RANK=5 WORLD_SIZE=8 python3 - "$FIX/chain" > "$T/chain.out" <<'PY'
@@ -36,7 +41,8 @@ cat "$T/spool"/*.batch | zstd -dcq > "$T/wire.bin" || fail "spooled batches are 
 for sym in __libc_start_call_main __libc_start_main_impl; do
 	if grep -aq "$sym" "$T/wire.bin"; then fail "the agent sent the name $sym"; fi
 done
-grep -aq "e2e-job" "$T/wire.bin" || fail "job label not in the batches"
+grep -aq "e2e-job" "$T/wire.bin" ||
+	fail "job label not in the batches (chain pid $CHAIN_PID): $(grep -E 'agent:|batch' "$T/agent.log" | tail -5)"
 echo "ok: $(ls "$T/spool" | wc -l) spooled batches, no native names on the wire"
 
 start_server "$PORT"
@@ -79,3 +85,6 @@ api "/api/v1/jobs" > "$T/jobs.json"
 grep -q '"e2e-job"' "$T/jobs.json" || fail "job not listed"
 api "/metrics" > "$T/metrics"
 grep -E '^strata_symbol_uploads_total [1-9]' "$T/metrics" || fail "no symbol uploads"
+# The kernel feature paths the agent took came with the batches.
+grep -E '^strata_agent_kernel_path_batches_total\{path="exit_mappings",taken="[a-z_]+",fallback="[01]"\} [1-9]' \
+	"$T/metrics" || fail "no kernel paths counted: $(grep kernel_path "$T/metrics")"

@@ -35,6 +35,11 @@ static void test_parse_url(void **state)
 	assert_string_equal(o.url, "http://10.0.0.1:9");
 	assert_string_equal(o.user, "bob");
 	assert_string_equal(o.password, "s3:cr@t");
+	/* a password with '/' (from --store-password-file) */
+	assert_int_equal(
+		ch_parse_url("clickhouse://bob:a/b@c@10.0.0.1:9/db_1", &o, buf, sizeof(buf)), 0);
+	assert_string_equal(o.url, "http://10.0.0.1:9");
+	assert_string_equal(o.password, "a/b@c");
 
 	assert_int_equal(ch_parse_url("clickhouse://alice@[::1]:8123/x", &o, buf, sizeof(buf)), 0);
 	assert_string_equal(o.url, "http://[::1]:8123");

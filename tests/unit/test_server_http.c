@@ -11,6 +11,7 @@
  */
 #include <curl/curl.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,6 +26,7 @@
 
 #include "lib/clock.h"
 #include "server/diag_inputs.h"
+#include "server/http_auth.h"
 #include "server/server.h"
 #include "symbolize/buildid.h"
 #include "test_util.h"
@@ -55,7 +57,8 @@ static int setup(void **state)
 	fx->srv.asks = sym_asks__new(0, 0);
 	assert_non_null(fx->srv.asks);
 	assert_non_null(fx->srv.sym);
-	fx->srv.token = "t0ken";
+	fx->srv.ingest.v[fx->srv.ingest.n++] = strdup("t0ken");
+	fx->srv.read.v[fx->srv.read.n++] = strdup("t0ken");
 	fx->srv.limits.max_wire = 1 << 20;
 	fx->srv.max_symbol_upload = 32 << 20;
 	fx->srv.budget.max = 3 << 20;
@@ -74,6 +77,8 @@ static int teardown(void **state)
 	central_sym__free(fx->srv.sym);
 	buildid_store__free(fx->srv.bids);
 	sym_asks__free(fx->srv.asks);
+	auth_tokens__free(&fx->srv.ingest);
+	auth_tokens__free(&fx->srv.read);
 	store__close(fx->srv.store);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", fx->dir);
 	assert_int_equal(system(cmd), 0);
@@ -328,6 +333,45 @@ static void test_text_escapes(void **state)
 		"\xef\xbf\xbd\xef\xbf\xbd");
 }
 
+/* The login form's body and the token lists (server/http_auth.c). */
+static void test_auth_parts(void **state)
+{
+	struct auth_tokens t = { 0 };
+	char tok[16], path[] = "/tmp/strata-tokens-XXXXXX";
+	const char *body = "a=1&token=ab%2Fc+d&x";
+	int fd = mkstemp(path);
+
+	assert_int_equal(auth__form_token(body, strlen(body), tok, sizeof(tok)), 0);
+	assert_string_equal(tok, "ab/c d");
+	assert_int_equal(auth__form_token("token=%4", 8, tok, sizeof(tok)), -EINVAL);
+	assert_int_equal(auth__form_token("token=%00x", 10, tok, sizeof(tok)), -EINVAL);
+	assert_int_equal(auth__form_token("token=0123456789abcdef", 22, tok, sizeof(tok)),
+			 -EINVAL); /* longer than tok */
+	assert_int_equal(auth__form_token("tokens=1", 8, tok, sizeof(tok)), -EINVAL);
+	/* the body is not a string: no NUL needed, none read past */
+	assert_int_equal(auth__form_token("token=abc", 7, tok, sizeof(tok)), 0);
+	assert_string_equal(tok, "a");
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "new\r\n\nold\n", 10), 10);
+	close(fd);
+	assert_int_equal(auth_tokens__load(&t, path), 0);
+	assert_int_equal(t.n, 2);
+	assert_true(auth_tokens__match(&t, "new"));
+	assert_true(auth_tokens__match(&t, "old"));
+	assert_false(auth_tokens__match(&t, "ne"));
+	assert_false(auth_tokens__match(&t, "newer"));
+	assert_false(auth_tokens__match(&t, ""));
+	assert_false(auth_tokens__match(&t, NULL));
+	auth_tokens__free(&t);
+	fd = open(path, O_WRONLY | O_TRUNC);
+	assert_int_equal(write(fd, "a;b\n", 4), 4);
+	close(fd);
+	assert_int_equal(auth_tokens__load(&t, path), -EINVAL); /* no cookie could carry it */
+	auth_tokens__free(&t);
+	unlink(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -335,6 +379,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_budget, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_symbol_stream, setup, teardown),
 		cmocka_unit_test(test_text_escapes),
+		cmocka_unit_test(test_auth_parts),
 	};
 
 	curl_global_init(CURL_GLOBAL_DEFAULT);

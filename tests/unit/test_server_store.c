@@ -209,9 +209,10 @@ static int sum_row(void *ctx, const struct store_sample *s)
 			c->kernel = 1;
 		if (f->module && !strcmp(f->module, "/proc/self/exe")) {
 			struct sym_frame late[SYM_MAX_INLINE];
+			uint32_t queued = 0;
 
-			if (late_sym &&
-			    central_sym__resolve_late(late_sym, f, late, SYM_MAX_INLINE) > 0)
+			if (late_sym && central_sym__resolve_late(late_sym, f, late, SYM_MAX_INLINE,
+								  &queued) > 0)
 				c->late_resolved = !strcmp(late[0].func, "make_batch");
 			if (f->func)
 				c->resolved_self = 1;

@@ -8,6 +8,7 @@
  */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
@@ -113,7 +114,7 @@ __attribute__((noinline)) void capture_here(void)
 	cap.regs.rbp = fp[0];		   /* the caller's rbp, whatever it is */
 	cap.regs.rsp = (uint64_t)(fp + 2); /* the caller's rsp after return */
 	cap.regs.first = 0;
-	replay.base = cap.regs.rsp;
+	replay.base = cap.regs.rsp - 8; /* with the return address's slot */
 	replay.size =
 		end > replay.base && end - replay.base < SNAP_MAX ? end - replay.base : SNAP_MAX;
 	replay.size &= ~7ULL;
@@ -182,7 +183,7 @@ static int teardown(void **state)
 
 /* Unwinds the capture with this process's tables; compares with libunwind
  * frame by frame (libunwind's frame 0 is capture_here itself). */
-static void replay_and_compare(struct env *e, const char *what)
+static void replay_and_compare(struct env *e, const char *what, bool at_entry)
 {
 	const struct proc_mapping *m;
 	struct strata_proc_event ev = { .type = PROC_EV_NEW, .tgid = getpid(), .mm_id = 42 };
@@ -199,6 +200,28 @@ static void replay_and_compare(struct env *e, const char *what)
 
 	struct unwind_regs r = cap.regs;
 	memset(replay.counts, 0, sizeof(replay.counts));
+	if (at_entry) {
+		/* As a uprobe on capture_here's first instruction sees it: the
+		 * return address at rsp, rbp still the caller's (here: not a
+		 * frame pointer, the library keeps none).  The entry step
+		 * alone must find the caller, and the walk goes on from there
+		 * as from a return address. */
+		struct unwind_regs entry = {
+			.rip = (uint64_t)capture_here,
+			.rsp = cap.regs.rsp - 8,
+			.rbp = cap.regs.rbp,
+			.first = 1,
+			.entry = 1,
+		};
+
+		assert_int_equal(unwind_step(&entry, NULL), 0); /* no tables needed */
+		assert_int_equal(entry.rip, cap.regs.rip);
+		assert_int_equal(entry.rsp, cap.regs.rsp);
+		assert_int_equal(entry.rbp, cap.regs.rbp);
+		assert_int_equal(entry.ra_addr, cap.regs.rsp - 8);
+		assert_int_equal(replay.counts[UNWIND_ENTRY_STEPS], 1);
+		r = entry;
+	}
 	while (n < MAX_FRAMES) {
 		got[n++] = r.rip;
 		if (getenv("REPLAY_DEBUG")) {
@@ -271,7 +294,8 @@ static void through_omit_fp_library(void **state)
 	cap.done = 0;
 	outer(capture_here);
 	assert_true(cap.done);
-	replay_and_compare(e, "omit-fp library");
+	replay_and_compare(e, "omit-fp library", false);
+	replay_and_compare(e, "omit-fp library, from a function's entry", true);
 	dlclose(h);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	assert_int_equal(system(cmd), 0);
@@ -290,7 +314,7 @@ static void through_libc_qsort(void **state)
 	cap.done = 0;
 	qsort(v, 64, sizeof(v[0]), by_value_capture);
 	assert_true(cap.done);
-	replay_and_compare(e, "libc qsort");
+	replay_and_compare(e, "libc qsort", false);
 }
 
 int main(void)

@@ -11,11 +11,12 @@
 # installed match is taken.  The guest sees the host's / read-only over 9p
 # (so the build tree, the fixtures, python3 and the guest kernel's own
 # /lib/modules are all there without copying), tmpfs on /tmp /run /var/tmp
-# /root, fresh bpffs, tracefs and debugfs, loopback up, and OUTDIR (an empty
+# (HOME is /tmp/home), fresh bpffs, tracefs and debugfs, loopback up, and OUTDIR (an empty
 # host directory; paths without spaces) read-write at the same path.
 # SCRIPT must not be under those tmpfs folders.
 # SCRIPT runs under bash inside; its output goes to OUTDIR/guest.log and its
-# exit status to OUTDIR/guest.rc, the kernel console to OUTDIR/console.log.
+# exit status to OUTDIR/guest.rc, the kernel console to OUTDIR/console.log;
+# its environment has STRATA_IN_VM=1 and STRATA_VM_ACCEL (kvm or tcg).
 # Exit status: the script's, or 125 when the VM gave none (boot failure,
 # timeout: STRATA_VM_TIMEOUT seconds, default 900).
 #
@@ -125,15 +126,21 @@ if [ "$(arg probe)" = 1 ]; then
 	echo "strata-vm: probe ok" > /dev/console
 	halt
 fi
+# read now: /proc moves into the new root below
 out=$(arg out)
 script=$(arg script)
+accel=$(arg accel)
 R=/newroot
 mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=262144,cache=loose hostroot $R ||
 	{ echo "vm-init: cannot mount the host root over 9p" > /dev/console; halt; }
 for d in proc sys dev; do mount --move /$d $R/$d; done
 mount -t tmpfs -o mode=1777 tmp $R/tmp
 mkdir -p $R/dev/shm $R/dev/pts
-for d in run var/tmp root dev/shm; do mount -t tmpfs tmp $R/$d; done
+# what udev would make: bash's <(...) needs /dev/fd
+ln -s /proc/self/fd $R/dev/fd
+for i in 0:stdin 1:stdout 2:stderr; do ln -s /proc/self/fd/${i%%:*} $R/dev/${i#*:}; done
+for d in run var/tmp dev/shm; do mount -t tmpfs tmp $R/$d; done
+mkdir -p $R/tmp/home
 mount -t devpts devpts $R/dev/pts 2> /dev/null
 mount -t bpf bpf $R/sys/fs/bpf
 mount -t tracefs tracefs $R/sys/kernel/tracing
@@ -146,7 +153,7 @@ ip link set lo up
 hostname strata-vm
 set -- $(cat $R$out/guest.args)
 chroot $R /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-	HOME=/root TERM=dumb LANG=C.UTF-8 STRATA_IN_VM=1 \
+	HOME=/tmp/home TERM=dumb LANG=C.UTF-8 STRATA_IN_VM=1 STRATA_VM_ACCEL=$accel \
 	/bin/bash "$script" "$@" > $R$out/guest.log 2>&1
 echo $? > $R$out/guest.rc
 echo "strata-vm: script exited $(cat $R$out/guest.rc)" > /dev/console
@@ -190,8 +197,10 @@ run)
 	kver=$(find_kernel "$2")
 	out=$(cd "$3" && pwd) script=$(cd "$(dirname "$4")" && pwd)/$(basename "$4")
 	shift 4
-	case "$out$script$*" in *" "*) die "paths and arguments must not contain spaces" ;; esac
-	case $script in /tmp/* | /run/* | /var/tmp/* | /root/*) die "$script: the guest has a fresh tmpfs there" ;; esac
+	for a in "$out" "$script" "$@"; do
+		case $a in *[[:space:]]*) die "paths and arguments must not contain spaces: '$a'" ;; esac
+	done
+	case $script in /tmp/* | /run/* | /var/tmp/*) die "$script: the guest has a fresh tmpfs there" ;; esac
 	mkdir -p "$VMDIR"
 	initrd=$(build_initramfs "$kver")
 	read -r accel why < <(choose_accel "$kver" "$initrd")
@@ -208,7 +217,7 @@ run)
 		-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
 		-virtfs "local,path=$out,mount_tag=out,security_model=none,multidevs=remap" \
 		-device virtio-rng-pci \
-		-append "console=ttyS0 quiet panic=-1 strata.out=$out strata.script=$script" \
+		-append "console=ttyS0 quiet panic=-1 strata.out=$out strata.script=$script strata.accel=$accel" \
 		> "$out/qemu.log" 2>&1 || echo "vm: qemu exited $? (see $out/qemu.log)" >&2
 	ms=$((($(date +%s%N) - start) / 1000000))
 	printf 'vm: %s ran %d.%03ds\n' "$kver" $((ms / 1000)) $((ms % 1000)) >&2

@@ -1,0 +1,37 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "agent/proc/proc_stat.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+uint64_t proc_stat__start_ticks(const char *root, uint32_t pid, char *comm, size_t commsz)
+{
+	char path[128], buf[1024], *p, *c;
+	unsigned long long start = 0;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%u/stat", root ? root : "/proc", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	c = strchr(buf, '(');
+	p = strrchr(buf, ')');
+	/* After ") ": state is field 3, starttime field 22. */
+	if (!c || !p || c > p ||
+	    sscanf(p + 2,
+		   "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u "
+		   "%*d %*d %*d %*d %*d %*d %llu",
+		   &start) != 1)
+		return 0;
+	if (comm && commsz)
+		snprintf(comm, commsz, "%.*s", (int)(p - c - 1), c + 1);
+	return start ? start : 1; /* a process started at tick 0 (init) is live */
+}

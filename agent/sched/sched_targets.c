@@ -1,0 +1,190 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "agent/sched/sched_targets.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent/proc/proc_stat.h"
+#include "lib/hash.h"
+
+#define SEEN_SLOTS 131072 /* power of two; at most half used */
+#define SEEN_MAX (SEEN_SLOTS / 2)
+#define ENV_MAX 65536 /* environ bytes read per process */
+
+struct sched_targets {
+	uint64_t *words;
+	uint32_t nwords;
+	char proc_root[64];
+	uint64_t *seen; /* hash of (pid, start time); 0: empty */
+	uint32_t nseen;
+	char *env;
+	struct sched_targets_stats st;
+};
+
+struct sched_targets *sched_targets__new(uint64_t *words, uint32_t nwords, const char *proc_root)
+{
+	struct sched_targets *t = calloc(1, sizeof(*t));
+
+	if (!t)
+		return NULL;
+	t->words = words;
+	t->nwords = nwords;
+	snprintf(t->proc_root, sizeof(t->proc_root), "%s", proc_root ? proc_root : "/proc");
+	t->seen = calloc(SEEN_SLOTS, sizeof(*t->seen));
+	t->env = malloc(ENV_MAX);
+	if (!t->seen || !t->env) {
+		sched_targets__free(t);
+		return NULL;
+	}
+	return t;
+}
+
+void sched_targets__free(struct sched_targets *t)
+{
+	if (!t)
+		return;
+	free(t->seen);
+	free(t->env);
+	free(t);
+}
+
+bool sched_targets__mark(struct sched_targets *t, uint32_t tgid, bool gpu)
+{
+	uint32_t w = tgid / 64;
+
+	if (w >= t->nwords) {
+		t->st.out_of_range++;
+		return false;
+	}
+	if (__atomic_load_n(&t->words[w], __ATOMIC_RELAXED) >> (tgid % 64) & 1)
+		return false;
+	__atomic_fetch_or(&t->words[w], 1ULL << (tgid % 64), __ATOMIC_RELAXED);
+	if (gpu)
+		t->st.by_gpu++;
+	else
+		t->st.by_labels++;
+	return true;
+}
+
+bool sched_targets__is(const struct sched_targets *t, uint32_t tgid)
+{
+	return tgid / 64 < t->nwords &&
+	       (__atomic_load_n(&t->words[tgid / 64], __ATOMIC_RELAXED) >> (tgid % 64) & 1);
+}
+
+bool sched_targets__env_has_label(const char *env, size_t n)
+{
+	static const char *const keys[] = { "RANK=",	     "LOCAL_RANK=",
+					    "WORLD_SIZE=",   "TORCHELASTIC_RUN_ID=",
+					    "SLURM_JOB_ID=", "STRATA_JOB=" };
+
+	for (size_t i = 0; i < n;) {
+		const char *e = env + i;
+		size_t len = strnlen(e, n - i);
+
+		for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
+			size_t kl = strlen(keys[k]);
+
+			if (len > kl && !memcmp(e, keys[k], kl))
+				return true;
+		}
+		i += len + 1;
+	}
+	return false;
+}
+
+/* The process instance (start time) mixed with its command name, so an
+ * exec (a fork of a launcher examined before it ran the rank's program
+ * with RANK set) is examined again; 0 when gone. */
+static uint64_t identity(const struct sched_targets *t, uint32_t pid)
+{
+	char comm[64];
+	uint64_t start = proc_stat__start_ticks(t->proc_root, pid, comm, sizeof(comm));
+	uint64_t v;
+
+	if (!start)
+		return 0;
+	v = hash_bytes(comm, strlen(comm), start);
+	return v ? v : 1;
+}
+
+/* true the first time (pid, start) is asked about. */
+static bool first_look(struct sched_targets *t, uint32_t pid, uint64_t start)
+{
+	uint64_t key[2] = { pid, start }, h = hash_bytes(key, sizeof(key), 0);
+	uint32_t mask = SEEN_SLOTS - 1;
+
+	h = h ? h : 1;
+	if (t->nseen >= SEEN_MAX) {
+		memset(t->seen, 0, SEEN_SLOTS * sizeof(*t->seen));
+		t->nseen = 0;
+		t->st.resets++;
+	}
+	for (uint32_t i = (uint32_t)h & mask;; i = (i + 1) & mask) {
+		if (t->seen[i] == h)
+			return false;
+		if (!t->seen[i]) {
+			t->seen[i] = h;
+			t->nseen++;
+			return true;
+		}
+	}
+}
+
+static bool has_label(struct sched_targets *t, uint32_t pid)
+{
+	char path[96];
+	ssize_t n, total = 0;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%u/environ", t->proc_root, pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		t->st.unreadable++;
+		return false;
+	}
+	while (total < ENV_MAX && (n = read(fd, t->env + total, ENV_MAX - total)) > 0)
+		total += n;
+	close(fd);
+	return sched_targets__env_has_label(t->env, (size_t)total);
+}
+
+int sched_targets__scan(struct sched_targets *t, sched_target_fn marked_fn, void *ctx)
+{
+	DIR *d = opendir(t->proc_root);
+	struct dirent *de;
+	int marked = 0;
+
+	if (!d)
+		return -errno;
+	t->st.scans++;
+	while ((de = readdir(d))) {
+		char *end;
+		unsigned long pid = strtoul(de->d_name, &end, 10);
+		uint64_t start;
+
+		if (*end || !pid || pid > UINT32_MAX || sched_targets__is(t, (uint32_t)pid))
+			continue;
+		start = identity(t, (uint32_t)pid);
+		if (!start || !first_look(t, (uint32_t)pid, start))
+			continue;
+		t->st.examined++;
+		if (has_label(t, (uint32_t)pid) && sched_targets__mark(t, (uint32_t)pid, false)) {
+			marked++;
+			if (marked_fn)
+				marked_fn(ctx, (uint32_t)pid);
+		}
+	}
+	closedir(d);
+	return marked;
+}
+
+void sched_targets__stats(const struct sched_targets *t, struct sched_targets_stats *st)
+{
+	*st = t->st;
+}
