@@ -573,18 +573,21 @@ void session__report_counters(struct session *s)
 		(unsigned long long)st.events_malformed);
 	fprintf(stderr,
 		"  procs: instances=%llu found_dead=%llu refused=%llu maps_read=%llu failed=%llu "
-		"refreshes=%llu exit_vmas=%llu unlocated=%llu events_failed=%llu\n",
+		"refreshes=%llu refreshes_limited=%llu maps_dropped=%llu exit_vmas=%llu "
+		"unlocated=%llu events_failed=%llu\n",
 		(unsigned long long)pt.instances, (unsigned long long)pt.found_dead,
 		(unsigned long long)pt.refused, (unsigned long long)pt.maps_read,
 		(unsigned long long)pt.maps_read_failed, (unsigned long long)pt.refreshes,
+		(unsigned long long)pt.refreshes_limited, (unsigned long long)pt.maps_dropped,
 		(unsigned long long)pt.exit_vmas, (unsigned long long)pt.exit_vmas_unlocated,
 		(unsigned long long)s->events_failed);
 	fprintf(stderr,
-		"  modules=%llu dropped=%llu open_failed=%llu not_regular=%llu located=%llu "
-		"not_located=%llu\n",
+		"  modules=%llu dropped=%llu evicted=%llu open_failed=%llu not_regular=%llu "
+		"located=%llu not_located=%llu\n",
 		(unsigned long long)ms.modules, (unsigned long long)ms.dropped,
-		(unsigned long long)ms.open_failed, (unsigned long long)ms.not_regular,
-		(unsigned long long)ms.located, (unsigned long long)ms.not_located);
+		(unsigned long long)ms.evicted, (unsigned long long)ms.open_failed,
+		(unsigned long long)ms.not_regular, (unsigned long long)ms.located,
+		(unsigned long long)ms.not_located);
 	if (s->unwind) {
 		uint64_t uc[UNWIND_ERR_MAX];
 		struct unwind_loader_stats ul;
@@ -597,12 +600,13 @@ void session__report_counters(struct session *s)
 		unwind_loader__stats(s->unwind, &ul);
 		fprintf(stderr,
 			"\n  unwind tables: built=%llu lazy=%llu failed=%llu dropped_full=%llu "
-			"evicted=%llu "
+			"evicted=%llu forgotten=%llu "
 			"rows=%llu/%llu procs=%llu failed=%llu maps_truncated=%llu build_ms=%.1f\n",
 			(unsigned long long)ul.tables_built, (unsigned long long)ul.tables_lazy,
 			(unsigned long long)ul.tables_failed,
 			(unsigned long long)ul.tables_dropped_full,
-			(unsigned long long)ul.tables_evicted, (unsigned long long)ul.rows_used,
+			(unsigned long long)ul.tables_evicted,
+			(unsigned long long)ul.tables_forgotten, (unsigned long long)ul.rows_used,
 			(unsigned long long)ul.rows_max, (unsigned long long)ul.procs_loaded,
 			(unsigned long long)ul.procs_failed, (unsigned long long)ul.maps_truncated,
 			ul.build_ns / 1e6);

@@ -40,6 +40,7 @@ struct batch_gpu {
 	struct module_registry *mods;
 	struct gpu_table sites, tally, errs, colls; /* values last shipped */
 	struct gpu_table outstanding, paths;
+	uint64_t paths_evicted; /* the registry's evictions when paths was valid */
 	uint64_t gen;
 	uint64_t seen_bpf[GPU_CNT_MAX];
 	uint64_t seen_rows, seen_calls, seen_allocs;
@@ -108,9 +109,18 @@ static void swap_prev(struct batch_gpu *g, struct gpu_table *t, const void *cur,
 
 static const struct module *module_of(struct batch_gpu *g, const char *path)
 {
+	struct module_stats ms;
 	struct path_row *r;
 	int err = 0;
 
+	/* the registry evicted modules since: cached pointers may dangle */
+	modules__stats(g->mods, &ms);
+	if (ms.evicted != g->paths_evicted) {
+		gpu_table__fini(&g->paths);
+		gpu_table__init(&g->paths, sizeof(struct path_row), 0, sizeof(const char *),
+				PATHS_MAX);
+		g->paths_evicted = ms.evicted;
+	}
 	r = gpu_table__find(&g->paths, &path);
 	if (r)
 		return r->mod;

@@ -4,7 +4,7 @@
  * for one address space (the GPU layer's mm-less read) still name the
  * process when a later record of another address space (a CPU sample)
  * comes after it exited, and the label cache evicts its oldest half when
- * full, not everything.
+ * full, not everything; a batch of rows without stacks is valid.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -141,9 +141,38 @@ static void test_cache_keeps_newest(void **state)
 	batch_builder__free(bb);
 }
 
+/* A batch whose only rows say "no stack" (index 0): a job's last
+ * collectives, their stacks not resolved yet.  It was refused by the
+ * server for good (stack 0 out of range): one rank lost a collective. */
+static void test_no_stack_rows_only(void **state)
+{
+	struct batch_builder_opts o = { .sz = sizeof(o), .node = "n1" };
+	struct batch_builder *bb = batch_builder__new(&o);
+	struct bb_process p = { .pid = 42, .rank = -1, .local_rank = -1, .world_size = -1 };
+	Strata__V1__NcclCollective *r;
+	Strata__V1__Batch *b;
+	int64_t proc;
+
+	(void)state;
+	proc = batch_builder__process(bb, &p);
+	assert_true(proc >= 0);
+	r = batch_builder__row(bb, BB_COLL);
+	assert_non_null(r);
+	r->process = (uint32_t)proc;
+	r->seq = 14;
+	r->stack = 0;
+	b = finish_and_decode(bb, 1); /* BATCH_OK asserted inside */
+	assert_int_equal(b->n_nccl_collectives, 1);
+	assert_true(b->n_stacks >= 1);
+	assert_int_equal(b->stacks[0]->n_frames, 0);
+	batch_decode__free(b);
+	batch_builder__free(bb);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_no_stack_rows_only),
 		cmocka_unit_test(test_identity_survives_exit),
 		cmocka_unit_test(test_cache_keeps_newest),
 	};
