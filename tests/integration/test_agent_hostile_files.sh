@@ -30,10 +30,18 @@ for _ in $(seq 150); do
 	kill -0 "$AGENT_PID" 2> /dev/null || break
 	sleep 0.1
 done
-kill -0 "$AGENT_PID" 2> /dev/null && fail "agent did not stop within 15 s of SIGINT (blocked?)"
+if kill -0 "$AGENT_PID" 2> /dev/null; then
+	for task in /proc/"$AGENT_PID"/task/*; do
+		echo "thread ${task##*/}: $(cat "$task/comm") in $(cat "$task/wchan" 2> /dev/null)"
+		cat "$task/stack" 2> /dev/null | head -8
+	done
+	tail -20 "$T/agent.log"
+	kill -KILL "$AGENT_PID" # its signals wait on the blocked loop
+	fail "agent did not stop within 15 s of SIGINT (blocked?)"
+fi
 wait "$AGENT_PID" || fail "agent exited with $?: $(tail -5 "$T/agent.log")"
 AGENT_PID=
-grep -E 'modules=|unwind tables:|upload:' "$T/agent.log" | tail -3
+grep -E 'modules=|unwind tables:|procs:|upload:' "$T/agent.log" | tail -4
 uploads=$(sed -n 's/.*upload: sent=\([0-9]*\).*/\1/p' "$T/agent.log" | tail -1)
 [ "${uploads:-0}" -ge 1 ] || fail "no batch uploaded"
 echo "ok: the agent lived through $(grep -o '[0-9]* truncations' "$T/trunc.out") and 150 FIFO swaps"
