@@ -24,7 +24,7 @@ DPORT=$(free_port)
 env -u DEBUGINFOD_URLS debuginfod -F -p "$DPORT" -d "$T/dbgd.sqlite" -t 0 -g 0 -c 1 \
 	--disable-source-scan "$T/srv" > "$T/dbgd.log" 2>&1 &
 DBGD=$!
-trap 'kill $DBGD 2> /dev/null; wait $DBGD 2> /dev/null; cleanup_server' EXIT
+trap 'kill $DBGD 2> /dev/null; wait $DBGD 2> /dev/null || true; cleanup_server' EXIT
 # ready once the scan has indexed both files
 for _ in $(seq 200); do
 	curl -sf -o /dev/null "http://127.0.0.1:$DPORT/buildid/$HEX/debuginfo" &&
