@@ -63,8 +63,8 @@ scenario_agent() {
 
 scenario_agent_stop() { # SIGNAL
 	[ -n "${AGENT_PID:-}" ] || return 0
-	kill "-${1:-INT}" "$AGENT_PID" 2> /dev/null
-	wait "$AGENT_PID" 2> /dev/null
+	kill "-${1:-INT}" "$AGENT_PID" 2> /dev/null || true
+	wait "$AGENT_PID" 2> /dev/null || true # 137 after a KILL
 	AGENT_PID=
 }
 
@@ -73,10 +73,12 @@ scenario_agent_stop() { # SIGNAL
 # fault onset is known ($T/train.out).
 scenario_job() {
 	# the job's name (host-wide, other jobs on this machine are followed
-	# too): STRATA_JOB, unless the caller's launcher names it
-	[ -n "${TORCHELASTIC_RUN_ID:-}" ] || export STRATA_JOB=${STRATA_JOB:-scen-$$}
-	SCEN_JOB=${TORCHELASTIC_RUN_ID:-$STRATA_JOB}
-	setsid "$SIM" 4 1000000 > "$T/train.out" 2>&1 &
+	# too): STRATA_JOB, or a torchrun-style run id (SCEN_RUN_ID); given to
+	# the job alone, so no other process of the test carries a label
+	local label=STRATA_JOB=scen-$$
+	[ -n "${SCEN_RUN_ID:-}" ] && label=TORCHELASTIC_RUN_ID=$SCEN_RUN_ID
+	SCEN_JOB=${label#*=}
+	env "$label" setsid "$SIM" 4 1000000 > "$T/train.out" 2>&1 &
 	JOB_PID=$!
 	for _ in $(seq 50); do
 		grep -q 'fault onset' "$T/train.out" && return 0

@@ -10,7 +10,9 @@ sleep 15
 scenario_agent_stop KILL
 sleep 3
 scenario_agent
-grep -q 'NCCL communicators restored' "$T/agent.log" ||
-	sleep 2
+for _ in $(seq 100); do
+	grep -q 'NCCL communicators restored' "$T/agent.log" && break
+	sleep 0.2
+done
 grep 'NCCL communicators restored' "$T/agent.log" || fail "no communicator restored: $(tail -5 "$T/agent.log")"
 scenario_check --name agent_restart straggler 2 cuda

@@ -5,6 +5,7 @@
 # rank 1's data loading stalls on I/O: confirmed, OS layer first, under
 # the run id.
 source "$(dirname "$0")/scenario_lib.sh"
-export TORCHELASTIC_RUN_ID=scen-run-$$ SIM_IO_RANK=1 SIM_IO_STALL_MS=15
+export SIM_IO_RANK=1 SIM_IO_STALL_MS=15
+SCEN_RUN_ID=scen-run-$$
 scenario_start
 scenario_check --name torchrun straggler 1 os
