@@ -184,6 +184,7 @@ GPU_SIM_HDRS := tests/fixtures/cuda_decls.h tests/fixtures/sim_device.h
 $(BUILD)/fixtures/libcuda.so: $(GPU_SIM_HDRS)
 $(BUILD)/fixtures/libcudart.so: $(BUILD)/fixtures/libcuda.so tests/fixtures/cudart.map $(GPU_SIM_HDRS)
 $(BUILD)/fixtures/libnccl.so: $(BUILD)/fixtures/libcuda.so $(GPU_SIM_HDRS)
+$(BUILD)/fixtures/libc10_cuda.so: $(BUILD)/fixtures/libcudart.so $(GPU_SIM_HDRS)
 $(BUILD)/fixtures/gpu_workload $(BUILD)/fixtures/train_sim: $(BUILD)/fixtures/libcudart.so \
 	$(BUILD)/fixtures/libcuda.so $(BUILD)/fixtures/libnccl.so $(GPU_SIM_HDRS)
 # The runtime linked into the program instead (like libcudart_static.a, or

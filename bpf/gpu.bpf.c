@@ -44,6 +44,7 @@ const volatile __u32 filter_mode = STRATA_FILTER_TGIDS; /* enum strata_filter */
 #include "bpf/gpu_call.bpf.h"
 #include "bpf/gpu_cuda.bpf.h"
 #include "bpf/gpu_nccl.bpf.h"
+#include "bpf/gpu_usdt.bpf.h"
 
 /* The API layer a call's time belongs to (docs/diagnosis.md). */
 static __always_inline __u32 layer_of(__u32 kind)
@@ -136,6 +137,13 @@ SEC("uretprobe")
 int gpu_exit_multi(struct pt_regs *ctx)
 {
 	return on_exit(ctx);
+}
+
+/* A framework's USDT probe site (bpf/gpu_usdt.bpf.h). */
+SEC("uprobe")
+int gpu_usdt(struct pt_regs *ctx)
+{
+	return on_usdt(ctx);
 }
 
 /* Benchmark floor: the cheapest possible probe on the same functions. */

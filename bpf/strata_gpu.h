@@ -262,6 +262,45 @@ struct gpu_target {
 		      * through the process tracker with it */
 };
 
+/*
+ * USDT probes (SystemTap SDT notes; agent/proc/usdt.c reads them): where
+ * one argument is at the probe, as the note's "SIZE@OPERAND" spec says.
+ */
+#define USDT_MAX_ARGS 12 /* <sys/sdt.h>'s limit */
+
+enum usdt_arg_kind {
+	USDT_ARG_CONST = 1, /* $imm: val */
+	USDT_ARG_REG = 2,   /* %reg: the register */
+	USDT_ARG_DEREF = 3, /* val(%reg): user memory at the register + val */
+};
+
+struct usdt_arg_spec {
+	__s64 val;	/* CONST: the value; DEREF: the displacement */
+	__u16 reg_off;	/* REG, DEREF: the register's offset in struct pt_regs */
+	__u8 kind;	/* enum usdt_arg_kind */
+	__u8 size;	/* 1, 2, 4 or 8 bytes */
+	__u8 is_signed; /* sign-extended from size */
+	__u8 pad[3];
+};
+
+/* A USDT probe site the GPU layer attached (gpu_usdt_specs[attach
+ * cookie]): what it means and where its arguments are. */
+enum gpu_usdt_event {
+	/* PyTorch's CUDA caching allocator (provider "pytorch"): a tensor's
+	 * block handed out, malloc(ptr, device, size, stream), and given back,
+	 * free(ptr); most never reach cudaMalloc/cudaFree. */
+	GPU_USDT_FW_MALLOC = 1,
+	GPU_USDT_FW_FREE = 2,
+};
+
+#define GPU_USDT_ARGS 4 /* the most any GPU_USDT_* event reads */
+
+struct gpu_usdt_spec {
+	__u32 event; /* enum gpu_usdt_event */
+	__u32 nargs;
+	struct usdt_arg_spec args[GPU_USDT_ARGS];
+};
+
 /* The GPU uprobes' per-CPU counters (map "gpu_counters"): enum
  * gpu_counter, listed in lib/enums.h (STRATA_GPU_COUNTERS). */
 
@@ -280,6 +319,8 @@ _Static_assert(sizeof(struct gpu_coll_key) == 16, "gpu_coll_key layout");
 _Static_assert(sizeof(struct gpu_coll_val) == 48, "gpu_coll_val layout");
 _Static_assert(sizeof(struct gpu_event) == 40 + 8 + 48, "gpu_event layout");
 _Static_assert(sizeof(struct gpu_target) == 8, "gpu_target layout");
+_Static_assert(sizeof(struct usdt_arg_spec) == 16, "usdt_arg_spec layout");
+_Static_assert(sizeof(struct gpu_usdt_spec) == 8 + 16 * GPU_USDT_ARGS, "gpu_usdt_spec layout");
 /* A thread's API call between its entry and its return (gpu_inflight;
  * user space reads tgid to sweep a dead process's threads). */
 struct gpu_call {

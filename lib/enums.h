@@ -94,25 +94,29 @@
 	X(STRATA_PY_NEW_CODE_SKIPPED, "new_code_skipped") /* ... not sent: event ring busy */
 
 /* The GPU uprobes (bpf/gpu.bpf.c, map "gpu_counters"). */
-#define STRATA_GPU_COUNTERS(X)                                                                \
-	X(GPU_CNT_HITS, "hits")			 /* probe entries of targets */               \
-	X(GPU_CNT_FILTERED, "filtered")		 /* probe entries of other processes */       \
-	X(GPU_CNT_NESTED, "nested")		 /* calls made inside another probed call */  \
-	X(GPU_CNT_STATE_FULL, "inflight_full")	 /* in-flight call map full: call lost */     \
-	X(GPU_CNT_ORPHAN_RET, "orphan_returns")	 /* return without a matching entry */        \
-	X(GPU_CNT_SITES_FULL, "sites_full")	 /* site map full: call not aggregated */     \
-	X(GPU_CNT_STACKS_FULL, "stacks_full")	 /* stack map full: stack recorded lost */    \
-	X(GPU_CNT_STACK_ERR, "stack_errors")	 /* stack walk failed */                      \
-	X(GPU_CNT_ALLOCS_FULL, "allocs_full")	 /* allocation map full: not tracked */       \
-	X(GPU_CNT_FREE_UNKNOWN, "free_unknown")	 /* free of a pointer not tracked */          \
-	X(GPU_CNT_EVENTS_LOST, "events_lost")	 /* ring buffer full: event dropped */        \
-	X(GPU_CNT_COMMS_FULL, "comms_full")	 /* communicator map full */                  \
-	X(GPU_CNT_COMM_UNKNOWN, "comm_unknown")	 /* collective on an unknown communicator */  \
-	X(GPU_CNT_TALLY_FULL, "tally_full")	 /* tally / error / stats map full */         \
-	X(GPU_CNT_FUNCS_FULL, "funcs_full")	 /* kernel-name map full */                   \
-	X(GPU_CNT_ADMITTED, "admitted")		 /* processes made targets by a first call */ \
-	X(GPU_CNT_TARGETS_FULL, "targets_full")	 /* target map full: process not admitted */  \
-	X(GPU_CNT_STACK_REUSED, "stacks_reused") /* same stack slots as last call: no walk */
+#define STRATA_GPU_COUNTERS(X)                                                                     \
+	X(GPU_CNT_HITS, "hits")			      /* probe entries of targets */               \
+	X(GPU_CNT_FILTERED, "filtered")		      /* probe entries of other processes */       \
+	X(GPU_CNT_NESTED, "nested")		      /* calls made inside another probed call */  \
+	X(GPU_CNT_STATE_FULL, "inflight_full")	      /* in-flight call map full: call lost */     \
+	X(GPU_CNT_ORPHAN_RET, "orphan_returns")	      /* return without a matching entry */        \
+	X(GPU_CNT_SITES_FULL, "sites_full")	      /* site map full: call not aggregated */     \
+	X(GPU_CNT_STACKS_FULL, "stacks_full")	      /* stack map full: stack recorded lost */    \
+	X(GPU_CNT_STACK_ERR, "stack_errors")	      /* stack walk failed */                      \
+	X(GPU_CNT_ALLOCS_FULL, "allocs_full")	      /* allocation map full: not tracked */       \
+	X(GPU_CNT_FREE_UNKNOWN, "free_unknown")	      /* free of a pointer not tracked */          \
+	X(GPU_CNT_EVENTS_LOST, "events_lost")	      /* ring buffer full: event dropped */        \
+	X(GPU_CNT_COMMS_FULL, "comms_full")	      /* communicator map full */                  \
+	X(GPU_CNT_COMM_UNKNOWN, "comm_unknown")	      /* collective on an unknown communicator */  \
+	X(GPU_CNT_TALLY_FULL, "tally_full")	      /* tally / error / stats map full */         \
+	X(GPU_CNT_FUNCS_FULL, "funcs_full")	      /* kernel-name map full */                   \
+	X(GPU_CNT_ADMITTED, "admitted")		      /* processes made targets by a first call */ \
+	X(GPU_CNT_TARGETS_FULL, "targets_full")	      /* target map full: process not admitted */  \
+	X(GPU_CNT_STACK_REUSED, "stacks_reused")      /* same stack slots as last call: no walk */ \
+	X(GPU_CNT_FW_EVENTS, "fw_events")	      /* framework (USDT) malloc/free events */    \
+	X(GPU_CNT_FW_ALLOCS_FULL, "fw_allocs_full")   /* framework allocation map full */          \
+	X(GPU_CNT_FW_FREE_UNKNOWN, "fw_free_unknown") /* framework free of an untracked ptr */     \
+	X(GPU_CNT_USDT_ARG_ERR, "usdt_arg_errors")    /* a USDT argument could not be read */
 
 /* The scheduler layer (bpf/sched.bpf.c, map "sched_counters"). */
 #define STRATA_SCHED_COUNTERS(X)                                                                   \

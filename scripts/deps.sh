@@ -13,6 +13,8 @@ pkgs+=(python3-yaml clickhouse-server)
 # Python frames: the PyTorch test workload and the 3.11 headers
 # the offsets table is checked against.
 pkgs+=(python3-torch python3.11-dev)
+# USDT: the caching-allocator stand-in (libc10_cuda.so) has real sys/sdt.h probes.
+pkgs+=(systemtap-sdt-dev)
 # Diagnosis: promtool checks deploy/prometheus rules.
 pkgs+=(prometheus)
 # strata-server: the server tests drive it with these CLIs.

@@ -14,6 +14,7 @@
 #include "server/batch_decode.h"
 #include "server/buildid_store.h"
 #include "server/central_sym.h"
+#include "server/kernel_paths.h"
 #include "server/mem_budget.h"
 #include "server/store.h"
 #include "server/sym_asks.h"
@@ -63,8 +64,9 @@ struct server {
 	size_t max_symbol_upload; /* bytes */
 	struct mem_budget budget; /* request bodies in memory, all connections */
 	struct server_metrics m;
-	struct diag_engine *diag; /* server/diag_engine.h; NULL: no diagnosis */
-	struct diag_live *live;	  /* server/diag_live.h: stragglers at ingest */
+	struct diag_engine *diag;   /* server/diag_engine.h; NULL: no diagnosis */
+	struct diag_live *live;	    /* server/diag_live.h: stragglers at ingest */
+	struct kernel_paths kpaths; /* the agents' kernel feature paths, for /metrics */
 };
 
 /* A request as the handlers see it. */

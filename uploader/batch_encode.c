@@ -218,6 +218,17 @@ int batch_builder__finish(struct batch_builder *bb, const struct batch_meta *m, 
 	drops.spool_dropped = m->spool_dropped;
 	drops.batch_rows_dropped = bb->rows_dropped;
 	b.drops = &drops;
+	Strata__V1__KernelPath kp[BB_MAX_KERNEL_PATHS], *kpp[BB_MAX_KERNEL_PATHS];
+	b.kernel_release = (char *)(bb->o.kernel_release ? bb->o.kernel_release : "");
+	for (size_t i = 0; i < bb->o.nkernel_paths && i < BB_MAX_KERNEL_PATHS; i++) {
+		strata__v1__kernel_path__init(&kp[i]);
+		kp[i].name = (char *)bb->o.kernel_paths[i].name;
+		kp[i].taken = (char *)bb->o.kernel_paths[i].taken;
+		kp[i].fallback = bb->o.kernel_paths[i].fallback;
+		kpp[i] = &kp[i];
+		b.n_kernel_paths = i + 1;
+	}
+	b.kernel_paths = kpp;
 
 	err = fill(bb, &b, &a);
 	if (err)

@@ -102,6 +102,7 @@ struct gpu *gpu__new(const struct gpu_opts *opts, struct module_registry *mods,
 	gpu_table__init(&g->errs, sizeof(struct gpu_err_row), 0, sizeof(struct gpu_err_key),
 			GPU_MAX_ROWS);
 	gpu_leaks__init(&g->leaks, GPU_MAX_ROWS);
+	gpu_leaks__init(&g->fw_leaks, GPU_MAX_ROWS);
 	gpu_table__init(&g->colls, sizeof(struct gpu_coll_row), 0, sizeof(struct gpu_coll_key),
 			GPU_MAX_ROWS);
 	gpu_table__init(&g->funcs, sizeof(struct func_row), 0, sizeof(struct func_key),
@@ -233,11 +234,13 @@ void gpu__free(struct gpu *g)
 	gpu_table__fini(&g->tally);
 	gpu_table__fini(&g->errs);
 	gpu_leaks__fini(&g->leaks);
+	gpu_leaks__fini(&g->fw_leaks);
 	gpu_table__fini(&g->colls);
 	gpu_table__fini(&g->funcs);
 	profile__free(g->data.frames);
 	free(g->data.procs);
 	free(g->data.leaks);
+	free(g->data.fw_leaks);
 	free(g->data.stacks_view);
 	free(g->data.allocs);
 	free(g->prev_calls);

@@ -103,8 +103,12 @@ struct gpu_data {
 	size_t ntally;
 	struct gpu_err_row *errs;
 	size_t nerrs;
-	struct gpu_leak *leaks;
+	struct gpu_leak *leaks; /* driver allocations (cudaMalloc...: segments) */
 	size_t nleaks;
+	/* framework allocations (a caching allocator's blocks, from its USDT
+	 * probes: PyTorch's tensors), apart from the segments holding them */
+	struct gpu_leak *fw_leaks;
+	size_t nfw_leaks;
 	struct gpu_call_rec *calls;
 	size_t ncalls;
 	struct gpu_coll_row *colls;

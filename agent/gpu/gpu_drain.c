@@ -50,16 +50,21 @@ static void read_map(struct gpu *g, struct bpf_map *m, struct gpu_table *t, size
 	}
 }
 
-/* Outstanding allocations, grouped by (process, stack). */
-static void snapshot_allocs(struct gpu *g)
+/*
+ * Outstanding allocations of one level, grouped by (process, stack): the
+ * driver's (gpu_allocs: cudaMalloc & co, listed for the wire too) or a
+ * framework's (gpu_fw_allocs: a caching allocator's blocks, from USDT).
+ */
+static void snapshot_allocs(struct gpu *g, struct bpf_map *map, struct gpu_leaks *lk, bool wire)
 {
-	int fd = bpf_map__fd(g->skel->maps.gpu_allocs);
+	int fd = bpf_map__fd(map);
 	struct gpu_alloc_key key, next;
 	struct gpu_alloc_val v;
 	void *prev = NULL;
 
-	gpu_leaks__begin(&g->leaks, realtime_ns());
-	g->data.nallocs = 0; /* wire: this drain's outstanding set */
+	gpu_leaks__begin(lk, realtime_ns());
+	if (wire)
+		g->data.nallocs = 0; /* this drain's outstanding set */
 	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
 		struct gpu_proc *p;
 
@@ -70,12 +75,14 @@ static void snapshot_allocs(struct gpu *g)
 		p = gpu_proc_find(g, key.tgid);
 		if (!p) /* exited: rows already final */
 			p = gpu_proc_find_exited(g, key.tgid);
-		if (gpu_leaks__add(&g->leaks, key.tgid, v.stack_id, v.size,
-				   gpu_to_realtime(g, v.ts_ns), p && p->state == PROC_EXITED)) {
+		if (gpu_leaks__add(lk, key.tgid, v.stack_id, v.size, gpu_to_realtime(g, v.ts_ns),
+				   p && p->state == PROC_EXITED)) {
 			g->data.dropped_rows++;
 			continue;
 		}
 		gpu_resolve_stack(g, key.tgid, v.stack_id, p);
+		if (!wire)
+			continue;
 		if (g->data.allocs && g->data.nallocs < GPU_MAX_ALLOC_RECS)
 			g->data.allocs[g->data.nallocs++] = (struct gpu_alloc_rec){
 				key.tgid,   v.api,  key.ptr, v.size, gpu_to_realtime(g, v.ts_ns),
@@ -84,7 +91,7 @@ static void snapshot_allocs(struct gpu *g)
 		else
 			g->data.allocs_dropped++;
 	}
-	gpu_leaks__end(&g->leaks);
+	gpu_leaks__end(lk);
 }
 
 /* The BPF maps whose keys start with a tgid. */
@@ -93,7 +100,7 @@ void gpu_proc_maps_of(struct gpu *g, struct bpf_map **maps)
 	struct bpf_map *m[GPU_PROC_MAPS] = { g->skel->maps.gpu_sites, g->skel->maps.gpu_tally,
 					     g->skel->maps.gpu_errs,  g->skel->maps.gpu_allocs,
 					     g->skel->maps.gpu_funcs, g->skel->maps.gpu_comms,
-					     g->skel->maps.gpu_colls };
+					     g->skel->maps.gpu_colls, g->skel->maps.gpu_fw_allocs };
 
 	memcpy(maps, m, sizeof(m));
 }
@@ -195,7 +202,8 @@ int gpu__drain(struct gpu *g)
 		if (gpu_api_kind(s->key.api) == GPU_KIND_LAUNCH && !s->kernel)
 			s->kernel = gpu_kernel_name(g, s->key.tgid, mm, s->key.api, s->key.object);
 	}
-	snapshot_allocs(g);
+	snapshot_allocs(g, g->skel->maps.gpu_allocs, &g->leaks, true);
+	snapshot_allocs(g, g->skel->maps.gpu_fw_allocs, &g->fw_leaks, false);
 	if (g->opts.budget >= 0)
 		gpu_duty_plan(g, mono_ns());
 	gpu_remember_procs(g);

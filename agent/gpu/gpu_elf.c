@@ -6,26 +6,7 @@
 #include <libelf.h>
 
 #include "agent/gpu/gpu_names.h"
-
-/* File offset of virtual address vaddr (inside an executable PT_LOAD). */
-static int vaddr_to_offset(Elf *e, uint64_t vaddr, uint64_t *off)
-{
-	size_t n;
-
-	if (elf_getphdrnum(e, &n))
-		return -ENOEXEC;
-	for (size_t i = 0; i < n; i++) {
-		GElf_Phdr ph;
-
-		if (!gelf_getphdr(e, (int)i, &ph) || ph.p_type != PT_LOAD || !(ph.p_flags & PF_X))
-			continue;
-		if (vaddr >= ph.p_vaddr && vaddr - ph.p_vaddr < ph.p_filesz) {
-			*off = vaddr - ph.p_vaddr + ph.p_offset;
-			return 0;
-		}
-	}
-	return -ENOENT;
-}
+#include "agent/proc/elf_addr.h"
 
 static void add_probe(struct gpu_elf_probes *out, uint32_t api, uint64_t off)
 {
@@ -60,7 +41,7 @@ static void scan_symtab(Elf *e, Elf_Scn *scn, const GElf_Shdr *sh, struct gpu_el
 		if (!name || (name[0] != 'c' && name[0] != 'n' && name[0] != 'p'))
 			continue;
 		api = gpu_api_of_symbol(name);
-		if (api < 0 || vaddr_to_offset(e, sym.st_value, &off))
+		if (api < 0 || elf_vaddr_to_offset(e, sym.st_value, true, &off))
 			continue;
 		add_probe(out, (uint32_t)api, off);
 	}

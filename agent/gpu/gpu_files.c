@@ -148,6 +148,7 @@ static void file_attach(struct gpu *g, struct gpu_file *f)
 	uint64_t t0 = mono_ns();
 
 	group_attach(g, f, GRP_FIXED);
+	gpu_usdt_attach(g, f);
 	if (g->budget.attached)
 		group_attach(g, f, GRP_SHED);
 	f->attached = true;
@@ -158,6 +159,7 @@ void gpu_file_detach(struct gpu *g, struct gpu_file *f)
 {
 	group_detach(g, f, GRP_FIXED);
 	group_detach(g, f, GRP_SHED);
+	gpu_usdt_detach(g, f);
 	f->attached = false;
 }
 
@@ -214,14 +216,18 @@ static void *detect_file(void *ctx, struct module *mod)
 	}
 	f = &g->files[g->nfiles];
 	memset(f, 0, sizeof(*f));
-	if (gpu_elf_scan(mod->fd, &f->probes) || !f->probes.n)
+	f->mod = mod;
+	if (gpu_elf_scan(mod->fd, &f->probes))
+		return NULL;
+	gpu_usdt_scan(g, f); /* a framework library (libc10_cuda.so) has only these */
+	if (!f->probes.n && !f->nusdt)
 		return NULL;
 	f->dev = mod->dev;
 	f->ino = mod->ino;
-	f->mod = mod;
 	memset(f->multi, 0xff, sizeof(f->multi)); /* -1: no link */
 	g->nfiles++;
-	pr_info("gpu: %s: %zu CUDA/NCCL entry points", mod->path, f->probes.n);
+	pr_info("gpu: %s: %zu CUDA/NCCL entry points, %u framework USDT probes", mod->path,
+		f->probes.n, f->nusdt);
 	return f;
 }
 

@@ -12,6 +12,7 @@
  *   gpu_clock.c   BPF (monotonic) timestamps to wall-clock time
  *   gpu_files.c   GPU files: detected once per file through the tracker's
  *                 loader registry, probe attach/detach, grace
+ *   gpu_usdt.c    the frameworks' USDT probes in those files
  *   gpu_procs.c   processes: watch, scan, target, exit
  *   gpu_events.c  the call-event ring buffer
  *   gpu_duty.c    the duty cycle and the poll loop
@@ -34,6 +35,7 @@
 #include "agent/gpu/gpu_leaks.h"
 #include "agent/gpu/gpu_tables.h"
 #include "agent/proc/proc_maps.h"
+#include "agent/proc/usdt.h"
 
 struct bpf_map;
 
@@ -52,6 +54,17 @@ struct bpf_map;
 
 enum { GRP_FIXED, GRP_SHED, GRP_MAX }; /* probe groups: see group_attach() */
 
+#define GPU_FILE_USDT 8	   /* framework USDT sites per file */
+#define GPU_USDT_SPECS 256 /* gpu_usdt_specs entries (never reused) */
+
+/* A framework USDT probe site of a GPU file (gpu_usdt.c). */
+struct gpu_usdt_site {
+	uint64_t offset, sem_offset; /* file offsets of the site and its semaphore */
+	uint32_t spec_id;	     /* gpu_usdt_specs key: the attach cookie */
+	struct gpu_usdt_spec spec;
+	struct bpf_link *link;
+};
+
 struct gpu_file {
 	dev_t dev;
 	uint64_t ino;
@@ -60,6 +73,8 @@ struct gpu_file {
 	int multi[GRP_MAX][2]; /* uprobe_multi link fds [group][return], -1: none */
 	size_t multi_n[GRP_MAX];
 	struct bpf_link *enter[GPU_ELF_MAX_PROBES], *exit[GPU_ELF_MAX_PROBES]; /* fallback */
+	struct gpu_usdt_site usdt[GPU_FILE_USDT];
+	uint32_t nusdt;
 	uint32_t refs; /* target processes mapping it */
 	bool attached;
 	bool pinned;		/* attached for the whole session */
@@ -135,7 +150,11 @@ struct gpu {
 	struct gpu_proc *procs;
 
 	struct gpu_table raw_stacks, py_stacks, pairs, stacks, sites, tally, errs, colls, funcs;
-	struct gpu_leaks leaks;
+	struct gpu_leaks leaks;	   /* driver allocations (segments) */
+	struct gpu_leaks fw_leaks; /* framework allocations (USDT: tensors) */
+	struct usdt_stats usdt;	   /* notes read, skipped (args not understood) */
+	uint32_t usdt_specs;	   /* gpu_usdt_specs entries used */
+	uint64_t usdt_dropped;	   /* sites beyond GPU_FILE_USDT / GPU_USDT_SPECS */
 	struct gpu_call_rec *calls;
 	size_t ncalls;
 	uint64_t *prev_calls; /* per tally row: calls at the last budget plan */
@@ -154,7 +173,7 @@ struct gpu {
 };
 
 /* The BPF maps whose keys start with a tgid: gpu_proc_maps_of(). */
-#define GPU_PROC_MAPS 7
+#define GPU_PROC_MAPS 8
 
 static inline uint64_t gpu_to_realtime(const struct gpu *g, uint64_t mono)
 {
@@ -173,6 +192,11 @@ void gpu_file_detach(struct gpu *g, struct gpu_file *f);
 uint64_t gpu_files_expire(struct gpu *g, uint64_t now_ms);
 void gpu_pin_file(void *ctx, const char *path);
 void gpu_shed_set(struct gpu *g, bool attach);
+
+/* gpu_usdt.c */
+int gpu_usdt_scan(struct gpu *g, struct gpu_file *f);
+void gpu_usdt_attach(struct gpu *g, struct gpu_file *f);
+void gpu_usdt_detach(struct gpu *g, struct gpu_file *f);
 
 /* gpu_procs.c */
 struct gpu_proc *gpu_proc_find(struct gpu *g, uint32_t tgid);

@@ -138,21 +138,22 @@ static int by_row_bytes(const void *a, const void *b)
 }
 
 /* The leak groups, one per (process, resolved stack), largest first. */
-static struct leak_row *merged_leaks(const struct gpu_data *d, size_t *n)
+static struct leak_row *merged_leaks(const struct gpu_data *d, const struct gpu_leak *leaks,
+				     size_t nleaks, size_t *n)
 {
-	struct leak_row *v = calloc(d->nleaks + 1, sizeof(*v));
+	struct leak_row *v = calloc(nleaks + 1, sizeof(*v));
 	size_t m = 0;
 
 	*n = 0;
 	if (!v)
 		return NULL;
-	for (size_t i = 0; i < d->nleaks; i++) {
-		v[i].l = d->leaks[i];
+	for (size_t i = 0; i < nleaks; i++) {
+		v[i].l = leaks[i];
 		v[i].st = gpu_data__stack(d, v[i].l.tgid, v[i].l.stack_id);
 		v[i].hash = v[i].st ? frames_hash(v[i].st) : v[i].l.stack_id;
 	}
-	qsort(v, d->nleaks, sizeof(*v), by_group);
-	for (size_t i = 0; i < d->nleaks; i++) {
+	qsort(v, nleaks, sizeof(*v), by_group);
+	for (size_t i = 0; i < nleaks; i++) {
 		struct leak_row *r = m ? &v[m - 1] : NULL;
 
 		if (r && r->l.tgid == v[i].l.tgid && r->hash == v[i].hash && r->st && v[i].st &&
@@ -177,10 +178,12 @@ static struct leak_row *merged_leaks(const struct gpu_data *d, size_t *n)
 	return v;
 }
 
-int gpu_data__write_leaks_text(const struct gpu_data *d, FILE *out)
+/* One section: a header line, the column names, a row per stack. */
+static int write_leak_rows(const struct gpu_data *d, const struct gpu_leak *leaks, size_t nleaks,
+			   const char *what, FILE *out)
 {
 	size_t n;
-	struct leak_row *v = merged_leaks(d, &n);
+	struct leak_row *v = merged_leaks(d, leaks, nleaks, &n);
 	uint64_t total = 0, objs = 0;
 
 	if (!v)
@@ -190,9 +193,9 @@ int gpu_data__write_leaks_text(const struct gpu_data *d, FILE *out)
 		objs += v[i].l.count;
 	}
 	fprintf(out,
-		"# strata GPU allocations outstanding (at process exit, or at the end of the "
+		"# strata %s outstanding (at process exit, or at the end of the "
 		"recording): %" PRIu64 " bytes in %" PRIu64 " allocations, %zu stacks\n",
-		total, objs, n);
+		what, total, objs, n);
 	fprintf(out, "%14s %8s %10s %14s %6s %-8s %s\n", "bytes", "count", "oldest_s", "growth_B/s",
 		"pid", "rank", "stack (allocation site first)");
 	for (size_t i = 0; i < n; i++) {
@@ -218,7 +221,25 @@ int gpu_data__write_leaks_text(const struct gpu_data *d, FILE *out)
 		fputc('\n', out);
 	}
 	free(v);
-	return ferror(out) ? -EIO : 0;
+	return 0;
+}
+
+/*
+ * Two levels: the driver's allocations (cudaMalloc & co: with a caching
+ * allocator, its segments), then - when a framework's USDT probes were
+ * seen - the framework's own (the tensors inside those segments).
+ */
+int gpu_data__write_leaks_text(const struct gpu_data *d, FILE *out)
+{
+	int err = write_leak_rows(d, d->leaks, d->nleaks, "GPU allocations", out);
+
+	if (!err && d->bpf[GPU_CNT_FW_EVENTS]) {
+		fputc('\n', out);
+		err = write_leak_rows(d, d->fw_leaks, d->nfw_leaks,
+				      "framework allocations (caching allocator blocks, USDT)",
+				      out);
+	}
+	return err ? err : ferror(out) ? -EIO : 0;
 }
 
 int gpu_data__write_leaks_pprof(const struct gpu_data *d, FILE *out)

@@ -78,6 +78,8 @@ const struct gpu_data *gpu__data(struct gpu *g)
 	/* leaks: a compact copy of the groups with something outstanding */
 	free(d->leaks);
 	d->leaks = gpu_leaks__outstanding(&g->leaks, &d->nleaks);
+	free(d->fw_leaks);
+	d->fw_leaks = gpu_leaks__outstanding(&g->fw_leaks, &d->nfw_leaks);
 	/* stacks: pointers into the stack table's rows */
 	free(d->stacks_view);
 	d->stacks_view = calloc(g->stacks.n + 1, sizeof(*d->stacks_view));
@@ -158,6 +160,12 @@ void gpu__report(struct gpu *g)
 	for (int i = 0; i < GPU_CNT_MAX; i++)
 		fprintf(stderr, " %s=%llu", strata_gpu_counter_name(i),
 			(unsigned long long)d->bpf[i]);
+	fprintf(stderr,
+		"\n  gpu.usdt: notes=%llu skipped_bad_args=%llu skipped_malformed=%llu "
+		"sites_dropped=%llu specs=%u",
+		(unsigned long long)g->usdt.notes, (unsigned long long)g->usdt.bad_args,
+		(unsigned long long)g->usdt.malformed, (unsigned long long)g->usdt_dropped,
+		g->usdt_specs);
 	fprintf(stderr, "\n  gpu.unwind:");
 	for (uint32_t i = 0; i < UNWIND_ERR_MAX; i++)
 		fprintf(stderr, " %s=%llu", strata_unwind_counter_name(i),

@@ -18,7 +18,7 @@ libs="${FUZZ_LDLIBS:--lbpf -ldw -lelf -lz -lzstd -lprotobuf-c -lstdc++ -lpthread
 
 mkdir -p "$out/corpus/buildid" "$out/corpus/proc_maps" "$out/corpus/unwind_table" \
 	"$out/corpus/py_linetable" "$out/corpus/diagnose" "$out/corpus/batch_decode" \
-	"$out/corpus/request"
+	"$out/corpus/request" "$out/corpus/usdt"
 cd "$root"
 
 # Every target links the fuzz build of the layer archives (`make fuzz`
@@ -30,7 +30,7 @@ for l in $(scripts/check_layers.sh --link); do
 	[ -f "$a" ] || { echo "tests/fuzz/run.sh: $a missing: run make fuzz" >&2; exit 1; }
 	archives+=("$a")
 done
-targets="buildid proc_maps unwind_table py_linetable diagnose batch_decode request"
+targets="buildid proc_maps unwind_table py_linetable diagnose batch_decode request usdt"
 for t in $targets; do
 	echo "  FUZZ-CC  $out/fuzz_$t"
 	# shellcheck disable=SC2086
@@ -46,6 +46,10 @@ if [ -x build/fixtures/gen_batch ]; then
 		{ printf '\000'; zstd -dcq "$out/seed.zst"; } > "$out/corpus/batch_decode/seed-pb-${#g}"
 	done
 fi
+
+# USDT seeds: a library with sys/sdt.h notes and semaphores; arg strings.
+[ -r build/fixtures/libc10_cuda.so ] && cp build/fixtures/libc10_cuda.so "$out/corpus/usdt/seed-c10"
+printf -- '-4@%%edi 8@-16(%%rbp) 8@%%rax -1@$-3' > "$out/corpus/usdt/seed-args"
 
 # Request seeds: a route, filters, a login form, a build-id, a store URL.
 printf '\000POST /api/v1/symbols/0011' > "$out/corpus/request/seed-route"

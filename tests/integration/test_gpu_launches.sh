@@ -6,7 +6,10 @@ source "$(dirname "$0")/lib.sh"
 require_bpf
 # the stand-ins attached from the start, as installed CUDA/NCCL libraries are
 # (ld.so cache, /usr/local/cuda): every call seen, no start-up delay needed
-GPU_LIBS=(--gpu-lib "$FIX/libcudart.so" --gpu-lib "$FIX/libcuda.so" --gpu-lib "$FIX/libnccl.so")
+# Exact counts: no probe budget (1200 launches in a blink are ~10% of a CPU
+# of probes by the budget's estimate: the duty cycle would shed some).
+GPU_LIBS=(--gpu-lib "$FIX/libcudart.so" --gpu-lib "$FIX/libcuda.so" --gpu-lib "$FIX/libnccl.so"
+	--probe-budget 0)
 export SIM_KERNEL_US=5
 n=300
 "$STRATA" record "${GPU_LIBS[@]}" --drain-interval 100 -o "$T/p.folded" --tally "$T/tally.txt" \

@@ -13,7 +13,10 @@ source "$(dirname "$0")/lib.sh"
 require_bpf
 # the stand-ins attached from the start, as installed CUDA/NCCL libraries are
 # (ld.so cache, /usr/local/cuda): every call seen, no start-up delay needed
-GPU_LIBS=(--gpu-lib "$FIX/libcudart.so" --gpu-lib "$FIX/libcuda.so" --gpu-lib "$FIX/libnccl.so")
+# Exact counts: no probe budget (the duty cycle may shed allocation probes
+# for a while when calls come in a burst).
+GPU_LIBS=(--gpu-lib "$FIX/libcudart.so" --gpu-lib "$FIX/libcuda.so" --gpu-lib "$FIX/libnccl.so"
+	--probe-budget 0)
 # Creating a CUDA context takes 100+ ms; the stand-in's first call takes as
 # long here.  strata loads the process's unwind tables when it sees that
 # first call: calls walked before (no tables yet) get only the frames the
