@@ -18,12 +18,13 @@ SIM=$ROOT/build/fixtures/train_sim
 DAEMONSET=$ROOT/deploy/kubernetes/base/agent-daemonset.yaml
 
 # The job's shape: 16 kernels of 1 ms per step, so a step (one all-reduce)
-# is ~18 ms.  SIM_INIT_MS: a rank takes 3 s from exec to its first CUDA
-# call (a real one imports torch and creates a CUDA context: seconds); the
-# host-wide agent finds it by its RANK label meanwhile.  The fault starts
-# 20 s after the job, once the agent has shipped its first periods.
-export SIM_INIT_MS=${SIM_INIT_MS:-3000} SIM_KERNEL_US=1000
-export SIM_FAULT_AFTER_MS=${SIM_FAULT_AFTER_MS:-20000}
+# is ~18 ms.  SIM_INIT_MS: a rank takes 5 s from exec to its first CUDA
+# call returning (a real one imports torch and creates a CUDA context:
+# seconds); the host-wide agent finds it by its RANK label meanwhile (at
+# its next drain, every second) and attaches before ncclCommInitRank.  The fault starts
+# 25 s after the job, once the agent has shipped its first periods.
+export SIM_INIT_MS=${SIM_INIT_MS:-5000} SIM_KERNEL_US=1000
+export SIM_FAULT_AFTER_MS=${SIM_FAULT_AFTER_MS:-25000}
 SCEN_WINDOW_MS=10000 # the server's default diagnosis window
 
 # daemonset_args URL TOKEN_FILE SPOOL: the DaemonSet's agent arguments, one

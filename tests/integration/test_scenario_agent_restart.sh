@@ -4,9 +4,9 @@
 # directory (agent/gpu/gpu_comm_state.c), so rank 2's slow compute is
 # still confirmed, as fast, on the restored communicator.
 source "$(dirname "$0")/scenario_lib.sh"
-export SIM_SLOW_RANK=2 SIM_SLOWDOWN=3 SIM_FAULT_AFTER_MS=30000
+export SIM_SLOW_RANK=2 SIM_SLOWDOWN=3 SIM_FAULT_AFTER_MS=35000
 scenario_start
-sleep 15
+sleep 20
 scenario_agent_stop KILL
 sleep 3
 scenario_agent
