@@ -1,5 +1,6 @@
 # Scenario: the agent restarts in the middle of the job (a DaemonSet
-# rollout or an OOM kill: SIGKILL, no goodbye) 10 s before the fault.  The
+# rollout or an OOM kill: SIGKILL, no goodbye) 20 s in, 15 s before the
+# fault, and comes back 3 s later.  The
 # new agent restores the communicators' identities from the spool
 # directory (agent/gpu/gpu_comm_state.c), so rank 2's slow compute is
 # still confirmed, as fast, on the restored communicator.
