@@ -35,9 +35,9 @@ stop_server() {
 	SRV_PID=
 }
 
-# api PATH: GET from the server on $PORT.
+# api PATH: GET from the server on $PORT (with $TOKEN when set).
 api() {
-	curl -sf "http://127.0.0.1:$PORT$1"
+	curl -sf ${TOKEN:+-H "Authorization: Bearer $TOKEN"} "http://127.0.0.1:$PORT$1"
 }
 
 # Sum of a JSON list's numeric field: json_sum KEY FIELD < json
