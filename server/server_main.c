@@ -299,8 +299,11 @@ int main(int argc, char **argv)
 		case OPT_NODBGD:
 			o.debuginfod = 0;
 			break;
-		case OPT_DIAG_WINDOW:
-			bad |= cli_parse_u32(optarg, 3600000, &o.diag_window_ms);
+		case OPT_DIAG_WINDOW: /* 0 is documented: the windowed engine off */
+			if (strcmp(optarg, "0") == 0)
+				o.diag_window_ms = 0;
+			else
+				bad |= cli_parse_u32(optarg, 3600000, &o.diag_window_ms);
 			break;
 		case OPT_DIAG_DELAY:
 			bad |= cli_parse_u32(optarg, 3600000, &o.diag_delay_ms);

@@ -194,6 +194,11 @@ int batch_builder__finish(struct batch_builder *bb, const struct batch_meta *m, 
 
 	if (batch_builder__string(bb, "") == UINT32_MAX) /* a batch always has strings[0] */
 		return -ENOMEM;
+	/* and stacks[0], the empty stack: rows say "no stack" with index 0,
+	 * and a batch of such rows only (a job's last collectives, their
+	 * stacks not resolved yet) was refused by the server for good */
+	if (batch_builder__stack(bb, NULL, 0) < 0)
+		return -ENOMEM;
 	if (getrandom(id, sizeof(id), 0) != sizeof(id))
 		return -EIO;
 	b.version = STRATA__V1__WIRE_VERSION__WIRE_VERSION_CURRENT;

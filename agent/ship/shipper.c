@@ -177,7 +177,7 @@ void shipper__report(struct shipper *sh)
 	uploader__stats(sh->up, &us);
 	fprintf(stderr,
 		"  batches: built=%llu samples=%llu rows_dropped=%llu raw=%llu B wire=%llu B "
-		"proc_read_failed=%llu\n"
+		"proc_read_failed=%llu proc_cache_evicted=%llu\n"
 		"  upload: sent=%llu duplicates=%llu attempts=%llu failures=%llu rejected=%llu "
 		"backoff_ms=%u last_status=%d symbols sent=%llu failed=%llu skipped=%llu\n"
 		"  spool: files=%llu bytes=%llu dropped_full=%llu write_failed=%llu "
@@ -185,12 +185,13 @@ void shipper__report(struct shipper *sh)
 		(unsigned long long)bs.batches, (unsigned long long)bs.samples,
 		(unsigned long long)bs.rows_dropped, (unsigned long long)bs.raw_bytes,
 		(unsigned long long)bs.wire_bytes, (unsigned long long)as.proc_read_failed,
-		(unsigned long long)us.sent, (unsigned long long)us.duplicates,
-		(unsigned long long)us.attempts, (unsigned long long)us.failures,
-		(unsigned long long)us.rejected, us.backoff_ms, us.last_status,
-		(unsigned long long)us.symbols_sent, (unsigned long long)us.symbols_failed,
-		(unsigned long long)us.symbols_skipped, (unsigned long long)us.spool.files,
-		(unsigned long long)us.spool.bytes, (unsigned long long)us.spool.dropped_full,
+		(unsigned long long)as.proc_cache_evicted, (unsigned long long)us.sent,
+		(unsigned long long)us.duplicates, (unsigned long long)us.attempts,
+		(unsigned long long)us.failures, (unsigned long long)us.rejected, us.backoff_ms,
+		us.last_status, (unsigned long long)us.symbols_sent,
+		(unsigned long long)us.symbols_failed, (unsigned long long)us.symbols_skipped,
+		(unsigned long long)us.spool.files, (unsigned long long)us.spool.bytes,
+		(unsigned long long)us.spool.dropped_full,
 		(unsigned long long)us.spool.write_failed, (unsigned long long)us.spool.recovered);
 }
 

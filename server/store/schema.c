@@ -319,7 +319,10 @@ const char *const STORE_BATCH_FIELDS_APART[] = {
 	"version", "batch_id", "node", "agent_version", "seq", "agent_run_id", "start_ns", "end_ns",
 	"clock", "freq_hz", "drops",
 	/* what records index: the string table, files, stacks */
-	"strings", "mappings", "stacks", NULL
+	"strings", "mappings", "stacks",
+	/* the agent's kernel and the feature paths it took: counted at ingest
+	 * (server/kernel_paths.c), not stored per batch */
+	"kernel_release", "kernel_paths", NULL
 };
 
 /* ---- columns ------------------------------------------------------------------ */

@@ -35,9 +35,9 @@ stop_server() {
 	SRV_PID=
 }
 
-# api PATH: GET from the server on $PORT.
+# api PATH: GET from the server on $PORT (with $TOKEN when set).
 api() {
-	curl -sf "http://127.0.0.1:$PORT$1"
+	curl -sf ${TOKEN:+-H "Authorization: Bearer $TOKEN"} "http://127.0.0.1:$PORT$1"
 }
 
 # Sum of a JSON list's numeric field: json_sum KEY FIELD < json
@@ -52,15 +52,3 @@ cleanup_server() {
 }
 trap cleanup_server EXIT
 if [ -n "${KEEP_T:-}" ]; then trap 'stop_server; echo "kept $T"' EXIT; fi
-
-# wait_agent LOG PID: until the agent's programs are loaded ("agent:
-# sampling": seconds on a loaded machine), so that a job started next is
-# followed from its first fork and its first NCCL call.
-wait_agent() {
-	for _ in $(seq 600); do
-		grep -q 'agent: sampling' "$1" && return 0
-		kill -0 "$2" 2> /dev/null || fail "agent died: $(tail -5 "$1")"
-		sleep 0.1
-	done
-	fail "agent did not start: $(tail -5 "$1")"
-}

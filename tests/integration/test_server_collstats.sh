@@ -37,7 +37,7 @@ JOB_PID=$!
 	--gpu-lib "$FIX/libcudart.so" --gpu-lib "$FIX/libcuda.so" --gpu-lib "$FIX/libnccl.so" \
 	2> "$T/agent.log" &
 AGENT_PID=$!
-wait_agent "$T/agent.log" "$AGENT_PID"
+wait_agent_ready "$T/agent.log"
 echo go > "$T/go"
 wait "$JOB_PID" || fail "train_sim failed: $(cat "$T/train.out")"
 sleep 2.5 # the last period, then its upload

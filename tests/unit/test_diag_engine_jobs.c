@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * The windowed diagnosis engine over weeks (issue 15): it keeps at most
+ * The windowed diagnosis engine over weeks: it keeps at most
  * max_jobs jobs, so it must free the ones that ended, or after 64 distinct
  * jobs since start new ones would never be diagnosed.  A fake store (jobs
  * that start, send data for a while and stop) and a fake clock drive it:
