@@ -32,6 +32,9 @@ struct proc_st {
 	int64_t exited_ns;
 	char api[40];
 	int64_t api_entry, api_as_of;
+	char sched_state[4], wchan[40], kstack[256];
+	int32_t syscall;
+	int64_t state_as_of;
 };
 
 struct rank_st {
@@ -381,6 +384,21 @@ void hang_detector__gpu_call(struct hang_detector *d, const char *node, uint32_t
 	p->api_as_of = as_of_ns;
 }
 
+void hang_detector__thread_state(struct hang_detector *d, const char *node, uint32_t pid,
+				 const char *state, const char *wchan, const char *kstack,
+				 int32_t syscall, int64_t as_of_ns)
+{
+	struct proc_st *p = proc_get(d, proc_key(node_key(node), pid), 1);
+
+	if (!p || as_of_ns < p->state_as_of)
+		return;
+	copy_str(p->sched_state, sizeof(p->sched_state), state ? state : "");
+	copy_str(p->wchan, sizeof(p->wchan), wchan ? wchan : "");
+	copy_str(p->kstack, sizeof(p->kstack), kstack ? kstack : "");
+	p->syscall = syscall;
+	p->state_as_of = as_of_ns;
+}
+
 void hang_detector__exit(struct hang_detector *d, const char *node, uint32_t pid, int64_t exit_ns)
 {
 	struct proc_st *p = proc_get(d, proc_key(node_key(node), pid), 1);
@@ -417,6 +435,7 @@ static void rank_fill(const struct hang_detector *d, const struct comm_st *c, in
 
 	memset(o, 0, sizeof(*o));
 	o->rank = rank;
+	o->syscall = -1;
 	if (!r || !r->used)
 		return;
 	o->known = true;
@@ -435,6 +454,13 @@ static void rank_fill(const struct hang_detector *d, const struct comm_st *c, in
 		if (p->api[0] && p->api_as_of >= o->heard_ns) {
 			snprintf(o->gpu_call, sizeof(o->gpu_call), "%s", p->api);
 			o->gpu_call_since_ns = p->api_entry;
+		}
+		o->syscall = -1;
+		if (p->state_as_of && p->state_as_of >= o->heard_ns) {
+			copy_str(o->sched_state, sizeof(o->sched_state), p->sched_state);
+			copy_str(o->wchan, sizeof(o->wchan), p->wchan);
+			copy_str(o->kstack, sizeof(o->kstack), p->kstack);
+			o->syscall = p->syscall;
 		}
 	}
 }

@@ -70,6 +70,12 @@ struct hang_rank {
 	/* a CUDA (or other GPU API) call in flight at its node's last batch */
 	char gpu_call[40];
 	int64_t gpu_call_since_ns;
+	/* its NCCL/CUDA thread at its node's last batch (/proc: state,
+	 * wait channel, kernel stack folded root first, system call) */
+	char sched_state[4];
+	char wchan[40];
+	char kstack[256];
+	int32_t syscall;      /* -1: not in one */
 	int64_t exited_ns;    /* 0: alive when last heard */
 	int64_t heard_ns;     /* its node's latest batch end */
 	char op[HANG_OP_LEN]; /* mismatch: what it called at the sequence number */
@@ -129,6 +135,11 @@ void hang_detector__call(struct hang_detector *d, const struct hang_call *c);
 void hang_detector__gpu_call(struct hang_detector *d, const char *node, uint32_t pid,
 			     const char *api, int64_t entry_ns, int64_t as_of_ns);
 void hang_detector__exit(struct hang_detector *d, const char *node, uint32_t pid, int64_t exit_ns);
+/* What (node, pid)'s NCCL/CUDA thread was doing at as_of (see struct
+ * hang_rank); syscall -1 when in none. */
+void hang_detector__thread_state(struct hang_detector *d, const char *node, uint32_t pid,
+				 const char *state, const char *wchan, const char *kstack,
+				 int32_t syscall, int64_t as_of_ns);
 
 /*
  * Decides: confirms new hangs and mismatches, clears hangs that are over

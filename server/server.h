@@ -109,6 +109,9 @@ int api_trace(struct server *srv, const struct request *r, FILE *out);
  * and the job page's table. */
 int api_collective_stats(struct server *srv, const struct request *r, FILE *out);
 void page_collective_stats(struct server *srv, const char *job, FILE *out);
+/* NCCL hangs (server/api_hangs.c): GET /api/v1/hangs and the job page's section. */
+int api_hangs(struct server *srv, const struct request *r, FILE *out);
+void page_hangs(struct server *srv, const char *job, FILE *out);
 int api_metrics(struct server *srv, FILE *out);
 /* Diagnosis (server/api_diag.c): GET /api/v1/stragglers, findings, breakdown,
  * leak_reports; the job page's diagnosis section. */

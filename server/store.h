@@ -278,6 +278,21 @@ struct store_collstat {
 	uint64_t first_ns, last_ns; /* the windows' span */
 };
 
+/* An NCCL hang record (the server-derived hangs table, server/diag_hang.h):
+ * every record whose episode overlaps the filter's range (job and time
+ * only filter), oldest decision first; an episode has a record when
+ * decided and one when it ended (until_ns set). */
+struct store_hang {
+	const char *job, *kind;
+	uint64_t comm_hash, seq;
+	const char *op;
+	uint64_t bytes;
+	int32_t nranks;
+	uint64_t since_ns, decided_ns, until_ns;
+	uint32_t waiting, missing, mismatched;
+	const char *report; /* JSON */
+};
+
 /* The node name of the batches strata-server writes itself (derived
  * records); agents may not use it, node listings leave it out. */
 #define STORE_SERVER_NODE "(strata-server)"
@@ -286,6 +301,7 @@ typedef int (*store_thread_time_fn)(void *ctx, const struct store_thread_time *t
 typedef int (*store_cpu_time_fn)(void *ctx, const struct store_cpu_time *c);
 typedef int (*store_node_clock_fn)(void *ctx, const struct store_node_clock *c);
 typedef int (*store_collstat_fn)(void *ctx, const struct store_collstat *c);
+typedef int (*store_hang_fn)(void *ctx, const struct store_hang *h);
 
 /* ---- the vtable ------------------------------------------------------------- */
 
@@ -330,6 +346,8 @@ struct store_ops {
 	 * store_collstat). */
 	int (*collective_stats)(struct store *s, const struct store_filter *f, store_collstat_fn fn,
 				void *ctx);
+	/* NCCL hang records (see struct store_hang). */
+	int (*hangs)(struct store *s, const struct store_filter *f, store_hang_fn fn, void *ctx);
 };
 
 /* Backends embed this first. */

@@ -199,6 +199,13 @@ static const struct cell COLLSTAT[] = { C(job),		C(comm_hash),	C(op),
 					C(first_ns),	C(last_ns) };
 #undef C
 
+#define C(f) CELL(store_hang, f)
+static const struct cell HANG[] = { C(job),	   C(kind),	C(comm_hash), C(seq),
+				    C(op),	   C(bytes),	C(nranks),    C(since_ns),
+				    C(decided_ns), C(until_ns), C(waiting),   C(missing),
+				    C(mismatched), C(report) };
+#undef C
+
 #define C(f) CELL(store_tally, f)
 static const struct cell TALLY[] = { C(node),	  C(pid),      SKIP_CELL /* the process key */,
 				     C(has_rank), C(rank),     C(fn),
@@ -235,6 +242,7 @@ EMIT(thread_time, store_thread_time, THREAD_TIME)
 EMIT(cpu_time, store_cpu_time, CPU_TIME)
 EMIT(node_clock, store_node_clock, NODE_CLOCK)
 EMIT(collstat, store_collstat, COLLSTAT)
+EMIT(hang, store_hang, HANG)
 
 void store_row__tally(const struct store_row *r, struct store_tally *t)
 {

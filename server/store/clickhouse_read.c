@@ -365,6 +365,26 @@ static int ch_collective_stats(struct store *base, const struct store_filter *f,
 	return ch_query_rows(s, &q, "collective stats", -1, store_emit__collstat, (void *)fn, ctx);
 }
 
+static int ch_hangs(struct store *base, const struct store_filter *f, store_hang_fn fn, void *ctx)
+{
+	struct ch_store *s = (struct ch_store *)base;
+	struct store_filter g = { 0 }; /* committed attempts; time below */
+	struct ch_sql q = { 0 };
+
+	ch_sql__add(&q,
+		    "SELECT job, kind, comm_hash, seq, op, bytes, nranks, since_ns, decided_ns,"
+		    " until_ns, waiting, missing, mismatched, report FROM %s.hangs WHERE 1",
+		    s->db);
+	ch_filter(s, &q, &g, NULL, 0);
+	if (f->to_ns)
+		ch_sql__add(&q, " AND decided_ns < %" PRIu64, f->to_ns);
+	if (f->from_ns)
+		ch_sql__add(&q, " AND (until_ns = 0 OR until_ns > %" PRIu64 ")", f->from_ns);
+	ch_and_quoted(&q, " AND job = ", f->job);
+	ch_sql__add(&q, " ORDER BY decided_ns, until_ns");
+	return ch_query_rows(s, &q, "hangs", -1, store_emit__hang, (void *)fn, ctx);
+}
+
 const struct store_ops clickhouse_store_ops = {
 	.name = "clickhouse",
 	.ingest = ch_store__ingest,
@@ -382,4 +402,5 @@ const struct store_ops clickhouse_store_ops = {
 	.cpu_times = ch_cpu_times,
 	.node_clocks = ch_node_clocks,
 	.collective_stats = ch_collective_stats,
+	.hangs = ch_hangs,
 };

@@ -115,6 +115,9 @@ enum store_table_id {
 	STORE_T_FOREIGN_RUNS,
 	STORE_T_TARGET_CPUS,
 	STORE_T_COLLECTIVE_STATS, /* server-derived */
+	STORE_T_INFLIGHT_CALLS,
+	STORE_T_THREAD_STATES,
+	STORE_T_HANGS, /* server-derived */
 	STORE_NTABLES,
 };
 

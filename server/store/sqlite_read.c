@@ -310,6 +310,27 @@ static int sq_collective_stats(struct store *base, const struct store_filter *f,
 	return sq_query_rows(s, &q, store_emit__collstat, (void *)fn, ctx, 0);
 }
 
+static int sq_hangs(struct store *base, const struct store_filter *f, store_hang_fn fn, void *ctx)
+{
+	struct sqlite_store *s = (struct sqlite_store *)base;
+	struct sq_query q = { .len = 0 };
+
+	sq_add(&q, "SELECT t.job, t.kind, t.comm_hash, t.seq, t.op, t.bytes, t.nranks, t.since_ns,"
+		   " t.decided_ns, t.until_ns, t.waiting, t.missing, t.mismatched, t.report"
+		   " FROM hangs t JOIN batches b ON b.id = t.batch WHERE 1");
+	if (f->to_ns) {
+		sq_add(&q, " AND t.decided_ns < ?");
+		sq_int(&q, (int64_t)f->to_ns);
+	}
+	if (f->from_ns) { /* ongoing when written, or ended after from */
+		sq_add(&q, " AND (t.until_ns = 0 OR t.until_ns > ?)");
+		sq_int(&q, (int64_t)f->from_ns);
+	}
+	sq_and_text(&q, " AND t.job = ?", f->job);
+	sq_add(&q, " ORDER BY t.decided_ns, t.until_ns");
+	return sq_query_rows(s, &q, store_emit__hang, (void *)fn, ctx, 0);
+}
+
 const struct store_ops sqlite_store_ops = {
 	.name = "sqlite",
 	.ingest = sqlite_store__ingest,
@@ -327,4 +348,5 @@ const struct store_ops sqlite_store_ops = {
 	.cpu_times = sq_cpu_times,
 	.node_clocks = sq_node_clocks,
 	.collective_stats = sq_collective_stats,
+	.hangs = sq_hangs,
 };

@@ -197,7 +197,14 @@ static void missing_rank_states(void **state)
 	for (int r = 0; r < 2; r++)
 		inflight(d, r, 100, "AllReduce", 4096, e, T0 + 23 * S);
 	hang_detector__gpu_call(d, "n1", 102, "cudaStreamSynchronize", T0 + 11 * S, T0 + 23 * S);
+	hang_detector__thread_state(d, "n1", 102, "S", "futex_wait_queue", "entry;futex_wait", 202,
+				    T0 + 23 * S);
 	assert_int_equal(eval(d, t), 1);
+	assert_string_equal(t[0].h.missing[0].sched_state, "S");
+	assert_string_equal(t[0].h.missing[0].wchan, "futex_wait_queue");
+	assert_string_equal(t[0].h.missing[0].kstack, "entry;futex_wait");
+	assert_int_equal(t[0].h.missing[0].syscall, 202);
+	assert_int_equal(t[0].h.missing[1].syscall, -1);
 	assert_int_equal(t[0].h.nwaiting, 2);
 	assert_int_equal(t[0].h.nmissing, 2);
 	assert_int_equal(t[0].h.missing[0].rank, 2);
