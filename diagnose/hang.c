@@ -546,6 +546,22 @@ static bool judge(struct hang_detector *d, struct comm_st *c, struct hang_report
 		threshold = (int64_t)d->o.min_ns;
 	if (as_of - first < threshold)
 		return false;
+	/* A rank is missing only on its own node's word: a batch cut at least
+	 * the threshold after the wait began that does not list it in N, or
+	 * its node silent for twice the threshold (its agent gone); a rank
+	 * that exited is missing at once. */
+	for (int32_t i = 0; i < c->nranks; i++) {
+		const struct rank_st *r = &c->ranks[i];
+		const struct proc_st *p;
+		int64_t h;
+
+		if (!r->used || (in_flight(d, r) && r->in_seq == n))
+			continue;
+		p = proc_get(d, r->proc_key, 0);
+		h = heard(d, r);
+		if ((!p || !p->exited_ns) && h < first + threshold && as_of - h < 2 * threshold)
+			return false;
+	}
 	for (uint32_t k = 1; k < nv; k++)
 		if (counts[k] > counts[major])
 			major = k;

@@ -279,6 +279,45 @@ static void no_false_hangs(void **state)
 	hang_detector__free(d);
 }
 
+/* A rank is missing on its own node's word: not while its node's latest
+ * batch predates the wait by less than the threshold. */
+static void missing_on_its_nodes_word(void **state)
+{
+	struct hang_transition t[MAXT];
+	struct hang_detector *d = hang_detector__new("j", NULL);
+	int64_t e = T0 + 100 * 100 * MS;
+
+	(void)state;
+	run(d, 0, 100, -1);
+	batch(d, T0 + 10 * S);
+	hang_detector__batch(d, "n0", T0 + 17 * S); /* n1 not heard since 10 s */
+	for (int r = 0; r < 2; r++)
+		inflight(d, r, 100, "AllReduce", 4096, e, T0 + 17 * S);
+	assert_int_equal(eval(d, t), 0);
+	hang_detector__batch(d, "n1", T0 + 17 * S); /* rank 3 waits too, 2 not */
+	inflight(d, 3, 100, "AllReduce", 4096, e, T0 + 17 * S);
+	assert_int_equal(eval(d, t), 1);
+	assert_int_equal(t[0].h.nmissing, 1);
+	assert_int_equal(t[0].h.missing[0].rank, 2);
+	hang_detector__free(d);
+
+	/* n1 silent (its agent gone) for twice the threshold: missing anyway */
+	d = hang_detector__new("j", NULL);
+	run(d, 0, 100, -1);
+	batch(d, T0 + 10 * S);
+	hang_detector__batch(d, "n0", T0 + 19 * S);
+	for (int r = 0; r < 2; r++)
+		inflight(d, r, 100, "AllReduce", 4096, e, T0 + 19 * S);
+	assert_int_equal(eval(d, t), 0); /* 9 s of silence < 10 s */
+	hang_detector__batch(d, "n0", T0 + 21 * S);
+	for (int r = 0; r < 2; r++)
+		inflight(d, r, 100, "AllReduce", 4096, e, T0 + 21 * S);
+	assert_int_equal(eval(d, t), 1);
+	assert_int_equal(t[0].h.nmissing, 2);
+	assert_int_equal(t[0].h.missing[0].heard_ns, T0 + 10 * S);
+	hang_detector__free(d);
+}
+
 static void every_rank_waits(void **state)
 {
 	struct hang_transition t[MAXT];
@@ -385,9 +424,13 @@ static void bad_input_and_bounds(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(rank_never_enters),   cmocka_unit_test(missing_rank_states),
-		cmocka_unit_test(no_false_hangs),      cmocka_unit_test(every_rank_waits),
-		cmocka_unit_test(desynchronised_rank), cmocka_unit_test(bad_input_and_bounds),
+		cmocka_unit_test(rank_never_enters),
+		cmocka_unit_test(missing_rank_states),
+		cmocka_unit_test(no_false_hangs),
+		cmocka_unit_test(every_rank_waits),
+		cmocka_unit_test(missing_on_its_nodes_word),
+		cmocka_unit_test(desynchronised_rank),
+		cmocka_unit_test(bad_input_and_bounds),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

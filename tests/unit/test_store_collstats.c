@@ -7,7 +7,8 @@
  * that straddles the window's end) -> server/diag_collstats.c -> the
  * server's own batch -> GET-side query.  Every sum equals what the test
  * computes from the same times; storing a window twice counts it once;
- * the range and job filters hold; the server's batch is no node.
+ * the range and job filters hold; the server's batch is no node.  A hang
+ * record (server/diag_hang.c) decided then ended reads back by range.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -22,6 +23,7 @@
 #include <cmocka.h>
 
 #include "server/diag_collstats.h"
+#include "server/diag_hang.h"
 #include "server/store.h"
 #include "tests/unit/store_test_util.h"
 
@@ -228,6 +230,65 @@ static void check_row(const struct got *g, size_t i, const char *op, uint64_t cl
 	assert_int_equal(g->r[i].last_ns, T0 + 10 * NS);
 }
 
+struct hangs_seen {
+	size_t n, ended;
+	int bad;
+};
+
+static int on_hang(void *ctx, const struct store_hang *h)
+{
+	struct hangs_seen *s = ctx;
+
+	s->n++;
+	s->ended += h->until_ns != 0;
+	if (strcmp(h->job, "cj") || strcmp(h->kind, "missing") || h->seq != 77 ||
+	    strcmp(h->op, "AllReduce") || h->missing != 1 || h->waiting != 3 ||
+	    !strstr(h->report, "\"seq\":77"))
+		s->bad = 1;
+	return 0;
+}
+
+/* A hang record, decided then ended, through the store's hangs query. */
+static void check_hangs(struct store *st)
+{
+	struct hang_report h = { .kind = HANG_MISSING,
+				 .comm_hash = COMM,
+				 .seq = 77,
+				 .bytes = 4096,
+				 .nranks = 4,
+				 .since_ns = (int64_t)(T0 + 3 * NS),
+				 .decided_ns = (int64_t)(T0 + 9 * NS),
+				 .as_of_ns = (int64_t)(T0 + 9 * NS),
+				 .nwaiting = 3,
+				 .nmissing = 1 };
+	struct hangs_seen s = { 0 };
+
+	snprintf(h.job, sizeof(h.job), "cj");
+	snprintf(h.op, sizeof(h.op), "AllReduce");
+	assert_int_equal(diag_hang__store(st, &h, T0), 0);
+	assert_int_equal(diag_hang__store(st, &h, T0), 0); /* once */
+	h.until_ns = (int64_t)(T0 + 30 * NS);
+	assert_int_equal(diag_hang__store(st, &h, T0), 0);
+	assert_int_equal(st->ops->hangs(st,
+					&(struct store_filter){ .job = "cj",
+								.from_ns = T0 + 20 * NS,
+								.to_ns = T0 + 40 * NS },
+					on_hang, &s),
+			 0);
+	assert_int_equal(s.bad, 0);
+	/* both records of the episode: the first, written while it went on,
+	 * may reach any later range; its end is the other */
+	assert_int_equal(s.n, 2);
+	assert_int_equal(s.ended, 1);
+	memset(&s, 0, sizeof(s));
+	assert_int_equal(st->ops->hangs(st, &(struct store_filter){ .job = "cj" }, on_hang, &s), 0);
+	assert_int_equal(s.n, 2);
+	memset(&s, 0, sizeof(s));
+	assert_int_equal(
+		st->ops->hangs(st, &(struct store_filter){ .to_ns = T0 + 5 * NS }, on_hang, &s), 0);
+	assert_int_equal(s.n, 0);
+}
+
 static void check_store(struct store *st)
 {
 	struct nb *t = calloc(2, sizeof(*t));
@@ -290,6 +351,7 @@ static void check_store(struct store *st)
 	assert_int_equal(st->ops->nodes(st, &(struct store_filter){ 0 }, on_node, &server_nodes),
 			 0);
 	assert_int_equal(server_nodes, 0);
+	check_hangs(st);
 	free(t);
 }
 
