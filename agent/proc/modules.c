@@ -117,7 +117,10 @@ err_out:
 static int open_verified(const char *path, dev_t dev, uint64_t ino)
 {
 	struct stat st;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a candidate path can be a FIFO (a directory of known
+	 * files holding one named like an exited program: a host-wide agent
+	 * blocked for good in open() waiting for a writer) */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 
 	if (fd < 0)
 		return -1;
@@ -177,7 +180,7 @@ struct module *modules__from_path(struct module_registry *r, const char *path)
 	char real[PATH_MAX];
 	struct module *m;
 	struct stat st;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* not a FIFO's writer wait */
 
 	if (fd < 0)
 		return NULL;

@@ -20,7 +20,7 @@ struct path_row {
 };
 
 struct out_row {
-	uint32_t tgid, pad;
+	uint32_t tgid, level; /* level: a segment and its first block share a ptr */
 	/* key: (tgid, ptr, BPF's monotonic stamp), stable across drains; the
 	 * realtime alloc_ns is converted anew at each drain and may move by a
 	 * few ns, which made a live allocation look freed and new again */
@@ -389,7 +389,9 @@ void batch_gpu__drained(struct batch_gpu *g, struct agent_batch *ab, const struc
 	g->gen++;
 	for (size_t i = 0; i < d->nallocs; i++) {
 		const struct gpu_alloc_rec *a = &d->allocs[i];
-		struct out_row key = { .tgid = a->tgid, .ptr = a->ptr, .mono_ns = a->mono_ns };
+		struct out_row key = {
+			.tgid = a->tgid, .level = a->level, .ptr = a->ptr, .mono_ns = a->mono_ns
+		};
 		Strata__V1__CudaAlloc *r;
 		struct out_row *o;
 		int64_t proc, stack;
@@ -416,7 +418,10 @@ void batch_gpu__drained(struct batch_gpu *g, struct agent_batch *ab, const struc
 		r->size = a->size;
 		r->stack = (uint32_t)stack;
 		r->alloc_ns = a->alloc_ns;
-		r->api_str = batch_builder__string(bb, gpu_api_name(a->api));
+		r->level = a->level ? STRATA__V1__CUDA_ALLOC__LEVEL__FRAMEWORK
+				    : STRATA__V1__CUDA_ALLOC__LEVEL__DRIVER;
+		r->api_str = batch_builder__string(bb, a->level ? "pytorch:malloc"
+								: gpu_api_name(a->api));
 	}
 	for (size_t i = 0; i < g->outstanding.n; i++) {
 		const struct out_row *o = (const struct out_row *)g->outstanding.rows + i;
@@ -439,6 +444,8 @@ void batch_gpu__drained(struct batch_gpu *g, struct agent_batch *ab, const struc
 		r->freed = 1;
 		r->free_ns = d->end_ns;
 		r->free_only = 1;
+		r->level = o->level ? STRATA__V1__CUDA_ALLOC__LEVEL__FRAMEWORK
+				    : STRATA__V1__CUDA_ALLOC__LEVEL__DRIVER;
 	}
 	gpu_table__filter(&g->outstanding, out_stale, &g->gen);
 }

@@ -39,7 +39,7 @@ scenario_start() {
 	"$AGENT" --server "http://127.0.0.1:$PORT" --period 1 -F 49 --spool "$T/spool" \
 		--node scen-node --pid "$JOB_PID" --drain-interval 250 -v 2> "$T/agent.log" &
 	AGENT_PID=$!
-	sleep 1.5
+	wait_agent "$T/agent.log"
 	echo go > "$T/go"
 	for _ in $(seq 50); do
 		grep -q 'fault onset' "$T/train.out" && return 0
