@@ -287,6 +287,13 @@ static void clear(struct straggler_detector *d, struct rank_state *s, bool missi
 
 /* ---- one collective --------------------------------------------------------------- */
 
+/* How long after `from` `to` is (0 if not after it).  Event times come from
+ * agents, any int64: a signed difference could overflow. */
+static uint64_t elapsed_ns(int64_t to, int64_t from)
+{
+	return to > from ? (uint64_t)to - (uint64_t)from : 0;
+}
+
 /* Period: the median time per sequence step between consecutive judged
  * collectives; a collective older than the last one judged (another
  * node's late batch) adds nothing, a sequence that restarts starts over. */
@@ -359,7 +366,7 @@ static void observe(struct straggler_detector *d, struct rank_state *s, const st
 	}
 	if (r->state == STRAGGLER_CONFIRMED) {
 		if (seqtest__healthy(&s->t, &c->design) &&
-		    p->entry_ns - r->decided_ns >= (int64_t)o->hold_ns)
+		    elapsed_ns(p->entry_ns, r->decided_ns) >= o->hold_ns)
 			clear(d, s, false, p->entry_ns, ob);
 	} else {
 		r->state = r->evidence >= 0.5 ? STRAGGLER_SUSPECT : STRAGGLER_OK;
@@ -474,7 +481,7 @@ static void process(struct straggler_detector *d, bool all, struct outbuf *ob)
 				newest = d->pend[j].entry_ns;
 		}
 		bool complete = distinct >= nranks;
-		bool timeout = d->newest_ns - newest > (int64_t)d->o.pending_ns;
+		bool timeout = elapsed_ns(d->newest_ns, newest) > d->o.pending_ns;
 
 		if (complete || timeout || all) {
 			judge(d, &d->pend[i], j - i, complete, ob);
@@ -496,7 +503,7 @@ static void check_missing(struct straggler_detector *d, struct outbuf *ob)
 		const struct comm_state *c = &d->comms[rs->comm];
 
 		if (rs->r.state == STRAGGLER_CONFIRMED &&
-		    c->newest_ns - rs->r.last_seen_ns > (int64_t)d->o.missing_ns)
+		    elapsed_ns(c->newest_ns, rs->r.last_seen_ns) > d->o.missing_ns)
 			clear(d, rs, true, c->newest_ns, ob);
 	}
 }

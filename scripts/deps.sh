@@ -17,6 +17,10 @@ pkgs+=(python3-torch python3.11-dev)
 pkgs+=(systemtap-sdt-dev)
 # Diagnosis: promtool checks deploy/prometheus rules.
 pkgs+=(prometheus)
+# Real peers on loopback (tests/integration/test_peer_*.sh): elfutils'
+# debuginfod serving a stripped binary's debug info, and Alertmanager
+# receiving the straggler alert from Prometheus (skipped without them).
+pkgs+=(debuginfod prometheus-alertmanager)
 # strata-server: the server tests drive it with these CLIs.
 pkgs+=(curl zstd sqlite3)
 # The VM kernel test (tests/vm/): qemu, a static busybox for its initramfs,

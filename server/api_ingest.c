@@ -78,6 +78,9 @@ int api_ingest(struct server *srv, const struct request *r, FILE *out)
 			for (int i = 0; i < 8; i++)
 				add(&srv->m.agent_drops[i], v[i]);
 		}
+		for (size_t i = 0; i < b->n_kernel_paths; i++)
+			kernel_paths__note(&srv->kpaths, b->kernel_paths[i]->name,
+					   b->kernel_paths[i]->taken, b->kernel_paths[i]->fallback);
 		add(&srv->m.batches_stored, 1);
 		add(&srv->m.cpu_samples, samples);
 		/* Straggler evidence as it arrives (after the store has it, so

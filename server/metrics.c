@@ -85,6 +85,7 @@ int api_metrics(struct server *srv, FILE *o)
 	for (int i = 0; i < 8; i++)
 		fprintf(o, "strata_agent_drops_total{kind=\"%s\"} %" PRIu64 "\n", drops[i],
 			ld(&m->agent_drops[i]));
+	kernel_paths__print(&srv->kpaths, o);
 	histogram(o, "strata_store_ingest_seconds", "time to store one batch", &m->store_ingest);
 	histogram(o, "strata_query_seconds", "time to answer one API query", &m->query);
 	histogram(o, "strata_symbolize_seconds", "time to symbolize one batch", &m->symbolize);

@@ -14,6 +14,7 @@
 #include "server/batch_decode.h"
 #include "server/buildid_store.h"
 #include "server/central_sym.h"
+#include "server/kernel_paths.h"
 #include "server/mem_budget.h"
 #include "server/store.h"
 #include "server/sym_asks.h"
@@ -63,8 +64,9 @@ struct server {
 	size_t max_symbol_upload; /* bytes */
 	struct mem_budget budget; /* request bodies in memory, all connections */
 	struct server_metrics m;
-	struct diag_engine *diag; /* server/diag_engine.h; NULL: no diagnosis */
-	struct diag_live *live;	  /* server/diag_live.h: stragglers at ingest */
+	struct diag_engine *diag;   /* server/diag_engine.h; NULL: no diagnosis */
+	struct diag_live *live;	    /* server/diag_live.h: stragglers at ingest */
+	struct kernel_paths kpaths; /* the agents' kernel feature paths, for /metrics */
 };
 
 /* A request as the handlers see it. */
@@ -103,6 +105,10 @@ int api_leaks(struct server *srv, const struct request *r, FILE *out);
 int api_tally(struct server *srv, const struct request *r, FILE *out);
 int api_collectives(struct server *srv, const struct request *r, FILE *out);
 int api_trace(struct server *srv, const struct request *r, FILE *out);
+/* Collective health (server/api_collstats.c): GET /api/v1/collective_stats
+ * and the job page's table. */
+int api_collective_stats(struct server *srv, const struct request *r, FILE *out);
+void page_collective_stats(struct server *srv, const char *job, FILE *out);
 int api_metrics(struct server *srv, FILE *out);
 /* Diagnosis (server/api_diag.c): GET /api/v1/stragglers, findings, breakdown,
  * leak_reports; the job page's diagnosis section. */

@@ -98,6 +98,7 @@ static int serve(const struct server_opts *o)
 		server_creds__free(&srv, spec);
 		return 2;
 	}
+	kernel_paths__init(&srv.kpaths);
 	if (o->buildid_dir)
 		snprintf(bdir, sizeof(bdir), "%s", o->buildid_dir);
 	else if (!strncmp(o->store, "sqlite:", 7))
@@ -176,6 +177,7 @@ static int serve(const struct server_opts *o)
 out:
 	http__stop(d);
 	diag_live__free(srv.live);
+	kernel_paths__fini(&srv.kpaths);
 	diag_engine__free(srv.diag);
 	central_sym__free(srv.sym);
 	buildid_store__free(srv.bids);
@@ -297,8 +299,11 @@ int main(int argc, char **argv)
 		case OPT_NODBGD:
 			o.debuginfod = 0;
 			break;
-		case OPT_DIAG_WINDOW:
-			bad |= cli_parse_u32(optarg, 3600000, &o.diag_window_ms);
+		case OPT_DIAG_WINDOW: /* 0 is documented: the windowed engine off */
+			if (strcmp(optarg, "0") == 0)
+				o.diag_window_ms = 0;
+			else
+				bad |= cli_parse_u32(optarg, 3600000, &o.diag_window_ms);
 			break;
 		case OPT_DIAG_DELAY:
 			bad |= cli_parse_u32(optarg, 3600000, &o.diag_delay_ms);

@@ -263,9 +263,30 @@ struct store_cpu_time {
 	uint64_t ns;
 };
 
+/* Collective health (the server-derived collective_stats table, see
+ * diagnose/collstats.h): one (job, communicator, op, size class, nranks)
+ * summed over the stored windows that overlap the filter's range (job and
+ * time only filter). */
+struct store_collstat {
+	const char *job;
+	uint64_t comm_hash;
+	const char *op;
+	uint64_t size_class;
+	int32_t nranks;
+	uint64_t windows;					      /* windows with occurrences */
+	uint64_t occurrences, observed_ns, stall_ns, slack_ns, bytes; /* sums */
+	uint64_t observed_max_ns;
+	uint64_t first_ns, last_ns; /* the windows' span */
+};
+
+/* The node name of the batches strata-server writes itself (derived
+ * records); agents may not use it, node listings leave it out. */
+#define STORE_SERVER_NODE "(strata-server)"
+
 typedef int (*store_thread_time_fn)(void *ctx, const struct store_thread_time *t);
 typedef int (*store_cpu_time_fn)(void *ctx, const struct store_cpu_time *c);
 typedef int (*store_node_clock_fn)(void *ctx, const struct store_node_clock *c);
+typedef int (*store_collstat_fn)(void *ctx, const struct store_collstat *c);
 
 /* ---- the vtable ------------------------------------------------------------- */
 
@@ -306,6 +327,10 @@ struct store_ops {
 	/* CPU layer inputs (see struct store_cpu_time). */
 	int (*cpu_times)(struct store *s, const struct store_filter *f, store_cpu_time_fn fn,
 			 void *ctx);
+	/* Collective health, largest aggregated stall first (see struct
+	 * store_collstat). */
+	int (*collective_stats)(struct store *s, const struct store_filter *f, store_collstat_fn fn,
+				void *ctx);
 };
 
 /* Backends embed this first. */

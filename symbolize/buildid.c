@@ -16,6 +16,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "lib/safe_open.h"
+
 /* Build-id notes are tiny; a larger note blob is not worth reading. */
 #define NOTE_BLOB_MAX (1u << 20)
 
@@ -103,9 +105,9 @@ int build_id_read(const char *path, int fd, uint8_t *out, size_t max)
 	if (max > BUILD_ID_MAX)
 		max = BUILD_ID_MAX;
 	if (path) {
-		own_fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (own_fd < 0)
-			return -errno;
+		own_fd = safe_open(AT_FDCWD, path, 0, NULL);
+		if (own_fd < 0) /* not a regular file: not an ELF file */
+			return own_fd == -EINVAL ? -ENOEXEC : own_fd;
 		fd = own_fd;
 	}
 	/* Idempotent; libelf refuses elf_begin until it has been called. */

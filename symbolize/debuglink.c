@@ -13,11 +13,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
+#include "lib/safe_open.h"
 #include "symbolize/buildid.h"
+
+#define DEBUGLINK_COPY_MAX (64 << 20) /* a debug file beside a target's, copied */
 
 /* The debuglink CRC is zlib's CRC-32 over the whole file. */
 static int file_crc32(int fd, uint32_t *out)
@@ -43,18 +47,55 @@ static int file_crc32(int fd, uint32_t *out)
 	return 0;
 }
 
-static int try_candidate(const char *cand, const struct stat *self, uint32_t crc,
+/*
+ * Replaces *fd by a private in-memory copy of its file (pread, at most
+ * DEBUGLINK_COPY_MAX bytes).  0, or -errno with *fd unchanged.
+ */
+static int copy_bounded(int *fd, const struct stat *st)
+{
+	char buf[65536];
+	off_t off = 0;
+	int mfd;
+
+	if (st->st_size <= 0 || st->st_size > DEBUGLINK_COPY_MAX)
+		return -EFBIG;
+	mfd = memfd_create("strata-debuglink", MFD_CLOEXEC);
+	if (mfd < 0)
+		return -errno;
+	while (off < st->st_size) {
+		ssize_t r = pread(*fd, buf, sizeof(buf), off);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0 || write(mfd, buf, (size_t)r) != r) {
+			close(mfd);
+			return -EIO; /* truncated meanwhile, or no memory */
+		}
+		off += r;
+	}
+	close(*fd);
+	*fd = mfd;
+	return 0;
+}
+
+static int try_candidate(const char *cand, int beside, const struct stat *self, uint32_t crc,
 			 const uint8_t *bid, size_t bid_len)
 {
 	uint8_t id[BUILD_ID_MAX];
 	struct stat st;
 	int fd, n;
 
-	fd = open(cand, O_RDONLY | O_CLOEXEC);
+	/* beside a target's file: its name and what is there are the
+	 * target's to choose */
+	fd = safe_open(AT_FDCWD, cand, 0, &st);
 	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode) ||
-	    (self && st.st_dev == self->st_dev && st.st_ino == self->st_ino))
+		return fd;
+	if (self && st.st_dev == self->st_dev && st.st_ino == self->st_ino)
+		goto reject;
+	/* libdwfl maps what we return: beside the file (the target's to
+	 * write), a copy it cannot truncate under us (SIGBUS), checked below
+	 * rather than the original; the system's debug tree is root's */
+	if (beside && copy_bounded(&fd, &st))
 		goto reject;
 	if (bid_len) {
 		n = build_id_read(NULL, fd, id, sizeof(id));
@@ -91,7 +132,7 @@ static int search_dir(const char *dir, const char *link, const struct stat *self
 
 		if (n < 0 || (size_t)n >= sizeof(cand))
 			continue;
-		int fd = try_candidate(cand, self, crc, bid, bid_len);
+		int fd = try_candidate(cand, i < 2, self, crc, bid, bid_len);
 
 		if (fd < 0)
 			continue;

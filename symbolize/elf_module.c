@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "lib/safe_open.h"
 #include "lib/strpool.h"
 #include "symbolize/buildid.h"
 #include "symbolize/debuginfod.h"
@@ -34,6 +35,13 @@
  * up there reports "unresolved", never a wrong name.
  */
 #define SYM_WALK_MAX 1024
+/*
+ * Debug sections read at most per file: read with pread (never mmap, see
+ * find_elf_ours), libdw copies every .debug_* section into memory when it
+ * opens the DWARF.  A file with more names its functions from its symbol
+ * table only.
+ */
+#define SYM_DWARF_MAX (256u << 20)
 
 struct load_seg {
 	uint64_t off, filesz, vaddr;
@@ -70,14 +78,34 @@ struct elf_module {
 	int main_has_dwarf; /* debuginfo lookups are then for the dwz file */
 	int debug_found;
 	int debuginfod_tried;
+	int dwarf_too_big; /* its DWARF is over SYM_DWARF_MAX: symbols only */
 	struct debuginfod *dbgd;
+	Elf *pending_elf; /* until libdwfl takes them (find_elf_ours) */
+	int pending_fd;
 };
 
-/* Report-time ELF lookup is never needed: dwfl_report_elf gets an fd. */
-static int find_elf_none(Dwfl_Module *mod, void **ud, const char *name, Dwarf_Addr base,
+/*
+ * The main file, handed to libdwfl when it first needs it: our own Elf,
+ * read with ELF_C_READ (pread into heap copies).  dwfl_report_elf would
+ * mmap the file, and a profiled process truncating its own library while
+ * we read it would kill us with SIGBUS.
+ */
+static int find_elf_ours(Dwfl_Module *mod, void **ud, const char *name, Dwarf_Addr base,
 			 char **file_name, Elf **elfp)
 {
-	return -1;
+	struct elf_module *m = *ud;
+	int fd;
+
+	if (!m || !m->pending_elf)
+		return -1;
+	*file_name = strdup(name);
+	if (!*file_name)
+		return -1;
+	*elfp = m->pending_elf; /* libdwfl owns both from now on */
+	fd = m->pending_fd;
+	m->pending_elf = NULL;
+	m->pending_fd = -1;
+	return fd;
 }
 
 /*
@@ -116,16 +144,20 @@ static int find_debuginfo(Dwfl_Module *mod, void **ud, const char *modname, Dwar
 }
 
 static const Dwfl_Callbacks callbacks = {
-	.find_elf = find_elf_none,
+	.find_elf = find_elf_ours,
 	.find_debuginfo = find_debuginfo,
 	.section_address = dwfl_offline_section_address,
 };
 
-static int has_dwarf(Elf *elf)
+/* Whether elf has DWARF (.debug_info); *bytes: the size of all its debug
+ * sections (what libdw would read). */
+static int has_dwarf(Elf *elf, uint64_t *bytes)
 {
 	Elf_Scn *scn = NULL;
 	size_t shstrndx;
+	int found = 0;
 
+	*bytes = 0;
 	if (elf_getshdrstrndx(elf, &shstrndx))
 		return 0;
 	while ((scn = elf_nextscn(elf, scn))) {
@@ -135,10 +167,37 @@ static int has_dwarf(Elf *elf)
 		if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS)
 			continue;
 		name = elf_strptr(elf, shstrndx, sh.sh_name);
-		if (name && (!strcmp(name, ".debug_info") || !strcmp(name, ".zdebug_info")))
-			return 1;
+		if (!name || (strncmp(name, ".debug_", 7) && strncmp(name, ".zdebug_", 8)))
+			continue;
+		*bytes += sh.sh_size;
+		found |= !strcmp(name, ".debug_info") || !strcmp(name, ".zdebug_info");
 	}
-	return 0;
+	return found;
+}
+
+/* [lo, hi): where libdwfl places the file (base 0, add_p_vaddr: its
+ * link-time addresses, as dwfl_report_elf would). */
+static int load_range(Elf *elf, GElf_Addr *lo, GElf_Addr *hi)
+{
+	size_t phnum;
+	int first = 1;
+
+	if (elf_getphdrnum(elf, &phnum))
+		return -ENOEXEC;
+	*lo = *hi = 0;
+	for (size_t i = 0; i < phnum; i++) {
+		GElf_Phdr ph;
+
+		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD)
+			continue;
+		if (first) {
+			*lo = ph.p_vaddr & -(ph.p_align ? ph.p_align : 1);
+			first = 0;
+		}
+		if (ph.p_vaddr + ph.p_memsz > *hi)
+			*hi = ph.p_vaddr + ph.p_memsz;
+	}
+	return first || *hi <= *lo ? -ENOEXEC : 0;
 }
 
 static int load_segments(struct elf_module *m, Elf *elf)
@@ -171,45 +230,47 @@ int elf_module__open(const char *path, const uint8_t *bid, size_t bid_len, struc
 {
 	struct elf_module *m = NULL;
 	const unsigned char *bits;
-	GElf_Addr bits_vaddr;
+	GElf_Addr bits_vaddr, lo, hi;
+	uint64_t dwarf_bytes;
 	struct stat st;
 	void **ud;
 	Elf *elf;
 	int fd, err, n;
 
 	*out = NULL;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = safe_open(AT_FDCWD, path, 0, &st);
 	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st)) {
-		err = -errno;
-		goto err_close;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		err = -ENOEXEC;
-		goto err_close;
-	}
+		return fd == -EINVAL ? -ENOEXEC : fd;
 	m = calloc(1, sizeof(*m));
 	if (!m) {
 		err = -ENOMEM;
 		goto err_close;
 	}
 	m->dbgd = dbgd;
+	m->pending_fd = -1;
+	elf_version(EV_CURRENT);
+	/* ELF_C_READ, never mmap: see find_elf_ours */
+	m->pending_elf = elf_begin(fd, ELF_C_READ, NULL);
+	if (!m->pending_elf || elf_kind(m->pending_elf) != ELF_K_ELF ||
+	    load_range(m->pending_elf, &lo, &hi)) {
+		err = -ENOEXEC;
+		goto err_close;
+	}
 	m->dwfl = dwfl_begin(&callbacks);
 	if (!m->dwfl) {
 		err = -ENOMEM;
 		goto err_close;
 	}
 	dwfl_report_begin(m->dwfl);
-	/* Consumes fd on success only. */
-	m->mod = dwfl_report_elf(m->dwfl, path, path, fd, 0, true);
+	m->mod = dwfl_report_module(m->dwfl, path, lo, hi);
 	if (!m->mod) {
 		err = -ENOEXEC;
 		goto err_close;
 	}
+	m->pending_fd = fd; /* with the Elf, libdwfl's once it asks */
 	fd = -1;
 	dwfl_report_end(m->dwfl, NULL, NULL);
-	/* Lets find_debuginfo reach this module. */
+	/* Lets find_elf and find_debuginfo reach this module. */
 	dwfl_module_info(m->mod, &ud, NULL, NULL, NULL, NULL, NULL, NULL);
 	*ud = m;
 
@@ -232,7 +293,8 @@ int elf_module__open(const char *path, const uint8_t *bid, size_t bid_len, struc
 			goto err_free;
 		}
 	}
-	m->main_has_dwarf = has_dwarf(elf);
+	m->main_has_dwarf = has_dwarf(elf, &dwarf_bytes);
+	m->dwarf_too_big = dwarf_bytes > SYM_DWARF_MAX;
 	err = load_segments(m, elf);
 	if (err)
 		goto err_free;
@@ -253,6 +315,9 @@ void elf_module__free(struct elf_module *m)
 		return;
 	if (m->dwfl)
 		dwfl_end(m->dwfl);
+	elf_end(m->pending_elf); /* not taken by libdwfl */
+	if (m->pending_fd >= 0)
+		close(m->pending_fd);
 	free(m->segs);
 	free(m->syms);
 	free(m->maxend);
@@ -554,11 +619,14 @@ static int load_cu_index(struct elf_module *m, Dwarf *dw)
 /* The CU DIE holding addr (into *buf when not libdw's), or NULL. */
 static Dwarf_Die *find_cu(struct elf_module *m, Dwarf_Addr addr, Dwarf_Die *buf, Dwarf_Addr *dwbias)
 {
-	Dwarf_Die *cu = dwfl_module_addrdie(m->mod, addr, dwbias);
+	Dwarf_Die *cu;
 	Dwarf *dw;
 	size_t lo = 0, hi;
 	uint64_t pc;
 
+	if (m->dwarf_too_big)
+		return NULL;
+	cu = dwfl_module_addrdie(m->mod, addr, dwbias);
 	if (cu)
 		return cu;
 	dw = dwfl_module_getdwarf(m->mod, dwbias);

@@ -501,7 +501,9 @@ int unwind_table__build(int fd, struct unwind_table **out)
 		return -ENOMEM;
 	/* Idempotent; libelf refuses elf_begin until it has been called. */
 	elf_version(EV_CURRENT);
-	b.elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	/* ELF_C_READ (pread into bounded heap copies), never mmap: the file
+	 * is a target's, which may truncate it while we read (SIGBUS) */
+	b.elf = elf_begin(fd, ELF_C_READ, NULL);
 	if (!b.elf || elf_kind(b.elf) != ELF_K_ELF || !gelf_getehdr(b.elf, &eh) ||
 	    !(ident = (const unsigned char *)elf_getident(b.elf, NULL))) {
 		err = -ENOEXEC;

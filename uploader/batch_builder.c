@@ -185,7 +185,8 @@ static int stack_eq(uint32_t id, const void *key, const void *ctx)
 	const struct wstack *k = key;
 	const struct wframe *f = bb->frames.v;
 
-	return s->n == k->n && !memcmp(&f[s->first], &f[k->first], s->n * sizeof(*f));
+	/* n == 0: the frames vector may be empty (NULL), memcmp must not see it */
+	return s->n == k->n && (!s->n || !memcmp(&f[s->first], &f[k->first], s->n * sizeof(*f)));
 }
 
 /* The stack whose frames were just appended at frames[first..): an existing

@@ -15,6 +15,7 @@
 #ifndef STRATA_UPLOADER_BATCH_BUILDER_H
 #define STRATA_UPLOADER_BATCH_BUILDER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -33,6 +34,18 @@ struct batch_builder_opts {
 	 * the uploader can send the file when the server asks for it. */
 	void (*on_file)(void *ctx, const char *build_id_hex, const char *open_path);
 	void *on_file_ctx;
+	/* The agent's kernel and its feature paths, sent in every batch
+	 * (the strings must outlive the builder). */
+	const char *kernel_release;
+	const struct bb_kernel_path *kernel_paths;
+	size_t nkernel_paths;
+};
+
+#define BB_MAX_KERNEL_PATHS 8 /* more are not sent */
+
+struct bb_kernel_path {
+	const char *name, *taken;
+	bool fallback;
 };
 
 /* A frame as the builder takes it. */

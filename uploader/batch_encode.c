@@ -194,6 +194,11 @@ int batch_builder__finish(struct batch_builder *bb, const struct batch_meta *m, 
 
 	if (batch_builder__string(bb, "") == UINT32_MAX) /* a batch always has strings[0] */
 		return -ENOMEM;
+	/* and stacks[0], the empty stack: rows say "no stack" with index 0,
+	 * and a batch of such rows only (a job's last collectives, their
+	 * stacks not resolved yet) was refused by the server for good */
+	if (batch_builder__stack(bb, NULL, 0) < 0)
+		return -ENOMEM;
 	if (getrandom(id, sizeof(id), 0) != sizeof(id))
 		return -EIO;
 	b.version = STRATA__V1__WIRE_VERSION__WIRE_VERSION_CURRENT;
@@ -218,6 +223,17 @@ int batch_builder__finish(struct batch_builder *bb, const struct batch_meta *m, 
 	drops.spool_dropped = m->spool_dropped;
 	drops.batch_rows_dropped = bb->rows_dropped;
 	b.drops = &drops;
+	Strata__V1__KernelPath kp[BB_MAX_KERNEL_PATHS], *kpp[BB_MAX_KERNEL_PATHS];
+	b.kernel_release = (char *)(bb->o.kernel_release ? bb->o.kernel_release : "");
+	for (size_t i = 0; i < bb->o.nkernel_paths && i < BB_MAX_KERNEL_PATHS; i++) {
+		strata__v1__kernel_path__init(&kp[i]);
+		kp[i].name = (char *)bb->o.kernel_paths[i].name;
+		kp[i].taken = (char *)bb->o.kernel_paths[i].taken;
+		kp[i].fallback = bb->o.kernel_paths[i].fallback;
+		kpp[i] = &kp[i];
+		b.n_kernel_paths = i + 1;
+	}
+	b.kernel_paths = kpp;
 
 	err = fill(bb, &b, &a);
 	if (err)

@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -17,6 +16,7 @@
 #include "lib/clock.h"
 #include "lib/hash.h"
 #include "lib/log.h"
+#include "lib/safe_open.h"
 
 #define RESP_MAX 65536
 #define MAX_MISSING 32
@@ -26,7 +26,17 @@
 struct noted_file {
 	char hex[HEX_LEN];
 	char path[64]; /* "/proc/self/fd/N" or a real path, truncated paths refused */
+	dev_t dev;     /* the file the path named when noted: an fd number */
+	ino_t ino;     /* can name another file by the time we upload */
 	int tried;     /* uploaded or given up: never again */
+};
+
+/* A symbol upload's body, read with pread as curl asks for it: never
+ * mapped (a target may truncate its own file meanwhile: SIGBUS). */
+struct file_body {
+	int fd;
+	off_t off, size;
+	int short_read; /* the file shrank or failed: the upload is aborted */
 };
 
 struct uploader {
@@ -66,10 +76,33 @@ static size_t on_body(char *ptr, size_t size, size_t n, void *ctx)
 	return bytes; /* the rest is read and ignored: answers are small */
 }
 
-/* POSTs body to URL+path.  Returns the HTTP status, or 0 when no answer
- * came (connection refused, timeout, TLS failure: *why says which). */
+static size_t read_body(char *buf, size_t size, size_t n, void *ctx)
+{
+	struct file_body *b = ctx;
+	size_t want = size * n;
+	ssize_t r;
+
+	if (b->off >= b->size)
+		return 0;
+	if ((off_t)want > b->size - b->off)
+		want = (size_t)(b->size - b->off);
+	do
+		r = pread(b->fd, buf, want, b->off);
+	while (r < 0 && errno == EINTR);
+	if (r <= 0) {
+		b->short_read = 1;
+		return CURL_READFUNC_ABORT;
+	}
+	b->off += r;
+	return (size_t)r;
+}
+
+/* POSTs body (or, when body is NULL, len bytes read from file) to
+ * URL+path.  Returns the HTTP status, or 0 when no answer came (connection
+ * refused, timeout, TLS failure: *why says which). */
 static long post(struct uploader *u, const char *path, const char *ctype, const char *encoding,
-		 const void *body, size_t len, struct resp_buf *resp, const char **why)
+		 const void *body, size_t len, struct file_body *file, struct resp_buf *resp,
+		 const char **why)
 {
 	char url[2048], ct[128], ce[128];
 	struct curl_slist *h = NULL;
@@ -92,7 +125,12 @@ static long post(struct uploader *u, const char *path, const char *ctype, const 
 	curl_easy_setopt(u->curl, CURLOPT_URL, url);
 	curl_easy_setopt(u->curl, CURLOPT_HTTPHEADER, h);
 	curl_easy_setopt(u->curl, CURLOPT_POST, 1L);
-	curl_easy_setopt(u->curl, CURLOPT_POSTFIELDS, body);
+	if (body) {
+		curl_easy_setopt(u->curl, CURLOPT_POSTFIELDS, body);
+	} else {
+		curl_easy_setopt(u->curl, CURLOPT_READFUNCTION, read_body);
+		curl_easy_setopt(u->curl, CURLOPT_READDATA, file);
+	}
 	curl_easy_setopt(u->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
 	curl_easy_setopt(u->curl, CURLOPT_TIMEOUT_MS, (long)u->o.timeout_ms);
 	curl_easy_setopt(u->curl, CURLOPT_CONNECTTIMEOUT_MS, (long)u->o.timeout_ms / 2);
@@ -165,8 +203,13 @@ void uploader__note_file(void *ctx, const char *hex, const char *path)
 {
 	struct uploader *u = ctx;
 	struct noted_file *f;
+	struct stat st;
 
 	if (strlen(hex) >= HEX_LEN || strlen(path) >= sizeof(f->path))
+		return;
+	/* which file the path names now (it is valid while the caller
+	 * converts the frame that holds it) */
+	if (stat(path, &st) || !S_ISREG(st.st_mode))
 		return;
 	pthread_mutex_lock(&u->lock);
 	/* Kept below full, so lookups always end at a free slot. */
@@ -174,6 +217,8 @@ void uploader__note_file(void *ctx, const char *hex, const char *path)
 	if (f && !f->hex[0]) {
 		snprintf(f->hex, sizeof(f->hex), "%s", hex);
 		snprintf(f->path, sizeof(f->path), "%s", path);
+		f->dev = st.st_dev;
+		f->ino = st.st_ino;
 		u->nfiles++;
 	}
 	pthread_mutex_unlock(&u->lock);
@@ -184,9 +229,11 @@ static void upload_symbols(struct uploader *u, const char *hex)
 	struct noted_file *f;
 	char path[64], api[200];
 	struct resp_buf *resp;
+	struct file_body body;
 	const char *why = "";
+	dev_t dev;
+	ino_t ino;
 	struct stat st;
-	void *map;
 	long status;
 	int fd;
 
@@ -201,36 +248,40 @@ static void upload_symbols(struct uploader *u, const char *hex)
 	}
 	f->tried = 1; /* once, whatever happens: a bounded, deduplicated upload */
 	snprintf(path, sizeof(path), "%s", f->path);
+	dev = f->dev;
+	ino = f->ino;
 	pthread_mutex_unlock(&u->lock);
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &st) || (uint64_t)st.st_size > u->o.max_symbol_file ||
-	    st.st_size == 0) {
+	/* a regular file (never blocks on a FIFO), and still the one noted:
+	 * the fd number may have been closed and reused since */
+	fd = safe_open(AT_FDCWD, path, 0, &st);
+	if (fd < 0 || st.st_dev != dev || st.st_ino != ino ||
+	    (uint64_t)st.st_size > u->o.max_symbol_file || st.st_size == 0) {
 		if (fd >= 0)
 			close(fd);
 		__atomic_fetch_add(&u->st.symbols_skipped, 1, __ATOMIC_RELAXED);
 		return;
 	}
-	map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-	close(fd);
 	resp = malloc(sizeof(*resp));
-	if (map == MAP_FAILED || !resp) {
-		if (map != MAP_FAILED)
-			munmap(map, (size_t)st.st_size);
-		free(resp);
+	if (!resp) {
+		close(fd);
 		__atomic_fetch_add(&u->st.symbols_failed, 1, __ATOMIC_RELAXED);
 		return;
 	}
+	body = (struct file_body){ .fd = fd, .size = st.st_size };
 	snprintf(api, sizeof(api), "/api/v1/symbols/%.128s", hex);
-	status =
-		post(u, api, "application/octet-stream", NULL, map, (size_t)st.st_size, resp, &why);
-	munmap(map, (size_t)st.st_size);
+	status = post(u, api, "application/octet-stream", NULL, NULL, (size_t)st.st_size, &body,
+		      resp, &why);
+	close(fd);
 	pthread_mutex_lock(&u->lock);
-	if (status / 100 == 2) {
+	if (status / 100 == 2 && !body.short_read) {
 		u->st.symbols_sent++;
 	} else {
 		u->st.symbols_failed++;
-		pr_warn("uploader: symbols for %s: %s", hex, status ? resp->data : why);
+		pr_warn("uploader: symbols for %s: %s", hex,
+			body.short_read ? "the file shrank while read"
+			: status	? resp->data
+					: why);
 	}
 	pthread_mutex_unlock(&u->lock);
 	free(resp);
@@ -286,7 +337,7 @@ static void *sender(void *arg)
 			continue;
 		}
 		status = post(u, "/api/v1/batches", "application/x-strata-batch", "zstd", data, len,
-			      resp, &why);
+			      NULL, resp, &why);
 		free(data);
 		pthread_mutex_lock(&u->lock);
 		u->st.attempts++;

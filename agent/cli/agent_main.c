@@ -51,7 +51,8 @@ static void usage(FILE *f)
 	      "      --ca-file F       CA bundle for an https server\n"
 	      "      --spool DIR       unsent batches (default /var/lib/strata/spool)\n"
 	      "      --spool-max MB    spool bound, oldest dropped first (default 256)\n"
-	      "      --node NAME       node name sent with batches (default: hostname)\n"
+	      "      --node NAME       node name sent with batches (default: $STRATA_NODE_NAME,\n"
+	      "                        which the DaemonSet sets to the node, else hostname)\n"
 	      "      --drain-interval MS  how often kernel maps are drained (1000)\n"
 	      /* --- scheduler layer in the agent --- */
 	      "      --sched, --no-sched  off-CPU, runnable, irq and time breakdown\n"
@@ -166,7 +167,10 @@ static int run(const struct agent_opts *o)
 				goto out;
 			if (log_enabled(LOG_INFO)) {
 				shipper__report(sh);
-				session__report_sched(s);
+				if (stop) /* what each part read, refused, dropped */
+					session__report_counters(s);
+				else
+					session__report_sched(s);
 			}
 			err = 0;
 			continue;
@@ -335,6 +339,10 @@ int main(int argc, char **argv)
 	 * when its data goes somewhere (batches carry it; --output profiles
 	 * do not). */
 	o.session.sched = sched >= 0 ? sched : o.ship.upload.url != NULL;
+	/* In a pod the hostname is the pod's name: the DaemonSet passes the
+	 * node's in the environment. */
+	if (!o.ship.node && getenv("STRATA_NODE_NAME") && getenv("STRATA_NODE_NAME")[0])
+		o.ship.node = getenv("STRATA_NODE_NAME");
 	/* NCCL communicator identities survive a restart beside the spool
 	 * (the DaemonSet keeps it on the host). */
 	static char comm_state[PATH_MAX];

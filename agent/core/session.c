@@ -15,6 +15,7 @@
 #include "agent/core/features.h"
 #include "agent/proc/modules.h"
 #include "agent/proc/proc_tracker.h"
+#include "agent/proc/proc_tree.h"
 #include "agent/proc/unwind_loader.h"
 #include "agent/python/python.h"
 #include "agent/sched/sched_collector.h"
@@ -23,6 +24,8 @@
 #include "lib/enum_names.h"
 #include "lib/log.h"
 #include "symbolize/symbolize.h"
+
+#define SESSION_ADOPT_MAX 1024 /* descendants of a --pid target adopted at start */
 
 struct session {
 	struct kernel_features features; /* probed at start: the path of each */
@@ -88,6 +91,36 @@ static void raise_nofile(struct rlimit *orig)
 	if (rl.rlim_cur < rl.rlim_max) {
 		rl.rlim_cur = rl.rlim_max;
 		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+/*
+ * BPF follows a target's children from the moment the target is in its
+ * filter; the children forked before that (starting the agent takes
+ * seconds on a loaded node, and a job does not wait for it) are found in
+ * /proc and made targets too.  Twice: a child forked by one of them
+ * before it was added is seen the second time, after that BPF follows.
+ */
+static void adopt_descendants(struct session *s, const struct session_opts *opts)
+{
+	uint32_t kids[SESSION_ADOPT_MAX];
+
+	for (int pass = 0; pass < 2; pass++) {
+		for (size_t i = 0; i < opts->npids; i++) {
+			int more, n = proc_tree__descendants(opts->pids[i], kids, SESSION_ADOPT_MAX,
+							     &more);
+
+			if (more)
+				pr_warn("session: pid %u: more than %d descendants: the first "
+					"followed",
+					opts->pids[i], SESSION_ADOPT_MAX);
+			for (int k = 0; k < n; k++) {
+				if (sampler__add_target(s->sampler, kids[k]))
+					continue;
+				if (s->gpu)
+					gpu__watch(s->gpu, kids[k]);
+			}
+		}
 	}
 }
 
@@ -241,6 +274,7 @@ struct session *session__new(const struct session_opts *opts)
 		if (s->gpu)
 			gpu__watch(s->gpu, opts->pids[i]);
 	}
+	adopt_descendants(s, opts);
 
 	s->sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	s->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -517,7 +551,7 @@ void session__report_sched(struct session *s)
 	}
 }
 
-void session__report(struct session *s, const struct profile *p)
+void session__report_counters(struct session *s)
 {
 	struct sampler_stats st;
 	struct proc_tracker_stats pt;
@@ -528,14 +562,6 @@ void session__report(struct session *s, const struct profile *p)
 	proc_tracker__stats(s->procs, &pt);
 	modules__stats(s->mods, &ms);
 	symbolizer__stats(s->sym, &ss);
-	fprintf(stderr,
-		"strata: %llu samples in profile; drops: map_full=%llu stack_lost=%llu "
-		"unknown_frames=%llu other=%llu\n",
-		(unsigned long long)profile__total(p), (unsigned long long)p->drops.map_full,
-		(unsigned long long)p->drops.stack_lost, (unsigned long long)p->drops.proc_unknown,
-		(unsigned long long)p->drops.other);
-	if (!log_enabled(LOG_INFO))
-		return;
 	for (int i = 0; i < STRATA_CNT_MAX; i++)
 		fprintf(stderr, "  bpf.%s=%llu\n", strata_sampler_counter_name(i),
 			(unsigned long long)st.counters[i]);
@@ -547,16 +573,20 @@ void session__report(struct session *s, const struct profile *p)
 		(unsigned long long)st.events_malformed);
 	fprintf(stderr,
 		"  procs: instances=%llu found_dead=%llu refused=%llu maps_read=%llu failed=%llu "
-		"refreshes=%llu exit_vmas=%llu unlocated=%llu events_failed=%llu\n",
+		"refreshes=%llu refreshes_limited=%llu maps_dropped=%llu exit_vmas=%llu "
+		"unlocated=%llu events_failed=%llu\n",
 		(unsigned long long)pt.instances, (unsigned long long)pt.found_dead,
 		(unsigned long long)pt.refused, (unsigned long long)pt.maps_read,
 		(unsigned long long)pt.maps_read_failed, (unsigned long long)pt.refreshes,
+		(unsigned long long)pt.refreshes_limited, (unsigned long long)pt.maps_dropped,
 		(unsigned long long)pt.exit_vmas, (unsigned long long)pt.exit_vmas_unlocated,
 		(unsigned long long)s->events_failed);
 	fprintf(stderr,
-		"  modules=%llu dropped=%llu open_failed=%llu located=%llu not_located=%llu\n",
+		"  modules=%llu dropped=%llu evicted=%llu open_failed=%llu not_regular=%llu "
+		"located=%llu not_located=%llu\n",
 		(unsigned long long)ms.modules, (unsigned long long)ms.dropped,
-		(unsigned long long)ms.open_failed, (unsigned long long)ms.located,
+		(unsigned long long)ms.evicted, (unsigned long long)ms.open_failed,
+		(unsigned long long)ms.not_regular, (unsigned long long)ms.located,
 		(unsigned long long)ms.not_located);
 	if (s->unwind) {
 		uint64_t uc[UNWIND_ERR_MAX];
@@ -570,12 +600,13 @@ void session__report(struct session *s, const struct profile *p)
 		unwind_loader__stats(s->unwind, &ul);
 		fprintf(stderr,
 			"\n  unwind tables: built=%llu lazy=%llu failed=%llu dropped_full=%llu "
-			"evicted=%llu "
+			"evicted=%llu forgotten=%llu "
 			"rows=%llu/%llu procs=%llu failed=%llu maps_truncated=%llu build_ms=%.1f\n",
 			(unsigned long long)ul.tables_built, (unsigned long long)ul.tables_lazy,
 			(unsigned long long)ul.tables_failed,
 			(unsigned long long)ul.tables_dropped_full,
-			(unsigned long long)ul.tables_evicted, (unsigned long long)ul.rows_used,
+			(unsigned long long)ul.tables_evicted,
+			(unsigned long long)ul.tables_forgotten, (unsigned long long)ul.rows_used,
 			(unsigned long long)ul.rows_max, (unsigned long long)ul.procs_loaded,
 			(unsigned long long)ul.procs_failed, (unsigned long long)ul.maps_truncated,
 			ul.build_ns / 1e6);
@@ -616,4 +647,16 @@ void session__report(struct session *s, const struct profile *p)
 		"  symbolizer: lookups=%llu cache_hits=%llu unresolved=%llu open_failed=%llu\n",
 		(unsigned long long)ss.lookups, (unsigned long long)ss.cache_hits,
 		(unsigned long long)ss.unresolved, (unsigned long long)ss.module_open_failed);
+}
+
+void session__report(struct session *s, const struct profile *p)
+{
+	fprintf(stderr,
+		"strata: %llu samples in profile; drops: map_full=%llu stack_lost=%llu "
+		"unknown_frames=%llu other=%llu\n",
+		(unsigned long long)profile__total(p), (unsigned long long)p->drops.map_full,
+		(unsigned long long)p->drops.stack_lost, (unsigned long long)p->drops.proc_unknown,
+		(unsigned long long)p->drops.other);
+	if (log_enabled(LOG_INFO))
+		session__report_counters(s);
 }

@@ -87,6 +87,8 @@ int session__end_window(struct session *s, struct session_window *w);
 
 /* Prints counters (drops, process tracking, symbolization) to stderr. */
 void session__report(struct session *s, const struct profile *p);
+/* The counters of every part (the report without a profile: --server). */
+void session__report_counters(struct session *s);
 /* The scheduler layer's counters and automatic targets (part of the above). */
 void session__report_sched(struct session *s);
 

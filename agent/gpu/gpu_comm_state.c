@@ -82,17 +82,38 @@ int gpu_comm_state__restore(struct gpu_comm_state *s, int comms_fd, const char *
 		s->st.bad_lines++;
 		return -EINVAL;
 	}
-	while (fgets(line, sizeof(line), f) && s->nrestored < MAX_ENTRIES) {
-		struct entry e;
+	struct entry *in = s->scratch;
+	size_t nin = 0;
 
-		if (parse(line, &e)) {
+	while (fgets(line, sizeof(line), f) && nin < MAX_ENTRIES) {
+		if (parse(line, &in[nin])) {
 			s->st.bad_lines++;
 			continue;
 		}
-		if (proc_stat__start_ticks(proc_root, e.tgid, NULL, 0) != e.start) {
+		if (proc_stat__start_ticks(proc_root, in[nin].tgid, NULL, 0) != in[nin].start) {
 			s->st.stale++; /* gone, or the pid is another process now */
 			continue;
 		}
+		nin++;
+	}
+	fclose(f);
+	/*
+	 * The ranks of one communicator restored together continue from one
+	 * count: at the snapshot a rank may have left a collective a moment
+	 * before the others (one more counted), while at the restore, as at
+	 * any moment but the instant a collective completes, ranks whose
+	 * collectives return together have completed the same number.
+	 */
+	for (size_t i = 0; i < nin; i++)
+		for (size_t j = 0; j < nin; j++)
+			if (in[j].job_hash == in[i].job_hash) {
+				if (in[j].seq > in[i].seq)
+					in[i].seq = in[j].seq;
+				if (in[j].p2p_seq > in[i].p2p_seq)
+					in[i].p2p_seq = in[j].p2p_seq;
+			}
+	for (size_t i = 0; i < nin && s->nrestored < MAX_ENTRIES; i++) {
+		struct entry e = in[i];
 		struct gpu_comm_key k = { .tgid = e.tgid, .comm = e.comm };
 		struct gpu_comm_val v = { .id_hash = e.job_hash ^ s->mix,
 					  .rank = (uint32_t)e.rank,
@@ -107,7 +128,6 @@ int gpu_comm_state__restore(struct gpu_comm_state *s, int comms_fd, const char *
 		s->restored[s->nrestored++] = e;
 		n++;
 	}
-	fclose(f);
 	s->st.restored += (uint64_t)n;
 	return n;
 }

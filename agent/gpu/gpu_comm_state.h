@@ -14,10 +14,11 @@
  * reported under a hash of its own (the communicator hash mixed with this
  * agent run's id), so the ranks restored together (one node, one restart)
  * are compared with each other and never with ranks whose count did not
- * stop (other nodes).  They stay aligned with each other when every rank
- * had completed the same collectives at the snapshot and at the restore,
- * which holds for collectives that return on every rank together (NCCL
- * with blocking host calls, the test stand-in); docs/diagnosis.md.  The
+ * stop (other nodes), and continue from one common count: they stay
+ * aligned when every rank has completed the same collectives at the
+ * restore, which holds (but at the instant a collective completes) for
+ * collectives that return on every rank together (NCCL with blocking host
+ * calls, the test stand-in); docs/diagnosis.md.  The
  * job label of a process without one keeps the original hash.
  * Processes never seen initialising and not in the file stay unknown
  * (counted: GPU_CNT_COMM_UNKNOWN in BPF, no_rank at the server).

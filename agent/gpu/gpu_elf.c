@@ -54,7 +54,9 @@ int gpu_elf_scan(int fd, struct gpu_elf_probes *out)
 
 	out->n = out->dropped = 0;
 	elf_version(EV_CURRENT);
-	e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	/* ELF_C_READ (pread into bounded heap copies), never mmap: the file
+	 * is a target's, which may truncate it while we read (SIGBUS) */
+	e = elf_begin(fd, ELF_C_READ, NULL);
 	if (!e)
 		return -ENOEXEC;
 	if (elf_kind(e) != ELF_K_ELF) {

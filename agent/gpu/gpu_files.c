@@ -226,6 +226,7 @@ static void *detect_file(void *ctx, struct module *mod)
 	f->ino = mod->ino;
 	memset(f->multi, 0xff, sizeof(f->multi)); /* -1: no link */
 	g->nfiles++;
+	mod->pins++; /* its probes attach through mod's fd: kept for good */
 	pr_info("gpu: %s: %zu CUDA/NCCL entry points, %u framework USDT probes", mod->path,
 		f->probes.n, f->nusdt);
 	return f;

@@ -61,3 +61,15 @@ void proc_loaders__wanted(struct proc_loaders *r, const struct module *mod)
 		if (r->l[id].wanted)
 			r->l[id].wanted(r->l[id].ctx, mod);
 }
+
+void proc_loaders__forget(struct proc_loaders *r, struct module *mod)
+{
+	for (int id = 0; id < r->n; id++) {
+		void *answer = mod->detected & (1u << id) ? mod->loaded[id] : NULL;
+
+		if (r->l[id].forget)
+			r->l[id].forget(r->l[id].ctx, mod, answer);
+		mod->loaded[id] = NULL;
+	}
+	mod->detected = 0;
+}

@@ -14,6 +14,8 @@
  *                          the loader's answer for each mapping's file
  *   detach per process:    detach() when the tracker frees the address
  *                          space (after the drain that follows its exit)
+ *   forget per file:       forget() when the registry evicts a file no
+ *                          address space maps (agent/proc/modules.h)
  *
  * The process tracker (agent/proc/proc_tracker.h) owns the registry and
  * calls it; loaders run in the order they were added.
@@ -44,6 +46,10 @@ struct proc_loader {
 	/* A sample needed the loader's data for mod, which it lacks (the
 	 * unwinder: a pc in a file without its table). */
 	void (*wanted)(void *ctx, const struct module *mod);
+	/* The registry evicts mod (no address space maps it any more): drop
+	 * what is kept for it, answer included (detect()'s, NULL if none).
+	 * A loader that must keep a file pins it instead (mod->pins). */
+	void (*forget)(void *ctx, struct module *mod, void *answer);
 };
 
 struct proc_loaders {
@@ -60,5 +66,6 @@ void proc_loaders__attach(struct proc_loaders *r, uint32_t tgid, uint64_t mm_id,
 			  const struct proc_mapping *maps, size_t n);
 void proc_loaders__detach(struct proc_loaders *r, uint64_t mm_id);
 void proc_loaders__wanted(struct proc_loaders *r, const struct module *mod);
+void proc_loaders__forget(struct proc_loaders *r, struct module *mod);
 
 #endif /* STRATA_LOADERS_H */

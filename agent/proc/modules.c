@@ -13,10 +13,15 @@
 #include <unistd.h>
 
 #include "lib/log.h"
+#include "lib/safe_open.h"
 
 #define MODULE_BUCKETS 1024
 #define NOT_FOUND_RING 256 /* (dev, ino) pairs recently not located */
 #define LOCATE_MAX_DIRS 64 /* distinct module directories tried per search */
+/* Drains an unused module stays (a program run every few seconds keeps its
+ * files, their detection and unwind tables); a deleted one goes sooner. */
+#define MODULE_IDLE_DRAINS 60
+#define MODULE_IDLE_DELETED 2
 
 struct file_id {
 	dev_t dev;
@@ -30,6 +35,9 @@ struct module_registry {
 	 * them does not repeat the search (a ring: old entries age out). */
 	struct file_id not_found[NOT_FOUND_RING];
 	size_t not_found_next;
+	uint64_t drains; /* modules__end_drain calls: the eviction clock */
+	module_evict_fn on_evict;
+	void *on_evict_ctx;
 	struct module_stats st;
 };
 
@@ -47,6 +55,79 @@ struct module_registry *modules__new(size_t max)
 	if (r)
 		r->max = max ? max : 4096;
 	return r;
+}
+
+void modules__on_evict(struct module_registry *r, module_evict_fn fn, void *ctx)
+{
+	r->on_evict = fn;
+	r->on_evict_ctx = ctx;
+}
+
+void modules__ref(struct module_registry *r, struct module *m)
+{
+	(void)r;
+	m->refs++;
+}
+
+void modules__unref(struct module_registry *r, struct module *m)
+{
+	if (m->refs && --m->refs == 0)
+		m->idle_since = r->drains;
+}
+
+static bool evictable(const struct module_registry *r, const struct module *m, uint64_t min_idle)
+{
+	return !m->refs && !m->pins && r->drains - m->idle_since >= min_idle;
+}
+
+/* Unlinks and frees *pp (its users were told first). */
+static void evict(struct module_registry *r, struct module **pp)
+{
+	struct module *m = *pp;
+
+	if (r->on_evict)
+		r->on_evict(r->on_evict_ctx, m);
+	*pp = m->next;
+	close(m->fd);
+	free(m->path);
+	free(m);
+	r->st.modules--;
+	r->st.evicted++;
+}
+
+void modules__end_drain(struct module_registry *r)
+{
+	r->drains++;
+	for (size_t b = 0; b < MODULE_BUCKETS; b++) {
+		struct module **pp = &r->buckets[b];
+
+		while (*pp) {
+			struct module *m = *pp;
+
+			if (evictable(r, m, m->deleted ? MODULE_IDLE_DELETED : MODULE_IDLE_DRAINS))
+				evict(r, pp);
+			else
+				pp = &m->next;
+		}
+	}
+}
+
+/* The registry is full: the module unused for longest goes, if any has
+ * been unused since before this drain (one converted in it may still be
+ * named by frames being built).  0, or -ENOSPC. */
+static int make_room(struct module_registry *r)
+{
+	struct module **victim = NULL;
+
+	for (size_t b = 0; b < MODULE_BUCKETS; b++)
+		for (struct module **pp = &r->buckets[b]; *pp; pp = &(*pp)->next)
+			if (evictable(r, *pp, 1) &&
+			    (!victim || (*pp)->idle_since < (*victim)->idle_since))
+				victim = pp;
+	if (!victim)
+		return -ENOSPC;
+	evict(r, victim);
+	return 0;
 }
 
 void modules__free(struct module_registry *r)
@@ -81,7 +162,7 @@ static struct module *module_add(struct module_registry *r, dev_t dev, uint64_t 
 	struct module *m;
 	size_t b = bucket_of(dev, ino);
 
-	if (r->st.modules >= r->max) {
+	if (r->st.modules >= r->max && make_room(r)) {
 		r->st.dropped++;
 		goto err_out;
 	}
@@ -96,6 +177,7 @@ static struct module *module_add(struct module_registry *r, dev_t dev, uint64_t 
 	m->dev = dev;
 	m->ino = ino;
 	m->fd = fd;
+	m->idle_since = r->drains;
 	snprintf(m->open_path, sizeof(m->open_path), "/proc/self/fd/%d", fd);
 	int n = build_id_read(NULL, fd, m->build_id, sizeof(m->build_id));
 	m->build_id_len = n > 0 ? n : 0;
@@ -110,21 +192,21 @@ err_out:
 }
 
 /*
- * Opens path only if it is the file (dev, ino): a path can name another
- * file by now (package upgrade, container layer), and a wrong file would
- * give wrong names for good.  Returns an fd or -1.
+ * Keeps fd only if it is the file (dev, ino): a path can name another file
+ * by now (package upgrade, container layer, a target replacing its own
+ * file), and a wrong file would give wrong names for good.  fd comes from
+ * safe_open (lib/safe_open.h: a regular file, opened without blocking on
+ * whatever the target put there).  Returns fd or -1.
  */
-static int open_verified(const char *path, dev_t dev, uint64_t ino)
+static int verified(struct module_registry *r, int fd, const struct stat *st, dev_t dev,
+		    uint64_t ino)
 {
-	struct stat st;
-	/* O_NONBLOCK: a candidate path can be a FIFO (a directory of known
-	 * files holding one named like an exited program: a host-wide agent
-	 * blocked for good in open() waiting for a writer) */
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-
-	if (fd < 0)
+	if (fd < 0) {
+		if (fd == -EINVAL || fd == -ELOOP)
+			r->st.not_regular++;
 		return -1;
-	if (fstat(fd, &st) || st.st_dev != dev || st.st_ino != ino) {
+	}
+	if (st->st_dev != dev || st->st_ino != ino) {
 		close(fd);
 		return -1;
 	}
@@ -136,6 +218,7 @@ struct module *modules__from_map(struct module_registry *r, int pid, const struc
 	dev_t dev = makedev(pm->dev_major, pm->dev_minor);
 	struct module *m = modules__find(r, dev, pm->inode);
 	char p[PATH_MAX + 64];
+	struct stat st;
 	int fd;
 
 	if (m)
@@ -146,10 +229,12 @@ struct module *modules__from_map(struct module_registry *r, int pid, const struc
 	 * against what maps says either way.) */
 	snprintf(p, sizeof(p), "/proc/%d/map_files/%llx-%llx", pid, (unsigned long long)pm->start,
 		 (unsigned long long)pm->end);
-	fd = open_verified(p, dev, pm->inode);
-	if (fd < 0) {
-		snprintf(p, sizeof(p), "/proc/%d/root%s", pid, pm->path);
-		fd = open_verified(p, dev, pm->inode);
+	fd = safe_open(AT_FDCWD, p, 0, &st);
+	fd = verified(r, fd, &st, dev, pm->inode);
+	if (fd < 0 && pm->path[0] == '/') {
+		/* resolved inside its root: its symlinks cannot lead out */
+		fd = safe_open_in_root(pid, pm->path, 0, &st);
+		fd = verified(r, fd, &st, dev, pm->inode);
 	}
 	if (fd < 0) {
 		/* Not registered: a later mapping of the file tries again
@@ -159,7 +244,10 @@ struct module *modules__from_map(struct module_registry *r, int pid, const struc
 			 major(dev), minor(dev), (unsigned long long)pm->inode);
 		return NULL;
 	}
-	return module_add(r, dev, pm->inode, pm->path, fd);
+	m = module_add(r, dev, pm->inode, pm->path, fd);
+	if (m)
+		m->deleted = pm->deleted;
+	return m;
 }
 
 /* Opens dir/name and registers it when it is the file (dev, ino). */
@@ -167,11 +255,14 @@ static struct module *try_dir(struct module_registry *r, const char *dir, dev_t 
 			      const char *name)
 {
 	char path[PATH_MAX];
+	struct stat st;
 	int fd;
 
 	if (snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path))
 		return NULL;
-	fd = open_verified(path, dev, ino);
+	/* the mapped file's own name: never a symlink to follow */
+	fd = safe_open(AT_FDCWD, path, SAFE_OPEN_NOFOLLOW, &st);
+	fd = verified(r, fd, &st, dev, ino);
 	return fd < 0 ? NULL : module_add(r, dev, ino, path, fd);
 }
 
@@ -180,14 +271,10 @@ struct module *modules__from_path(struct module_registry *r, const char *path)
 	char real[PATH_MAX];
 	struct module *m;
 	struct stat st;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* not a FIFO's writer wait */
+	int fd = safe_open(AT_FDCWD, path, 0, &st);
 
 	if (fd < 0)
 		return NULL;
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return NULL;
-	}
 	m = modules__find(r, st.st_dev, st.st_ino);
 	if (m) {
 		close(fd);
@@ -295,7 +382,10 @@ struct module *modules__vdso(struct module_registry *r)
 		close(fd);
 		return NULL;
 	}
-	return module_add(r, 0, 0, "[vdso]", fd);
+	m = module_add(r, 0, 0, "[vdso]", fd);
+	if (m)
+		m->pins++; /* every process has it: never worth evicting */
+	return m;
 }
 
 void modules__stats(const struct module_registry *r, struct module_stats *st)

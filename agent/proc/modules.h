@@ -10,6 +10,7 @@
 #ifndef STRATA_MODULES_H
 #define STRATA_MODULES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -32,16 +33,35 @@ struct module {
 	/* agent/proc/loaders.h: each loader's answer, detected once */
 	void *loaded[MODULE_LOADERS];
 	uint8_t detected; /* bit per loader id: asked already */
+	/* Eviction (modules__end_drain): a module no mapping uses (refs) and
+	 * nothing pins (the GPU layer's probe files, the vDSO) goes after a
+	 * grace period, its fd closed (a deleted binary's disk space freed). */
+	uint32_t refs, pins;
+	uint64_t idle_since; /* the registry's drain count when refs fell to 0 */
+	bool deleted;	     /* the file was deleted when first opened */
 };
 
 struct module_stats {
 	uint64_t modules, dropped, open_failed, located, not_located;
+	uint64_t not_regular; /* a path held a FIFO, device, directory or symlink */
+	uint64_t evicted;     /* unused modules closed (idle, or to make room) */
 };
+
+/* Called before a module is freed (the process tracker's loaders forget
+ * their answers for it). */
+typedef void (*module_evict_fn)(void *ctx, struct module *m);
 
 struct module_registry;
 
 struct module_registry *modules__new(size_t max);
 void modules__free(struct module_registry *r);
+void modules__on_evict(struct module_registry *r, module_evict_fn fn, void *ctx);
+
+/* A mapping (or another user) holds m / lets it go. */
+void modules__ref(struct module_registry *r, struct module *m);
+void modules__unref(struct module_registry *r, struct module *m);
+/* Ends a drain: the modules unused for their grace period are evicted. */
+void modules__end_drain(struct module_registry *r);
 
 /* The module behind a file mapping of pid; NULL when the registry is full
  * or the file cannot be opened now (counted; a later call retries). */

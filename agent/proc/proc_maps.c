@@ -148,8 +148,14 @@ int proc_maps__parse_line(const char *line, struct proc_map *out)
 
 int proc_maps__read(int pid, int only_exec, struct proc_map **out, size_t *n)
 {
+	return proc_maps__read_counted(pid, only_exec, out, n, NULL);
+}
+
+int proc_maps__read_counted(int pid, int only_exec, struct proc_map **out, size_t *n,
+			    uint64_t *dropped)
+{
 	struct proc_map *v = NULL, *tmp;
-	size_t cnt = 0, cap = 0, linecap = 0;
+	size_t cnt = 0, cap = 0, linecap = 0, anon = 0;
 	char fname[64], *line = NULL;
 	FILE *f = NULL;
 	int err;
@@ -199,6 +205,12 @@ int proc_maps__read(int pid, int only_exec, struct proc_map **out, size_t *n)
 			continue;
 		if (only_exec && !(v[cnt].prot & PROC_MAP_X))
 			continue;
+		if (cnt >= PROC_MAPS_MAX || (!v[cnt].path[0] && anon >= PROC_MAPS_ANON_MAX)) {
+			if (dropped)
+				(*dropped)++;
+			continue;
+		}
+		anon += !v[cnt].path[0];
 		cnt++;
 	}
 	/*

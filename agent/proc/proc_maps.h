@@ -29,10 +29,22 @@ struct proc_map {
 int proc_maps__parse_line(const char *line, struct proc_map *out);
 
 /*
- * Reads every mapping of pid (root-relative: /proc/PID/maps).  With
- * only_exec, keeps executable mappings only.  *out is malloc'd.
- * Returns 0 or -errno (-ESRCH when the process is gone).
+ * Bounds on one read: a process churning JIT code can have tens of
+ * thousands of executable mappings, and each kept one costs a struct
+ * proc_map (4 KiB) here and work in every user of the maps.  Anonymous
+ * ones (JIT code: frame pointers only, nothing to open) go first.
+ */
+#define PROC_MAPS_MAX 4096	/* mappings returned at most */
+#define PROC_MAPS_ANON_MAX 1024 /* of them anonymous (no file) at most */
+
+/*
+ * Reads the mappings of pid (root-relative: /proc/PID/maps), within the
+ * bounds above.  With only_exec, keeps executable mappings only.  *out is
+ * malloc'd.  Returns 0 or -errno (-ESRCH when the process is gone).
  */
 int proc_maps__read(int pid, int only_exec, struct proc_map **out, size_t *n);
+/* The same; *dropped (not NULL) += the mappings the bounds left out. */
+int proc_maps__read_counted(int pid, int only_exec, struct proc_map **out, size_t *n,
+			    uint64_t *dropped);
 
 #endif /* STRATA_PROC_MAPS_H */

@@ -42,6 +42,14 @@ static size_t bucket_of(uint32_t tgid)
 	return (tgid * 2654435761u) % PROC_BUCKETS;
 }
 
+/* The registry evicts a file: the loaders forget their answers for it. */
+static void on_module_evict(void *ctx, struct module *m)
+{
+	struct proc_tracker *t = ctx;
+
+	proc_loaders__forget(&t->loaders, m);
+}
+
 struct proc_tracker *proc_tracker__new(struct module_registry *mods, size_t max)
 {
 	struct proc_tracker *t = calloc(1, sizeof(*t));
@@ -54,6 +62,7 @@ struct proc_tracker *proc_tracker__new(struct module_registry *mods, size_t max)
 	t->clk_tck = sysconf(_SC_CLK_TCK);
 	if (t->clk_tck <= 0)
 		t->clk_tck = 100;
+	modules__on_evict(mods, on_module_evict, t);
 	return t;
 }
 
@@ -67,16 +76,19 @@ void *proc_tracker__detect(struct proc_tracker *t, int loader, struct module *mo
 	return proc_loaders__detect(&t->loaders, loader, mod);
 }
 
-static void maps_clear(struct proc_instance *p)
+static void maps_clear(struct proc_tracker *t, struct proc_instance *p)
 {
-	for (size_t i = 0; i < p->nmaps; i++)
+	for (size_t i = 0; i < p->nmaps; i++) {
 		free((char *)p->maps[i].name);
+		if (p->maps[i].mod)
+			modules__unref(t->mods, p->maps[i].mod);
+	}
 	p->nmaps = 0;
 }
 
-static void instance_free(struct proc_instance *p)
+static void instance_free(struct proc_tracker *t, struct proc_instance *p)
 {
-	maps_clear(p);
+	maps_clear(t, p);
 	free(p->maps);
 	free(p);
 }
@@ -90,9 +102,10 @@ void proc_tracker__free(struct proc_tracker *t)
 
 		for (; p; p = next) {
 			next = p->next;
-			instance_free(p);
+			instance_free(t, p);
 		}
 	}
+	modules__on_evict(t->mods, NULL, NULL);
 	free(t);
 }
 
@@ -119,7 +132,7 @@ static void sweep_exited(struct proc_tracker *t)
 			}
 			*pp = p->next;
 			proc_loaders__detach(&t->loaders, p->mm_id);
-			instance_free(p);
+			instance_free(t, p);
 			t->count--;
 		}
 	}
@@ -169,13 +182,30 @@ static struct proc_mapping *mapping_find(struct proc_instance *p, uint64_t ip)
 }
 
 /* Inserts a mapping keeping maps sorted; an overlapping one is left alone. */
-static int mapping_insert(struct proc_instance *p, uint64_t start, uint64_t end, uint64_t pgoff,
-			  struct module *mod, const char *name)
+static int mapping_insert(struct proc_tracker *t, struct proc_instance *p, uint64_t start,
+			  uint64_t end, uint64_t pgoff, struct module *mod, const char *name)
 {
 	size_t i = 0;
 
-	if (mapping_find(p, start) || mapping_find(p, end - 1))
-		return 0;
+	if (p->nmaps && start >= p->maps[p->nmaps - 1].end) {
+		i = p->nmaps; /* in address order, as /proc lists them: append */
+	} else {
+		if (mapping_find(p, start) || mapping_find(p, end - 1))
+			return 0;
+		/* the first mapping above start (binary search: an exit-time
+		 * record can arrive in any order) */
+		size_t lo = 0, hi = p->nmaps;
+
+		while (lo < hi) {
+			size_t mid = lo + (hi - lo) / 2;
+
+			if (p->maps[mid].start < start)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		i = lo;
+	}
 	if (p->nmaps == p->cap) {
 		size_t cap = p->cap ? p->cap * 2 : 16;
 		struct proc_mapping *m = realloc(p->maps, cap * sizeof(*m));
@@ -185,14 +215,14 @@ static int mapping_insert(struct proc_instance *p, uint64_t start, uint64_t end,
 		p->maps = m;
 		p->cap = cap;
 	}
-	while (i < p->nmaps && p->maps[i].start < start)
-		i++;
 	char *dup = strdup(name);
 	if (!dup)
 		return -ENOMEM;
 	memmove(&p->maps[i + 1], &p->maps[i], (p->nmaps - i) * sizeof(*p->maps));
 	p->maps[i] = (struct proc_mapping){ start, end, pgoff, mod, dup };
 	p->nmaps++;
+	if (mod)
+		modules__ref(t->mods, mod);
 	return 0;
 }
 
@@ -227,7 +257,7 @@ static int read_maps(struct proc_tracker *t, struct proc_instance *p)
 			 (unsigned long long)proc_stat__start_ticks("/proc", p->tgid, NULL, 0));
 		return -ESRCH;
 	}
-	err = proc_maps__read(p->tgid, 1, &pm, &n);
+	err = proc_maps__read_counted(p->tgid, 1, &pm, &n, &t->st.maps_dropped);
 	/* The PID could have been reused during the read: check again.  No
 	 * executable mapping at all: an exiting process (a zombie's maps are
 	 * empty), whose exit-time records must not be wiped by this read. */
@@ -241,7 +271,7 @@ static int read_maps(struct proc_tracker *t, struct proc_instance *p)
 		return err;
 	}
 	t->st.maps_read++;
-	maps_clear(p);
+	maps_clear(t, p);
 	for (size_t i = 0; i < n && !err; i++) {
 		struct module *mod = NULL;
 
@@ -249,7 +279,7 @@ static int read_maps(struct proc_tracker *t, struct proc_instance *p)
 			mod = modules__from_map(t->mods, p->tgid, &pm[i]);
 		else if (!strcmp(pm[i].path, "[vdso]"))
 			mod = modules__vdso(t->mods);
-		err = mapping_insert(p, pm[i].start, pm[i].end, pm[i].pgoff, mod,
+		err = mapping_insert(t, p, pm[i].start, pm[i].end, pm[i].pgoff, mod,
 				     pm[i].path[0] ? pm[i].path : "[anon]");
 	}
 	free(pm);
@@ -276,7 +306,7 @@ static int on_exit_vma(struct proc_tracker *t, const struct strata_proc_event *e
 	mod = modules__locate(t->mods, dev, e->ino, name);
 	if (!mod)
 		t->st.exit_vmas_unlocated++;
-	return mapping_insert(p, e->start, e->end, e->pgoff, mod, mod ? mod->path : name);
+	return mapping_insert(t, p, e->start, e->end, e->pgoff, mod, mod ? mod->path : name);
 }
 
 /* Marks every instance of tgid other than keep_mm exited (keep_mm 0: all). */
@@ -307,6 +337,12 @@ static int on_unwind_miss(struct proc_tracker *t, const struct strata_proc_event
 		return 0;
 	m = mapping_find(p, e->start);
 	if (!m) {
+		/* once per drain at most: a process churning JIT code sends
+		 * misses faster than its maps can be read */
+		if (p->refreshed_epoch == t->epoch) {
+			t->st.refreshes_limited++;
+			return 0;
+		}
 		t->st.refreshes++;
 		if (read_maps(t, p))
 			return 0;
@@ -407,6 +443,8 @@ void proc_tracker__end_drain(struct proc_tracker *t)
 	sweep_exited(t);
 	if (t->epoch % LIVENESS_EVERY == 0)
 		find_dead(t);
+	/* files no instance maps any more, after their grace period */
+	modules__end_drain(t->mods);
 	t->epoch++;
 }
 

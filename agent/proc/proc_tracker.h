@@ -33,6 +33,8 @@ struct proc_mapping {
 struct proc_tracker_stats {
 	uint64_t instances, refused, maps_read, maps_read_failed, refreshes, exit_vmas,
 		exit_vmas_unlocated, found_dead;
+	uint64_t maps_dropped;	    /* mappings past the bounds of a read (proc_maps.h) */
+	uint64_t refreshes_limited; /* re-reads refused: one per drain at most */
 };
 
 struct proc_tracker;

@@ -105,7 +105,9 @@ void unwind_loader__free(struct unwind_loader *l)
 /* The PT_LOAD segments of the file, for file offset -> vaddr. */
 static int read_segments(int fd, struct table_ref *t)
 {
-	Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	/* ELF_C_READ (pread into bounded heap copies), never mmap: the file
+	 * is a target's, which may truncate it while we read (SIGBUS) */
+	Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
 	size_t nph;
 	int err = 0;
 
@@ -462,6 +464,27 @@ void unwind_loader__forget(struct unwind_loader *l, uint64_t mm_id)
 	free(p);
 }
 
+/* A file is evicted from the registry: its table record goes (no address
+ * space maps the file, so none uses its rows). */
+static void loader_forget(void *ctx, struct module *mod, void *answer)
+{
+	struct unwind_loader *l = ctx;
+	struct table_ref **pp = &l->buckets[((uintptr_t)mod >> 4) % TABLE_BUCKETS];
+
+	(void)answer;
+	while (*pp && (*pp)->mod != mod)
+		pp = &(*pp)->next;
+	if (!*pp)
+		return;
+	struct table_ref *t = *pp;
+
+	if (t->row_first != UNWIND_NO_TABLE)
+		evict(l, t);
+	*pp = t->next;
+	free(t);
+	l->st.tables_forgotten++;
+}
+
 /* The registry's calls (agent/proc/loaders.h). */
 static void loader_attach(void *ctx, uint32_t tgid, uint64_t mm_id, const struct proc_mapping *maps,
 			  void *const *files, size_t n)
@@ -488,6 +511,7 @@ void unwind_loader__loader(struct unwind_loader *l, struct proc_loader *out)
 		.attach = loader_attach,
 		.detach = loader_detach,
 		.wanted = loader_wanted,
+		.forget = loader_forget,
 	};
 }
 

@@ -19,7 +19,8 @@
 
 struct unwind_loader_stats {
 	uint64_t tables_built, tables_failed, tables_dropped_full, tables_evicted;
-	uint64_t tables_lazy; /* loaded after samples landed in their file */
+	uint64_t tables_forgotten; /* records of files the registry evicted */
+	uint64_t tables_lazy;	   /* loaded after samples landed in their file */
 	uint64_t rows_used, rows_max, rows_leaked;
 	uint64_t procs_loaded, procs_failed, maps_truncated;
 	uint64_t build_ns; /* time spent compiling tables */

@@ -283,7 +283,9 @@ int usdt_scan(int fd, usdt_probe_fn fn, void *ctx, struct usdt_stats *st)
 	int err;
 
 	elf_version(EV_CURRENT);
-	e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	/* ELF_C_READ (pread into bounded heap copies), never mmap: the file
+	 * is a target's, which may truncate it while we read (SIGBUS) */
+	e = elf_begin(fd, ELF_C_READ, NULL);
 	if (!e)
 		return -ENOEXEC;
 	err = scan_elf(e, fn, ctx, st);

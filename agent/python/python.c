@@ -205,6 +205,23 @@ static void forget(void *ctx, uint64_t mm_id)
 	}
 }
 
+/* The loader's forget(): the registry evicts a file; its answer goes. */
+static void forget_file(void *ctx, struct module *mod, void *answer)
+{
+	struct python *py = ctx;
+
+	(void)mod;
+	for (struct py_file_node **pp = &py->files; *pp; pp = &(*pp)->next) {
+		if (&(*pp)->f != answer)
+			continue;
+		struct py_file_node *f = *pp;
+
+		*pp = f->next;
+		free(f);
+		return;
+	}
+}
+
 void python__loader(struct python *py, struct proc_loader *out)
 {
 	*out = (struct proc_loader){
@@ -213,6 +230,7 @@ void python__loader(struct python *py, struct proc_loader *out)
 		.detect = detect_file,
 		.attach = maps_read,
 		.detach = forget,
+		.forget = forget_file,
 	};
 }
 

@@ -84,7 +84,9 @@ static int read_elf(int fd, struct elf_syms *s)
 
 	memset(s, 0, sizeof(*s));
 	elf_version(EV_CURRENT);
-	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	/* ELF_C_READ (pread into bounded heap copies), never mmap: the file
+	 * is a target's, which may truncate it while we read (SIGBUS) */
+	elf = elf_begin(fd, ELF_C_READ, NULL);
 	if (!elf)
 		return -ENOEXEC;
 	while ((scn = elf_nextscn(elf, scn))) {

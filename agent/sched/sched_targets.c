@@ -168,7 +168,10 @@ int sched_targets__scan(struct sched_targets *t, sched_target_fn marked_fn, void
 		unsigned long pid = strtoul(de->d_name, &end, 10);
 		uint64_t start;
 
-		if (*end || !pid || pid > UINT32_MAX || sched_targets__is(t, (uint32_t)pid))
+		/* never itself: an agent started from a job's shell inherits
+		 * its labels */
+		if (*end || !pid || pid > UINT32_MAX || pid == (unsigned long)getpid() ||
+		    sched_targets__is(t, (uint32_t)pid))
 			continue;
 		start = identity(t, (uint32_t)pid);
 		if (!start || !first_look(t, (uint32_t)pid, start))

@@ -41,6 +41,7 @@ struct agent_batch {
 	struct batch_sources src;
 	struct vec cache; /* struct cached_proc, across batches */
 	struct profile_htab cache_ids;
+	uint64_t boot_epoch_ns; /* fixed: a process's start time reads the same every time */
 	struct agent_batch_stats st;
 	struct frame_out out; /* the sample being converted (too big for the stack) */
 };
@@ -53,6 +54,7 @@ struct agent_batch *agent_batch__new(struct batch_builder *bb, const struct batc
 		return NULL;
 	ab->bb = bb;
 	ab->src = *src;
+	ab->boot_epoch_ns = proc_labels__boot_epoch_ns();
 	return ab;
 }
 
@@ -84,6 +86,46 @@ static int cache_eq(uint32_t id, const void *key, const void *ctx)
 	return c->tgid == (uint32_t)k[0] && c->mm_id == k[1];
 }
 
+/* The latest label set read from /proc for tgid, or NULL. */
+static const struct cached_proc *latest_read(const struct agent_batch *ab, uint32_t tgid)
+{
+	const struct cached_proc *c = ab->cache.v;
+
+	for (size_t i = ab->cache.n; i-- > 0;)
+		if (c[i].tgid == tgid && c[i].ok)
+			return &c[i];
+	return NULL;
+}
+
+static uint64_t cache_hash(const struct cached_proc *c)
+{
+	uint64_t key[2] = { c->tgid, c->mm_id };
+
+	return hash_bytes(key, sizeof(key), 0);
+}
+
+/* The cache is full: the older half goes (not all of it: a process read
+ * before and gone after keeps its identity, see labels_of). */
+static int keep_newest_half(struct agent_batch *ab)
+{
+	struct cached_proc *c = ab->cache.v;
+	size_t keep = ab->cache.n / 2;
+
+	memmove(c, c + (ab->cache.n - keep), keep * sizeof(*c));
+	ab->cache.n = keep;
+	ab->st.proc_cache_evicted += PROC_CACHE_MAX - keep;
+	profile_htab__fini(&ab->cache_ids);
+	memset(&ab->cache_ids, 0, sizeof(ab->cache_ids));
+	for (size_t i = 0; i < keep; i++)
+		if (profile_htab__insert(&ab->cache_ids, cache_hash(&c[i]), (uint32_t)i)) {
+			ab->cache.n = 0; /* an empty cache is still a consistent one */
+			profile_htab__fini(&ab->cache_ids);
+			memset(&ab->cache_ids, 0, sizeof(ab->cache_ids));
+			return -ENOMEM;
+		}
+	return 0;
+}
+
 /* Labels of (tgid, mm_id), read from /proc once per address space. */
 static const struct cached_proc *labels_of(struct agent_batch *ab, uint32_t tgid, uint64_t mm_id)
 {
@@ -91,27 +133,40 @@ static const struct cached_proc *labels_of(struct agent_batch *ab, uint32_t tgid
 	uint64_t h = hash_bytes(key, sizeof(key), 0);
 	int64_t id = profile_htab__find(&ab->cache_ids, h, cache_eq, key, ab);
 	struct cached_proc *c;
+	int err;
 
 	if (id >= 0)
 		return &((struct cached_proc *)ab->cache.v)[id];
 	if (ab->cache.n >= PROC_CACHE_MAX) {
-		/* Whole-cache reset: simple, and re-reading costs little. */
-		ab->cache.n = 0;
-		profile_htab__fini(&ab->cache_ids);
-		memset(&ab->cache_ids, 0, sizeof(ab->cache_ids));
+		err = keep_newest_half(ab);
+		if (err)
+			return NULL;
 	}
 	c = vec_push(&ab->cache, sizeof(*c));
 	if (!c)
 		return NULL;
 	c->tgid = tgid;
 	c->mm_id = mm_id;
-	c->ok = !proc_labels__read(tgid, &c->l);
+	c->ok = !proc_labels__read(tgid, ab->boot_epoch_ns, &c->l);
 	if (!c->ok) {
-		/* Gone before we looked: only the pid is known. */
+		const struct cached_proc *prev = latest_read(ab, tgid);
+
 		ab->st.proc_read_failed++;
-		memset(&c->l, 0, sizeof(c->l));
-		c->l.pid = tgid;
-		c->l.rank = c->l.local_rank = c->l.world_size = -1;
+		if (prev) {
+			/* Gone since an earlier read of another of its address
+			 * spaces (a CPU sample's mm after the GPU layer's
+			 * mm-less read): the same process, so the same
+			 * identity (pid, start time) and labels.  Without this
+			 * the server saw two processes, the one read with no
+			 * start time holding part of its collectives. */
+			c->l = prev->l;
+			c->ok = 1;
+		} else {
+			/* Gone before we looked: only the pid is known. */
+			memset(&c->l, 0, sizeof(c->l));
+			c->l.pid = tgid;
+			c->l.rank = c->l.local_rank = c->l.world_size = -1;
+		}
 	}
 	if (profile_htab__insert(&ab->cache_ids, h, ab->cache.n - 1)) {
 		ab->cache.n--;
@@ -221,14 +276,14 @@ static int64_t process_of_cached(struct batch_builder *bb, const struct cached_p
 int64_t agent_batch__process_tgid(struct agent_batch *ab, uint32_t tgid,
 				  const struct bb_process *fallback)
 {
-	const struct cached_proc *c = ab->cache.v;
+	const struct cached_proc *c;
 	int64_t id = batch_builder__find_pid(ab->bb, tgid); /* its samples' instance */
 
 	if (id >= 0)
 		return id;
-	for (uint32_t i = ab->cache.n; i-- > 0;) /* the latest label set read */
-		if (c[i].tgid == tgid && c[i].ok)
-			return process_of_cached(ab->bb, &c[i], NULL);
+	c = latest_read(ab, tgid);
+	if (c)
+		return process_of_cached(ab->bb, c, NULL);
 	c = labels_of(ab, tgid, 0);
 	if (!c)
 		return -ENOMEM;

@@ -28,8 +28,9 @@ struct batch_sources {
 };
 
 struct agent_batch_stats {
-	uint64_t frames_unknown;   /* user frames in no known mapping */
-	uint64_t proc_read_failed; /* processes gone before /proc was read */
+	uint64_t frames_unknown;     /* user frames in no known mapping */
+	uint64_t proc_read_failed;   /* processes gone before /proc was read */
+	uint64_t proc_cache_evicted; /* label sets dropped from the full cache */
 };
 
 struct agent_batch;

@@ -11,6 +11,7 @@
 
 #define STATE_MAX 65536	       /* last-shipped rows per table (the layer keeps 65536) */
 #define OUTSTANDING_MAX 262144 /* allocations tracked between drains (the BPF map's size) */
+#define ALLOC_DEFER_MAX 8      /* drains an allocation waits for its stack to resolve */
 #define PATHS_MAX 4096	       /* frame path -> module */
 #define WIRE_MAX_FRAMES 512    /* frames of one call-site stack sent */
 
@@ -21,18 +22,25 @@ struct path_row {
 
 struct out_row {
 	uint32_t tgid, level; /* level: a segment and its first block share a ptr */
-	/* key: (tgid, ptr, BPF's monotonic stamp), stable across drains; the
+	/* key: (tgid, level, ptr, BPF's monotonic stamp), stable across drains; the
 	 * realtime alloc_ns is converted anew at each drain and may move by a
 	 * few ns, which made a live allocation look freed and new again */
 	uint64_t ptr, mono_ns;
 	uint64_t alloc_ns; /* as first sent: the free must name the same one */
 	uint64_t gen;	   /* the last drain that saw it outstanding */
+	/* not sent yet: its call-site stack was not resolved (a library
+	 * mapped after the tracker's last read of the process's maps: the
+	 * next drains resolve it); what the row needs meanwhile */
+	uint64_t size, stack_id;
+	uint32_t api, defers;
+	bool sent;
 };
 
 struct batch_gpu {
 	struct module_registry *mods;
 	struct gpu_table sites, tally, errs, colls; /* values last shipped */
 	struct gpu_table outstanding, paths;
+	uint64_t paths_evicted; /* the registry's evictions when paths was valid */
 	uint64_t gen;
 	uint64_t seen_bpf[GPU_CNT_MAX];
 	uint64_t seen_rows, seen_calls, seen_allocs;
@@ -101,9 +109,18 @@ static void swap_prev(struct batch_gpu *g, struct gpu_table *t, const void *cur,
 
 static const struct module *module_of(struct batch_gpu *g, const char *path)
 {
+	struct module_stats ms;
 	struct path_row *r;
 	int err = 0;
 
+	/* the registry evicted modules since: cached pointers may dangle */
+	modules__stats(g->mods, &ms);
+	if (ms.evicted != g->paths_evicted) {
+		gpu_table__fini(&g->paths);
+		gpu_table__init(&g->paths, sizeof(struct path_row), 0, sizeof(const char *),
+				PATHS_MAX);
+		g->paths_evicted = ms.evicted;
+	}
 	r = gpu_table__find(&g->paths, &path);
 	if (r)
 		return r->mod;
@@ -381,6 +398,36 @@ static int out_stale(const void *row, void *ctx)
 	return ((const struct out_row *)row)->gen == *(const uint64_t *)ctx;
 }
 
+/* An allocation's row (freed: it is no longer outstanding either). */
+static void send_alloc(struct batch_gpu *g, struct agent_batch *ab, const struct gpu_data *d,
+		       struct out_row *o, bool freed)
+{
+	struct batch_builder *bb = agent_batch__builder(ab);
+	int64_t proc = proc_of(ab, d, o->tgid), stack;
+	Strata__V1__CudaAlloc *r;
+
+	o->sent = true;
+	stack = proc < 0 ? -1 : stack_of(g, bb, d, o->tgid, o->stack_id);
+	if (proc < 0 || stack < 0)
+		return;
+	r = batch_builder__row(bb, BB_ALLOC);
+	if (!r)
+		return; /* counted by the builder */
+	g->st.records++;
+	r->process = (uint32_t)proc;
+	r->ptr = o->ptr;
+	r->size = o->size;
+	r->stack = (uint32_t)stack;
+	r->alloc_ns = o->alloc_ns;
+	r->level = o->level ? STRATA__V1__CUDA_ALLOC__LEVEL__FRAMEWORK
+			    : STRATA__V1__CUDA_ALLOC__LEVEL__DRIVER;
+	r->api_str = batch_builder__string(bb, o->level ? "pytorch:malloc" : gpu_api_name(o->api));
+	if (freed) {
+		r->freed = 1;
+		r->free_ns = d->end_ns;
+	}
+}
+
 /* Allocation events from two successive outstanding sets. */
 void batch_gpu__drained(struct batch_gpu *g, struct agent_batch *ab, const struct gpu_data *d)
 {
@@ -392,9 +439,7 @@ void batch_gpu__drained(struct batch_gpu *g, struct agent_batch *ab, const struc
 		struct out_row key = {
 			.tgid = a->tgid, .level = a->level, .ptr = a->ptr, .mono_ns = a->mono_ns
 		};
-		Strata__V1__CudaAlloc *r;
 		struct out_row *o;
-		int64_t proc, stack;
 		int err = 0;
 
 		o = gpu_table__get(&g->outstanding, &key, &err);
@@ -402,29 +447,28 @@ void batch_gpu__drained(struct batch_gpu *g, struct agent_batch *ab, const struc
 			g->st.allocs_untracked++;
 			continue;
 		}
-		if (o->gen) { /* sent when it was new */
+		if (o->gen && o->sent) { /* sent when it was new */
 			o->gen = g->gen;
 			continue;
 		}
 		o->gen = g->gen;
 		o->alloc_ns = a->alloc_ns;
-		proc = proc_of(ab, d, a->tgid);
-		stack = proc < 0 ? -1 : stack_of(g, bb, d, a->tgid, a->stack_id);
-		if (proc < 0 || stack < 0)
+		o->size = a->size;
+		o->stack_id = a->stack_id;
+		o->api = a->api;
+		/* Sent once, so not before its stack is resolved: deferred a
+		 * few drains while the layer retries (bounded; a row that stops
+		 * being outstanding meanwhile is sent by the loop below). */
+		if (a->stack_id > STRATA_STACK_LOST && !gpu_data__stack(d, a->tgid, a->stack_id) &&
+		    o->defers < ALLOC_DEFER_MAX) {
+			o->defers++;
+			g->st.allocs_deferred++;
 			continue;
-		ROW_OR_DROP(r, BB_ALLOC);
-		r->process = (uint32_t)proc;
-		r->ptr = a->ptr;
-		r->size = a->size;
-		r->stack = (uint32_t)stack;
-		r->alloc_ns = a->alloc_ns;
-		r->level = a->level ? STRATA__V1__CUDA_ALLOC__LEVEL__FRAMEWORK
-				    : STRATA__V1__CUDA_ALLOC__LEVEL__DRIVER;
-		r->api_str = batch_builder__string(bb, a->level ? "pytorch:malloc"
-								: gpu_api_name(a->api));
+		}
+		send_alloc(g, ab, d, o, false);
 	}
 	for (size_t i = 0; i < g->outstanding.n; i++) {
-		const struct out_row *o = (const struct out_row *)g->outstanding.rows + i;
+		struct out_row *o = (struct out_row *)g->outstanding.rows + i;
 		const struct gpu_proc_info *pi;
 		Strata__V1__CudaAlloc *r;
 		int64_t proc;
@@ -432,6 +476,10 @@ void batch_gpu__drained(struct batch_gpu *g, struct agent_batch *ab, const struc
 		if (o->gen == g->gen)
 			continue;
 		pi = gpu_data__proc(d, o->tgid);
+		if (!o->sent) { /* deferred, and now freed or its process gone */
+			send_alloc(g, ab, d, o, !pi || !pi->exited);
+			continue;
+		}
 		if (pi && pi->exited) /* leaked at exit: stays outstanding */
 			continue;
 		proc = proc_of(ab, d, o->tgid);

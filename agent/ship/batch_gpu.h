@@ -29,6 +29,7 @@ struct batch_gpu_stats {
 	uint64_t stacks_dropped;   /* call-site stacks over the batch bound (row kept, no stack) */
 	uint64_t state_full;	   /* rows whose last-shipped value did not fit (sent whole) */
 	uint64_t allocs_untracked; /* outstanding allocations beyond the set's bound */
+	uint64_t allocs_deferred;  /* drains an allocation waited for its stack */
 };
 
 /* mods: where the call-site frames' files are found by path (build-ids). */

@@ -35,15 +35,14 @@ static ssize_t read_file(const char *path, char *buf, size_t sz)
 	return (ssize_t)n;
 }
 
-/* CLOCK_REALTIME minus CLOCK_BOOTTIME: start times are boot-relative. */
-static uint64_t boot_epoch_ns(void)
+uint64_t proc_labels__boot_epoch_ns(void)
 {
 	uint64_t rt = realtime_ns();
 
 	return rt - boottime_ns();
 }
 
-static int read_stat(uint32_t pid, struct proc_labels *o)
+static int read_stat(uint32_t pid, uint64_t boot_epoch, struct proc_labels *o)
 {
 	char path[64], buf[1024], *open_p, *close_p;
 	unsigned long long start = 0;
@@ -68,7 +67,7 @@ static int read_stat(uint32_t pid, struct proc_labels *o)
 	o->ppid = (uint32_t)ppid;
 	if (tck <= 0)
 		tck = 100;
-	o->start_time_ns = boot_epoch_ns() + start * (1000000000ull / (uint64_t)tck);
+	o->start_time_ns = boot_epoch + start * (1000000000ull / (uint64_t)tck);
 	/* Whole clock ticks: round so that two reads agree. */
 	o->start_time_ns -= o->start_time_ns % (1000000000ull / (uint64_t)tck);
 	return 0;
@@ -207,14 +206,14 @@ static void read_environ(uint32_t pid, struct proc_labels *o)
 			 o->torchelastic_run_id[0] ? o->torchelastic_run_id : o->slurm_job_id);
 }
 
-int proc_labels__read(uint32_t pid, struct proc_labels *o)
+int proc_labels__read(uint32_t pid, uint64_t boot_epoch_ns, struct proc_labels *o)
 {
 	int err;
 
 	memset(o, 0, sizeof(*o));
 	o->pid = pid;
 	o->rank = o->local_rank = o->world_size = -1;
-	err = read_stat(pid, o);
+	err = read_stat(pid, boot_epoch_ns, o);
 	if (err)
 		return err;
 	read_cmdline(pid, o);

@@ -27,9 +27,19 @@ struct proc_labels {
 	int32_t rank, local_rank, world_size;
 };
 
-/* Reads pid's labels; 0, or -errno when the process is gone (comm and start
- * time missing).  Unreadable parts (environ of another user) stay empty. */
-int proc_labels__read(uint32_t pid, struct proc_labels *out);
+/*
+ * CLOCK_REALTIME minus CLOCK_BOOTTIME now (start times in /proc are
+ * boot-relative).  Read it once and pass the same value to every read: the
+ * difference moves as NTP slews the realtime clock, and a process whose
+ * start time read differently at two reads would be two processes on the
+ * server.
+ */
+uint64_t proc_labels__boot_epoch_ns(void);
+
+/* Reads pid's labels, start time = boot_epoch_ns + its boot-relative
+ * start; 0, or -errno when the process is gone (comm and start time
+ * missing).  Unreadable parts (environ of another user) stay empty. */
+int proc_labels__read(uint32_t pid, uint64_t boot_epoch_ns, struct proc_labels *out);
 
 /* Parses the container and pod ids out of one cgroup path (exposed for
  * tests). */

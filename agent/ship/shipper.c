@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/core/features.h"
 #include "agent/ship/agent_batch.h"
 #include "agent/ship/batch_gpu.h"
 #include "agent/ship/batch_sched.h"
@@ -20,8 +21,9 @@ struct shipper {
 	struct batch_sched *sched; /* NULL: the session has no scheduler layer */
 	uint32_t freq_hz;
 	uint64_t seq;
-	struct batch_meta m;   /* the window's, filled in by the GPU window */
-	uint64_t unknown_seen; /* ab's frames_unknown at the last period */
+	struct batch_meta m;			 /* the window's, filled in by the GPU window */
+	uint64_t unknown_seen;			 /* ab's frames_unknown at the last period */
+	struct bb_kernel_path kpaths[KPATH_MAX]; /* sent in every batch */
 };
 
 /* ---- the sink (agent/core/sink.h) ---- */
@@ -83,6 +85,15 @@ struct shipper *shipper__new(const struct shipper_opts *o, struct session *s)
 		goto err_out;
 	bo.on_file = uploader__note_file;
 	bo.on_file_ctx = sh->up;
+	/* the kernel's feature paths, in every batch (docs/kernels.md) */
+	for (int i = 0; src.features && i < KPATH_MAX && i < BB_MAX_KERNEL_PATHS; i++) {
+		sh->kpaths[i].name = kernel_path__name(i);
+		sh->kpaths[i].taken =
+			kernel_features__path(src.features, i, &sh->kpaths[i].fallback);
+		bo.nkernel_paths = (size_t)i + 1;
+	}
+	bo.kernel_paths = sh->kpaths;
+	bo.kernel_release = src.features ? src.features->release : NULL;
 	sh->bb = batch_builder__new(&bo);
 	if (!sh->bb)
 		goto err_out;
@@ -166,7 +177,7 @@ void shipper__report(struct shipper *sh)
 	uploader__stats(sh->up, &us);
 	fprintf(stderr,
 		"  batches: built=%llu samples=%llu rows_dropped=%llu raw=%llu B wire=%llu B "
-		"proc_read_failed=%llu\n"
+		"proc_read_failed=%llu proc_cache_evicted=%llu\n"
 		"  upload: sent=%llu duplicates=%llu attempts=%llu failures=%llu rejected=%llu "
 		"backoff_ms=%u last_status=%d symbols sent=%llu failed=%llu skipped=%llu\n"
 		"  spool: files=%llu bytes=%llu dropped_full=%llu write_failed=%llu "
@@ -174,12 +185,13 @@ void shipper__report(struct shipper *sh)
 		(unsigned long long)bs.batches, (unsigned long long)bs.samples,
 		(unsigned long long)bs.rows_dropped, (unsigned long long)bs.raw_bytes,
 		(unsigned long long)bs.wire_bytes, (unsigned long long)as.proc_read_failed,
-		(unsigned long long)us.sent, (unsigned long long)us.duplicates,
-		(unsigned long long)us.attempts, (unsigned long long)us.failures,
-		(unsigned long long)us.rejected, us.backoff_ms, us.last_status,
-		(unsigned long long)us.symbols_sent, (unsigned long long)us.symbols_failed,
-		(unsigned long long)us.symbols_skipped, (unsigned long long)us.spool.files,
-		(unsigned long long)us.spool.bytes, (unsigned long long)us.spool.dropped_full,
+		(unsigned long long)as.proc_cache_evicted, (unsigned long long)us.sent,
+		(unsigned long long)us.duplicates, (unsigned long long)us.attempts,
+		(unsigned long long)us.failures, (unsigned long long)us.rejected, us.backoff_ms,
+		us.last_status, (unsigned long long)us.symbols_sent,
+		(unsigned long long)us.symbols_failed, (unsigned long long)us.symbols_skipped,
+		(unsigned long long)us.spool.files, (unsigned long long)us.spool.bytes,
+		(unsigned long long)us.spool.dropped_full,
 		(unsigned long long)us.spool.write_failed, (unsigned long long)us.spool.recovered);
 }
 

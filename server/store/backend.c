@@ -191,6 +191,14 @@ static const struct cell CPU_TIME[] = { C(node), C(kind), C(cpu),      C(pid),	C
 static const struct cell NODE_CLOCK[] = { C(node), C(clock_error_ns), C(freq_hz), C(batches) };
 #undef C
 
+#define C(f) CELL(store_collstat, f)
+static const struct cell COLLSTAT[] = { C(job),		C(comm_hash),	C(op),
+					C(size_class),	C(nranks),	C(windows),
+					C(occurrences), C(observed_ns), C(stall_ns),
+					C(slack_ns),	C(bytes),	C(observed_max_ns),
+					C(first_ns),	C(last_ns) };
+#undef C
+
 #define C(f) CELL(store_tally, f)
 static const struct cell TALLY[] = { C(node),	  C(pid),      SKIP_CELL /* the process key */,
 				     C(has_rank), C(rank),     C(fn),
@@ -226,6 +234,7 @@ EMIT(leak, store_leak, LEAK)
 EMIT(thread_time, store_thread_time, THREAD_TIME)
 EMIT(cpu_time, store_cpu_time, CPU_TIME)
 EMIT(node_clock, store_node_clock, NODE_CLOCK)
+EMIT(collstat, store_collstat, COLLSTAT)
 
 void store_row__tally(const struct store_row *r, struct store_tally *t)
 {

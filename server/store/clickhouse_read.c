@@ -24,6 +24,7 @@ static void batch_filter(struct ch_store *s, struct ch_sql *q, const struct stor
 	if (f->to_ns)
 		ch_sql__add(q, " AND start_ns < %" PRIu64, f->to_ns);
 	ch_and_quoted(q, " AND node = ", f->node);
+	ch_sql__add(q, " AND node != '" STORE_SERVER_NODE "'");
 	ch_sql__add(q, " AND ingest IN (SELECT min(ingest) FROM %s.batches GROUP BY batch_id)",
 		    s->db);
 }
@@ -346,6 +347,26 @@ static int ch_node_clocks(struct store *base, const struct store_filter *f, stor
 	return ch_query_rows(s, &q, "node clocks", -1, store_emit__node_clock, (void *)fn, ctx);
 }
 
+static int ch_collective_stats(struct store *base, const struct store_filter *f,
+			       store_collstat_fn fn, void *ctx)
+{
+	struct ch_store *s = (struct ch_store *)base;
+	struct store_filter g = { .from_ns = f->from_ns, .to_ns = f->to_ns };
+	struct ch_sql q = { 0 };
+
+	ch_sql__add(&q,
+		    "SELECT job, comm_hash, op, size_class, nranks, count(), sum(occurrences),"
+		    " sum(observed_ns), sum(stall_ns), sum(slack_ns), sum(bytes),"
+		    " max(observed_max_ns), min(b_start), max(b_end) FROM %s.collective_stats"
+		    " WHERE 1",
+		    s->db);
+	ch_filter(s, &q, &g, NULL, 0);
+	ch_and_quoted(&q, " AND job = ", f->job);
+	ch_sql__add(&q, " GROUP BY job, comm_hash, op, size_class, nranks"
+			" ORDER BY sum(stall_ns) DESC, job, comm_hash, op, size_class");
+	return ch_query_rows(s, &q, "collective stats", -1, store_emit__collstat, (void *)fn, ctx);
+}
+
 const struct store_ops clickhouse_store_ops = {
 	.name = "clickhouse",
 	.ingest = ch_store__ingest,
@@ -362,4 +383,5 @@ const struct store_ops clickhouse_store_ops = {
 	.thread_times = ch_thread_times,
 	.cpu_times = ch_cpu_times,
 	.node_clocks = ch_node_clocks,
+	.collective_stats = ch_collective_stats,
 };

@@ -220,6 +220,22 @@ static const struct store_column NCCL_STATS[] = {
 	COL("max_ns", "max_ns"),
 };
 
+/* Server-derived (the diagnosis engine's windows): a job's rows, not a
+ * process's; the batch is the window. */
+static const struct store_column COLLECTIVE_STATS[] = {
+	TEXT("job", "job_str"),
+	COL("comm_hash", "comm_hash"),
+	TEXT("op", "op_str"),
+	COL("size_class", "size_class"),
+	COL("nranks", "nranks"),
+	COL("occurrences", "occurrences"),
+	COL("observed_ns", "observed_ns"),
+	COL("stall_ns", "stall_ns"),
+	COL("slack_ns", "slack_ns"),
+	COL("bytes", "bytes"),
+	COL("observed_max_ns", "observed_max_ns"),
+};
+
 static const struct store_column SOFTIRQ_VECTORS[] = {
 	COL("cpu", "cpu"),
 	COL("vector", "vector"),
@@ -293,6 +309,10 @@ const struct store_table STORE_TABLES[STORE_NTABLES] = {
 					 "node, b_end", FOREIGN_RUNS) },
 	[STORE_T_TARGET_CPUS] = { TABLE("target_cpus", strata__v1__target_cpu__descriptor, 1,
 					"node, pid, cpu", TARGET_CPUS) },
+	[STORE_T_COLLECTIVE_STATS] = { TABLE("collective_stats",
+					     strata__v1__collective_stat__descriptor, 0,
+					     "job, b_end, comm_hash", COLLECTIVE_STATS),
+				       .index = "job(job)" },
 };
 
 const char *const STORE_BATCH_FIELDS_APART[] = {
@@ -300,7 +320,10 @@ const char *const STORE_BATCH_FIELDS_APART[] = {
 	"version", "batch_id", "node", "agent_version", "seq", "agent_run_id", "start_ns", "end_ns",
 	"clock", "freq_hz", "drops",
 	/* what records index: the string table, files, stacks */
-	"strings", "mappings", "stacks", NULL
+	"strings", "mappings", "stacks",
+	/* the agent's kernel and the feature paths it took: counted at ingest
+	 * (server/kernel_paths.c), not stored per batch */
+	"kernel_release", "kernel_paths", NULL
 };
 
 /* ---- columns ------------------------------------------------------------------ */

@@ -114,6 +114,7 @@ enum store_table_id {
 	STORE_T_SOFTIRQ_VECTORS,
 	STORE_T_FOREIGN_RUNS,
 	STORE_T_TARGET_CPUS,
+	STORE_T_COLLECTIVE_STATS, /* server-derived */
 	STORE_NTABLES,
 };
 

@@ -18,6 +18,7 @@ static void batch_filter(struct sq_query *q, const struct store_filter *f)
 {
 	sq_window(q, f, "b.end_ns", "b.start_ns");
 	sq_and_text(q, " AND b.node = ?", f->node);
+	sq_add(q, " AND b.node <> '" STORE_SERVER_NODE "'");
 }
 
 static int sq_jobs(struct store *base, const struct store_filter *f, store_job_fn fn, void *ctx)
@@ -294,6 +295,23 @@ static int sq_node_clocks(struct store *base, const struct store_filter *f, stor
 	return sq_query_rows(s, &q, store_emit__node_clock, (void *)fn, ctx, 0);
 }
 
+static int sq_collective_stats(struct store *base, const struct store_filter *f,
+			       store_collstat_fn fn, void *ctx)
+{
+	struct sqlite_store *s = (struct sqlite_store *)base;
+	struct sq_query q = { .len = 0 };
+
+	sq_add(&q, "SELECT t.job, t.comm_hash, t.op, t.size_class, t.nranks, COUNT(*),"
+		   " SUM(t.occurrences), SUM(t.observed_ns), SUM(t.stall_ns), SUM(t.slack_ns),"
+		   " SUM(t.bytes), MAX(t.observed_max_ns), MIN(b.start_ns), MAX(b.end_ns)"
+		   " FROM collective_stats t JOIN batches b ON b.id = t.batch WHERE 1");
+	sq_window(&q, f, "b.end_ns", "b.start_ns");
+	sq_and_text(&q, " AND t.job = ?", f->job);
+	sq_add(&q, " GROUP BY t.job, t.comm_hash, t.op, t.size_class, t.nranks"
+		   " ORDER BY SUM(t.stall_ns) DESC, t.job, t.comm_hash, t.op, t.size_class");
+	return sq_query_rows(s, &q, store_emit__collstat, (void *)fn, ctx, 0);
+}
+
 const struct store_ops sqlite_store_ops = {
 	.name = "sqlite",
 	.ingest = sqlite_store__ingest,
@@ -310,4 +328,5 @@ const struct store_ops sqlite_store_ops = {
 	.thread_times = sq_thread_times,
 	.cpu_times = sq_cpu_times,
 	.node_clocks = sq_node_clocks,
+	.collective_stats = sq_collective_stats,
 };

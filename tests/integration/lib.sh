@@ -38,3 +38,16 @@ assert_ratio() {
 	fi
 	echo "ok: $what: $num of $den samples ($((100 * num / den))%)"
 }
+
+# wait_agent_ready LOG [SECONDS]: until the agent writing LOG (-v or not)
+# says it samples (its BPF programs and filter are in place), or fails.
+# A fixed sleep is not enough: starting the agent takes over 2 s on a
+# loaded 2-core machine, and calls made before it are not seen.
+wait_agent_ready() {
+	local log=$1 secs=${2:-60}
+	for _ in $(seq $((secs * 10))); do
+		grep -q 'agent: sampling at' "$log" 2> /dev/null && return 0
+		sleep 0.1
+	done
+	fail "agent not ready after ${secs}s: $(tail -5 "$log")"
+}

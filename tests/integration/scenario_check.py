@@ -3,13 +3,17 @@ strata-server's API and the webhook receiver's log, in real time.
 
   scenario_check.py --port P --dir T straggler RANK LAYER
       the server confirms RANK (and no other) as a straggler
-      (/api/v1/stragglers, pinned fields), fires one webhook for it, and
-      /api/v1/findings?rank=RANK ranks LAYER first
+      (/api/v1/stragglers, pinned fields), fires one webhook for it at most
+      --max-alert seconds (15) after the onset, and
+      /api/v1/findings?rank=RANK ranks LAYER first (within --timeout)
   scenario_check.py ... leak RANK
       /api/v1/leak_reports names RANK's leak_activation stack; no straggler
   scenario_check.py ... none
       SECONDS of a healthy job: windows judged, no straggler, no leak, no
       webhook (the false-positive check)
+  scenario_check.py ... unplaced
+      a job whose communicators initialised before the agent: nothing
+      flagged, its collectives counted as unplaced (identity unknown)
 
 Prints the detected rank, layer and seconds from the fault onset (printed
 by train_sim) to the alert; with $SCENARIO_RESULTS set, appends the result
@@ -35,9 +39,13 @@ class Scenario:
         out = open(os.path.join(self.dir, 'train.out')).read()
         self.onset = float(re.search(r'fault onset at ([0-9.]+)', out).group(1))
         self.job = None
+        self.want_job = args.job
 
     def get(self, path):
-        with urllib.request.urlopen(self.base + path, timeout=10) as r:
+        req = urllib.request.Request(self.base + path)
+        if os.environ.get('STRATA_TOKEN'):
+            req.add_header('Authorization', 'Bearer ' + os.environ['STRATA_TOKEN'])
+        with urllib.request.urlopen(req, timeout=10) as r:
             body = r.read().decode()
         return body if path == '/metrics' or path.startswith('/jobs/') else json.loads(body)
 
@@ -52,12 +60,13 @@ class Scenario:
             out.append((float(at), json.loads(body)))
         return out
 
-    def find_job(self, timeout=20):
-        """The simulated job: the one whose 4 ranks reported (the job id
-        comes from the NCCL unique id, so the test cannot know it ahead)."""
+    def find_job(self, timeout=40):
+        """The simulated job: --job NAME once its 4 ranks reported (the
+        agents ship every 10 s), else the one job whose 4 ranks did."""
         end = time.time() + timeout
         while time.time() < end:
-            jobs = [j for j in self.get('/api/v1/jobs')['jobs'] if j.get('ranks') == 4]
+            jobs = [j for j in self.get('/api/v1/jobs')['jobs'] if j.get('ranks') == 4 and
+                    (not self.want_job or j['job'] == self.want_job)]
             if jobs:
                 self.job = jobs[0]['job']
                 return
@@ -123,6 +132,9 @@ def check_straggler(sc, args):
     labels = hook['alerts'][0]['labels']
     if len(firing) != 1 or labels['rank'] != str(rank) or labels['job'] != sc.job:
         fail('want one firing webhook for rank %d, got %s' % (rank, firing))
+    if args.max_alert and at - sc.onset > args.max_alert:
+        fail('the webhook came %.1f s after the onset (at most %.0f)' % (at - sc.onset,
+                                                                      args.max_alert))
 
     # The alert is decided at ingest; the findings compare complete windows
     # of stored data, so they may come a window or two later.
@@ -211,24 +223,47 @@ def check_none(sc, args):
             'onset_to_alert_s': '-', 'alert': 'none'})
 
 
+def check_unplaced(sc, args):
+    """A job whose communicator initialisation no agent saw: nothing may be
+    flagged, and its collectives are counted as unplaced."""
+    end = sc.onset + args.timeout
+    while time.time() < end:
+        conf, hooks = sc.confirmed(), sc.hooks()
+        if conf or hooks:
+            fail('a job of unknown identity was judged: stragglers %s hooks %s' % (conf, hooks))
+        time.sleep(0.5)
+    m = re.search(r'^strata_straggler_events_unplaced_total\{why="no_rank"\} (\d+)$',
+                  sc.get('/metrics'), re.M)
+    if not m or int(m.group(1)) == 0:
+        fail('no collective counted as unplaced (no_rank)')
+    record({'scenario': args.name, 'rank': '-', 'layer': '-',
+            'detail': 'identity unknown (initialised before the agent): %s collective events '
+                      'counted unplaced, nothing flagged in %d s' % (m.group(1), args.timeout),
+            'onset_to_alert_s': '-', 'alert': 'none'})
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument('--port', type=int, required=True)
     p.add_argument('--dir', required=True)
+    p.add_argument('--job', default=None, help='the job name to find')
     p.add_argument('--window-ms', type=int, default=2000)
-    p.add_argument('--timeout', type=float, default=40, help='seconds after the onset')
+    p.add_argument('--timeout', type=float, default=60, help='seconds after the onset')
+    p.add_argument('--max-alert', type=float, default=15,
+                   help='straggler: the webhook at most this long after the onset (0: any)')
     p.add_argument('--name', default=None)
     p.add_argument('--want-finding', action='append',
                    help='METRIC[,METRIC...]:EVIDENCE, a finding of the straggler rank (one '
                    'of the metrics) whose evidence contains EVIDENCE')
-    p.add_argument('mode', choices=('straggler', 'leak', 'none'))
+    p.add_argument('mode', choices=('straggler', 'leak', 'none', 'unplaced'))
     p.add_argument('rank', type=int, nargs='?')
     p.add_argument('layer', nargs='?')
     args = p.parse_args()
     args.name = args.name or args.mode
     sc = Scenario(args)
     sc.find_job()
-    {'straggler': check_straggler, 'leak': check_leak, 'none': check_none}[args.mode](sc, args)
+    {'straggler': check_straggler, 'leak': check_leak, 'none': check_none,
+     'unplaced': check_unplaced}[args.mode](sc, args)
 
 
 if __name__ == '__main__':

@@ -1,9 +1,13 @@
 # The end-to-end scenario suite (tests/integration/test_scenario_*.sh):
-# sourced, not run.  The real pipeline on one node: strata-server (SQLite,
-# 2 s diagnosis windows, webhook to a local receiver) <- strata-agent
-# (--server, 1 s periods, GPU layer on) following a simulated 4-rank job
-# (build/fixtures/train_sim on the stand-in CUDA/NCCL libraries) with one
-# fault injected SIM_FAULT_AFTER_MS after the job starts.
+# sourced, not run.  The real pipeline on one node, as deployed:
+# strata-server with its defaults (plus the webhook URL and the token the
+# agents present) <- strata-agent with exactly the arguments of
+# deploy/kubernetes/base/agent-daemonset.yaml (host-wide, no --pid; only
+# the server URL, token file and spool directory point into the test's
+# directory, and the node name comes from STRATA_NODE_NAME as in the
+# DaemonSet) following a simulated 4-rank job (build/fixtures/train_sim on
+# the stand-in CUDA/NCCL libraries, ranks exec'd with RANK & co. like
+# torchrun) with one fault injected SIM_FAULT_AFTER_MS after the job starts.
 # tests/integration/scenario_check.py then polls the API and webhook and
 # says which rank and layer the server names, and how long after the onset.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -11,36 +15,72 @@ source "$ROOT/tests/integration/server_lib.sh"
 require_bpf
 SIM=$ROOT/build/fixtures/train_sim
 [ -x "$SIM" ] || fail "$SIM not built (make fixtures)"
+DAEMONSET=$ROOT/deploy/kubernetes/base/agent-daemonset.yaml
 
-# The job's shape: 16 kernels of 1 ms per step, so a step is ~18 ms and a
-# 2 s window holds ~100 all-reduces; SIM_INIT_MS: the first CUDA call
-# creates a context, as on a real GPU (the agent attaches meanwhile).
-export SIM_INIT_MS=400 SIM_KERNEL_US=1000 SIM_FAULT_AFTER_MS=${SIM_FAULT_AFTER_MS:-4000}
-SCEN_WINDOW_MS=2000
+# The job's shape: 16 kernels of 1 ms per step, so a step (one all-reduce)
+# is ~18 ms.  SIM_INIT_MS: a rank takes 5 s from exec to its first CUDA
+# call returning (a real one imports torch and creates a CUDA context:
+# seconds); the host-wide agent finds it by its RANK label meanwhile (at
+# its next drain, every second) and attaches before ncclCommInitRank.  The fault starts
+# 25 s after the job, once the agent has shipped its first periods.
+export SIM_INIT_MS=${SIM_INIT_MS:-5000} SIM_KERNEL_US=1000
+export SIM_FAULT_AFTER_MS=${SIM_FAULT_AFTER_MS:-25000}
+SCEN_WINDOW_MS=10000 # the server's default diagnosis window
 
-# scenario_start: server + webhook receiver + agent + the job (train_sim 4
-# ranks, the caller's SIM_* environment), returns once the job runs and
-# its fault onset is known ($T/train.out).
-scenario_start() {
-	HOOK_PORT=$(free_port)
-	python3 "$ROOT/tests/integration/webhook_receiver.py" "$HOOK_PORT" "$T/hooks" \
-		> "$T/hook.log" 2>&1 &
-	HOOK_PID=$!
-	trap scenario_cleanup EXIT
-	PORT=$(free_port)
-	start_server "$PORT" --diag-window-ms "$SCEN_WINDOW_MS" \
-		--alert-webhook "http://127.0.0.1:$HOOK_PORT/hook"
-	# The job waits for the agent, then runs in its own process group (so
-	# cleanup ends every rank); the agent follows it by pid.
-	mkfifo "$T/go"
-	setsid bash -c 'read -r _ < "$1"; exec "$2" 4 100000' _ "$T/go" "$SIM" \
-		> "$T/train.out" 2>&1 &
-	JOB_PID=$!
-	"$AGENT" --server "http://127.0.0.1:$PORT" --period 1 -F 49 --spool "$T/spool" \
-		--node scen-node --pid "$JOB_PID" --drain-interval 250 -v 2> "$T/agent.log" &
+# daemonset_args URL TOKEN_FILE SPOOL: the DaemonSet's agent arguments, one
+# per line, with the three environment-specific values replaced.
+daemonset_args() {
+	python3 - "$DAEMONSET" "$@" << 'EOF'
+import sys, yaml
+ds = yaml.safe_load(open(sys.argv[1]))
+c = [c for c in ds['spec']['template']['spec']['containers'] if c['name'] == 'agent'][0]
+args, here = c['args'], {'--server': sys.argv[2], '--token-file': sys.argv[3], '--spool': sys.argv[4]}
+if '--pid' in args or '--cgroup' in args:
+    sys.exit('the DaemonSet is not host-wide any more: %s' % args)
+out, i = [], 0
+while i < len(args):
+    out.append(args[i])
+    if args[i] in here:
+        out.append(here[args[i]])
+        i += 1
+    i += 1
+missing = set(here) - set(out)
+if missing:
+    sys.exit('the DaemonSet lost %s: %s' % (missing, args))
+print('\n'.join(out))
+EOF
+}
+
+# scenario_agent: starts (again) strata-agent as the DaemonSet runs it.
+scenario_agent() {
+	local args
+	mapfile -t args < <(daemonset_args "http://127.0.0.1:$PORT" "$T/token" "$T/spool") ||
+		fail "cannot read the DaemonSet's arguments"
+	[ -n "${AGENT_ARGS_SHOWN:-}" ] || echo "agent: strata-agent ${args[*]}"
+	AGENT_ARGS_SHOWN=1
+	STRATA_NODE_NAME=scen-node "$AGENT" "${args[@]}" -v 2>> "$T/agent.log" &
 	AGENT_PID=$!
-	wait_agent "$T/agent.log"
-	echo go > "$T/go"
+}
+
+scenario_agent_stop() { # SIGNAL
+	[ -n "${AGENT_PID:-}" ] || return 0
+	kill "-${1:-INT}" "$AGENT_PID" 2> /dev/null || true
+	wait "$AGENT_PID" 2> /dev/null || true # 137 after a KILL
+	AGENT_PID=
+}
+
+# scenario_job: the job (train_sim 4 ranks, the caller's SIM_* environment)
+# in its own process group, so cleanup ends every rank; waits until its
+# fault onset is known ($T/train.out).
+scenario_job() {
+	# the job's name (host-wide, other jobs on this machine are followed
+	# too): STRATA_JOB, or a torchrun-style run id (SCEN_RUN_ID); given to
+	# the job alone, so no other process of the test carries a label
+	local label=STRATA_JOB=scen-$$
+	[ -n "${SCEN_RUN_ID:-}" ] && label=TORCHELASTIC_RUN_ID=$SCEN_RUN_ID
+	SCEN_JOB=${label#*=}
+	env "$label" setsid "$SIM" 4 1000000 > "$T/train.out" 2>&1 &
+	JOB_PID=$!
 	for _ in $(seq 50); do
 		grep -q 'fault onset' "$T/train.out" && return 0
 		sleep 0.1
@@ -48,10 +88,35 @@ scenario_start() {
 	fail "train_sim printed no fault onset: $(cat "$T/train.out")"
 }
 
+# scenario_start: server + webhook receiver + agent + job.  SCEN_JOB_FIRST=S:
+# the job starts S seconds before the agent (it initialised unseen).
+scenario_start() {
+	HOOK_PORT=$(free_port)
+	python3 "$ROOT/tests/integration/webhook_receiver.py" "$HOOK_PORT" "$T/hooks" \
+		> "$T/hook.log" 2>&1 &
+	HOOK_PID=$!
+	trap scenario_cleanup EXIT
+	PORT=$(free_port)
+	TOKEN=scenario-token-$$
+	echo "$TOKEN" > "$T/token"
+	export TOKEN STRATA_TOKEN=$TOKEN
+	start_server "$PORT" --token-file "$T/token" \
+		--alert-webhook "http://127.0.0.1:$HOOK_PORT/hook"
+	if [ -n "${SCEN_JOB_FIRST:-}" ]; then
+		scenario_job
+		sleep "$SCEN_JOB_FIRST"
+		scenario_agent
+	else
+		scenario_agent
+		sleep 2 # loaded and attached, as a DaemonSet pod is before jobs come
+		scenario_job
+	fi
+}
+
 # scenario_check MODE [RANK LAYER]: see scenario_check.py.
 scenario_check() {
 	python3 "$ROOT/tests/integration/scenario_check.py" --port "$PORT" --dir "$T" \
-		--window-ms "$SCEN_WINDOW_MS" "$@" ||
+		--window-ms "$SCEN_WINDOW_MS" --job "$SCEN_JOB" "$@" ||
 		{
 			tail -n 5 "$T/agent.log" "$T/server.log"
 			fail "scenario $*"
@@ -61,11 +126,7 @@ scenario_check() {
 scenario_cleanup() {
 	[ -n "${JOB_PID:-}" ] && kill -TERM -- "-$JOB_PID" 2> /dev/null
 	[ -n "${HOOK_PID:-}" ] && kill "$HOOK_PID" 2> /dev/null
-	if [ -n "${AGENT_PID:-}" ]; then
-		kill -INT "$AGENT_PID" 2> /dev/null
-		wait "$AGENT_PID" 2> /dev/null
-		AGENT_PID=
-	fi
+	scenario_agent_stop INT
 	if [ -n "${KEEP_T:-}" ]; then
 		stop_server
 		echo "kept $T"

@@ -35,20 +35,9 @@ stop_server() {
 	SRV_PID=
 }
 
-# api PATH: GET from the server on $PORT.
-# Waits until the agent writing LOG has loaded its programs and follows
-# its targets ("agent: sampling" with -v; at most 20 s): a fixed sleep was
-# too short on a loaded machine, and a job started before it went unseen.
-wait_agent() {
-	for _ in $(seq 200); do
-		grep -q 'agent: sampling' "$1" 2> /dev/null && return 0
-		sleep 0.1
-	done
-	fail "the agent did not start: $(tail -5 "$1")"
-}
-
+# api PATH: GET from the server on $PORT (with $TOKEN when set).
 api() {
-	curl -sf "http://127.0.0.1:$PORT$1"
+	curl -sf ${TOKEN:+-H "Authorization: Bearer $TOKEN"} "http://127.0.0.1:$PORT$1"
 }
 
 # Sum of a JSON list's numeric field: json_sum KEY FIELD < json

@@ -4,5 +4,5 @@
 source "$(dirname "$0")/scenario_lib.sh"
 export SIM_LEAK_RANK=1 SIM_LEAK_BYTES=$((1 << 20))
 scenario_start
-scenario_check --name gpu_leak leak 1
+scenario_check --name gpu_leak --timeout 150 leak 1
 scenario_promtool StrataGpuMemoryLeak

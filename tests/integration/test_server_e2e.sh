@@ -41,7 +41,8 @@ cat "$T/spool"/*.batch | zstd -dcq > "$T/wire.bin" || fail "spooled batches are 
 for sym in __libc_start_call_main __libc_start_main_impl; do
 	if grep -aq "$sym" "$T/wire.bin"; then fail "the agent sent the name $sym"; fi
 done
-grep -aq "e2e-job" "$T/wire.bin" || fail "job label not in the batches"
+grep -aq "e2e-job" "$T/wire.bin" ||
+	fail "job label not in the batches (chain pid $CHAIN_PID): $(grep -E 'agent:|batch' "$T/agent.log" | tail -5)"
 echo "ok: $(ls "$T/spool" | wc -l) spooled batches, no native names on the wire"
 
 start_server "$PORT"
@@ -84,3 +85,6 @@ api "/api/v1/jobs" > "$T/jobs.json"
 grep -q '"e2e-job"' "$T/jobs.json" || fail "job not listed"
 api "/metrics" > "$T/metrics"
 grep -E '^strata_symbol_uploads_total [1-9]' "$T/metrics" || fail "no symbol uploads"
+# The kernel feature paths the agent took came with the batches.
+grep -E '^strata_agent_kernel_path_batches_total\{path="exit_mappings",taken="[a-z_]+",fallback="[01]"\} [1-9]' \
+	"$T/metrics" || fail "no kernel paths counted: $(grep kernel_path "$T/metrics")"

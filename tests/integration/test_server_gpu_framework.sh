@@ -33,7 +33,7 @@ JOB_PID=$!
 	--gpu-lib "$FIX/libcudart.so" --gpu-lib "$FIX/libcuda.so" --gpu-lib "$FIX/libc10_cuda.so" \
 	-v 2> "$T/agent.log" &
 AGENT_PID=$!
-wait_agent "$T/agent.log"
+wait_agent_ready "$T/agent.log"
 echo go > "$T/go"
 wait "$JOB_PID" || fail "workloads failed: $(cat "$T"/*.out)"
 LEAK_PID=$(cat "$T/leak.pid") CHURN_PID=$(cat "$T/churn.pid")

@@ -15,15 +15,16 @@ start_server "$PORT" --token-file "$T/token" --max-batch-mb 1 --max-buffered-mb 
 BASE="http://127.0.0.1:$PORT"
 truncate -s 200M "$T/big"
 hwm() { awk '/^VmHWM/ { print $2 }' "/proc/$SRV_PID/status"; }
-rchar() { awk '/^rchar/ { print $2 }' "/proc/$SRV_PID/io"; }
 echo "peak RSS at start: $(hwm) kB"
 
-# send FILE PATH [curl args]: POSTs FILE to PATH; prints "STATUS SECONDS ERROR".
+# send FILE PATH [curl args]: POSTs FILE to PATH; prints "STATUS SECONDS
+# BYTES_SENT ERROR".  What the client got to send is what the server read
+# (and its socket buffers held): recv() on a socket is not in /proc/PID/io.
 send() {
 	local f=$1 path=$2
 	shift 2
-	curl -s -o /dev/null -w '%{http_code} %{time_total}s %{errormsg}' -X POST -T "$f" \
-		"$@" --max-time 60 "$BASE$path" || true
+	curl -s -o /dev/null -w '%{http_code} %{time_total}s %{size_upload} %{errormsg}' -X POST \
+		-T "$f" "$@" --max-time 60 "$BASE$path" || true
 }
 # expect NAME STATUS FILE PATH [curl args]
 expect() {
@@ -38,7 +39,6 @@ expect() {
 # before the body is read; the connection is then closed, so a client
 # still sending may see a reset instead of the answer.  Either is fine:
 # what matters is that the server neither reads nor keeps the bodies.
-r0=$(rchar)
 send "$T/big" /api/v1/batches -H 'Expect:' > "$T/c1" &
 p1=$!
 send "$T/big" /api/v1/symbols/0123456789abcdef0123456789abcdef01234567 -H 'Expect:' > "$T/c2" &
@@ -46,10 +46,10 @@ p2=$!
 send "$T/big" /api/v1/nosuch -H 'Expect:' -H "Authorization: Bearer wrong" > "$T/c3" &
 p3=$!
 wait $p1 $p2 $p3 # not the server
-read_mb=$(( ($(rchar) - r0) >> 20 ))
+read_mb=$(( ($(cut -d' ' -f3 "$T/c1") + $(cut -d' ' -f3 "$T/c2") + $(cut -d' ' -f3 "$T/c3")) >> 20 ))
 peak=$(hwm)
 echo "answers: $(cat "$T/c1") | $(cat "$T/c2") | $(cat "$T/c3")"
-echo "peak RSS after three token-less 200 MB POSTs: $peak kB; read by the server: $read_mb MiB"
+echo "peak RSS after three token-less 200 MB POSTs: $peak kB; sent before the answer: $read_mb MiB"
 for i in 1 2 3; do
 	case $(cut -d' ' -f1 "$T/c$i") in 401 | 000) ;; *) fail "POST $i: $(cat "$T/c$i")" ;; esac
 done

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * The server's build-id store against forged and stale files (issue 15):
+ * The server's build-id store against forged and stale files:
  * a file is taken only for its exact id (a 1-byte note is no file for
  * every id starting with that byte), a stored file whose note is not its
  * id is dropped on first use and replaced by the next upload, and the

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * The server's background debuginfod fetcher (issue 15), under ASan/UBSan,
+ * The server's background debuginfod fetcher, under ASan/UBSan,
  * against a debuginfod that refuses connections: a lookup never waits (it
  * queues and answers "pending"), answers are remembered ("not found" for
  * the TTL, then asked again), and the pending queries and remembered

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * Decode amplification at the server (issue 15): an empty repeated message
+ * Decode amplification at the server: an empty repeated message
  * is 2 bytes on the wire and a struct plus a pointer once unpacked, so a
  * few KB of zstd could make protobuf-c allocate gigabytes before any
  * validation.  max_raw bounds a decode's memory (decompressed bytes plus

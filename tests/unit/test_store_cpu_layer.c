@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * The CPU layer's store round trip (issue 7): SoftirqVectorStat, ForeignRun
+ * The CPU layer's store round trip: SoftirqVectorStat, ForeignRun
  * and TargetCpu rows in, cpu_times out, on SQLite always and ClickHouse when
  * STRATA_TEST_CLICKHOUSE=http://HOST:PORT is set.  TARGET rows follow the
  * whole filter (job, rank); FOREIGN and SOFTIRQ rows only the time range:

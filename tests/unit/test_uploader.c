@@ -194,7 +194,8 @@ static void test_cgroup_ids(void **state)
 
 static void test_labels_from_environment(void **state)
 {
-	struct proc_labels l;
+	uint64_t epoch = proc_labels__boot_epoch_ns();
+	struct proc_labels l, again;
 	int fds[2];
 	char go;
 	pid_t pid;
@@ -218,11 +219,15 @@ static void test_labels_from_environment(void **state)
 	/* exec may still be under way: wait for the new image's environment
 	 * and name (the kernel switches the mm before it sets comm) */
 	for (int i = 0; i < 200; i++) {
-		assert_int_equal(proc_labels__read((uint32_t)pid, &l), 0);
+		assert_int_equal(proc_labels__read((uint32_t)pid, epoch, &l), 0);
 		if (l.has_rank && !strcmp(l.comm, "sleep"))
 			break;
 		usleep(5000);
 	}
+	/* the same start time at every read with one epoch (the server keys
+	 * a process by it) */
+	assert_int_equal(proc_labels__read((uint32_t)pid, epoch, &again), 0);
+	assert_true(again.start_time_ns == l.start_time_ns);
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
 	assert_true(l.has_rank);
@@ -232,7 +237,7 @@ static void test_labels_from_environment(void **state)
 	assert_string_equal(l.job, "run-42"); /* the launcher's id names the job */
 	assert_string_equal(l.comm, "sleep");
 	assert_true(l.start_time_ns > 1600000000000000000ull);
-	assert_int_equal(proc_labels__read(0x3ffffff0, &l), -ESRCH);
+	assert_int_equal(proc_labels__read(0x3ffffff0, epoch, &l), -ESRCH);
 }
 
 int main(void)

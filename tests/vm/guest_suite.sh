@@ -3,8 +3,9 @@
 # OUTDIR TEST...): each named integration test of tests/integration/ in
 # turn, with its output in OUTDIR/TEST.log, then the kernel features the
 # agent found (strata record -v) in OUTDIR/features.log.  Prints one line
-# per test, "ok NAME (Ns)", "skip NAME: why" or "FAIL NAME (rc=N, Ns)";
-# exits 1 if any failed.
+# per test, "ok NAME (Ns)", "skip NAME: why", "FAIL NAME (rc=N, Ns)", or
+# for a known limit of this kernel or of emulation (xfail_reason) "xfail" /
+# "xpass"; exits 1 if any failed.
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 out=$1
@@ -13,16 +14,37 @@ cd "$ROOT" || exit 1
 echo "guest: kernel $(uname -r), $(nproc) CPUs, $(awk '/MemTotal/ { print int($2 / 1024) " MiB" }' /proc/meminfo)"
 build/strata record -v -F 49 -o /tmp/features.folded -- true 2>&1 | grep 'features:' > "$out/features.log"
 sed 's/^/guest: /' "$out/features.log"
+# Known limits, each with its reason: a failure there is reported as
+# "xfail" (a pass as "xpass") and does not fail the suite.
+path() { sed -n "s/.*features: $1: \([a-z_]*\).*/\1/p" "$out/features.log" | head -1; }
+xfail_reason() {
+	case $1 in
+	test_gpu_leak)
+		[ "$(path exit_mappings)" = kept_maps ] && [ "${STRATA_VM_ACCEL:-}" = tcg ] &&
+			echo "no exit-time mappings (VMA iterator: 6.7), and under emulation the leaking process exits before the agent reads its /proc maps"
+		;;
+	test_hybrid_unwind)
+		[ "${STRATA_VM_ACCEL:-}" = tcg ] &&
+			echo "under emulation the CFI tables take seconds to build: the samples before them are frame-pointer guesses"
+		;;
+	esac
+	return 0
+}
 failed=0
 for t in "$@"; do
 	start=$(date +%s)
 	bash "tests/integration/$t.sh" > "$out/$t.log" 2>&1
 	rc=$?
 	secs=$(($(date +%s) - start))
+	why=$(xfail_reason "$t")
 	case $rc in
-	0) echo "ok    $t (${secs}s)" ;;
+	0) if [ -n "$why" ]; then echo "xpass $t (${secs}s)"; else echo "ok    $t (${secs}s)"; fi ;;
 	77) echo "skip  $t: $(tail -1 "$out/$t.log")" ;;
-	*)
+	*) if [ -n "$why" ]; then
+		echo "xfail $t (rc=$rc, ${secs}s): $why"
+		tail -3 "$out/$t.log" | sed 's/^/      /'
+		continue
+	fi
 		echo "FAIL  $t (rc=$rc, ${secs}s)"
 		tail -15 "$out/$t.log" | sed 's/^/      /'
 		failed=1

@@ -126,14 +126,19 @@ if [ "$(arg probe)" = 1 ]; then
 	echo "strata-vm: probe ok" > /dev/console
 	halt
 fi
+# read now: /proc moves into the new root below
 out=$(arg out)
 script=$(arg script)
+accel=$(arg accel)
 R=/newroot
 mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=262144,cache=loose hostroot $R ||
 	{ echo "vm-init: cannot mount the host root over 9p" > /dev/console; halt; }
 for d in proc sys dev; do mount --move /$d $R/$d; done
 mount -t tmpfs -o mode=1777 tmp $R/tmp
 mkdir -p $R/dev/shm $R/dev/pts
+# what udev would make: bash's <(...) needs /dev/fd
+ln -s /proc/self/fd $R/dev/fd
+for i in 0:stdin 1:stdout 2:stderr; do ln -s /proc/self/fd/${i%%:*} $R/dev/${i#*:}; done
 for d in run var/tmp dev/shm; do mount -t tmpfs tmp $R/$d; done
 mkdir -p $R/tmp/home
 mount -t devpts devpts $R/dev/pts 2> /dev/null
@@ -148,7 +153,7 @@ ip link set lo up
 hostname strata-vm
 set -- $(cat $R$out/guest.args)
 chroot $R /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-	HOME=/tmp/home TERM=dumb LANG=C.UTF-8 STRATA_IN_VM=1 STRATA_VM_ACCEL=$(arg accel) \
+	HOME=/tmp/home TERM=dumb LANG=C.UTF-8 STRATA_IN_VM=1 STRATA_VM_ACCEL=$accel \
 	/bin/bash "$script" "$@" > $R$out/guest.log 2>&1
 echo $? > $R$out/guest.rc
 echo "strata-vm: script exited $(cat $R$out/guest.rc)" > /dev/console

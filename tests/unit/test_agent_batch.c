@@ -1,0 +1,181 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The agent's batch conversion keeps one identity per process: labels read
+ * for one address space (the GPU layer's mm-less read) still name the
+ * process when a later record of another address space (a CPU sample)
+ * comes after it exited, and the label cache evicts its oldest half when
+ * full, not everything; a batch of rows without stacks is valid.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "agent/ship/agent_batch.h"
+#include "server/batch_decode.h"
+#include "uploader/batch_builder.h"
+
+static Strata__V1__Batch *finish_and_decode(struct batch_builder *bb, uint64_t seq)
+{
+	struct batch_meta m = { .start_ns = 1700000000000000000ull,
+				.end_ns = 1700000010000000000ull,
+				.freq_hz = 49,
+				.seq = seq };
+	Strata__V1__Batch *b;
+	uint8_t *z;
+	size_t len;
+	char err[256] = "";
+
+	assert_int_equal(batch_builder__finish(bb, &m, &z, &len), 0);
+	assert_int_equal(batch_decode(z, len, NULL, &b, NULL, err, sizeof(err)), BATCH_OK);
+	free(z);
+	return b;
+}
+
+static pid_t child(void)
+{
+	pid_t pid = fork();
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		pause();
+		_exit(0);
+	}
+	return pid;
+}
+
+static void reap(pid_t pid)
+{
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+}
+
+/* A CPU sample of (tgid, mm_id): no frames. */
+static void sample(struct agent_batch *ab, uint32_t tgid, uint64_t mm_id)
+{
+	struct strata_stack_key k = { .tgid = tgid, .tid = tgid, .mm_id = mm_id };
+	struct sampler_sample s = { .key = &k, .count = 1, .comm = "gone" };
+
+	assert_int_equal(agent_batch__add_sampled(ab, &s), 0);
+}
+
+static void test_identity_survives_exit(void **state)
+{
+	struct batch_builder_opts o = { .sz = sizeof(o), .node = "n1" };
+	struct batch_builder *bb = batch_builder__new(&o);
+	struct batch_sources src = { 0 };
+	struct agent_batch *ab = agent_batch__new(bb, &src);
+	struct agent_batch_stats st;
+	pid_t pid = child();
+	Strata__V1__Batch *b;
+	uint64_t start;
+
+	(void)state;
+	assert_non_null(ab);
+	/* the GPU layer's read (no address space) while it lives */
+	assert_true(agent_batch__process_tgid(ab, (uint32_t)pid, NULL) >= 0);
+	b = finish_and_decode(bb, 1);
+	assert_int_equal(b->n_processes, 1);
+	start = b->processes[0]->start_time_ns;
+	assert_true(start > 0);
+	batch_decode__free(b);
+
+	reap(pid);
+	/* a CPU sample of another address space, read after the exit */
+	sample(ab, (uint32_t)pid, 0x1234);
+	b = finish_and_decode(bb, 2);
+	assert_int_equal(b->n_processes, 1);
+	assert_int_equal(b->processes[0]->pid, (uint32_t)pid);
+	assert_true(b->processes[0]->start_time_ns == start); /* one process, not two */
+	batch_decode__free(b);
+	agent_batch__stats(ab, &st);
+	assert_int_equal(st.proc_read_failed, 1);
+
+	agent_batch__free(ab);
+	batch_builder__free(bb);
+}
+
+/* 4096 other address spaces read after it: it stays known (the full cache
+ * drops its older half, then its newest entries are the live ones). */
+static void test_cache_keeps_newest(void **state)
+{
+	struct batch_builder_opts o = { .sz = sizeof(o), .node = "n1" };
+	struct batch_builder *bb = batch_builder__new(&o);
+	struct batch_sources src = { 0 };
+	struct agent_batch *ab = agent_batch__new(bb, &src);
+	struct agent_batch_stats st;
+	pid_t pid = child();
+	Strata__V1__Batch *b;
+	uint64_t start = 0;
+
+	(void)state;
+	for (uint64_t mm = 1; mm <= 5000; mm++) {
+		/* pid 1 stands for the many others; the child is read among
+		 * the last */
+		sample(ab, mm == 4990 ? (uint32_t)pid : 1, mm);
+	}
+	b = finish_and_decode(bb, 1);
+	for (size_t i = 0; i < b->n_processes; i++)
+		if (b->processes[i]->pid == (uint32_t)pid)
+			start = b->processes[i]->start_time_ns;
+	assert_true(start > 0);
+	batch_decode__free(b);
+	agent_batch__stats(ab, &st);
+	assert_true(st.proc_cache_evicted >= 2048);
+
+	reap(pid);
+	sample(ab, (uint32_t)pid, 99999);
+	b = finish_and_decode(bb, 2);
+	assert_int_equal(b->n_processes, 1);
+	assert_true(b->processes[0]->start_time_ns == start);
+	batch_decode__free(b);
+	agent_batch__free(ab);
+	batch_builder__free(bb);
+}
+
+/* A batch whose only rows say "no stack" (index 0): a job's last
+ * collectives, their stacks not resolved yet.  It was refused by the
+ * server for good (stack 0 out of range): one rank lost a collective. */
+static void test_no_stack_rows_only(void **state)
+{
+	struct batch_builder_opts o = { .sz = sizeof(o), .node = "n1" };
+	struct batch_builder *bb = batch_builder__new(&o);
+	struct bb_process p = { .pid = 42, .rank = -1, .local_rank = -1, .world_size = -1 };
+	Strata__V1__NcclCollective *r;
+	Strata__V1__Batch *b;
+	int64_t proc;
+
+	(void)state;
+	proc = batch_builder__process(bb, &p);
+	assert_true(proc >= 0);
+	r = batch_builder__row(bb, BB_COLL);
+	assert_non_null(r);
+	r->process = (uint32_t)proc;
+	r->seq = 14;
+	r->stack = 0;
+	b = finish_and_decode(bb, 1); /* BATCH_OK asserted inside */
+	assert_int_equal(b->n_nccl_collectives, 1);
+	assert_true(b->n_stacks >= 1);
+	assert_int_equal(b->stacks[0]->n_frames, 0);
+	batch_decode__free(b);
+	batch_builder__free(bb);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_no_stack_rows_only),
+		cmocka_unit_test(test_identity_survives_exit),
+		cmocka_unit_test(test_cache_keeps_newest),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
