@@ -152,6 +152,7 @@ static int on_leak_row(void *ctx, const struct store_leak *l)
 	}
 	diag_fold_stack(l->stack, folded, sizeof(folded));
 	c->s[c->n] = (struct diag_alloc_site){ .pid = l->pid,
+					       .level = l->level,
 					       .stack_id = l->stack->id,
 					       .stack = diag_strings__add(c->names, folded),
 					       .outstanding_bytes = l->bytes };

@@ -144,6 +144,7 @@ struct store_leak {
 	const struct store_stack *stack;
 	uint64_t bytes, allocations;
 	uint64_t oldest_ns; /* earliest alloc_ns among them */
+	uint32_t level;	    /* CudaAlloc.Level: 0 the driver's, 1 a framework's */
 };
 
 struct store_api_code {

@@ -173,8 +173,8 @@ static const struct cell SAMPLE[] = { C(node),	   C(pid),  C(tid),   C(comm),
 #undef C
 
 #define C(f) CELL(store_leak, f)
-static const struct cell LEAK[] = { C(node),  C(pid),	C(has_rank),	C(rank),
-				    C(stack), C(bytes), C(allocations), C(oldest_ns) };
+static const struct cell LEAK[] = { C(node),  C(pid),	      C(has_rank),  C(rank), C(stack),
+				    C(bytes), C(allocations), C(oldest_ns), C(level) };
 #undef C
 
 #define C(f) CELL(store_thread_time, f)

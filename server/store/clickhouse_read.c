@@ -117,19 +117,21 @@ static int ch_leaks(struct store *base, const struct store_filter *f, store_leak
 	 * at `at`: made before it and no record frees it before it.
 	 */
 	g.to_ns = 0;
-	ch_sql__add(&q,
-		    "SELECT node, pid, any(hr), any(rk), sid, sum(sz), count(), min(alloc_ns) FROM"
-		    " (SELECT node, pid, pstart, ptr, alloc_ns,"
-		    " anyIf(has_rank, free_only = 0) AS hr, anyIf(rank, free_only = 0) AS rk,"
-		    " anyIf(stack_id, free_only = 0) AS sid, anyIf(size, free_only = 0) AS sz,"
-		    " countIf(free_only = 0) AS allocs,"
-		    " countIf(freed = 1 AND free_ns < %" PRIu64 ") AS frees"
-		    " FROM %s.cuda_allocs WHERE alloc_ns < %" PRIu64,
-		    at, s->db, at);
+	ch_sql__add(
+		&q,
+		"SELECT node, pid, any(hr), any(rk), sid, sum(sz), count(), min(alloc_ns), lv FROM"
+		" (SELECT node, pid, pstart, ptr, alloc_ns, level AS lv,"
+		" anyIf(has_rank, free_only = 0) AS hr, anyIf(rank, free_only = 0) AS rk,"
+		" anyIf(stack_id, free_only = 0) AS sid, anyIf(size, free_only = 0) AS sz,"
+		" countIf(free_only = 0) AS allocs,"
+		" countIf(freed = 1 AND free_ns < %" PRIu64 ") AS frees"
+		" FROM %s.cuda_allocs WHERE alloc_ns < %" PRIu64,
+		at, s->db, at);
 	ch_filter(s, &q, &g, "alloc_ns", 1);
-	ch_sql__add(&q,
-		    " GROUP BY node, pid, pstart, ptr, alloc_ns HAVING allocs > 0 AND frees = 0)"
-		    " GROUP BY node, pid, sid ORDER BY sum(sz) DESC");
+	ch_sql__add(
+		&q,
+		" GROUP BY node, pid, pstart, ptr, alloc_ns, level HAVING allocs > 0 AND frees = 0)"
+		" GROUP BY node, pid, lv, sid ORDER BY sum(sz) DESC");
 	return ch_query_rows(s, &q, "leaks", 4, store_emit__leak, (void *)fn, ctx);
 }
 

@@ -129,6 +129,7 @@ static const struct store_column CUDA_ALLOCS[] = {
 	COL("device", "device"),
 	TEXT("api", "api_str"),
 	COL("free_only", "free_only"),
+	COL("level", "level"), /* 0: the driver's (a segment), 1: a framework's (a block) */
 };
 
 static const struct store_column CUDA_ALLOC_FAILURES[] = {

@@ -100,17 +100,19 @@ static int sq_leaks(struct store *base, const struct store_filter *f, store_leak
 	/* Outstanding at `at`: made before it (in range) and not freed before
 	 * it, whether the free came in the same record or a later one. */
 	g.to_ns = 0;
-	sq_add(&q, "SELECT p.node, p.pid, p.has_rank, p.rank, t.stack_id, SUM(t.size), COUNT(*),"
-		   " MIN(t.alloc_ns)" FROM_PROC_BATCH("cuda_allocs") " AND NOT t.free_only"
-								     " AND t.alloc_ns < ?");
+	sq_add(&q,
+	       "SELECT p.node, p.pid, p.has_rank, p.rank, t.stack_id, SUM(t.size), COUNT(*),"
+	       " MIN(t.alloc_ns), t.level" FROM_PROC_BATCH("cuda_allocs") " AND NOT t.free_only"
+									  " AND t.alloc_ns < ?");
 	sq_int(&q, sq_i64(at));
 	sq_add(&q, " AND NOT (t.freed AND t.free_ns < ?)");
 	sq_int(&q, sq_i64(at));
 	sq_add(&q, " AND NOT EXISTS (SELECT 1 FROM cuda_allocs x WHERE x.process = t.process"
-		   " AND x.ptr = t.ptr AND x.alloc_ns = t.alloc_ns AND x.freed AND x.free_ns < ?)");
+		   " AND x.ptr = t.ptr AND x.alloc_ns = t.alloc_ns AND x.level = t.level"
+		   " AND x.freed AND x.free_ns < ?)");
 	sq_int(&q, sq_i64(at));
 	sq_filter(&q, &g, "t.alloc_ns");
-	sq_add(&q, " GROUP BY p.node, p.pid, t.stack_id ORDER BY SUM(t.size) DESC");
+	sq_add(&q, " GROUP BY p.node, p.pid, t.level, t.stack_id ORDER BY SUM(t.size) DESC");
 	return sq_query_rows(s, &q, store_emit__leak, (void *)fn, ctx, 1);
 }
 
