@@ -36,7 +36,7 @@ for _ in $(seq 100); do
 	curl -sf "http://127.0.0.1:$port/healthz" > /dev/null 2>&1 && break
 	sleep 0.1
 done
-setsid build/strata-agent --server "http://127.0.0.1:$port" --spool "$T/spool" --spool-max 512 \
+setsid ${SOAK_WRAP:-} build/strata-agent --server "http://127.0.0.1:$port" --spool "$T/spool" --spool-max 512 \
 	--period 10 --freq 49 -v 2> "$T/agent.log" &
 AGENT=$!
 PIDS+=($AGENT)

@@ -133,6 +133,27 @@ static void test_function_entry(void **state)
 	symbolizer__free(s);
 }
 
+/* The agent's mode (symbolizer_opts.hostile_files: read, never mapped)
+ * gives the same answer, line and inline chain included. */
+static void test_hostile_files(void **state)
+{
+	struct symbolizer_opts o = { .sz = sizeof(o), .hostile_files = 1 };
+	struct symbolizer *s = symbolizer__new(&o);
+	struct sym_frame f[SYM_MAX_INLINE];
+	char path[PROC_MAP_PATH_MAX];
+	uint64_t off;
+	int n;
+
+	assert_non_null(s);
+	locate((uintptr_t)&sym_target, path, sizeof(path), &off);
+	n = symbolizer__resolve(s, path, NULL, 0, off, f, SYM_MAX_INLINE);
+	assert_int_equal(n, 1);
+	assert_string_equal(f[0].func, "sym_target");
+	assert_true(suffix(f[0].file, "test_symbolize.c"));
+	assert_in_range(f[0].line, sym_target_line, sym_target_line + 1);
+	symbolizer__free(s);
+}
+
 static void test_inline_chain(void **state)
 {
 	struct symbolizer *s = new_sym(0, 0, 0);
@@ -749,6 +770,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_function_entry),
+		cmocka_unit_test(test_hostile_files),
 		cmocka_unit_test(test_inline_chain),
 		cmocka_unit_test(test_padding_unresolved),
 		cmocka_unit_test(test_outside_code),
