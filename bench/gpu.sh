@@ -58,6 +58,35 @@ echo " two probed calls per iteration; allreduce includes the stand-in's futex"
 echo " barrier, so its difference is noisy)"
 
 echo
+# 1b. The programs' own time per call (the kernel's run-time statistics,
+# STRATA_BPF_STATS=1: strata -v prints them), which the per-call times
+# above bury under the uprobe trap: on this VM the stand-ins' -O2 entry
+# instructions (sub, test: not emulated by the kernel) are single-stepped
+# out of line, a 20-40 us trap with +-10 us of noise.
+echo "BPF time per launch (ns per program run, DEPTH=$DEPTH, $CALLS calls, median of $RUNS)"
+echo "| mode | call | entry program | return program | stacks reused |"
+echo "|---|---|---|---|---|"
+for m in nostack full; do
+	for k in launch launch_alt; do
+		for ((r = 0; r < RUNS; r++)); do
+			STRATA_BPF_STATS=1 ONLY=$k build/strata record -v "${LIBS[@]}" --probe-budget 0 \
+				--gpu-probe-mode "$m" -F 1 -o "$T/s.folded" -- "$FIX/gpu_workload" calls \
+				"$CALLS" 2>&1 > /dev/null | awk '
+				/gpu.bpf_stats:/ { for (i = 1; i <= NF; i++) {
+					if ($i ~ /^gpu_enter(_multi)?=/) { split($(i + 1), a, ","); e = a[2] }
+					if ($i ~ /^gpu_exit(_multi)?=/) { split($(i + 1), a, ","); x = a[2] } } }
+				{ if (match($0, /stacks_reused=[0-9]+/)) s = substr($0, RSTART + 14, RLENGTH - 14) }
+				END { gsub(/ns/, "", e); gsub(/ns/, "", x); print e, x, s }'
+		done > "$T/bpf"
+		e=$(awk '{ print $1 }' "$T/bpf" | median) x=$(awk '{ print $2 }' "$T/bpf" | median)
+		u=$(awk '{ print $3 }' "$T/bpf" | median)
+		echo "| $m | $k | $e | $x | $u of $CALLS |"
+	done
+done
+echo "(launch: one site, the stack reused once its slots are checked; launch_alt:"
+echo " two sites in turn, a walk of ~DEPTH + 6 frames every call)"
+
+echo
 # each launch spins 1 us of CPU (SIM_LAUNCH_US), as a framework's launch
 # path does: ~1M launches/s, where unlimited probes would take most of a CPU
 export SIM_LAUNCH_US=1

@@ -77,11 +77,13 @@ struct {
 
 struct unwind_log {
 	__u32 n;
-	__u32 flags; /* UNWIND_LOG_* */
+	__u32 flags;   /* UNWIND_LOG_* */
+	__u32 max_off; /* the highest offset: the slots lie in [sp, sp + max_off + 8) */
+	__u32 pad;
 	__u32 off[UNWIND_LOG_MAX];
 	__u64 val[UNWIND_LOG_MAX];
 };
-_Static_assert(sizeof(struct unwind_log) == 8 + 12 * UNWIND_LOG_MAX, "unwind_log layout");
+_Static_assert(sizeof(struct unwind_log) == 16 + 12 * UNWIND_LOG_MAX, "unwind_log layout");
 
 static __always_inline int unwind_hook_read(void *dst, __u32 size, __u64 addr)
 {
@@ -154,6 +156,8 @@ static __always_inline void unwind_log_slot(struct unwind_log *log, __u64 sp0, _
 	log->off[n & (UNWIND_LOG_MAX - 1)] = (__u32)(addr - sp0);
 	log->val[n & (UNWIND_LOG_MAX - 1)] = val;
 	log->n = n + 1;
+	if ((__u32)(addr - sp0) > log->max_off)
+		log->max_off = (__u32)(addr - sp0);
 }
 
 /* After a step: the slots its caller frame came from. */
@@ -238,6 +242,7 @@ static __always_inline long unwind_user_walk(__u64 mm_id, __u64 rip, __u64 rsp, 
 	if (log) {
 		log->n = 0;
 		log->flags = 0;
+		log->max_off = 0;
 	}
 	if (!rip)
 		return 0;

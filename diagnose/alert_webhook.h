@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Alertmanager-compatible webhook for straggler confirmations and
- * clearings: the payload is Alertmanager's webhook format (version "4"), so
+ * Alertmanager-compatible webhook for straggler and NCCL hang
+ * confirmations and clearings: the payload is Alertmanager's webhook format (version "4"), so
  * any receiver written for Alertmanager (chat bridges, incident tools)
  * takes strata's alerts unchanged; the sender POSTs it with libcurl.
  *
@@ -13,7 +13,10 @@
 
 #include <stddef.h>
 
+#include "diagnose/hang.h"
 #include "diagnose/straggler.h"
+
+#define HANG_ALERT_NAME "StrataNcclHang"
 
 struct alert_webhook_opts {
 	size_t sz;
@@ -30,6 +33,15 @@ struct alert_webhook_opts {
  */
 int alert_webhook__build(const struct straggler_transition *tr, size_t n,
 			 const struct alert_webhook_opts *o, char **json, size_t *len);
+
+/*
+ * The same for NCCL hangs (alertname StrataNcclHang, severity critical;
+ * labels job, communicator, seq, kind): firing at a confirmation, resolved
+ * when the hang ends.  A mismatch fires once (it has no end): receivers
+ * resolve it after their own timeout.
+ */
+int alert_webhook__build_hangs(const struct hang_transition *tr, size_t n,
+			       const struct alert_webhook_opts *o, char **json, size_t *len);
 
 /*
  * POSTs body to url as application/json.  0 on a 2xx answer; -EIO on any

@@ -12,6 +12,7 @@
 
 struct series {
 	uint32_t pid;
+	uint32_t level;
 	uint64_t stack_id;
 	char stack[LEAK_STACK_LEN];
 	int64_t first_seen_ns;
@@ -99,9 +100,17 @@ static void push(struct leak_tracker *t, struct series *s, int64_t at, uint64_t 
 	s->updated = true;
 }
 
+/* The series key's second half: the stack, with the level in the top bit
+ * (the levels of one stack are separate series: a caching allocator's
+ * segments do not move with its blocks). */
+static uint64_t series_key(uint64_t stack_id, uint32_t level)
+{
+	return stack_id ^ ((uint64_t)(level != 0) << 63);
+}
+
 static struct series *series_of(struct leak_tracker *t, const struct diag_alloc_site *a)
 {
-	int64_t v = keymap__get(&t->index, a->pid, a->stack_id);
+	int64_t v = keymap__get(&t->index, a->pid, series_key(a->stack_id, a->level));
 	struct series *s;
 
 	if (v >= 0)
@@ -113,9 +122,10 @@ static struct series *series_of(struct leak_tracker *t, const struct diag_alloc_
 	s = &t->s[t->ns];
 	memset(s, 0, sizeof(*s));
 	s->pid = a->pid;
+	s->level = a->level;
 	s->stack_id = a->stack_id;
 	snprintf(s->stack, sizeof(s->stack), "%s", a->stack ? a->stack : "");
-	keymap__put(&t->index, a->pid, a->stack_id, t->ns);
+	keymap__put(&t->index, a->pid, series_key(a->stack_id, a->level), t->ns);
 	t->ns++;
 	return s;
 }
@@ -177,7 +187,8 @@ int leak_tracker__window(struct leak_tracker *t, const struct diag_alloc_site *s
 		t->ns = w;
 		keymap__clear(&t->index);
 		for (uint32_t i = 0; i < t->ns; i++)
-			keymap__put(&t->index, t->s[i].pid, t->s[i].stack_id, i);
+			keymap__put(&t->index, t->s[i].pid,
+				    series_key(t->s[i].stack_id, t->s[i].level), i);
 	}
 	return 0;
 }
@@ -204,6 +215,7 @@ static bool judge(const struct leak_tracker *t, const struct series *s, int64_t 
 		return false;
 	memset(out, 0, sizeof(*out));
 	out->pid = s->pid;
+	out->level = s->level;
 	out->stack_id = s->stack_id;
 	memcpy(out->stack, s->stack, sizeof(out->stack));
 	out->outstanding_bytes = (uint64_t)y[s->n - 1];

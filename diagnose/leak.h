@@ -16,10 +16,11 @@
 #include <stdint.h>
 
 #define LEAK_HISTORY_MAX 64
-#define LEAK_STACK_LEN 256
+#define LEAK_STACK_LEN 1024 /* a Python call site and the native frames under it */
 
 struct diag_alloc_site {
 	uint32_t pid;
+	uint32_t level;		    /* 0: the driver's allocations, 1: a framework's */
 	uint64_t stack_id;	    /* identifies the allocation stack */
 	const char *stack;	    /* folded frames, for the report (borrowed) */
 	uint64_t outstanding_bytes; /* at the end of the window */
@@ -36,6 +37,7 @@ struct leak_opts {
 
 struct diag_leak {
 	uint32_t pid;
+	uint32_t level; /* as the site's: one series per (pid, level, stack) */
 	uint64_t stack_id;
 	char stack[LEAK_STACK_LEN];
 	uint64_t outstanding_bytes;

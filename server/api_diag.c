@@ -240,8 +240,10 @@ int api_leak_reports(struct server *srv, const struct request *r, FILE *out)
 
 		fputs(i ? ",{\"node\":" : "{\"node\":", out);
 		json_str(out, v[i].node);
-		fprintf(out, ",\"pid\":%u,\"rank\":%d,\"stack_id\":\"%016" PRIx64 "\",\"stack\":",
-			l->pid, v[i].rank, l->stack_id);
+		fprintf(out,
+			",\"pid\":%u,\"rank\":%d,\"level\":\"%s\",\"stack_id\":\"%016" PRIx64
+			"\",\"stack\":",
+			l->pid, v[i].rank, l->level ? "framework" : "driver", l->stack_id);
 		json_str(out, l->stack);
 		fprintf(out,
 			",\"growth_bytes_per_second\":%.1f,\"outstanding_bytes\":%" PRIu64

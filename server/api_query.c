@@ -337,8 +337,10 @@ static int leak_row(void *ctx, const struct store_leak *lk)
 	fprintf(l->out, ",\"pid\":%u", lk->pid);
 	json_rank(l->out, lk->has_rank, lk->rank);
 	fprintf(l->out,
-		",\"bytes\":%" PRIu64 ",\"allocations\":%" PRIu64 ",\"oldest\":%.3f,\"stack\":",
-		lk->bytes, lk->allocations, lk->oldest_ns / 1e9);
+		",\"level\":\"%s\",\"bytes\":%" PRIu64 ",\"allocations\":%" PRIu64
+		",\"oldest\":%.3f,\"stack\":",
+		lk->level ? "framework" : "driver", lk->bytes, lk->allocations,
+		lk->oldest_ns / 1e9);
 	json_stack(l->out, lc->sym, lk->stack);
 	fputc('}', l->out);
 	return 0;

@@ -461,12 +461,73 @@ void diag_engine__stats(struct diag_engine *e, struct diag_engine_stats *st)
 
 /* ---- /metrics ------------------------------------------------------------------ */
 
+/* Collective health of each job (diagnose/collstats.h): counters summed
+ * over the judged windows (rates of them give the means: stall / occurrences,
+ * bytes / observed...), and the bandwidths of the last window a row
+ * occurred in. */
+static void collstat_metrics(struct diag_engine *e, FILE *o)
+{
+	static const char *const m[][3] = {
+		{ "occurrences_total", "counter", "collectives of the row in the judged windows" },
+		{ "stall_seconds_total", "counter",
+		  "aggregated stall: per collective the mean time its ranks spent in the call" },
+		{ "observed_seconds_total", "counter",
+		  "per collective first entry to last exit across the ranks" },
+		{ "slack_seconds_total", "counter",
+		  "per collective the mean time from a rank's entry to the last rank's entry" },
+		{ "bytes_total", "counter", "message bytes (count x dtype size)" },
+		{ "required_bandwidth_bytes_per_second", "gauge",
+		  "bytes / slack in the last window the row occurred in" },
+		{ "bus_bandwidth_bytes_per_second", "gauge",
+		  "bytes / observed x NCCL's bus factor in the last window the row occurred in" },
+	};
+
+	for (size_t k = 0; k < sizeof(m) / sizeof(m[0]); k++) {
+		fprintf(o, "# HELP strata_collective_%s %s\n# TYPE strata_collective_%s %s\n",
+			m[k][0], m[k][2], m[k][0], m[k][1]);
+		for (uint32_t i = 0; i < e->njobs; i++)
+			for (uint32_t r = 0; r < e->jobs[i]->ncolls; r++) {
+				const struct collstat_row *c = &e->jobs[i]->colls[r];
+				const struct collstat_rates *last = &e->jobs[i]->colls_last[r];
+				double v[] = { (double)c->occurrences, c->stall_ns / 1e9,
+					       c->observed_ns / 1e9,   c->slack_ns / 1e9,
+					       (double)c->bytes,       last->required_bps,
+					       last->bus_bps };
+
+				fprintf(o, "strata_collective_%s{job=", m[k][0]);
+				diag_prom_label(o, e->jobs[i]->job);
+				fprintf(o, ",communicator=\"%016" PRIx64 "\",op=", c->comm_hash);
+				diag_prom_label(o, c->op);
+				fprintf(o, ",size_class=\"%" PRIu64 "\",nranks=\"%d\"} %.17g\n",
+					c->size_class, c->nranks, v[k]);
+			}
+	}
+	fprintf(o,
+		"# HELP strata_collective_stats_collectives_total collectives the collective "
+		"health assembled, by outcome\n"
+		"# TYPE strata_collective_stats_collectives_total counter\n"
+		"strata_collective_stats_collectives_total{outcome=\"summed\"} %" PRIu64 "\n"
+		"strata_collective_stats_collectives_total{outcome=\"without_every_rank\"} %" PRIu64
+		"\n"
+		"strata_collective_stats_collectives_total{outcome=\"unfinished\"} %" PRIu64 "\n"
+		"# HELP strata_collective_stats_drops_total what the collective health left out\n"
+		"# TYPE strata_collective_stats_drops_total counter\n"
+		"strata_collective_stats_drops_total{what=\"duplicate_rank\"} %" PRIu64 "\n"
+		"strata_collective_stats_drops_total{what=\"no_communicator\"} %" PRIu64 "\n"
+		"strata_collective_stats_drops_total{what=\"rows\"} %" PRIu64 "\n"
+		"strata_collective_stats_drops_total{what=\"events_truncated\"} %" PRIu64 "\n",
+		e->colls.c.collectives, e->colls.c.partial, e->colls.c.no_exit,
+		e->colls.c.duplicates, e->colls.no_communicator, e->colls.c.rows_dropped,
+		e->colls.events_truncated);
+}
+
 void diag_engine__metrics(struct diag_engine *e, FILE *o)
 {
 	struct diag_leak l[64];
 
 	pthread_mutex_lock(&e->lock);
 	collect_detector_stats(e);
+	collstat_metrics(e, o);
 	fputs("# HELP strata_rank_time_seconds_total time breakdown of the rank's main thread\n"
 	      "# TYPE strata_rank_time_seconds_total counter\n",
 	      o);

@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "server/diag_collstats.h"
 #include "server/diag_engine.h"
 
 #define MAX_RANKS 1024 /* per job */
@@ -17,6 +18,7 @@
 #define MAX_PIDS 1024  /* pid -> node/rank per job */
 #define MAX_DONE 8192  /* freed jobs remembered (how far they were judged) */
 #define DONE_PROBES 8
+#define MAX_COLLSTATS 64 /* (communicator, op, size class) rows per job per window */
 
 struct site {
 	uint32_t pid;
@@ -40,6 +42,11 @@ struct job_state {
 	uint32_t nsites;
 	struct pid_place pids[MAX_PIDS];
 	uint32_t npids;
+	/* collective health summed over the judged windows (/metrics counters),
+	 * and each row's bandwidths in the last window it occurred in */
+	struct collstat_row colls[MAX_COLLSTATS];
+	struct collstat_rates colls_last[MAX_COLLSTATS];
+	uint32_t ncolls;
 };
 
 /* A freed job: a hash of its name and the next window it would judge.  It
@@ -57,6 +64,7 @@ struct diag_engine {
 	struct job_state **jobs;
 	uint32_t njobs;
 	struct diag_engine_stats stats;
+	struct diag_collstats_counts colls; /* over every window */
 	pthread_t thread;
 	int running;
 	pthread_mutex_t stop_lock;

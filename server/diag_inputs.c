@@ -136,25 +136,57 @@ uint32_t diag_clocks__freq(const struct diag_clocks *c, const char *node)
 
 /* ---- small helpers ---------------------------------------------------------------- */
 
+/* One frame's folded name into out (size bytes); its length. */
+static size_t fold_frame(const struct store_frame *f, char *out, size_t size)
+{
+	const char *mod = f->module ? strrchr(f->module, '/') : NULL;
+	int n;
+
+	mod = mod ? mod + 1 : (f->module ? f->module : "?");
+	if (f->func)
+		n = snprintf(out, size, "%s", f->func);
+	else
+		n = snprintf(out, size, "%s+0x%llx", mod, (unsigned long long)f->addr);
+	return n < 0 ? 0 : (size_t)n;
+}
+
+/*
+ * Root first, ';' between frames.  A stack longer than the buffer keeps its
+ * leaf end ("...;" for the rest): the allocation or blocking site and its
+ * callers are what a report is read for (a Python training step's native
+ * frames fill hundreds of bytes above them).
+ */
 void diag_fold_stack(const struct store_stack *s, char *out, size_t size)
 {
-	size_t len = 0;
+	char name[512];
+	size_t need = 0, len = 0;
+	uint32_t first = 0;
 
+	if (!size)
+		return;
 	out[0] = 0;
-	for (uint32_t i = 0; s && i < s->nframes && len + 1 < size; i++) {
-		const struct store_frame *f = &s->frames[i];
-		const char *mod = f->module ? strrchr(f->module, '/') : NULL;
-		int n;
+	if (!s)
+		return;
+	/* the innermost frames that fit, with room for "...;" */
+	for (uint32_t i = s->nframes; i-- > 0;) {
+		size_t n = fold_frame(&s->frames[i], name, sizeof(name)) + (i ? 1 : 0);
 
-		mod = mod ? mod + 1 : (f->module ? f->module : "?");
-		if (f->func)
-			n = snprintf(out + len, size - len, "%s%s", i ? ";" : "", f->func);
-		else
-			n = snprintf(out + len, size - len, "%s%s+0x%llx", i ? ";" : "", mod,
-				     (unsigned long long)f->addr);
-		if (n < 0 || (size_t)n >= size - len)
+		if (need + n + 4 >= size) {
+			first = i + 1;
 			break;
-		len += (size_t)n;
+		}
+		need += n;
+	}
+	if (first)
+		len = (size_t)snprintf(out, size, "...");
+	for (uint32_t i = first; i < s->nframes && len + 1 < size; i++) {
+		int w;
+
+		fold_frame(&s->frames[i], name, sizeof(name));
+		w = snprintf(out + len, size - len, "%s%s", len ? ";" : "", name);
+		if (w < 0 || (size_t)w >= size - len)
+			break;
+		len += (size_t)w;
 	}
 }
 

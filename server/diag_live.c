@@ -12,13 +12,15 @@
 #include "diagnose/alert_webhook.h"
 #include "lib/clock.h"
 #include "lib/hash.h"
+#include "server/diag_hang.h"
 #include "server/diag_inputs.h"
 #include "server/diag_live.h"
 
-#define RANK_CACHE 16384 /* (node, pid, communicator) -> rank; power of two */
-#define MAX_QUEUE 1024	 /* transitions waiting for the webhook */
-#define MAX_OUT 256	 /* transitions of one batch */
-#define METRIC_RANKS 256 /* tracked ranks per job on /metrics */
+#define RANK_CACHE 16384   /* (node, pid, communicator) -> rank; power of two */
+#define MAX_QUEUE 1024	   /* transitions waiting for the webhook */
+#define MAX_OUT 256	   /* transitions of one batch */
+#define MAX_HANG_QUEUE 256 /* hang transitions waiting for the store and webhook */
+#define METRIC_RANKS 256   /* tracked ranks per job on /metrics */
 #define TICK_NS 1000000000ULL
 
 struct rank_slot {
@@ -29,6 +31,7 @@ struct rank_slot {
 struct live_job {
 	char job[DIAG_NAME_LEN];
 	struct straggler_detector *sd;
+	struct hang_detector *hd;
 	uint64_t last_ns; /* server wall clock of its last collective */
 };
 
@@ -36,6 +39,8 @@ struct diag_live {
 	struct diag_live_opts o;
 	struct straggler_opts sopts;
 	int has_sopts;
+	struct hang_opts hopts;
+	int has_hopts;
 	pthread_mutex_t lock; /* everything below */
 	struct live_job **jobs;
 	uint32_t njobs;
@@ -43,6 +48,8 @@ struct diag_live {
 	uint32_t nranks_cached;
 	struct straggler_transition *queue;
 	size_t nqueue;
+	struct hang_transition *hqueue; /* MAX_HANG_QUEUE */
+	size_t nhqueue;
 	struct diag_live_stats st;
 	struct straggler_stats gone; /* detectors freed: their counters */
 	pthread_t thread;
@@ -68,14 +75,21 @@ struct diag_live *diag_live__new(const struct diag_live_opts *o)
 			l->sopts = *o->straggler;
 			l->has_sopts = 1;
 		}
+		if (o->hang) {
+			l->hopts = *o->hang;
+			l->has_hopts = 1;
+		}
+		l->o.store = o->store;
 	}
 	l->jobs = calloc(l->o.max_jobs, sizeof(*l->jobs));
 	l->ranks = calloc(RANK_CACHE, sizeof(*l->ranks));
 	l->queue = calloc(MAX_QUEUE, sizeof(*l->queue));
-	if (!l->jobs || !l->ranks || !l->queue) {
+	l->hqueue = calloc(MAX_HANG_QUEUE, sizeof(*l->hqueue));
+	if (!l->jobs || !l->ranks || !l->queue || !l->hqueue) {
 		free(l->jobs);
 		free(l->ranks);
 		free(l->queue);
+		free(l->hqueue);
 		free(l);
 		return NULL;
 	}
@@ -103,6 +117,7 @@ static void job_free(struct diag_live *l, struct live_job *j)
 	straggler_detector__stats(j->sd, &ss);
 	add_stats(&l->gone, &ss);
 	straggler_detector__free(j->sd);
+	hang_detector__free(j->hd);
 	free(j);
 }
 
@@ -122,6 +137,7 @@ void diag_live__free(struct diag_live *l)
 	free(l->jobs);
 	free(l->ranks);
 	free(l->queue);
+	free(l->hqueue);
 	pthread_mutex_destroy(&l->lock);
 	pthread_cond_destroy(&l->wake);
 	free(l);
@@ -162,13 +178,20 @@ static struct rank_slot *rank_find(struct diag_live *l, uint64_t key, int insert
 
 /* ---- jobs ---------------------------------------------------------------------- */
 
-static struct live_job *job_of(struct diag_live *l, const char *job)
+static struct live_job *job_find(struct diag_live *l, const char *job)
 {
-	struct live_job *j;
-
 	for (uint32_t i = 0; i < l->njobs; i++)
 		if (!strcmp(l->jobs[i]->job, job))
 			return l->jobs[i];
+	return NULL;
+}
+
+static struct live_job *job_of(struct diag_live *l, const char *job)
+{
+	struct live_job *j = job_find(l, job);
+
+	if (j)
+		return j;
 	if (l->njobs == l->o.max_jobs) {
 		l->st.jobs_dropped++;
 		return NULL;
@@ -178,7 +201,10 @@ static struct live_job *job_of(struct diag_live *l, const char *job)
 		return NULL;
 	snprintf(j->job, sizeof(j->job), "%s", job);
 	j->sd = straggler_detector__new(job, l->has_sopts ? &l->sopts : NULL);
-	if (!j->sd) {
+	j->hd = hang_detector__new(job, l->has_hopts ? &l->hopts : NULL);
+	if (!j->sd || !j->hd) {
+		straggler_detector__free(j->sd);
+		hang_detector__free(j->hd);
 		free(j);
 		return NULL;
 	}
@@ -197,6 +223,25 @@ static void enqueue(struct diag_live *l, const struct straggler_transition *tr, 
 			break;
 		}
 		l->queue[l->nqueue++] = tr[i];
+	}
+	if (n > 0)
+		pthread_cond_signal(&l->wake);
+}
+
+static void enqueue_hangs(struct diag_live *l, const struct hang_transition *tr, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (tr[i].change == HANG_CONFIRM)
+			tr[i].h.kind == HANG_MISMATCH ? l->st.mismatches++ : l->st.hangs++;
+		else
+			l->st.hang_clears++;
+		if (!l->o.alert_webhook && !l->o.store)
+			continue;
+		if (l->nhqueue == MAX_HANG_QUEUE) {
+			l->st.hangs_dropped++;
+			continue;
+		}
+		l->hqueue[l->nhqueue++] = tr[i];
 	}
 	if (n > 0)
 		pthread_cond_signal(&l->wake);
@@ -270,16 +315,62 @@ static void feed_job(struct diag_live *l, const Strata__V1__Batch *b, const char
 		enqueue(l, tr, k);
 }
 
+static int rank_lookup(void *ctx, const char *node, uint32_t pid, uint64_t comm, int32_t *rank,
+		       int32_t *nranks)
+{
+	struct rank_slot *rs = rank_find(ctx, rank_key(node, pid, comm), 0);
+
+	if (!rs || rs->rank < 0 || rs->nranks <= 0)
+		return -ENOENT;
+	*rank = rs->rank;
+	*nranks = rs->nranks;
+	return 0;
+}
+
+/* What b says about job's calls in flight, threads and exits, then the
+ * hang decisions. */
+static void feed_hangs(struct diag_live *l, const Strata__V1__Batch *b, const char *job, int create,
+		       uint64_t now_ns)
+{
+	struct hang_transition tr[64];
+	struct live_job *j = create ? job_of(l, job) : job_find(l, job);
+	size_t n;
+
+	if (!j)
+		return;
+	if (diag_hang__feed(j->hd, b, job, rank_lookup, l))
+		j->last_ns = now_ns; /* ranks waiting in a collective: not idle */
+	n = hang_detector__evaluate(j->hd, tr, 64);
+	if (n > 64) {
+		l->st.hangs_dropped += n - 64;
+		n = 64;
+	}
+	enqueue_hangs(l, tr, n);
+}
+
+/* Adds job to jobs[0..*n) once. */
+static void add_job(const char **jobs, size_t *n, const char *job)
+{
+	size_t k = 0;
+
+	while (k < *n && strcmp(jobs[k], job))
+		k++;
+	if (k == *n)
+		jobs[(*n)++] = job;
+}
+
 int diag_live__batch(struct diag_live *l, const Strata__V1__Batch *b, uint64_t now_ns)
 {
 	struct diag_coll_event *ev;
 	const char **jobs;
-	size_t njobs = 0;
+	size_t njobs = 0, nnccl;
 
-	if (!b->n_nccl_collectives && !b->n_nccl_comms)
+	if (!b->n_nccl_collectives && !b->n_nccl_comms && !b->n_inflight_calls &&
+	    !b->n_thread_states)
 		return 0;
 	ev = malloc((b->n_nccl_collectives + 1) * sizeof(*ev));
-	jobs = malloc((b->n_nccl_collectives + 1) * sizeof(*jobs));
+	jobs = malloc((b->n_nccl_collectives + b->n_inflight_calls + b->n_processes + 1) *
+		      sizeof(*jobs));
 	if (!ev || !jobs) {
 		free(ev);
 		free(jobs);
@@ -298,19 +389,33 @@ int diag_live__batch(struct diag_live *l, const Strata__V1__Batch *b, uint64_t n
 	/* The distinct jobs of the batch's collectives (usually one). */
 	for (size_t i = 0; i < b->n_nccl_collectives; i++) {
 		const char *job = proc_job(b, b->processes[b->nccl_collectives[i]->process]);
-		size_t k = 0;
 
 		if (!job[0]) {
 			l->st.events_no_job++;
 			continue;
 		}
-		while (k < njobs && strcmp(jobs[k], job))
-			k++;
-		if (k == njobs)
-			jobs[njobs++] = job;
+		add_job(jobs, &njobs, job);
 	}
 	for (size_t k = 0; k < njobs; k++)
 		feed_job(l, b, jobs[k], ev, now_ns);
+	/* Hangs: the jobs of the collectives and of NCCL calls in flight
+	 * (tracked from there on), and those already tracked with a process
+	 * here (its thread's state, its exit). */
+	for (size_t i = 0; i < b->n_inflight_calls; i++) {
+		const char *job = proc_job(b, b->processes[b->inflight_calls[i]->process]);
+
+		if (job[0] && b->inflight_calls[i]->comm_hash)
+			add_job(jobs, &njobs, job);
+	}
+	nnccl = njobs;
+	for (size_t i = 0; i < b->n_processes; i++) {
+		const char *job = proc_job(b, b->processes[i]);
+
+		if (job[0])
+			add_job(jobs, &njobs, job);
+	}
+	for (size_t k = 0; k < njobs; k++)
+		feed_hangs(l, b, jobs[k], k < nnccl, now_ns);
 	pthread_mutex_unlock(&l->lock);
 	free(ev);
 	free(jobs);
@@ -335,6 +440,12 @@ void diag_live__tick(struct diag_live *l, uint64_t now_ns)
 		k = straggler_detector__expire(j->sd, tr, MAX_OUT);
 		if (k > 0)
 			enqueue(l, tr, k);
+		{
+			struct hang_transition ht[64];
+			size_t nh = hang_detector__expire(j->hd, ht, 64);
+
+			enqueue_hangs(l, ht, nh < 64 ? nh : 64);
+		}
 		job_free(l, j);
 		l->jobs[i] = l->jobs[--l->njobs];
 		l->st.jobs_expired++;
@@ -361,17 +472,54 @@ static void post(struct diag_live *l, const struct straggler_transition *tr, siz
 	pthread_mutex_unlock(&l->lock);
 }
 
+/* A hang decision: kept in the store (with the store's view of each
+ * missing rank) and POSTed. */
+static void post_hangs(struct diag_live *l, const struct hang_transition *tr, size_t n)
+{
+	struct alert_webhook_opts ao = { .sz = sizeof(ao), .external_url = l->o.external_url };
+	uint64_t store_errors = 0;
+
+	for (size_t i = 0; l->o.store && i < n; i++)
+		if (diag_hang__store(l->o.store, &tr[i].h, realtime_ns()))
+			store_errors++;
+	for (size_t i = 0; l->o.alert_webhook && i < n;) {
+		size_t k = i + 1;
+		char *body = NULL;
+		size_t len = 0;
+		long status = 0;
+		int err;
+
+		while (k < n && !strcmp(tr[k].h.job, tr[i].h.job))
+			k++;
+		err = alert_webhook__build_hangs(&tr[i], k - i, &ao, &body, &len);
+		if (!err)
+			err = alert_webhook__post(l->o.alert_webhook, body, len, 5000, &status);
+		free(body);
+		pthread_mutex_lock(&l->lock);
+		if (err)
+			l->st.alerts_failed++;
+		else
+			l->st.alerts_sent++;
+		pthread_mutex_unlock(&l->lock);
+		i = k;
+	}
+	pthread_mutex_lock(&l->lock);
+	l->st.hang_store_errors += store_errors;
+	pthread_mutex_unlock(&l->lock);
+}
+
 static void *live_thread(void *arg)
 {
 	struct diag_live *l = arg;
 	struct straggler_transition *batch = calloc(MAX_QUEUE, sizeof(*batch));
+	struct hang_transition *hbatch = calloc(MAX_HANG_QUEUE, sizeof(*hbatch));
 
 	pthread_mutex_lock(&l->lock);
 	while (!l->stop) {
 		struct timespec ts = realtime_deadline(TICK_NS);
-		size_t n = 0;
+		size_t n = 0, nh = 0;
 
-		if (!l->nqueue)
+		if (!l->nqueue && !l->nhqueue)
 			pthread_cond_timedwait(&l->wake, &l->lock, &ts);
 		pthread_mutex_unlock(&l->lock);
 		diag_live__tick(l, realtime_ns());
@@ -381,7 +529,14 @@ static void *live_thread(void *arg)
 			memcpy(batch, l->queue, n * sizeof(*batch));
 			l->nqueue = 0;
 		}
+		if (hbatch && l->nhqueue) {
+			nh = l->nhqueue;
+			memcpy(hbatch, l->hqueue, nh * sizeof(*hbatch));
+			l->nhqueue = 0;
+		}
 		pthread_mutex_unlock(&l->lock);
+		if (nh)
+			post_hangs(l, hbatch, nh);
 		/* One payload per group of changes; a slow receiver delays
 		 * only this thread. */
 		for (size_t i = 0; i < n;) {
@@ -396,6 +551,7 @@ static void *live_thread(void *arg)
 	}
 	pthread_mutex_unlock(&l->lock);
 	free(batch);
+	free(hbatch);
 	return NULL;
 }
 
@@ -425,6 +581,23 @@ size_t diag_live__stragglers(struct diag_live *l, const char *job, int confirmed
 		total += straggler_detector__list(l->jobs[i]->sd, confirmed_only,
 						  total < max ? out + total : none,
 						  total < max ? max - total : 0);
+	}
+	pthread_mutex_unlock(&l->lock);
+	return total;
+}
+
+size_t diag_live__hangs(struct diag_live *l, const char *job, struct hang_report *out, size_t max)
+{
+	size_t total = 0;
+
+	pthread_mutex_lock(&l->lock);
+	for (uint32_t i = 0; i < l->njobs; i++) {
+		struct hang_report none[1]; /* count only: never NULL */
+
+		if (job && strcmp(l->jobs[i]->job, job))
+			continue;
+		total += hang_detector__list(l->jobs[i]->hd, total < max ? out + total : none,
+					     total < max ? max - total : 0);
 	}
 	pthread_mutex_unlock(&l->lock);
 	return total;
@@ -467,6 +640,55 @@ static void labels(FILE *o, const struct straggler_rank *r)
 	fprintf(o, ",pid=\"%u\"}", r->pid);
 }
 
+/* One series per ongoing hang (and recent mismatch): under l->lock. */
+static void hang_metrics(struct diag_live *l, FILE *o)
+{
+	static const char *const m[][2] = {
+		{ "strata_nccl_hang", "1 while ranks of the communicator wait in collective seq"
+				      " that others have not entered (kind missing/stalled);"
+				      " a recent mismatch of op/bytes at seq (kind mismatch)" },
+		{ "strata_nccl_hang_waiting_seconds",
+		  "how long the first waiting rank had waited at the latest observation" },
+		{ "strata_nccl_hang_missing_ranks", "ranks that had not entered the collective" },
+	};
+	struct hang_report *h = malloc(64 * sizeof(*h));
+
+	for (size_t k = 0; k < 3; k++) {
+		fprintf(o, "# HELP %s %s\n# TYPE %s gauge\n", m[k][0], m[k][1], m[k][0]);
+		for (uint32_t i = 0; h && i < l->njobs; i++) {
+			size_t n = hang_detector__list(l->jobs[i]->hd, h, 64);
+
+			for (size_t x = 0; x < n && x < 64; x++) {
+				double v = k == 0   ? 1.0
+					   : k == 1 ? (double)(h[x].as_of_ns - h[x].since_ns) / 1e9
+						    : (double)h[x].nmissing;
+
+				fprintf(o, "%s{job=", m[k][0]);
+				diag_prom_label(o, h[x].job);
+				fprintf(o,
+					",communicator=\"%016" PRIx64 "\",seq=\"%" PRIu64
+					"\",kind=\"%s\",op=",
+					h[x].comm_hash, h[x].seq, diag_hang__kind(h[x].kind));
+				diag_prom_label(o, h[x].op);
+				fprintf(o, "} %g\n", v);
+			}
+		}
+	}
+	free(h);
+	fprintf(o,
+		"# HELP strata_nccl_hangs_total NCCL hang decisions\n"
+		"# TYPE strata_nccl_hangs_total counter\n"
+		"strata_nccl_hangs_total{change=\"confirmed\"} %" PRIu64 "\n"
+		"strata_nccl_hangs_total{change=\"cleared\"} %" PRIu64 "\n"
+		"strata_nccl_hangs_total{change=\"mismatch\"} %" PRIu64 "\n"
+		"# HELP strata_nccl_hang_drops_total hang decisions not stored or sent\n"
+		"# TYPE strata_nccl_hang_drops_total counter\n"
+		"strata_nccl_hang_drops_total{what=\"queue\"} %" PRIu64 "\n"
+		"strata_nccl_hang_drops_total{what=\"store\"} %" PRIu64 "\n",
+		l->st.hangs, l->st.hang_clears, l->st.mismatches, l->st.hangs_dropped,
+		l->st.hang_store_errors);
+}
+
 void diag_live__metrics(struct diag_live *l, FILE *o)
 {
 	static const char *const help[][3] = {
@@ -503,6 +725,7 @@ void diag_live__metrics(struct diag_live *l, FILE *o)
 			}
 		}
 	}
+	hang_metrics(l, o);
 	collect(l, &st);
 	pthread_mutex_unlock(&l->lock);
 	free(r);

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Straggler diagnosis at ingest: every stored batch's NCCL collectives go
- * to their job's straggler detector (diagnose/straggler.h) at once, so a
- * decision waits for the evidence, not for a window to close.  The
+ * Straggler and hang diagnosis at ingest: every stored batch's NCCL
+ * collectives go to their job's straggler detector (diagnose/straggler.h)
+ * at once, so a decision waits for the evidence, not for a window to
+ * close; the same batch's calls in flight, thread states and exits go with
+ * them to the job's hang detector (diagnose/hang.h, server/diag_hang.h).  The
  * detector's confirmations and clearings are the one decision behind
  * /api/v1/stragglers, the strata_straggler_* metrics and the Alertmanager
  * webhook (POSTed by this module's thread, never from an agent's upload).
@@ -21,6 +23,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "diagnose/hang.h"
 #include "diagnose/straggler.h"
 #include "server/store.h"
 
@@ -33,6 +36,8 @@ struct diag_live_opts {
 	const char *alert_webhook;		/* NULL: no webhook */
 	const char *external_url;		/* links in the webhook payload */
 	const struct straggler_opts *straggler; /* NULL: defaults */
+	const struct hang_opts *hang;		/* NULL: defaults */
+	struct store *store;			/* hang reports are kept there (NULL: not kept) */
 };
 
 struct diag_live_stats {
@@ -41,6 +46,7 @@ struct diag_live_stats {
 	uint64_t collectives, collectives_partial, collectives_timeout, collectives_warmup;
 	uint64_t states_dropped, comms_dropped, pending_dropped, transitions_dropped;
 	uint64_t alerts_sent, alerts_failed, alerts_dropped;
+	uint64_t hangs, hang_clears, mismatches, hangs_dropped, hang_store_errors;
 };
 
 struct diag_live;
@@ -62,6 +68,10 @@ void diag_live__tick(struct diag_live *l, uint64_t now_ns);
  * max). */
 size_t diag_live__stragglers(struct diag_live *l, const char *job, int confirmed_only,
 			     struct straggler_rank *out, size_t max);
+
+/* Ongoing hangs and recent mismatches of one job (NULL: every job); returns
+ * how many there are (may exceed max). */
+size_t diag_live__hangs(struct diag_live *l, const char *job, struct hang_report *out, size_t max);
 
 /* One straggler episode of a past range. */
 struct diag_episode {

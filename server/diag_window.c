@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "diagnose/breakdown.h"
+#include "lib/clock.h"
 #include "server/diag_engine_int.h"
 #include "server/diag_inputs.h"
 
@@ -151,6 +152,7 @@ static int on_leak_row(void *ctx, const struct store_leak *l)
 	}
 	diag_fold_stack(l->stack, folded, sizeof(folded));
 	c->s[c->n] = (struct diag_alloc_site){ .pid = l->pid,
+					       .level = l->level,
 					       .stack_id = l->stack->id,
 					       .stack = diag_strings__add(c->names, folded),
 					       .outstanding_bytes = l->bytes };
@@ -175,6 +177,37 @@ static void keep_sites(struct diag_engine *e, struct job_state *j, const struct 
 	}
 }
 
+/* Collective health of the window: stored (both stores) and summed into
+ * the job's counters for /metrics.  Collectives reach a little past the
+ * window's edges, so the calls are read with a margin the delay has
+ * already waited for. */
+static int judge_collectives(struct diag_engine *e, struct job_state *j, uint64_t ws, uint64_t we)
+{
+	uint64_t margin = e->o.delay_ns < 30000000000ull ? e->o.delay_ns : 30000000000ull;
+	struct collstat_row rows[MAX_COLLSTATS];
+	int n = diag_collstats__window(e->st, j->job, ws, we, margin, rows, MAX_COLLSTATS,
+				       &e->colls);
+
+	if (n < 0)
+		return n;
+	for (int i = 0; i < n; i++) {
+		size_t k = j->ncolls;
+
+		if (collstat_merge(j->colls, &k, MAX_COLLSTATS, &rows[i])) {
+			e->colls.c.rows_dropped++;
+			continue;
+		}
+		j->ncolls = (uint32_t)k;
+		for (k = 0; k < j->ncolls; k++)
+			if (j->colls[k].comm_hash == rows[i].comm_hash &&
+			    j->colls[k].size_class == rows[i].size_class &&
+			    j->colls[k].nranks == rows[i].nranks &&
+			    !strcmp(j->colls[k].op, rows[i].op))
+				collstat_rates(&rows[i], &j->colls_last[k]);
+	}
+	return diag_collstats__store(e->st, j->job, ws, we, rows, (size_t)n, realtime_ns());
+}
+
 int diag_window__judge(struct diag_engine *e, struct job_state *j, uint64_t ws)
 {
 	uint64_t we = ws + e->o.window_ns;
@@ -197,6 +230,10 @@ int diag_window__judge(struct diag_engine *e, struct job_state *j, uint64_t ws)
 	err = leak_tracker__window(j->lt, lc.s, lc.n, (int64_t)we);
 	if (!err)
 		keep_sites(e, j, &lc);
+	/* the window's other results are in: a failure here is counted, and
+	 * the window not judged twice for it */
+	if (!err && judge_collectives(e, j, ws, we))
+		e->stats.store_errors++;
 out:
 	free(tc.t);
 	free(lc.s);

@@ -20,6 +20,8 @@ enum route_id {
 	R_LEAKS,
 	R_TALLY,
 	R_COLLECTIVES,
+	R_COLLECTIVE_STATS,
+	R_HANGS,
 	R_TRACE,
 	R_STRAGGLERS,
 	R_FINDINGS,
@@ -51,6 +53,8 @@ static const struct route routes[] = {
 	GET_Q("/api/v1/leaks", R_LEAKS),
 	GET_Q("/api/v1/tally", R_TALLY),
 	GET_Q("/api/v1/collectives", R_COLLECTIVES),
+	GET_Q("/api/v1/collective_stats", R_COLLECTIVE_STATS),
+	GET_Q("/api/v1/hangs", R_HANGS),
 	GET_Q("/api/v1/trace", R_TRACE),
 	/* diagnosis (server/api_diag.c) */
 	GET_Q("/api/v1/stragglers", R_STRAGGLERS),
@@ -146,6 +150,10 @@ int route__run(const struct route *rt, struct server *srv, const struct request 
 		return api_tally(srv, r, out);
 	case R_COLLECTIVES:
 		return api_collectives(srv, r, out);
+	case R_COLLECTIVE_STATS:
+		return api_collective_stats(srv, r, out);
+	case R_HANGS:
+		return api_hangs(srv, r, out);
 	case R_TRACE:
 		return api_trace(srv, r, out);
 	case R_STRAGGLERS:

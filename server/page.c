@@ -136,8 +136,10 @@ int page_job(struct server *srv, const struct request *r, const char *job, FILE 
 	      out);
 	srv->store->ops->leaks(srv->store, &f, leak_row, &p);
 	fputs("</table>", out);
-	if (srv->diag) /* stragglers, findings, breakdown, leaks (server/api_diag.c) */
+	page_hangs(srv, job, out); /* server/api_hangs.c */
+	if (srv->diag)		   /* stragglers, findings, breakdown, leaks (server/api_diag.c) */
 		page_diagnosis(srv, job, out);
+	page_collective_stats(srv, job, out); /* server/api_collstats.c */
 	fputs("</body></html>\n", out);
 	return 200;
 }

@@ -105,6 +105,13 @@ int api_leaks(struct server *srv, const struct request *r, FILE *out);
 int api_tally(struct server *srv, const struct request *r, FILE *out);
 int api_collectives(struct server *srv, const struct request *r, FILE *out);
 int api_trace(struct server *srv, const struct request *r, FILE *out);
+/* Collective health (server/api_collstats.c): GET /api/v1/collective_stats
+ * and the job page's table. */
+int api_collective_stats(struct server *srv, const struct request *r, FILE *out);
+void page_collective_stats(struct server *srv, const char *job, FILE *out);
+/* NCCL hangs (server/api_hangs.c): GET /api/v1/hangs and the job page's section. */
+int api_hangs(struct server *srv, const struct request *r, FILE *out);
+void page_hangs(struct server *srv, const char *job, FILE *out);
 int api_metrics(struct server *srv, FILE *out);
 /* Diagnosis (server/api_diag.c): GET /api/v1/stragglers, findings, breakdown,
  * leak_reports; the job page's diagnosis section. */

@@ -29,7 +29,8 @@ struct server_opts {
 	int debuginfod;
 	/* diagnosis (server/diag_engine.c) */
 	uint32_t diag_window_ms, diag_delay_ms;
-	int diag_on_query; /* no background runs: judge on query only */
+	uint32_t hang_min_ms, hang_periods; /* 0: the hang detection's defaults */
+	int diag_on_query;		    /* no background runs: judge on query only */
 	const char *alert_webhook, *external_url;
 };
 

@@ -144,6 +144,7 @@ struct store_leak {
 	const struct store_stack *stack;
 	uint64_t bytes, allocations;
 	uint64_t oldest_ns; /* earliest alloc_ns among them */
+	uint32_t level;	    /* CudaAlloc.Level: 0 the driver's, 1 a framework's */
 };
 
 struct store_api_code {
@@ -262,9 +263,46 @@ struct store_cpu_time {
 	uint64_t ns;
 };
 
+/* Collective health (the server-derived collective_stats table, see
+ * diagnose/collstats.h): one (job, communicator, op, size class, nranks)
+ * summed over the stored windows that overlap the filter's range (job and
+ * time only filter). */
+struct store_collstat {
+	const char *job;
+	uint64_t comm_hash;
+	const char *op;
+	uint64_t size_class;
+	int32_t nranks;
+	uint64_t windows;					      /* windows with occurrences */
+	uint64_t occurrences, observed_ns, stall_ns, slack_ns, bytes; /* sums */
+	uint64_t observed_max_ns;
+	uint64_t first_ns, last_ns; /* the windows' span */
+};
+
+/* An NCCL hang record (the server-derived hangs table, server/diag_hang.h):
+ * every record whose episode overlaps the filter's range (job and time
+ * only filter), oldest decision first; an episode has a record when
+ * decided and one when it ended (until_ns set). */
+struct store_hang {
+	const char *job, *kind;
+	uint64_t comm_hash, seq;
+	const char *op;
+	uint64_t bytes;
+	int32_t nranks;
+	uint64_t since_ns, decided_ns, until_ns;
+	uint32_t waiting, missing, mismatched;
+	const char *report; /* JSON */
+};
+
+/* The node name of the batches strata-server writes itself (derived
+ * records); agents may not use it, node listings leave it out. */
+#define STORE_SERVER_NODE "(strata-server)"
+
 typedef int (*store_thread_time_fn)(void *ctx, const struct store_thread_time *t);
 typedef int (*store_cpu_time_fn)(void *ctx, const struct store_cpu_time *c);
 typedef int (*store_node_clock_fn)(void *ctx, const struct store_node_clock *c);
+typedef int (*store_collstat_fn)(void *ctx, const struct store_collstat *c);
+typedef int (*store_hang_fn)(void *ctx, const struct store_hang *h);
 
 /* ---- the vtable ------------------------------------------------------------- */
 
@@ -305,6 +343,12 @@ struct store_ops {
 	/* CPU layer inputs (see struct store_cpu_time). */
 	int (*cpu_times)(struct store *s, const struct store_filter *f, store_cpu_time_fn fn,
 			 void *ctx);
+	/* Collective health, largest aggregated stall first (see struct
+	 * store_collstat). */
+	int (*collective_stats)(struct store *s, const struct store_filter *f, store_collstat_fn fn,
+				void *ctx);
+	/* NCCL hang records (see struct store_hang). */
+	int (*hangs)(struct store *s, const struct store_filter *f, store_hang_fn fn, void *ctx);
 };
 
 /* Backends embed this first. */

@@ -77,13 +77,15 @@ struct gpu_call_rec {
 
 /* --- wire (strata-agent --server): one outstanding allocation --- */
 struct gpu_alloc_rec {
-	uint32_t tgid, api;
+	uint32_t tgid, api; /* api: GPU_API_MAX for a framework allocation */
 	uint64_t ptr, size;
 	uint64_t alloc_ns; /* CLOCK_REALTIME, converted at this drain */
 	uint64_t stack_id;
 	/* CLOCK_MONOTONIC as BPF stamped it: the allocation's identity across
 	 * drains (alloc_ns moves by the calibration's jitter at each one) */
 	uint64_t mono_ns;
+	uint32_t level; /* 0: the driver's (a segment), 1: the framework's (a block) */
+	uint32_t pad;
 };
 
 struct gpu_coll_row {
@@ -123,8 +125,8 @@ struct gpu_data {
 	uint64_t dropped_calls;	    /* call records beyond the bound */
 	uint64_t stacks_unresolved; /* stack ids whose frames were never copied */
 
-	/* wire: every allocation outstanding at the last drain (bounded;
-	 * the ones that did not fit are counted in allocs_dropped) */
+	/* wire: every allocation outstanding at the last drain, both levels
+	 * (bounded; the ones that did not fit are counted in allocs_dropped) */
 	struct gpu_alloc_rec *allocs;
 	size_t nallocs;
 	uint64_t allocs_dropped;

@@ -51,11 +51,13 @@ static void read_map(struct gpu *g, struct bpf_map *m, struct gpu_table *t, size
 }
 
 /*
- * Outstanding allocations of one level, grouped by (process, stack): the
- * driver's (gpu_allocs: cudaMalloc & co, listed for the wire too) or a
- * framework's (gpu_fw_allocs: a caching allocator's blocks, from USDT).
+ * Outstanding allocations of one level, grouped by (process, stack) and
+ * listed for the wire: the driver's (level 0, gpu_allocs: cudaMalloc & co)
+ * or a framework's (level 1, gpu_fw_allocs: a caching allocator's blocks,
+ * from USDT).  The driver's go first: they restart the list.
  */
-static void snapshot_allocs(struct gpu *g, struct bpf_map *map, struct gpu_leaks *lk, bool wire)
+static void snapshot_allocs(struct gpu *g, struct bpf_map *map, struct gpu_leaks *lk,
+			    uint32_t level)
 {
 	int fd = bpf_map__fd(map);
 	struct gpu_alloc_key key, next;
@@ -63,7 +65,7 @@ static void snapshot_allocs(struct gpu *g, struct bpf_map *map, struct gpu_leaks
 	void *prev = NULL;
 
 	gpu_leaks__begin(lk, realtime_ns());
-	if (wire)
+	if (!level)
 		g->data.nallocs = 0; /* this drain's outstanding set */
 	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
 		struct gpu_proc *p;
@@ -81,12 +83,16 @@ static void snapshot_allocs(struct gpu *g, struct bpf_map *map, struct gpu_leaks
 			continue;
 		}
 		gpu_resolve_stack(g, key.tgid, v.stack_id, p);
-		if (!wire)
-			continue;
 		if (g->data.allocs && g->data.nallocs < GPU_MAX_ALLOC_RECS)
 			g->data.allocs[g->data.nallocs++] = (struct gpu_alloc_rec){
-				key.tgid,   v.api,  key.ptr, v.size, gpu_to_realtime(g, v.ts_ns),
-				v.stack_id, v.ts_ns
+				.tgid = key.tgid,
+				.api = v.api,
+				.ptr = key.ptr,
+				.size = v.size,
+				.alloc_ns = gpu_to_realtime(g, v.ts_ns),
+				.stack_id = v.stack_id,
+				.mono_ns = v.ts_ns,
+				.level = level,
 			};
 		else
 			g->data.allocs_dropped++;
@@ -202,8 +208,8 @@ int gpu__drain(struct gpu *g)
 		if (gpu_api_kind(s->key.api) == GPU_KIND_LAUNCH && !s->kernel)
 			s->kernel = gpu_kernel_name(g, s->key.tgid, mm, s->key.api, s->key.object);
 	}
-	snapshot_allocs(g, g->skel->maps.gpu_allocs, &g->leaks, true);
-	snapshot_allocs(g, g->skel->maps.gpu_fw_allocs, &g->fw_leaks, false);
+	snapshot_allocs(g, g->skel->maps.gpu_allocs, &g->leaks, 0);
+	snapshot_allocs(g, g->skel->maps.gpu_fw_allocs, &g->fw_leaks, 1);
 	if (g->opts.budget >= 0)
 		gpu_duty_plan(g, mono_ns());
 	gpu_remember_procs(g);

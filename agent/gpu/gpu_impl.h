@@ -155,6 +155,7 @@ struct gpu {
 	struct usdt_stats usdt;	   /* notes read, skipped (args not understood) */
 	uint32_t usdt_specs;	   /* gpu_usdt_specs entries used */
 	uint64_t usdt_dropped;	   /* sites beyond GPU_FILE_USDT / GPU_USDT_SPECS */
+	int stats_fd;		   /* STRATA_BPF_STATS: the kernel's run-time stats on */
 	struct gpu_call_rec *calls;
 	size_t ncalls;
 	uint64_t *prev_calls; /* per tally row: calls at the last budget plan */

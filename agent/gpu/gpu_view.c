@@ -166,6 +166,26 @@ void gpu__report(struct gpu *g)
 		(unsigned long long)g->usdt.notes, (unsigned long long)g->usdt.bad_args,
 		(unsigned long long)g->usdt.malformed, (unsigned long long)g->usdt_dropped,
 		g->usdt_specs);
+	if (g->stats_fd >= 0) { /* STRATA_BPF_STATS: time per program run */
+		struct bpf_program *progs[] = { g->skel->progs.gpu_enter,
+						g->skel->progs.gpu_enter_multi,
+						g->skel->progs.gpu_exit,
+						g->skel->progs.gpu_exit_multi,
+						g->skel->progs.gpu_usdt };
+
+		fprintf(stderr, "\n  gpu.bpf_stats:");
+		for (size_t i = 0; i < sizeof(progs) / sizeof(progs[0]); i++) {
+			struct bpf_prog_info info = { 0 };
+			__u32 len = sizeof(info);
+			int fd = bpf_program__fd(progs[i]);
+
+			if (fd < 0 || bpf_obj_get_info_by_fd(fd, &info, &len) || !info.run_cnt)
+				continue;
+			fprintf(stderr, " %s=%llu runs,%.0fns", bpf_program__name(progs[i]),
+				(unsigned long long)info.run_cnt,
+				(double)info.run_time_ns / (double)info.run_cnt);
+		}
+	}
 	fprintf(stderr, "\n  gpu.unwind:");
 	for (uint32_t i = 0; i < UNWIND_ERR_MAX; i++)
 		fprintf(stderr, " %s=%llu", strata_unwind_counter_name(i),

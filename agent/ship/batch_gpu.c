@@ -21,8 +21,8 @@ struct path_row {
 };
 
 struct out_row {
-	uint32_t tgid, pad;
-	/* key: (tgid, ptr, BPF's monotonic stamp), stable across drains; the
+	uint32_t tgid, level; /* level: a segment and its first block share a ptr */
+	/* key: (tgid, level, ptr, BPF's monotonic stamp), stable across drains; the
 	 * realtime alloc_ns is converted anew at each drain and may move by a
 	 * few ns, which made a live allocation look freed and new again */
 	uint64_t ptr, mono_ns;
@@ -419,7 +419,9 @@ static void send_alloc(struct batch_gpu *g, struct agent_batch *ab, const struct
 	r->size = o->size;
 	r->stack = (uint32_t)stack;
 	r->alloc_ns = o->alloc_ns;
-	r->api_str = batch_builder__string(bb, gpu_api_name(o->api));
+	r->level = o->level ? STRATA__V1__CUDA_ALLOC__LEVEL__FRAMEWORK
+			    : STRATA__V1__CUDA_ALLOC__LEVEL__DRIVER;
+	r->api_str = batch_builder__string(bb, o->level ? "pytorch:malloc" : gpu_api_name(o->api));
 	if (freed) {
 		r->freed = 1;
 		r->free_ns = d->end_ns;
@@ -434,7 +436,9 @@ void batch_gpu__drained(struct batch_gpu *g, struct agent_batch *ab, const struc
 	g->gen++;
 	for (size_t i = 0; i < d->nallocs; i++) {
 		const struct gpu_alloc_rec *a = &d->allocs[i];
-		struct out_row key = { .tgid = a->tgid, .ptr = a->ptr, .mono_ns = a->mono_ns };
+		struct out_row key = {
+			.tgid = a->tgid, .level = a->level, .ptr = a->ptr, .mono_ns = a->mono_ns
+		};
 		struct out_row *o;
 		int err = 0;
 
@@ -488,6 +492,8 @@ void batch_gpu__drained(struct batch_gpu *g, struct agent_batch *ab, const struc
 		r->freed = 1;
 		r->free_ns = d->end_ns;
 		r->free_only = 1;
+		r->level = o->level ? STRATA__V1__CUDA_ALLOC__LEVEL__FRAMEWORK
+				    : STRATA__V1__CUDA_ALLOC__LEVEL__DRIVER;
 	}
 	gpu_table__filter(&g->outstanding, out_stale, &g->gen);
 }

@@ -173,8 +173,8 @@ static const struct cell SAMPLE[] = { C(node),	   C(pid),  C(tid),   C(comm),
 #undef C
 
 #define C(f) CELL(store_leak, f)
-static const struct cell LEAK[] = { C(node),  C(pid),	C(has_rank),	C(rank),
-				    C(stack), C(bytes), C(allocations), C(oldest_ns) };
+static const struct cell LEAK[] = { C(node),  C(pid),	      C(has_rank),  C(rank), C(stack),
+				    C(bytes), C(allocations), C(oldest_ns), C(level) };
 #undef C
 
 #define C(f) CELL(store_thread_time, f)
@@ -189,6 +189,21 @@ static const struct cell CPU_TIME[] = { C(node), C(kind), C(cpu),      C(pid),	C
 
 #define C(f) CELL(store_node_clock, f)
 static const struct cell NODE_CLOCK[] = { C(node), C(clock_error_ns), C(freq_hz), C(batches) };
+#undef C
+
+#define C(f) CELL(store_collstat, f)
+static const struct cell COLLSTAT[] = { C(job),		C(comm_hash),	C(op),
+					C(size_class),	C(nranks),	C(windows),
+					C(occurrences), C(observed_ns), C(stall_ns),
+					C(slack_ns),	C(bytes),	C(observed_max_ns),
+					C(first_ns),	C(last_ns) };
+#undef C
+
+#define C(f) CELL(store_hang, f)
+static const struct cell HANG[] = { C(job),	   C(kind),	C(comm_hash), C(seq),
+				    C(op),	   C(bytes),	C(nranks),    C(since_ns),
+				    C(decided_ns), C(until_ns), C(waiting),   C(missing),
+				    C(mismatched), C(report) };
 #undef C
 
 #define C(f) CELL(store_tally, f)
@@ -226,6 +241,8 @@ EMIT(leak, store_leak, LEAK)
 EMIT(thread_time, store_thread_time, THREAD_TIME)
 EMIT(cpu_time, store_cpu_time, CPU_TIME)
 EMIT(node_clock, store_node_clock, NODE_CLOCK)
+EMIT(collstat, store_collstat, COLLSTAT)
+EMIT(hang, store_hang, HANG)
 
 void store_row__tally(const struct store_row *r, struct store_tally *t)
 {

@@ -88,6 +88,12 @@ int store_emit__thread_time(const struct store_row *r, void *fn, void *ctx);
 int store_emit__cpu_time(const struct store_row *r, void *fn, void *ctx);
 /* node, clock_error_ns, freq_hz, batches */
 int store_emit__node_clock(const struct store_row *r, void *fn, void *ctx);
+/* job, comm_hash, op, size_class, nranks, windows, occurrences, observed_ns,
+ * stall_ns, slack_ns, bytes, observed_max_ns, first_ns, last_ns */
+int store_emit__collstat(const struct store_row *r, void *fn, void *ctx);
+/* job, kind, comm_hash, seq, op, bytes, nranks, since_ns, decided_ns,
+ * until_ns, waiting, missing, mismatched, report */
+int store_emit__hang(const struct store_row *r, void *fn, void *ctx);
 
 /* node, pid, (process key), has_rank, rank, fn, calls, total_ns, min_ns,
  * max_ns: the tally without its codes (each backend finds those). */

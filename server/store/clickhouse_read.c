@@ -24,6 +24,7 @@ static void batch_filter(struct ch_store *s, struct ch_sql *q, const struct stor
 	if (f->to_ns)
 		ch_sql__add(q, " AND start_ns < %" PRIu64, f->to_ns);
 	ch_and_quoted(q, " AND node = ", f->node);
+	ch_sql__add(q, " AND node != '" STORE_SERVER_NODE "'");
 	ch_sql__add(q, " AND ingest IN (SELECT min(ingest) FROM %s.batches GROUP BY batch_id)",
 		    s->db);
 }
@@ -116,19 +117,21 @@ static int ch_leaks(struct store *base, const struct store_filter *f, store_leak
 	 * at `at`: made before it and no record frees it before it.
 	 */
 	g.to_ns = 0;
-	ch_sql__add(&q,
-		    "SELECT node, pid, any(hr), any(rk), sid, sum(sz), count(), min(alloc_ns) FROM"
-		    " (SELECT node, pid, pstart, ptr, alloc_ns,"
-		    " anyIf(has_rank, free_only = 0) AS hr, anyIf(rank, free_only = 0) AS rk,"
-		    " anyIf(stack_id, free_only = 0) AS sid, anyIf(size, free_only = 0) AS sz,"
-		    " countIf(free_only = 0) AS allocs,"
-		    " countIf(freed = 1 AND free_ns < %" PRIu64 ") AS frees"
-		    " FROM %s.cuda_allocs WHERE alloc_ns < %" PRIu64,
-		    at, s->db, at);
+	ch_sql__add(
+		&q,
+		"SELECT node, pid, any(hr), any(rk), sid, sum(sz), count(), min(alloc_ns), lv FROM"
+		" (SELECT node, pid, pstart, ptr, alloc_ns, level AS lv,"
+		" anyIf(has_rank, free_only = 0) AS hr, anyIf(rank, free_only = 0) AS rk,"
+		" anyIf(stack_id, free_only = 0) AS sid, anyIf(size, free_only = 0) AS sz,"
+		" countIf(free_only = 0) AS allocs,"
+		" countIf(freed = 1 AND free_ns < %" PRIu64 ") AS frees"
+		" FROM %s.cuda_allocs WHERE alloc_ns < %" PRIu64,
+		at, s->db, at);
 	ch_filter(s, &q, &g, "alloc_ns", 1);
-	ch_sql__add(&q,
-		    " GROUP BY node, pid, pstart, ptr, alloc_ns HAVING allocs > 0 AND frees = 0)"
-		    " GROUP BY node, pid, sid ORDER BY sum(sz) DESC");
+	ch_sql__add(
+		&q,
+		" GROUP BY node, pid, pstart, ptr, alloc_ns, level HAVING allocs > 0 AND frees = 0)"
+		" GROUP BY node, pid, lv, sid ORDER BY sum(sz) DESC");
 	return ch_query_rows(s, &q, "leaks", 4, store_emit__leak, (void *)fn, ctx);
 }
 
@@ -344,6 +347,46 @@ static int ch_node_clocks(struct store *base, const struct store_filter *f, stor
 	return ch_query_rows(s, &q, "node clocks", -1, store_emit__node_clock, (void *)fn, ctx);
 }
 
+static int ch_collective_stats(struct store *base, const struct store_filter *f,
+			       store_collstat_fn fn, void *ctx)
+{
+	struct ch_store *s = (struct ch_store *)base;
+	struct store_filter g = { .from_ns = f->from_ns, .to_ns = f->to_ns };
+	struct ch_sql q = { 0 };
+
+	ch_sql__add(&q,
+		    "SELECT job, comm_hash, op, size_class, nranks, count(), sum(occurrences),"
+		    " sum(observed_ns), sum(stall_ns), sum(slack_ns), sum(bytes),"
+		    " max(observed_max_ns), min(b_start), max(b_end) FROM %s.collective_stats"
+		    " WHERE 1",
+		    s->db);
+	ch_filter(s, &q, &g, NULL, 0);
+	ch_and_quoted(&q, " AND job = ", f->job);
+	ch_sql__add(&q, " GROUP BY job, comm_hash, op, size_class, nranks"
+			" ORDER BY sum(stall_ns) DESC, job, comm_hash, op, size_class");
+	return ch_query_rows(s, &q, "collective stats", -1, store_emit__collstat, (void *)fn, ctx);
+}
+
+static int ch_hangs(struct store *base, const struct store_filter *f, store_hang_fn fn, void *ctx)
+{
+	struct ch_store *s = (struct ch_store *)base;
+	struct store_filter g = { 0 }; /* committed attempts; time below */
+	struct ch_sql q = { 0 };
+
+	ch_sql__add(&q,
+		    "SELECT job, kind, comm_hash, seq, op, bytes, nranks, since_ns, decided_ns,"
+		    " until_ns, waiting, missing, mismatched, report FROM %s.hangs WHERE 1",
+		    s->db);
+	ch_filter(s, &q, &g, NULL, 0);
+	if (f->to_ns)
+		ch_sql__add(&q, " AND decided_ns < %" PRIu64, f->to_ns);
+	if (f->from_ns)
+		ch_sql__add(&q, " AND (until_ns = 0 OR until_ns > %" PRIu64 ")", f->from_ns);
+	ch_and_quoted(&q, " AND job = ", f->job);
+	ch_sql__add(&q, " ORDER BY decided_ns, until_ns");
+	return ch_query_rows(s, &q, "hangs", -1, store_emit__hang, (void *)fn, ctx);
+}
+
 const struct store_ops clickhouse_store_ops = {
 	.name = "clickhouse",
 	.ingest = ch_store__ingest,
@@ -360,4 +403,6 @@ const struct store_ops clickhouse_store_ops = {
 	.thread_times = ch_thread_times,
 	.cpu_times = ch_cpu_times,
 	.node_clocks = ch_node_clocks,
+	.collective_stats = ch_collective_stats,
+	.hangs = ch_hangs,
 };

@@ -60,8 +60,9 @@ static const struct store_column PROCESSES[] = {
 	{ .name = "local_rank", .field = "rank.local_rank", .absent = -1 },
 	{ .name = "world_size", .field = "rank.world_size", .absent = -1 },
 	{ .name = "cpu_samples", .kind = STORE_COL_PROC_SAMPLES },
-	SKIP("labels", STORE_REF_NONE), /* not stored; the decoder checks them */
-	SKIP("maps", STORE_REF_NONE),	/* not stored; the decoder checks them */
+	SKIP("labels", STORE_REF_NONE),	 /* not stored; the decoder checks them */
+	SKIP("maps", STORE_REF_NONE),	 /* not stored; the decoder checks them */
+	SKIP("exit_ns", STORE_REF_NONE), /* read at ingest by the hang detection */
 };
 
 static const struct store_column CPU_SAMPLES[] = {
@@ -128,6 +129,7 @@ static const struct store_column CUDA_ALLOCS[] = {
 	COL("device", "device"),
 	TEXT("api", "api_str"),
 	COL("free_only", "free_only"),
+	COL("level", "level"), /* 0: the driver's (a segment), 1: a framework's (a block) */
 };
 
 static const struct store_column CUDA_ALLOC_FAILURES[] = {
@@ -219,6 +221,63 @@ static const struct store_column NCCL_STATS[] = {
 	COL("max_ns", "max_ns"),
 };
 
+/* Server-derived (the diagnosis engine's windows): a job's rows, not a
+ * process's; the batch is the window. */
+static const struct store_column COLLECTIVE_STATS[] = {
+	TEXT("job", "job_str"),
+	COL("comm_hash", "comm_hash"),
+	TEXT("op", "op_str"),
+	COL("size_class", "size_class"),
+	COL("nranks", "nranks"),
+	COL("occurrences", "occurrences"),
+	COL("observed_ns", "observed_ns"),
+	COL("stall_ns", "stall_ns"),
+	COL("slack_ns", "slack_ns"),
+	COL("bytes", "bytes"),
+	COL("observed_max_ns", "observed_max_ns"),
+};
+
+static const struct store_column INFLIGHT_CALLS[] = {
+	PROCESS,
+	COL("tid", "tid"),
+	TEXT("api", "api_str"),
+	COL("entry_ns", "entry_ns"),
+	COL("comm_hash", "comm_hash"),
+	COL("seq", "seq"),
+	COL("bytes", "bytes"),
+	{ .name = "rank", .field = "rank", .ch_name = "comm_rank" },
+	COL("nranks", "nranks"),
+	STACK("stack_id"),
+};
+
+static const struct store_column THREAD_STATES[] = {
+	PROCESS,
+	COL("tid", "tid"),
+	TEXT("state", "state_str"),
+	TEXT("wchan", "wchan_str"),
+	STACK("stack_id"),
+	COL("syscall", "syscall"),
+	COL("in_syscall", "in_syscall"),
+};
+
+/* Server-derived: a job's hang episodes (the latest record of one wins). */
+static const struct store_column HANGS[] = {
+	TEXT("job", "job_str"),
+	TEXT("kind", "kind_str"),
+	COL("comm_hash", "comm_hash"),
+	COL("seq", "seq"),
+	TEXT("op", "op_str"),
+	COL("bytes", "bytes"),
+	COL("nranks", "nranks"),
+	COL("since_ns", "since_ns"),
+	COL("decided_ns", "decided_ns"),
+	COL("until_ns", "until_ns"),
+	COL("waiting", "waiting"),
+	COL("missing", "missing"),
+	COL("mismatched", "mismatched"),
+	TEXT("report", "report_str"),
+};
+
 static const struct store_column SOFTIRQ_VECTORS[] = {
 	COL("cpu", "cpu"),
 	COL("vector", "vector"),
@@ -292,6 +351,17 @@ const struct store_table STORE_TABLES[STORE_NTABLES] = {
 					 "node, b_end", FOREIGN_RUNS) },
 	[STORE_T_TARGET_CPUS] = { TABLE("target_cpus", strata__v1__target_cpu__descriptor, 1,
 					"node, pid, cpu", TARGET_CPUS) },
+	[STORE_T_COLLECTIVE_STATS] = { TABLE("collective_stats",
+					     strata__v1__collective_stat__descriptor, 0,
+					     "job, b_end, comm_hash", COLLECTIVE_STATS),
+				       .index = "job(job)" },
+	[STORE_T_INFLIGHT_CALLS] = { TABLE("inflight_calls", strata__v1__inflight_call__descriptor,
+					   1, "node, pid, b_end", INFLIGHT_CALLS) },
+	[STORE_T_THREAD_STATES] = { TABLE("thread_states", strata__v1__thread_state__descriptor, 1,
+					  "node, pid, b_end", THREAD_STATES) },
+	[STORE_T_HANGS] = { TABLE("hangs", strata__v1__hang__descriptor, 0, "job, b_end, comm_hash",
+				  HANGS),
+			    .index = "job(job)" },
 };
 
 const char *const STORE_BATCH_FIELDS_APART[] = {

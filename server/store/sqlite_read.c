@@ -18,6 +18,7 @@ static void batch_filter(struct sq_query *q, const struct store_filter *f)
 {
 	sq_window(q, f, "b.end_ns", "b.start_ns");
 	sq_and_text(q, " AND b.node = ?", f->node);
+	sq_add(q, " AND b.node <> '" STORE_SERVER_NODE "'");
 }
 
 static int sq_jobs(struct store *base, const struct store_filter *f, store_job_fn fn, void *ctx)
@@ -99,17 +100,19 @@ static int sq_leaks(struct store *base, const struct store_filter *f, store_leak
 	/* Outstanding at `at`: made before it (in range) and not freed before
 	 * it, whether the free came in the same record or a later one. */
 	g.to_ns = 0;
-	sq_add(&q, "SELECT p.node, p.pid, p.has_rank, p.rank, t.stack_id, SUM(t.size), COUNT(*),"
-		   " MIN(t.alloc_ns)" FROM_PROC_BATCH("cuda_allocs") " AND NOT t.free_only"
-								     " AND t.alloc_ns < ?");
+	sq_add(&q,
+	       "SELECT p.node, p.pid, p.has_rank, p.rank, t.stack_id, SUM(t.size), COUNT(*),"
+	       " MIN(t.alloc_ns), t.level" FROM_PROC_BATCH("cuda_allocs") " AND NOT t.free_only"
+									  " AND t.alloc_ns < ?");
 	sq_int(&q, sq_i64(at));
 	sq_add(&q, " AND NOT (t.freed AND t.free_ns < ?)");
 	sq_int(&q, sq_i64(at));
 	sq_add(&q, " AND NOT EXISTS (SELECT 1 FROM cuda_allocs x WHERE x.process = t.process"
-		   " AND x.ptr = t.ptr AND x.alloc_ns = t.alloc_ns AND x.freed AND x.free_ns < ?)");
+		   " AND x.ptr = t.ptr AND x.alloc_ns = t.alloc_ns AND x.level = t.level"
+		   " AND x.freed AND x.free_ns < ?)");
 	sq_int(&q, sq_i64(at));
 	sq_filter(&q, &g, "t.alloc_ns");
-	sq_add(&q, " GROUP BY p.node, p.pid, t.stack_id ORDER BY SUM(t.size) DESC");
+	sq_add(&q, " GROUP BY p.node, p.pid, t.level, t.stack_id ORDER BY SUM(t.size) DESC");
 	return sq_query_rows(s, &q, store_emit__leak, (void *)fn, ctx, 1);
 }
 
@@ -292,6 +295,44 @@ static int sq_node_clocks(struct store *base, const struct store_filter *f, stor
 	return sq_query_rows(s, &q, store_emit__node_clock, (void *)fn, ctx, 0);
 }
 
+static int sq_collective_stats(struct store *base, const struct store_filter *f,
+			       store_collstat_fn fn, void *ctx)
+{
+	struct sqlite_store *s = (struct sqlite_store *)base;
+	struct sq_query q = { .len = 0 };
+
+	sq_add(&q, "SELECT t.job, t.comm_hash, t.op, t.size_class, t.nranks, COUNT(*),"
+		   " SUM(t.occurrences), SUM(t.observed_ns), SUM(t.stall_ns), SUM(t.slack_ns),"
+		   " SUM(t.bytes), MAX(t.observed_max_ns), MIN(b.start_ns), MAX(b.end_ns)"
+		   " FROM collective_stats t JOIN batches b ON b.id = t.batch WHERE 1");
+	sq_window(&q, f, "b.end_ns", "b.start_ns");
+	sq_and_text(&q, " AND t.job = ?", f->job);
+	sq_add(&q, " GROUP BY t.job, t.comm_hash, t.op, t.size_class, t.nranks"
+		   " ORDER BY SUM(t.stall_ns) DESC, t.job, t.comm_hash, t.op, t.size_class");
+	return sq_query_rows(s, &q, store_emit__collstat, (void *)fn, ctx, 0);
+}
+
+static int sq_hangs(struct store *base, const struct store_filter *f, store_hang_fn fn, void *ctx)
+{
+	struct sqlite_store *s = (struct sqlite_store *)base;
+	struct sq_query q = { .len = 0 };
+
+	sq_add(&q, "SELECT t.job, t.kind, t.comm_hash, t.seq, t.op, t.bytes, t.nranks, t.since_ns,"
+		   " t.decided_ns, t.until_ns, t.waiting, t.missing, t.mismatched, t.report"
+		   " FROM hangs t JOIN batches b ON b.id = t.batch WHERE 1");
+	if (f->to_ns) {
+		sq_add(&q, " AND t.decided_ns < ?");
+		sq_int(&q, (int64_t)f->to_ns);
+	}
+	if (f->from_ns) { /* ongoing when written, or ended after from */
+		sq_add(&q, " AND (t.until_ns = 0 OR t.until_ns > ?)");
+		sq_int(&q, (int64_t)f->from_ns);
+	}
+	sq_and_text(&q, " AND t.job = ?", f->job);
+	sq_add(&q, " ORDER BY t.decided_ns, t.until_ns");
+	return sq_query_rows(s, &q, store_emit__hang, (void *)fn, ctx, 0);
+}
+
 const struct store_ops sqlite_store_ops = {
 	.name = "sqlite",
 	.ingest = sqlite_store__ingest,
@@ -308,4 +349,6 @@ const struct store_ops sqlite_store_ops = {
 	.thread_times = sq_thread_times,
 	.cpu_times = sq_cpu_times,
 	.node_clocks = sq_node_clocks,
+	.collective_stats = sq_collective_stats,
+	.hangs = sq_hangs,
 };

@@ -17,7 +17,7 @@ start_server "$PORT"
 "$AGENT" --server "http://127.0.0.1:$PORT" --period 1 -F 199 --spool "$T/spool" \
 	--node py-node -v 2> "$T/agent.log" &
 AGENT_PID=$!
-sleep 1.5
+wait_agent_ready "$T/agent.log"
 "$PY" "$PYFIX/py_chain.py" 3 &
 PY_PID=$!
 wait "$PY_PID"

@@ -20,7 +20,7 @@ JOB_PID=$!
 "$AGENT" --server "http://127.0.0.1:$PORT" --period 1 -F 49 --spool "$T/spool" \
 	--node sched-node --pid "$JOB_PID" --drain-interval 100 -v 2> "$T/agent.log" &
 AGENT_PID=$!
-sleep 1.5
+wait_agent_ready "$T/agent.log"
 echo go > "$T/go"
 wait "$JOB_PID" || fail "train_sim failed: $(cat "$T/train.out")"
 sleep 2.5 # the last period, then its upload

@@ -2,10 +2,12 @@
 # started privately): synthetic batches through the store interface, every
 # query, filters, exactly-once ingest, leaks, tally, events, retention by
 # partition, concurrent ingest (tests/unit/test_store_clickhouse.c), and
-# the diagnosis inputs (test_store_diag_inputs.c, test_store_cpu_layer.c).
+# the diagnosis inputs (test_store_diag_inputs.c, test_store_cpu_layer.c)
+# and collective health (test_store_collstats.c).
 source "$(dirname "$0")/lib.sh"
 source "$ROOT/tests/integration/clickhouse.sh"
 ch_start
 ch_run_unit test_store_clickhouse
 ch_run_unit test_store_diag_inputs
 ch_run_unit test_store_cpu_layer
+ch_run_unit test_store_collstats

@@ -87,11 +87,19 @@ static int fake_leaks(struct store *s, const struct store_filter *f, store_leak_
 	return 0;
 }
 
+/* no collectives: the windows have no collective health to store */
+static int fake_events(struct store *s, const struct store_filter *f, uint32_t kinds,
+		       uint32_t limit, int *truncated, store_event_fn fn, void *ctx)
+{
+	return 0;
+}
+
 static const struct store_ops fake_ops = {
 	.name = "fake",
 	.jobs = fake_jobs,
 	.thread_times = fake_thread_times,
 	.leaks = fake_leaks,
+	.events = fake_events,
 };
 
 static struct fake_store *fake_new(void)

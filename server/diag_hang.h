@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * NCCL hangs in strata-server (diagnose/hang.h decides): what a batch
+ * tells a job's hang detector (completed collectives, calls in flight,
+ * the state of each GPU process's NCCL/CUDA thread, exits), a report as
+ * JSON with each missing rank's state now and its current CPU stack from
+ * the store, and the reports kept in the store as the server's own
+ * records (the hangs schema table) for past ranges.
+ */
+#ifndef STRATA_SERVER_DIAG_HANG_H
+#define STRATA_SERVER_DIAG_HANG_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "diagnose/hang.h"
+#include "server/store.h"
+
+#include "strata.pb-c.h"
+
+/* A rank's identity in a communicator, by (node, pid, communicator): 0
+ * and *rank, *nranks, or -ENOENT. */
+typedef int (*diag_rank_fn)(void *ctx, const char *node, uint32_t pid, uint64_t comm, int32_t *rank,
+			    int32_t *nranks);
+
+/* Feeds what b says about job's processes into hd; returns how many NCCL
+ * calls (completed or in flight) it held. */
+size_t diag_hang__feed(struct hang_detector *hd, const Strata__V1__Batch *b, const char *job,
+		       diag_rank_fn rank_of, void *ctx);
+
+/* The report as one JSON object; st (may be NULL) adds each missing
+ * rank's current CPU stack. */
+void diag_hang__json(FILE *o, struct store *st, const struct hang_report *h);
+
+/* Stores h as one Hang record of the server's own (its id from the
+ * episode and whether it ended: written once at the decision, once at the
+ * end).  0 or -errno. */
+int diag_hang__store(struct store *st, const struct hang_report *h, uint64_t now_ns);
+
+/* "missing", "stalled", "mismatch" */
+const char *diag_hang__kind(uint32_t kind);
+
+#endif /* STRATA_SERVER_DIAG_HANG_H */
