@@ -474,8 +474,9 @@ static void post(struct diag_live *l, const struct straggler_transition *tr, siz
 	struct alert_webhook_opts ao = { .sz = sizeof(ao), .external_url = l->o.external_url };
 	char *body = NULL;
 	size_t len = 0;
+	int err = alert_webhook__build(tr, n, &ao, &body, &len);
 
-	post_body(l, alert_webhook__build(tr, n, &ao, &body, &len), body, len);
+	post_body(l, err, body, len); /* after the build: it sets body, len */
 }
 
 /* A hang decision: kept in the store (with the store's view of each
@@ -492,11 +493,12 @@ static void post_hangs(struct diag_live *l, const struct hang_transition *tr, si
 		size_t k = i + 1;
 		char *body = NULL;
 		size_t len = 0;
+		int err;
 
 		while (k < n && !strcmp(tr[k].h.job, tr[i].h.job))
 			k++;
-		post_body(l, alert_webhook__build_hangs(&tr[i], k - i, &ao, &body, &len), body,
-			  len);
+		err = alert_webhook__build_hangs(&tr[i], k - i, &ao, &body, &len);
+		post_body(l, err, body, len);
 		i = k;
 	}
 	pthread_mutex_lock(&l->lock);
