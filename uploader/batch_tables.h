@@ -40,6 +40,8 @@ struct wproc {
 	uint32_t comm, cmdline, cgroup, container, pod, job, te, slurm;
 	int has_rank;
 	int32_t rank, local_rank, world_size;
+	uint32_t labels[BB_MAX_LABELS][2]; /* interned key, value */
+	int nlabels;
 };
 
 struct batch_builder {
