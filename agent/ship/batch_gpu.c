@@ -500,6 +500,8 @@ void batch_gpu__drained(struct batch_gpu *g, struct agent_batch *ab, const struc
 	gpu_table__filter(&g->outstanding, out_stale, &g->gen);
 }
 
+#define BATCH_RECOVERED_COMMS 64 /* recovered communicators named once per batch */
+
 static void add_comm(struct batch_builder *bb, int64_t proc, uint64_t hash, int32_t rank,
 		     int32_t nranks, uint64_t init_ns)
 {
@@ -515,10 +517,30 @@ static void add_comm(struct batch_builder *bb, int64_t proc, uint64_t hash, int3
 	r->recovered = GPU_COMM_IS_RECOVERED(hash);
 }
 
+/* A communicator read from process memory that is not its process's first
+ * (which the process rows name): one NcclComm row per batch, from its
+ * calls' rank and size, so the server can place them too. */
+static void add_recovered_comm(struct batch_builder *bb, const struct gpu_data *d, int64_t proc,
+			       const struct gpu_event *e, uint64_t *seen, size_t *nseen)
+{
+	const struct gpu_proc_info *pi = gpu_data__proc(d, e->tgid);
+
+	if (!GPU_COMM_IS_RECOVERED(e->a[0]) || (pi && pi->comm_hash == e->a[0] && !pi->exited))
+		return;
+	for (size_t i = 0; i < *nseen; i++)
+		if (seen[i] == e->a[0])
+			return;
+	if (*nseen < BATCH_RECOVERED_COMMS)
+		seen[(*nseen)++] = e->a[0]; /* beyond: a row per call, still bounded */
+	add_comm(bb, proc, e->a[0], (int32_t)(e->a[5] & 0xffffffff), (int32_t)(e->a[5] >> 32), 0);
+}
+
 /* Communicators, collectives (one row per call on this rank) and stats. */
 static void add_nccl(struct batch_gpu *g, struct agent_batch *ab, const struct gpu_data *d)
 {
 	struct batch_builder *bb = agent_batch__builder(ab);
+	uint64_t seen[BATCH_RECOVERED_COMMS];
+	size_t nseen = 0;
 
 	for (size_t i = 0; i < d->nprocs; i++) {
 		const struct gpu_proc_info *pi = &d->procs[i];
@@ -550,6 +572,7 @@ static void add_nccl(struct batch_gpu *g, struct agent_batch *ab, const struct g
 					 (int32_t)(e->a[5] >> 32), e->start_ns);
 			continue;
 		}
+		add_recovered_comm(bb, d, proc, e, seen, &nseen);
 		ROW_OR_DROP(r, BB_COLL);
 		op = gpu_api_name(e->api);
 		if (!strncmp(op, "nccl", 4))
