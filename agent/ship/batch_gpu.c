@@ -638,6 +638,41 @@ static void add_drops(struct batch_gpu *g, const struct gpu_data *d, struct batc
 	g->seen_allocs = d->allocs_dropped;
 }
 
+int batch_gpu__call_row(struct batch_gpu *g, struct agent_batch *ab, const struct gpu_data *d,
+			const struct gpu_event *e)
+{
+	struct batch_builder *bb = agent_batch__builder(ab);
+	uint32_t kind = gpu_api_kind(e->api);
+	Strata__V1__GpuCall *r;
+	const char *kernel;
+	int64_t proc = proc_of(ab, d, e->tgid), stack;
+
+	if (proc < 0)
+		return (int)proc;
+	stack = stack_of(g, bb, d, e->tgid, e->stack_id);
+	r = batch_builder__row(bb, BB_GPU_CALL);
+	if (!r)
+		return -ENOSPC; /* counted by the builder */
+	g->st.records++;
+	r->process = (uint32_t)proc;
+	r->tid = e->tid;
+	r->api_str = batch_builder__string(bb, gpu_api_name(e->api));
+	r->kind_str = batch_builder__string(bb, gpu_kind_name(kind));
+	kernel = kind == GPU_KIND_LAUNCH ? gpu_data__kernel(d, e->tgid, e->a[0]) : NULL;
+	r->name_str = batch_builder__string(bb, kernel ? kernel : "");
+	r->start_ns = e->start_ns;
+	r->end_ns = e->end_ns;
+	r->ret = e->ret;
+	if (kind == GPU_KIND_ALLOC || kind == GPU_KIND_FREE) {
+		r->ptr = e->a[0];
+		r->bytes = e->a[1];
+	} else if (kind == GPU_KIND_COPY) {
+		r->bytes = e->a[1];
+	}
+	r->stack = stack > 0 ? (uint32_t)stack : 0;
+	return 0;
+}
+
 int batch_gpu__add(struct batch_gpu *g, struct agent_batch *ab, const struct gpu_data *d,
 		   struct batch_meta *m)
 {
