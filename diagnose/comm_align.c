@@ -102,6 +102,22 @@ static struct stream *stream_of(struct comm_align *a, uint64_t key, int create)
 	return free_slot;
 }
 
+int comm_align__map(const struct comm_align *a, uint64_t key, uint64_t *comm_hash, uint64_t *seq)
+{
+	for (uint32_t i = 0; i < a->o.max_streams; i++) {
+		const struct stream *s = &a->s[i];
+
+		if (!s->used || s->key != key)
+			continue;
+		if (!s->aligned)
+			return -EAGAIN;
+		*comm_hash = s->comm_hash;
+		*seq = (uint64_t)((int64_t)*seq + s->off);
+		return 0;
+	}
+	return -EAGAIN;
+}
+
 static void place(const struct stream *s, const struct comm_align_call *c,
 		  struct diag_coll_event *out)
 {

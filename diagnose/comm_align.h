@@ -81,6 +81,10 @@ int comm_align__add(struct comm_align *a, uint64_t key, uint32_t rank, uint32_t 
 		    const char *node, uint32_t pid, const struct comm_align_call *c,
 		    struct diag_coll_event *out);
 
+/* Stream key's communicator and sequence number as its group numbers them:
+ * 0, or -EAGAIN while the stream is not aligned (or not known). */
+int comm_align__map(const struct comm_align *a, uint64_t key, uint64_t *comm_hash, uint64_t *seq);
+
 /*
  * Forgets streams silent since now_ns - stale_ns (times of the calls), then
  * tries to align the unaligned ones.  Returns how many held calls are now

@@ -382,13 +382,22 @@ static void feed_job(struct diag_live *l, const Strata__V1__Batch *b, const char
 		enqueue(l, tr, k);
 }
 
-static int rank_lookup(void *ctx, const char *node, uint32_t pid, uint64_t comm, int32_t *rank,
-		       int32_t *nranks)
-{
-	struct rank_slot *rs = rank_find(ctx, rank_key(node, pid, comm), 0);
+struct lookup_ctx {
+	struct diag_live *l;
+	struct live_job *j;
+};
 
-	if (!rs || rs->rank < 0 || rs->nranks <= 0 || rs->recovered)
+static int rank_lookup(void *ctx, const char *node, uint32_t pid, uint64_t *comm, uint64_t *seq,
+		       int32_t *rank, int32_t *nranks)
+{
+	struct lookup_ctx *c = ctx;
+	struct rank_slot *rs = rank_find(c->l, rank_key(node, pid, *comm), 0);
+
+	if (!rs || rs->rank < 0 || rs->nranks <= 0)
 		return -ENOENT;
+	/* a recovered communicator: its group's hash and numbering, once matched */
+	if (rs->recovered && (!c->j->align || comm_align__map(c->j->align, rs->key, comm, seq)))
+		return -EAGAIN;
 	*rank = rs->rank;
 	*nranks = rs->nranks;
 	return 0;
@@ -405,7 +414,7 @@ static void feed_hangs(struct diag_live *l, const Strata__V1__Batch *b, const ch
 
 	if (!j)
 		return;
-	if (diag_hang__feed(j->hd, b, job, rank_lookup, l))
+	if (diag_hang__feed(j->hd, b, job, rank_lookup, &(struct lookup_ctx){ l, j }))
 		j->last_ns = now_ns; /* ranks waiting in a collective: not idle */
 	n = hang_detector__evaluate(j->hd, tr, 64);
 	if (n > 64) {
