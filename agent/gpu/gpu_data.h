@@ -29,6 +29,7 @@ struct gpu_proc_info {
 	uint64_t comm_hash;		      /* first communicator's identity as
 					       * reported (restored: mixed) */
 	uint64_t job_hash;		      /* its own hash (job labels) */
+	char job[64];			      /* STRATA_JOB */
 	char run_id[64];		      /* TORCHELASTIC_RUN_ID */
 	char slurm_job[32];		      /* SLURM_JOB_ID */
 	bool exited;

@@ -207,7 +207,9 @@ static int64_t proc_of(struct agent_batch *ab, const struct gpu_data *d, uint32_
 		fb.world_size = pi->world_size;
 		fb.torchelastic_run_id = pi->run_id;
 		fb.slurm_job_id = pi->slurm_job;
-		fb.job = pi->run_id[0] ? pi->run_id : pi->slurm_job;
+		/* proc_labels' rule: STRATA_JOB, TORCHELASTIC_RUN_ID, SLURM_JOB_ID
+		 * (a process gone before /proc was read keeps its job) */
+		fb.job = pi->job[0] ? pi->job : pi->run_id[0] ? pi->run_id : pi->slurm_job;
 	}
 	p = agent_batch__process_tgid(ab, tgid, &fb);
 	if (p >= 0 && pi && pi->nccl_rank >= 0) {
