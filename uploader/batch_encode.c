@@ -87,6 +87,8 @@ static int fill_rows(struct batch_builder *bb, Strata__V1__Batch *b, struct pb_a
 	SET_LIST(softirq_vectors, BB_SOFTIRQ);
 	SET_LIST(foreign_runs, BB_FOREIGN);
 	SET_LIST(target_cpus, BB_TARGET_CPU);
+	SET_LIST(inflight_calls, BB_INFLIGHT);
+	SET_LIST(thread_states, BB_THREAD);
 #undef SET_LIST
 	return 0;
 }
@@ -121,6 +123,7 @@ static int fill(struct batch_builder *bb, Strata__V1__Batch *b, struct pb_arena 
 		p->job_str = wp[i].job;
 		p->torchelastic_run_id_str = wp[i].te;
 		p->slurm_job_id_str = wp[i].slurm;
+		p->exit_ns = wp[i].exit_ns;
 		if (wp[i].has_rank) {
 			strata__v1__rank_labels__init(&a->ranks[i]);
 			a->ranks[i].rank = wp[i].rank;

@@ -40,6 +40,7 @@ struct wproc {
 	uint32_t comm, cmdline, cgroup, container, pod, job, te, slurm;
 	int has_rank;
 	int32_t rank, local_rank, world_size;
+	uint64_t exit_ns; /* 0: alive (or not known) */
 };
 
 struct batch_builder {

@@ -100,6 +100,64 @@ static void snapshot_allocs(struct gpu *g, struct bpf_map *map, struct gpu_leaks
 	gpu_leaks__end(lk);
 }
 
+/*
+ * The calls in flight now (gpu_inflight: one outer call per thread) of the
+ * traced processes, for the wire: who waits in which collective (with the
+ * communicator's identity and the sequence number the call has: the
+ * communicator's count of collectives so far, raised at the call's exit),
+ * who is inside which CUDA call.  A thread's stale entry (its uretprobe
+ * never fired) is told apart by the BPF side's active flag only; the
+ * server needs a call listed in consecutive batches before it counts.
+ */
+static void snapshot_inflight(struct gpu *g)
+{
+	int fd = bpf_map__fd(g->skel->maps.gpu_inflight),
+	    cfd = bpf_map__fd(g->skel->maps.gpu_comms);
+	uint32_t key, next;
+	struct gpu_call c;
+	void *prev = NULL;
+
+	g->data.ninflight = 0;
+	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+		struct gpu_inflight_rec *r;
+		struct gpu_nccl_args a;
+		uint32_t kind;
+
+		key = next;
+		prev = &key;
+		if (bpf_map_lookup_elem(fd, &key, &c) || !c.active || c.api >= GPU_API_MAX ||
+		    !gpu_proc_find(g, c.tgid))
+			continue;
+		kind = gpu_api_kind(c.api);
+		if (kind == GPU_KIND_P2P || kind == GPU_KIND_NCCL_INIT)
+			continue; /* pairwise / set-up: not a collective every rank enters */
+		if (!g->data.inflight || g->data.ninflight == GPU_MAX_INFLIGHT) {
+			g->data.inflight_dropped++;
+			continue;
+		}
+		r = &g->data.inflight[g->data.ninflight++];
+		*r = (struct gpu_inflight_rec){ .tgid = c.tgid,
+						.tid = key,
+						.api = c.api,
+						.entry_ns = gpu_to_realtime(g, c.start_ns),
+						.rank = -1,
+						.nranks = -1,
+						.stack_id = c.stack_id };
+		if (kind == GPU_KIND_COLL && gpu_nccl_args_of(c.api, c.a, &a)) {
+			struct gpu_comm_key ck = { .tgid = c.tgid, .comm = a.comm };
+			struct gpu_comm_val cv;
+
+			r->bytes = a.count * gpu_nccl_dtype_size(a.dtype);
+			if (!bpf_map_lookup_elem(cfd, &ck, &cv)) {
+				r->comm_hash = cv.id_hash;
+				r->seq = cv.seq; /* raised at this call's exit */
+				r->rank = (int32_t)cv.rank;
+				r->nranks = (int32_t)cv.nranks;
+			}
+		}
+	}
+}
+
 /* The BPF maps whose keys start with a tgid. */
 void gpu_proc_maps_of(struct gpu *g, struct bpf_map **maps)
 {
@@ -210,6 +268,7 @@ int gpu__drain(struct gpu *g)
 	}
 	snapshot_allocs(g, g->skel->maps.gpu_allocs, &g->leaks, 0);
 	snapshot_allocs(g, g->skel->maps.gpu_fw_allocs, &g->fw_leaks, 1);
+	snapshot_inflight(g);
 	if (g->opts.budget >= 0)
 		gpu_duty_plan(g, mono_ns());
 	gpu_remember_procs(g);

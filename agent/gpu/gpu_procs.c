@@ -107,6 +107,7 @@ void gpu_proc_scan(struct gpu *g, struct gpu_proc *p, uint64_t now_ms)
 		if (p->state == PROC_TARGET || p->nfiles) {
 			p->state = PROC_EXITED;
 			p->info.exited = true;
+			p->info.exit_ns = realtime_ns();
 			g->exits++;
 		} else {
 			p->state = PROC_FREE;
@@ -218,6 +219,7 @@ static void proc_exited(struct gpu *g, uint32_t tgid, uint64_t mm_id)
 	if (p->state == PROC_TARGET || p->nfiles) {
 		p->state = PROC_EXITED; /* finished at the next drain */
 		p->info.exited = true;
+		p->info.exit_ns = realtime_ns(); /* within a drain of the exit */
 		g->exits++;
 	} else {
 		p->state = PROC_FREE;
