@@ -37,6 +37,9 @@ const volatile bool mark_layers = false;
 /* Admission of the session's processes at their first call (admit()). */
 const volatile bool admit_in_bpf = false;
 const volatile __u32 filter_mode = STRATA_FILTER_TGIDS; /* enum strata_filter */
+/* Written by user space after each detach of the sheddable probes (the duty
+ * cycle): a sheddable call entered before it may never see its return. */
+volatile __u32 gpu_shed_epoch = 0;
 
 #include "bpf/gpu_maps.bpf.h"
 #include "bpf/python_capture.bpf.h" /* py_procs: the sampler's, shared by fd */

@@ -49,12 +49,31 @@ static __always_inline struct gpu_target *admit(__u32 tgid)
 }
 
 /*
+ * The thread's in-flight call c, deeper in the stack than a new call of api,
+ * cannot contain it: c's return was never seen.  The stack pointer alone
+ * cannot tell: a call whose return was missed (an exception or longjmp
+ * through it, its return probe detached by the duty cycle mid-call) leaves
+ * an entry above the next calls of the same frame whenever they pass stack
+ * arguments -- ncclAllReduce's seventh argument puts it 16 bytes below the
+ * cudaStreamSynchronize before it -- and every one of them would look
+ * nested and be lost.  A call runs only inside a call of a higher layer
+ * (gpu_api_layer), and a sheddable call entered before the last detach of
+ * its return probe may never return.
+ */
+static __always_inline bool call_stale(const struct gpu_call *c, __u32 api)
+{
+	if (gpu_api_layer(c->api) <= gpu_api_layer(api))
+		return true;
+	return gpu_api_sheddable(c->api) && c->shed_epoch != gpu_shed_epoch;
+}
+
+/*
  * Starts a call of a target process.  Returns its state, or NULL when the
  * process is not traced or the call runs inside another probed call on this
  * thread (cudaMalloc -> cuMemAlloc, ncclAllReduce -> cudaLaunchKernel...):
  * the outer call accounts for it.  An entry whose stack pointer is not
- * above ours belongs to a call whose return we never saw (uretprobe
- * detached by the duty cycle, longjmp): it is replaced.
+ * above ours, or that call_stale() shows cannot contain this call, belongs
+ * to a call whose return we never saw: it is replaced.
  */
 static __always_inline struct gpu_call *call_enter(struct pt_regs *ctx, __u32 api)
 {
@@ -74,10 +93,12 @@ static __always_inline struct gpu_call *call_enter(struct pt_regs *ctx, __u32 ap
 	if (!t->mm_id)
 		t->mm_id = mm_id_of(bpf_get_current_task_btf());
 	c = bpf_map_lookup_elem(&gpu_inflight, &tid);
-	if (c && c->active && c->sp > sp) {
+	if (c && c->active && c->sp > sp && !call_stale(c, api)) {
 		gpu_count(GPU_CNT_NESTED);
 		return NULL;
 	}
+	if (c && c->active && c->sp > sp)
+		gpu_count(GPU_CNT_STALE);
 	if (c && c->active && mark_layers)
 		api_layer_exit(); /* the stale call's layer, never popped */
 	if (!c) {
@@ -93,6 +114,7 @@ static __always_inline struct gpu_call *call_enter(struct pt_regs *ctx, __u32 ap
 	}
 	c->sp = sp;
 	c->api = api;
+	c->shed_epoch = gpu_shed_epoch;
 	c->tgid = tgid;
 	c->id_hash = 0;
 	c->a[0] = PT_REGS_PARM1(ctx);

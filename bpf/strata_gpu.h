@@ -96,6 +96,49 @@ static inline __u32 gpu_api_kind(__u32 api)
 	return GPU_KIND_GROUP;
 }
 
+/*
+ * The library an API belongs to, lowest first: the driver (cu*), the
+ * runtime (cuda*), NCCL.  A library calls only into lower ones (NCCL into
+ * the runtime and driver, the runtime into the driver; never upwards), so a
+ * call can run inside a call of a higher layer only: an in-flight call of the
+ * same or a lower layer is one whose return was never seen.
+ */
+enum gpu_layer { GPU_LAYER_DRIVER, GPU_LAYER_RUNTIME, GPU_LAYER_NCCL };
+
+static inline __u32 gpu_api_layer(__u32 api)
+{
+	switch (api) {
+	case GPU_API_cuLaunchKernel:
+	case GPU_API_cuLaunchKernelEx:
+	case GPU_API_cuMemAlloc:
+	case GPU_API_cuMemAllocAsync:
+	case GPU_API_cuMemAllocManaged:
+	case GPU_API_cuMemAllocHost:
+	case GPU_API_cuMemFree:
+	case GPU_API_cuMemFreeAsync:
+	case GPU_API_cuMemFreeHost:
+	case GPU_API_cuModuleGetFunction:
+	case GPU_API_cuLibraryGetKernel:
+		return GPU_LAYER_DRIVER;
+	default:
+		return gpu_api_kind(api) >= GPU_KIND_NCCL_INIT ? GPU_LAYER_NCCL : GPU_LAYER_RUNTIME;
+	}
+}
+
+/*
+ * The probes the duty cycle may detach (agent/gpu/gpu_budget.h).  Frees are
+ * never shed (a missed free must not become a leak), nor NCCL calls
+ * (sequence numbers must stay exact; they are low-rate).
+ */
+static inline __u32 gpu_api_sheddable(__u32 api)
+{
+	__u32 k = gpu_api_kind(api);
+
+	return api < GPU_API_MAX &&
+	       (k == GPU_KIND_LAUNCH || k == GPU_KIND_ALLOC || k == GPU_KIND_COPY ||
+		k == GPU_KIND_SYNC || k == GPU_KIND_LOOKUP);
+}
+
 /* Per call site: (process, launch/alloc/copy/sync stack, API, object) ->
  * count, time in call, bytes.  object: kernel (host stub address, CUfunction
  * or graph exec handle) for launches, direction for copies, 0 otherwise. */
@@ -377,9 +420,9 @@ struct gpu_call {
 	/* rdi, rsi, rdx, rcx, r8, r9, then the first three stack arguments;
 	 * launch-ex entries replace them with the config's fields */
 	__u64 a[9];
-	__u64 id_hash; /* ncclCommInitRank*: hash of the unique id */
-	__u32 active;  /* a call is in flight (the entry outlives calls) */
-	__u32 pad;
+	__u64 id_hash;	  /* ncclCommInitRank*: hash of the unique id */
+	__u32 active;	  /* a call is in flight (the entry outlives calls) */
+	__u32 shed_epoch; /* gpu_shed_epoch at entry (sheddable APIs) */
 };
 _Static_assert(sizeof(struct gpu_call) == 32 + 72 + 8 + 8, "gpu_call layout");
 /* A GPU call site with Python frames: its id (gpu_stack_pairs' key, used

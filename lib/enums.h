@@ -116,7 +116,8 @@
 	X(GPU_CNT_FW_EVENTS, "fw_events")	      /* framework (USDT) malloc/free events */    \
 	X(GPU_CNT_FW_ALLOCS_FULL, "fw_allocs_full")   /* framework allocation map full */          \
 	X(GPU_CNT_FW_FREE_UNKNOWN, "fw_free_unknown") /* framework free of an untracked ptr */     \
-	X(GPU_CNT_USDT_ARG_ERR, "usdt_arg_errors")    /* a USDT argument could not be read */
+	X(GPU_CNT_USDT_ARG_ERR, "usdt_arg_errors")    /* a USDT argument could not be read */      \
+	X(GPU_CNT_STALE, "stale_calls") /* in-flight call whose return was missed: replaced */
 
 /* The scheduler layer (bpf/sched.bpf.c, map "sched_counters"). */
 #define STRATA_SCHED_COUNTERS(X)                                                                   \

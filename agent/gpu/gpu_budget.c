@@ -7,13 +7,7 @@
 
 bool gpu_budget__sheddable(uint32_t api)
 {
-	uint32_t k = gpu_api_kind(api);
-
-	/* Frees are never shed (a missed free must not become a leak), nor
-	 * NCCL calls (sequence numbers must stay exact; they are low-rate). */
-	return api < GPU_API_MAX &&
-	       (k == GPU_KIND_LAUNCH || k == GPU_KIND_ALLOC || k == GPU_KIND_COPY ||
-		k == GPU_KIND_SYNC || k == GPU_KIND_LOOKUP);
+	return gpu_api_sheddable(api); /* one list, shared with BPF */
 }
 
 void gpu_budget__init(struct gpu_budget *b, double budget, double cost_ns, uint64_t period_ns,

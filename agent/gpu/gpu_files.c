@@ -289,4 +289,8 @@ void gpu_shed_set(struct gpu *g, bool attach)
 		else
 			group_detach(g, f, GRP_SHED);
 	}
+	/* after the detach: the calls entered before it are the ones that
+	 * may never see their return (call_stale() in BPF) */
+	if (!attach)
+		g->skel->bss->gpu_shed_epoch++;
 }

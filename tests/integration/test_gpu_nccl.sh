@@ -37,3 +37,33 @@ assert sum(n.startswith("rank ") for n in names) == 4, names
 print("comm", comms.pop(), "ranks", sorted(ranks), "seq 0..%d on each" % (steps - 1))
 PY
 echo "ok: 4 ranks, $steps allreduces each"
+
+# A call whose return never comes (SIM_ESCAPE_EVERY: the stream sync before
+# the all-reduce is left by siglongjmp, as an exception unwinding through the
+# runtime leaves it, or as any call looks when the duty cycle detaches its
+# return probe mid-call) leaves an entry that never ends, above the
+# 7-argument ncclAllReduce that follows (its stack argument lowers the stack
+# pointer).  That entry must not make the collective look nested inside it:
+# sequence numbers stay exact on every rank, and the launches of the next
+# steps are all seen.
+export SIM_KERNEL_US=1000 SIM_KERNELS=4 SIM_ESCAPE_EVERY=5
+steps=40
+"$STRATA" record "${GPU_LIBS[@]}" --probe-budget 0 --drain-interval 100 -o "$T/d.folded" \
+	--tally "$T/dtally.txt" --trace "$T/dtrace.json" -- "$FIX/train_sim" 4 $steps > "$T/dout" 2>&1 ||
+	{ cat "$T/dout"; fail "strata record (escaping syncs) failed"; }
+grep -Eq "^ncclAllReduce +$((4 * steps)) " "$T/dtally.txt" ||
+	{ cat "$T/dtally.txt"; fail "allreduce count with escaping syncs"; }
+grep -Eq "^cudaLaunchKernel +$((4 * steps * 2 * SIM_KERNELS)) " "$T/dtally.txt" ||
+	{ cat "$T/dtally.txt"; fail "launch count with escaping syncs"; }
+python3 - "$T/dtrace.json" $steps <<'PY' || fail "NCCL sequence with escaping syncs"
+import json, sys, collections
+d = json.load(open(sys.argv[1])); steps = int(sys.argv[2])
+by = collections.defaultdict(list)
+for e in d["traceEvents"]:
+    if e.get("name") == "ncclAllReduce":
+        by[e["pid"]].append(e["args"]["seq"])
+assert len(by) == 4, by.keys()
+for pid, seqs in by.items():
+    assert seqs == list(range(steps)), (pid, len(seqs), [s for i, s in enumerate(seqs) if s != i][:5])
+PY
+echo "ok: a stream sync left by siglongjmp every 5 steps, $steps allreduces each, sequence exact"

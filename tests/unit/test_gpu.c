@@ -120,6 +120,20 @@ static void frees_and_nccl_never_shed(void **state)
 	assert_false(gpu_budget__sheddable(GPU_API_MAX));
 }
 
+/* The layer of every API follows its library's prefix: nccl*, cuda*, cu*
+ * (call_stale() in BPF relies on it to tell a missed return from nesting). */
+static void layers_follow_the_library(void **state)
+{
+	for (uint32_t api = 0; api < GPU_API_MAX; api++) {
+		const char *n = gpu_api_name(api);
+		uint32_t want = !strncmp(n, "nccl", 4)	 ? GPU_LAYER_NCCL
+				: !strncmp(n, "cuda", 4) ? GPU_LAYER_RUNTIME
+							 : GPU_LAYER_DRIVER;
+
+		assert_int_equal(gpu_api_layer(api), want);
+	}
+}
+
 /* ---- names ------------------------------------------------------------- */
 
 static void symbol_names(void **state)
@@ -340,6 +354,7 @@ int main(void)
 		cmocka_unit_test(budget_unlimited),
 		cmocka_unit_test(budget_tick_achieves_ratio),
 		cmocka_unit_test(frees_and_nccl_never_shed),
+		cmocka_unit_test(layers_follow_the_library),
 		cmocka_unit_test(symbol_names),
 		cmocka_unit_test(return_code_names),
 		cmocka_unit_test(ldconfig_lines),
