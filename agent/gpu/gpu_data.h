@@ -144,7 +144,8 @@ struct gpu_data {
 	/* wire: the calls in flight at the last drain (bounded) */
 	struct gpu_inflight_rec *inflight;
 	size_t ninflight;
-	uint64_t inflight_dropped;
+	uint64_t inflight_dropped; /* over GPU_MAX_INFLIGHT */
+	uint64_t inflight_stale;   /* left out: the call is over (gpu_drain.c) */
 
 	/* private to agent/gpu/gpu.c: storage behind stacks and its index */
 	struct gpu_stack *stacks_view;

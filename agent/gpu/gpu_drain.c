@@ -13,6 +13,7 @@
 #include <bpf/libbpf.h>
 
 #include "agent/gpu/gpu_names.h"
+#include "agent/proc/proc_thread.h"
 #include "lib/clock.h"
 #include "gpu.skel.h"
 /* The address space BPF saw at a target's first call. */
@@ -101,13 +102,42 @@ static void snapshot_allocs(struct gpu *g, struct bpf_map *map, struct gpu_leaks
 }
 
 /*
+ * An in-flight entry whose call is over though its return was never seen
+ * (a stale entry: the hang report must not say a rank is stuck there).
+ * BPF replaces such an entry at the thread's next probed call of the same
+ * or a higher layer (call_stale()); until then user space tells it:
+ *  - a sheddable call entered before the last detach of the sheddable
+ *    probes (its shed_epoch is not the current gpu_shed_epoch) may never
+ *    see its return: not trusted (a call really in flight then -- a stream
+ *    sync that hangs -- is lost too; the rank's thread state and CPU stack
+ *    still show where it is);
+ *  - a thread blocked now (in a system call, or otherwise off the CPU)
+ *    whose user stack pointer is above the entry's (the return address
+ *    slot at entry) has left the call: it runs in a caller's frame.  A
+ *    thread that runs, or that is deeper than the entry, cannot be judged
+ *    from outside (it may be inside the call or in a later call of its
+ *    caller): the entry is kept.  This is what tells an exception or
+ *    longjmp through the call, once the thread blocks elsewhere.
+ * Driver calls made under a stale runtime entry look nested to BPF and are
+ * not seen; the stack-pointer test is what catches that case.
+ */
+static bool inflight_stale(struct gpu *g, const struct gpu_call *c, uint32_t tid)
+{
+	uint64_t sp;
+
+	if (gpu_api_sheddable(c->api) && c->shed_epoch != g->skel->bss->gpu_shed_epoch)
+		return true;
+	return !proc_thread__user_sp("/proc", c->tgid, tid, &sp) && sp > c->sp;
+}
+
+/*
  * The calls in flight now (gpu_inflight: one outer call per thread) of the
  * traced processes, for the wire: who waits in which collective (with the
  * communicator's identity and the sequence number the call has: the
  * communicator's count of collectives so far, raised at the call's exit),
- * who is inside which CUDA call.  A thread's stale entry (its uretprobe
- * never fired) is told apart by the BPF side's active flag only; the
- * server needs a call listed in consecutive batches before it counts.
+ * who is inside which CUDA call.  Stale entries are left out
+ * (inflight_stale()); the server needs a call listed in consecutive
+ * batches before it counts.
  */
 static void snapshot_inflight(struct gpu *g)
 {
@@ -131,6 +161,10 @@ static void snapshot_inflight(struct gpu *g)
 		kind = gpu_api_kind(c.api);
 		if (kind == GPU_KIND_P2P || kind == GPU_KIND_NCCL_INIT)
 			continue; /* pairwise / set-up: not a collective every rank enters */
+		if (inflight_stale(g, &c, key)) {
+			g->data.inflight_stale++;
+			continue;
+		}
 		if (!g->data.inflight || g->data.ninflight == GPU_MAX_INFLIGHT) {
 			g->data.inflight_dropped++;
 			continue;

@@ -44,6 +44,39 @@ static void frame_name(const char *line, char *out, size_t size)
 	out[n] = '\0';
 }
 
+/* A syscall line: "NR a1 a2 a3 a4 a5 a6 sp pc" or "-1 sp pc" (blocked
+ * outside a system call); "running" has neither.  The sp is the next to
+ * last field.  Returns the syscall number (-1: none) and sets *sp, or -2
+ * when the line holds no stack pointer. */
+static int parse_syscall(const char *line, uint64_t *sp)
+{
+	const char *last = strrchr(line, ' '), *prev;
+	char *end;
+
+	*sp = 0;
+	if (!last || !((line[0] >= '0' && line[0] <= '9') || line[0] == '-'))
+		return -2;
+	for (prev = last; prev > line && prev[-1] != ' '; prev--)
+		;
+	if (prev == line)
+		return -2;
+	*sp = strtoull(prev, &end, 0);
+	if (end != last)
+		return -2;
+	return (int)strtol(line, NULL, 10);
+}
+
+int proc_thread__user_sp(const char *root, uint32_t pid, uint32_t tid, uint64_t *sp)
+{
+	char buf[512];
+	int err = read_line(root, pid, tid, "syscall", buf, sizeof(buf));
+
+	*sp = 0;
+	if (err)
+		return err == -ESRCH ? -ENOENT : err;
+	return parse_syscall(buf, sp) == -2 || !*sp ? -EAGAIN : 0;
+}
+
 int proc_thread__read(const char *root, uint32_t pid, uint32_t tid, struct proc_thread_state *out)
 {
 	char buf[1024], path[256], *rp;
@@ -63,9 +96,11 @@ int proc_thread__read(const char *root, uint32_t pid, uint32_t tid, struct proc_
 	if (!read_line(root, pid, tid, "wchan", buf, sizeof(buf)) && strcmp(buf, "0"))
 		snprintf(out->wchan, sizeof(out->wchan), "%.*s", PROC_THREAD_NAME - 1, buf);
 	/* "NR args... sp pc", "running", or "-1 sp pc" (blocked, no syscall) */
-	if (!read_line(root, pid, tid, "syscall", buf, sizeof(buf)) && buf[0] >= '0' &&
-	    buf[0] <= '9')
-		out->syscall = (int32_t)strtol(buf, NULL, 10);
+	if (!read_line(root, pid, tid, "syscall", buf, sizeof(buf))) {
+		int nr = parse_syscall(buf, &out->user_sp);
+
+		out->syscall = nr >= 0 ? nr : -1;
+	}
 	snprintf(path, sizeof(path), "%s/%u/task/%u/stack", root, pid, tid);
 	f = fopen(path, "re");
 	if (f) { /* root only; an empty or unreadable stack is no error */
