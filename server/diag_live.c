@@ -453,13 +453,10 @@ void diag_live__tick(struct diag_live *l, uint64_t now_ns)
 	pthread_mutex_unlock(&l->lock);
 }
 
-static void post(struct diag_live *l, const struct straggler_transition *tr, size_t n)
+/* POSTs a built webhook body (err: the build failed) and frees it. */
+static void post_body(struct diag_live *l, int err, char *body, size_t len)
 {
-	struct alert_webhook_opts ao = { .sz = sizeof(ao), .external_url = l->o.external_url };
-	char *body = NULL;
-	size_t len = 0;
 	long status = 0;
-	int err = alert_webhook__build(tr, n, &ao, &body, &len);
 
 	if (!err)
 		err = alert_webhook__post(l->o.alert_webhook, body, len, 5000, &status);
@@ -470,6 +467,16 @@ static void post(struct diag_live *l, const struct straggler_transition *tr, siz
 	else
 		l->st.alerts_sent++;
 	pthread_mutex_unlock(&l->lock);
+}
+
+static void post(struct diag_live *l, const struct straggler_transition *tr, size_t n)
+{
+	struct alert_webhook_opts ao = { .sz = sizeof(ao), .external_url = l->o.external_url };
+	char *body = NULL;
+	size_t len = 0;
+	int err = alert_webhook__build(tr, n, &ao, &body, &len);
+
+	post_body(l, err, body, len); /* after the build: it sets body, len */
 }
 
 /* A hang decision: kept in the store (with the store's view of each
@@ -486,21 +493,12 @@ static void post_hangs(struct diag_live *l, const struct hang_transition *tr, si
 		size_t k = i + 1;
 		char *body = NULL;
 		size_t len = 0;
-		long status = 0;
 		int err;
 
 		while (k < n && !strcmp(tr[k].h.job, tr[i].h.job))
 			k++;
 		err = alert_webhook__build_hangs(&tr[i], k - i, &ao, &body, &len);
-		if (!err)
-			err = alert_webhook__post(l->o.alert_webhook, body, len, 5000, &status);
-		free(body);
-		pthread_mutex_lock(&l->lock);
-		if (err)
-			l->st.alerts_failed++;
-		else
-			l->st.alerts_sent++;
-		pthread_mutex_unlock(&l->lock);
+		post_body(l, err, body, len);
 		i = k;
 	}
 	pthread_mutex_lock(&l->lock);

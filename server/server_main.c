@@ -17,6 +17,7 @@
 
 #include "lib/cli.h"
 #include "lib/clock.h"
+#include "server/capture.h"
 #include "server/diag_engine.h"
 #include "server/diag_live.h"
 #include "server/server.h"
@@ -32,6 +33,8 @@ struct server_opts {
 	uint32_t hang_min_ms, hang_periods; /* 0: the hang detection's defaults */
 	int diag_on_query;		    /* no background runs: judge on query only */
 	const char *alert_webhook, *external_url;
+	/* deep captures (server/capture.h) */
+	uint32_t capture_max_s, capture_lead_ms, capture_max_active;
 };
 
 static void usage(FILE *f)
@@ -66,7 +69,12 @@ static void usage(FILE *f)
 	      "                           (default 10)\n"
 	      "      --alert-webhook URL  POST Alertmanager webhooks on straggler and hang\n"
 	      "                           confirm/clear\n"
-	      "      --external-url URL   this server's URL, linked from alerts\n",
+	      "      --external-url URL   this server's URL, linked from alerts\n"
+	      "      --capture-max-s N    longest deep capture (default 60)\n"
+	      "      --capture-lead-ms N  an API capture starts this long after it is asked\n"
+	      "                           for, so every agent has heard of it (default 11000:\n"
+	      "                           one agent period and the upload)\n"
+	      "      --capture-max-active N  captures running at once (default 8)\n",
 	      f);
 }
 
@@ -116,6 +124,16 @@ static int serve(const struct server_opts *o)
 		fprintf(stderr, "strata-server: %s\n", err);
 		goto out;
 	}
+	srv.captures = capture_registry__new(
+		srv.store, &(struct capture_opts){ .max_s = o->capture_max_s,
+						   .max_active = o->capture_max_active });
+	if (!srv.captures) {
+		fprintf(stderr, "strata-server: %s\n", strerror(ENOMEM));
+		goto out;
+	}
+	srv.capture_lead_ms = o->capture_lead_ms;
+	if (capture_registry__load(srv.captures, realtime_ns()))
+		fprintf(stderr, "strata-server: captures: the store's records could not be read\n");
 	srv.bids = buildid_store__open(bdir, (uint64_t)o->buildid_max_mb << 20, 0);
 	if (!srv.bids) {
 		fprintf(stderr, "strata-server: build-id store %s: %s\n", bdir, strerror(errno));
@@ -195,6 +213,7 @@ out:
 	central_sym__free(srv.sym);
 	buildid_store__free(srv.bids);
 	sym_asks__free(srv.asks);
+	capture_registry__free(srv.captures);
 	store__close(srv.store);
 	server_creds__free(&srv, spec);
 	return ret;
@@ -221,6 +240,9 @@ int main(int argc, char **argv)
 		OPT_STORE_PASSWORD,
 		OPT_HANG_MIN,
 		OPT_HANG_PERIODS,
+		OPT_CAPTURE_MAX_S,
+		OPT_CAPTURE_LEAD,
+		OPT_CAPTURE_ACTIVE,
 	};
 	static const struct option longopts[] = {
 		{ "listen", required_argument, NULL, 'l' },
@@ -247,6 +269,9 @@ int main(int argc, char **argv)
 		{ "alert-webhook", required_argument, NULL, OPT_WEBHOOK },
 		{ "diag-on-query", no_argument, NULL, OPT_DIAG_ONQUERY },
 		{ "external-url", required_argument, NULL, OPT_EXTURL },
+		{ "capture-max-s", required_argument, NULL, OPT_CAPTURE_MAX_S },
+		{ "capture-lead-ms", required_argument, NULL, OPT_CAPTURE_LEAD },
+		{ "capture-max-active", required_argument, NULL, OPT_CAPTURE_ACTIVE },
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
@@ -259,6 +284,9 @@ int main(int argc, char **argv)
 		.max_buffered_mb = 1024,
 		.debuginfod = 1,
 		.diag_window_ms = 10000,
+		.capture_max_s = 60,
+		.capture_lead_ms = 11000,
+		.capture_max_active = 8,
 	};
 	int c, bad = 0;
 	char oname[64];
@@ -339,6 +367,16 @@ int main(int argc, char **argv)
 			break;
 		case OPT_EXTURL:
 			o.external_url = optarg;
+			break;
+		case OPT_CAPTURE_MAX_S:
+			bad |= cli_parse_u32(optarg, 3600, &o.capture_max_s) || !o.capture_max_s;
+			break;
+		case OPT_CAPTURE_LEAD:
+			bad |= cli_parse_u32(optarg, 3600000, &o.capture_lead_ms);
+			break;
+		case OPT_CAPTURE_ACTIVE:
+			bad |= cli_parse_u32(optarg, CAPTURE_KEEP, &o.capture_max_active) ||
+			       !o.capture_max_active;
 			break;
 		case 'h':
 			usage(stdout);

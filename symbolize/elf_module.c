@@ -36,12 +36,13 @@
  */
 #define SYM_WALK_MAX 1024
 /*
- * Debug sections read at most per file: read with pread (never mmap, see
- * find_elf_ours), libdw copies every .debug_* section into memory when it
- * opens the DWARF.  A file with more names its functions from its symbol
+ * Debug sections read at most per file of a profiled process: read with
+ * pread (never mmap, see find_elf_ours), libdw copies every .debug_*
+ * section into memory when it opens the DWARF, and the symbolizer keeps
+ * its modules open.  A file with more names its functions from its symbol
  * table only.
  */
-#define SYM_DWARF_MAX (256u << 20)
+#define SYM_DWARF_MAX (64u << 20)
 
 struct load_seg {
 	uint64_t off, filesz, vaddr;
@@ -226,7 +227,7 @@ static int load_segments(struct elf_module *m, Elf *elf)
 }
 
 int elf_module__open(const char *path, const uint8_t *bid, size_t bid_len, struct debuginfod *dbgd,
-		     struct elf_module **out)
+		     int hostile, struct elf_module **out)
 {
 	struct elf_module *m = NULL;
 	const unsigned char *bits;
@@ -249,8 +250,8 @@ int elf_module__open(const char *path, const uint8_t *bid, size_t bid_len, struc
 	m->dbgd = dbgd;
 	m->pending_fd = -1;
 	elf_version(EV_CURRENT);
-	/* ELF_C_READ, never mmap: see find_elf_ours */
-	m->pending_elf = elf_begin(fd, ELF_C_READ, NULL);
+	/* a target's file: ELF_C_READ, never mmap (see find_elf_ours) */
+	m->pending_elf = elf_begin(fd, hostile ? ELF_C_READ : ELF_C_READ_MMAP, NULL);
 	if (!m->pending_elf || elf_kind(m->pending_elf) != ELF_K_ELF ||
 	    load_range(m->pending_elf, &lo, &hi)) {
 		err = -ENOEXEC;
@@ -294,7 +295,7 @@ int elf_module__open(const char *path, const uint8_t *bid, size_t bid_len, struc
 		}
 	}
 	m->main_has_dwarf = has_dwarf(elf, &dwarf_bytes);
-	m->dwarf_too_big = dwarf_bytes > SYM_DWARF_MAX;
+	m->dwarf_too_big = hostile && dwarf_bytes > SYM_DWARF_MAX;
 	err = load_segments(m, elf);
 	if (err)
 		goto err_free;

@@ -20,10 +20,11 @@ struct strpool;
  * Opens the ELF at path.  When bid is given, the file's build-id must
  * match it (-ESTALE otherwise: the path now holds another binary).
  * dbgd (may be NULL) is asked for debug info that is not on disk.
- * Returns 0 or -errno (-ENOEXEC: not ELF).
+ * hostile: the file is a profiled process's (symbolizer_opts.hostile_files:
+ * pread, never mmap).  Returns 0 or -errno (-ENOEXEC: not ELF).
  */
 int elf_module__open(const char *path, const uint8_t *bid, size_t bid_len, struct debuginfod *dbgd,
-		     struct elf_module **out);
+		     int hostile, struct elf_module **out);
 void elf_module__free(struct elf_module *m);
 
 /*

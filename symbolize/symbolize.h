@@ -28,6 +28,12 @@ struct symbolizer_opts {
 	size_t max_modules; /* open ELF/DWARF handles kept (LRU); 0 = 64 */
 	size_t max_cache;   /* cached address results; 0 = 65536 */
 	int use_debuginfod; /* ask debuginfod (DEBUGINFOD_URLS) when set */
+	/* The files belong to profiled processes (the agent), which may
+	 * truncate them while they are read: read with pread into heap copies,
+	 * never mapped (SIGBUS), and a file's DWARF over 64 MiB left unread
+	 * (symbols only).  0: the files are the caller's own (the server's
+	 * store): mapped. */
+	int hostile_files;
 };
 
 struct symbolizer_stats {

@@ -300,7 +300,7 @@ static int mod_get(struct symbolizer *s, const char *key, const char *path, cons
 	if (!e)
 		return -ENOMEM;
 	e->key = key;
-	err = elf_module__open(path, bid, bid_len, s->dbgd, &e->em);
+	err = elf_module__open(path, bid, bid_len, s->dbgd, s->opts.hostile_files, &e->em);
 	if (err) {
 		if (err == -ENOMEM) {
 			free(e);

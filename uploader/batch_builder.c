@@ -247,6 +247,15 @@ int64_t batch_builder__process(struct batch_builder *bb, const struct bb_process
 	    w.container == UINT32_MAX || w.pod == UINT32_MAX || w.job == UINT32_MAX ||
 	    w.te == UINT32_MAX || w.slurm == UINT32_MAX)
 		return -ENOMEM;
+	for (int i = 0; i < p->nlabels && i < BB_MAX_LABELS; i++) {
+		if (!p->labels[i][0] || !p->labels[i][1] || !p->labels[i][1][0])
+			continue;
+		w.labels[w.nlabels][0] = intern(bb, p->labels[i][0]);
+		w.labels[w.nlabels][1] = intern(bb, p->labels[i][1]);
+		if (w.labels[w.nlabels][0] == UINT32_MAX || w.labels[w.nlabels][1] == UINT32_MAX)
+			return -ENOMEM;
+		w.nlabels++;
+	}
 	return vec_add_indexed(&bb->procs, &bb->proc_ids, h, &w, sizeof(w));
 }
 
@@ -353,6 +362,24 @@ int64_t batch_builder__find_pid(const struct batch_builder *bb, uint32_t pid)
 	return -ENOENT;
 }
 
+/* Sets (or adds) the label key of p; dropped when p has BB_MAX_LABELS. */
+static void set_label(struct batch_builder *bb, struct wproc *p, const char *key, const char *value)
+{
+	uint32_t k = intern(bb, key), v = intern(bb, value);
+
+	if (k == UINT32_MAX || v == UINT32_MAX)
+		return;
+	for (int i = 0; i < p->nlabels; i++)
+		if (p->labels[i][0] == k) {
+			p->labels[i][1] = v;
+			return;
+		}
+	if (p->nlabels < BB_MAX_LABELS) {
+		p->labels[p->nlabels][0] = k;
+		p->labels[p->nlabels++][1] = v;
+	}
+}
+
 void batch_builder__label_rank(struct batch_builder *bb, uint32_t process, int32_t rank,
 			       int32_t nranks, const char *job)
 {
@@ -366,12 +393,15 @@ void batch_builder__label_rank(struct batch_builder *bb, uint32_t process, int32
 		p->rank = rank;
 		p->local_rank = -1;
 		p->world_size = nranks;
+		set_label(bb, p, BB_LABEL_RANK_SOURCE, "nccl");
 	}
 	if (!p->job && job && job[0]) {
 		uint32_t j = intern(bb, job);
 
-		if (j != UINT32_MAX)
+		if (j != UINT32_MAX) {
 			p->job = j;
+			set_label(bb, p, BB_LABEL_JOB_SOURCE, "nccl");
+		}
 	}
 }
 

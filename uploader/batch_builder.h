@@ -64,6 +64,14 @@ struct bb_frame {
 };
 
 /* A process as the builder takes it (the agent reads it from /proc). */
+#define BB_MAX_LABELS 6 /* Process.labels per process */
+/* Label keys of the labels' provenance (docs/wire-format.md, "Labels and
+ * trust"): where the job and the rank came from (env:VAR, nccl), and the
+ * identity the kernel vouches for that the claims are bound to. */
+#define BB_LABEL_JOB_SOURCE "strata.io/job-source"
+#define BB_LABEL_RANK_SOURCE "strata.io/rank-source"
+#define BB_LABEL_IDENTITY "strata.io/identity"
+
 struct bb_process {
 	uint32_t pid, ppid;
 	uint64_t start_time_ns;
@@ -71,6 +79,10 @@ struct bb_process {
 	const char *job, *torchelastic_run_id, *slurm_job_id;
 	int has_rank;
 	int32_t rank, local_rank, world_size;
+	/* other labels (Process.labels): key, value; where the job and rank
+	 * came from and what identity they are bound to (docs/wire-format.md) */
+	const char *labels[BB_MAX_LABELS][2];
+	int nlabels;
 };
 
 struct batch_meta {

@@ -17,6 +17,8 @@ struct pb_arena {
 	Strata__V1__Process *procs;
 	Strata__V1__Process **proc_ptrs;
 	Strata__V1__RankLabels *ranks;
+	Strata__V1__Label *labels;
+	Strata__V1__Label **label_ptrs;
 	Strata__V1__Mapping *maps;
 	Strata__V1__Mapping **map_ptrs;
 	Strata__V1__Frame *frames;
@@ -33,6 +35,8 @@ static void arena_free(struct pb_arena *a)
 	free(a->procs);
 	free(a->proc_ptrs);
 	free(a->ranks);
+	free(a->labels);
+	free(a->label_ptrs);
 	free(a->maps);
 	free(a->map_ptrs);
 	free(a->frames);
@@ -45,7 +49,7 @@ static void arena_free(struct pb_arena *a)
 		free(a->row_ptrs[l]);
 }
 
-#define ALLOC(p, n) ((p) = calloc((n) ? (n) : 1, sizeof(*(p))))
+#define ALLOC(p, n) ((p) = calloc((n) != 0 ? (n) : 1, sizeof(*(p))))
 
 /* The other record lists: pointer arrays over the rows (fixed up here:
  * rows move while their vector grows). */
@@ -101,7 +105,9 @@ static int fill(struct batch_builder *bb, Strata__V1__Batch *b, struct pb_arena 
 	const struct wstack *ws = bb->stacks.v;
 	const struct wsample *wsm = bb->samples.v;
 
-	if (!ALLOC(a->procs, bb->procs.n) || !ALLOC(a->proc_ptrs, bb->procs.n) ||
+	if (!ALLOC(a->labels, (size_t)bb->procs.n * BB_MAX_LABELS) ||
+	    !ALLOC(a->label_ptrs, (size_t)bb->procs.n * BB_MAX_LABELS) ||
+	    !ALLOC(a->procs, bb->procs.n) || !ALLOC(a->proc_ptrs, bb->procs.n) ||
 	    !ALLOC(a->ranks, bb->procs.n) || !ALLOC(a->maps, bb->mappings.n) ||
 	    !ALLOC(a->map_ptrs, bb->mappings.n) || !ALLOC(a->frames, bb->frames.n) ||
 	    !ALLOC(a->frame_ptrs, bb->frames.n) || !ALLOC(a->stacks, bb->stacks.n) ||
@@ -124,6 +130,16 @@ static int fill(struct batch_builder *bb, Strata__V1__Batch *b, struct pb_arena 
 		p->torchelastic_run_id_str = wp[i].te;
 		p->slurm_job_id_str = wp[i].slurm;
 		p->exit_ns = wp[i].exit_ns;
+		for (int l = 0; l < wp[i].nlabels; l++) {
+			size_t at = (size_t)i * BB_MAX_LABELS + (size_t)l;
+
+			strata__v1__label__init(&a->labels[at]);
+			a->labels[at].key_str = wp[i].labels[l][0];
+			a->labels[at].value_str = wp[i].labels[l][1];
+			a->label_ptrs[at] = &a->labels[at];
+		}
+		p->n_labels = (size_t)wp[i].nlabels;
+		p->labels = wp[i].nlabels ? &a->label_ptrs[(size_t)i * BB_MAX_LABELS] : NULL;
 		if (wp[i].has_rank) {
 			strata__v1__rank_labels__init(&a->ranks[i]);
 			a->ranks[i].rank = wp[i].rank;

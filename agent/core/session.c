@@ -126,7 +126,11 @@ static void adopt_descendants(struct session *s, const struct session_opts *opts
 
 struct session *session__new(const struct session_opts *opts)
 {
-	struct symbolizer_opts sopts = { .sz = sizeof(sopts) };
+	/* the files are the profiled processes': read, never mapped; their
+	 * heap copies are what the open modules cost, so fewer are kept */
+	struct symbolizer_opts sopts = { .sz = sizeof(sopts),
+					 .hostile_files = 1,
+					 .max_modules = 16 };
 	struct epoll_event ev = { .events = EPOLLIN };
 	struct sampler_opts so;
 	struct session *s;

@@ -8,6 +8,10 @@
 #include "agent/gpu/gpu_names.h"
 #include "agent/proc/elf_addr.h"
 
+/* A symbol table read at most (a heap copy: see elf_begin below);
+ * a larger one is not scanned. */
+#define ELF_SCAN_SECTION_MAX (512u << 20)
+
 static void add_probe(struct gpu_elf_probes *out, uint32_t api, uint64_t off)
 {
 	for (size_t i = 0; i < out->n; i++)
@@ -67,7 +71,8 @@ int gpu_elf_scan(int fd, struct gpu_elf_probes *out)
 		GElf_Shdr sh;
 
 		if (gelf_getshdr(scn, &sh) &&
-		    (sh.sh_type == SHT_DYNSYM || sh.sh_type == SHT_SYMTAB))
+		    (sh.sh_type == SHT_DYNSYM || sh.sh_type == SHT_SYMTAB) &&
+		    sh.sh_size <= ELF_SCAN_SECTION_MAX)
 			scan_symtab(e, scn, &sh, out);
 	}
 	elf_end(e);

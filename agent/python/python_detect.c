@@ -8,6 +8,10 @@
 #include <string.h>
 #include <unistd.h>
 
+/* A symbol table read at most (a heap copy: see elf_begin below);
+ * a larger one is not scanned. */
+#define ELF_SCAN_SECTION_MAX (512u << 20)
+
 #define MAX_SEGS 16
 
 struct elf_syms {
@@ -93,7 +97,8 @@ static int read_elf(int fd, struct elf_syms *s)
 		GElf_Shdr sh;
 
 		if (gelf_getshdr(scn, &sh) &&
-		    (sh.sh_type == SHT_DYNSYM || sh.sh_type == SHT_SYMTAB))
+		    (sh.sh_type == SHT_DYNSYM || sh.sh_type == SHT_SYMTAB) &&
+		    sh.sh_size <= ELF_SCAN_SECTION_MAX)
 			scan_symtab(elf, scn, &sh, s);
 	}
 	if (!elf_getphdrnum(elf, &nph)) {

@@ -268,6 +268,10 @@ static int64_t process_of_cached(struct batch_builder *bb, const struct cached_p
 		.rank = cp->l.rank,
 		.local_rank = cp->l.local_rank,
 		.world_size = cp->l.world_size,
+		.labels = { { BB_LABEL_JOB_SOURCE, cp->l.job_source },
+			    { BB_LABEL_RANK_SOURCE, cp->l.rank_source },
+			    { BB_LABEL_IDENTITY, cp->l.identity } },
+		.nlabels = 3,
 	};
 
 	return batch_builder__process(bb, &p);

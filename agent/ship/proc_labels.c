@@ -183,9 +183,10 @@ static void read_environ(uint32_t pid, struct proc_labels *o)
 
 #define ENV_IS(name) (!strncmp(kv, name "=", sizeof(name)))
 #define ENV_VAL (kv + strcspn(kv, "=") + 1)
-		if (ENV_IS("RANK"))
+		if (ENV_IS("RANK")) {
 			o->has_rank = !env_int(ENV_VAL, &o->rank);
-		else if (ENV_IS("LOCAL_RANK"))
+			o->rank_source = o->has_rank ? "env:RANK" : "";
+		} else if (ENV_IS("LOCAL_RANK"))
 			env_int(ENV_VAL, &o->local_rank);
 		else if (ENV_IS("WORLD_SIZE"))
 			env_int(ENV_VAL, &o->world_size);
@@ -201,9 +202,27 @@ static void read_environ(uint32_t pid, struct proc_labels *o)
 		i += (ssize_t)len + 1;
 	}
 	free(buf);
+	if (o->job[0])
+		o->job_source = "env:STRATA_JOB";
+	else if (o->torchelastic_run_id[0])
+		o->job_source = "env:TORCHELASTIC_RUN_ID";
+	else if (o->slurm_job_id[0])
+		o->job_source = "env:SLURM_JOB_ID";
 	if (!o->job[0])
 		snprintf(o->job, sizeof(o->job), "%s",
 			 o->torchelastic_run_id[0] ? o->torchelastic_run_id : o->slurm_job_id);
+}
+
+/* The identity the kernel vouches for (the process cannot change its own
+ * cgroup): its pod, else its container, else its cgroup path. */
+static void bind_identity(struct proc_labels *o)
+{
+	if (o->pod[0])
+		snprintf(o->identity, sizeof(o->identity), "pod:%s", o->pod);
+	else if (o->container[0])
+		snprintf(o->identity, sizeof(o->identity), "container:%s", o->container);
+	else if (o->cgroup[0])
+		snprintf(o->identity, sizeof(o->identity), "cgroup:%s", o->cgroup);
 }
 
 int proc_labels__read(uint32_t pid, uint64_t boot_epoch_ns, struct proc_labels *o)
@@ -216,8 +235,10 @@ int proc_labels__read(uint32_t pid, uint64_t boot_epoch_ns, struct proc_labels *
 	err = read_stat(pid, boot_epoch_ns, o);
 	if (err)
 		return err;
+	o->job_source = o->rank_source = "";
 	read_cmdline(pid, o);
 	read_cgroup(pid, o);
 	read_environ(pid, o);
+	bind_identity(o);
 	return 0;
 }

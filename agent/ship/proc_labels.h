@@ -25,6 +25,12 @@ struct proc_labels {
 	char job[PROC_LABEL_LEN], torchelastic_run_id[PROC_LABEL_LEN], slurm_job_id[64];
 	int has_rank;
 	int32_t rank, local_rank, world_size;
+	/* Provenance (docs/wire-format.md, "Labels and trust"): the job and
+	 * rank are claims the process makes in its environment ("env:VAR",
+	 * "" none); identity is what the kernel vouches for, its cgroup:
+	 * "pod:UID", else "container:ID", else "cgroup:PATH". */
+	const char *job_source, *rank_source;
+	char identity[PROC_LABEL_LEN + 16];
 };
 
 /*

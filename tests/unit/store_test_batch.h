@@ -158,7 +158,7 @@ static void tb_cpu(struct tb *t, uint32_t proc, uint32_t stack, uint64_t count)
 }
 
 /* A batch of node n: two ranks of job "j1" and an unranked process. */
-static void tb_standard(struct tb *t, uint8_t id, const char *node, uint64_t start)
+static inline void tb_standard(struct tb *t, uint8_t id, const char *node, uint64_t start)
 {
 	tb_init(t, id, node, start);
 	uint32_t r0 = tb_proc(t, 100, "j1", 0), r1 = tb_proc(t, 101, "j1", 1);

@@ -169,9 +169,49 @@ static void test_no_stack_rows_only(void **state)
 	batch_builder__free(bb);
 }
 
+static const char *label(const Strata__V1__Batch *b, const Strata__V1__Process *p, const char *key)
+{
+	for (size_t i = 0; i < p->n_labels; i++)
+		if (!strcmp(b->strings[p->labels[i]->key_str], key))
+			return b->strings[p->labels[i]->value_str];
+	return NULL;
+}
+
+/* Where the labels came from travels with them: a process's identity
+ * (its cgroup), and a rank and job the NCCL layer gave. */
+static void test_label_provenance(void **state)
+{
+	struct batch_builder_opts o = { .sz = sizeof(o), .node = "n1" };
+	struct batch_builder *bb = batch_builder__new(&o);
+	struct batch_sources src = { 0 };
+	struct agent_batch *ab = agent_batch__new(bb, &src);
+	pid_t pid = child();
+	Strata__V1__Batch *b;
+	const char *id;
+	int64_t proc;
+
+	(void)state;
+	proc = agent_batch__process_tgid(ab, (uint32_t)pid, NULL);
+	assert_true(proc >= 0);
+	batch_builder__label_rank(bb, (uint32_t)proc, 2, 8, "nccl-00000000000000aa");
+	b = finish_and_decode(bb, 1);
+	id = label(b, b->processes[0], BB_LABEL_IDENTITY);
+	assert_non_null(id);
+	assert_true(!strncmp(id, "pod:", 4) || !strncmp(id, "container:", 10) ||
+		    !strncmp(id, "cgroup:", 7));
+	assert_string_equal(label(b, b->processes[0], BB_LABEL_RANK_SOURCE), "nccl");
+	assert_string_equal(label(b, b->processes[0], BB_LABEL_JOB_SOURCE), "nccl");
+	assert_string_equal(b->strings[b->processes[0]->job_str], "nccl-00000000000000aa");
+	batch_decode__free(b);
+	reap(pid);
+	agent_batch__free(ab);
+	batch_builder__free(bb);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_label_provenance),
 		cmocka_unit_test(test_no_stack_rows_only),
 		cmocka_unit_test(test_identity_survives_exit),
 		cmocka_unit_test(test_cache_keeps_newest),

@@ -114,9 +114,9 @@ static void self_path(char *buf, size_t sz)
 
 /* --- symbolizer ----------------------------------------------------------- */
 
-static void test_function_entry(void **state)
+/* sym_target's entry resolves to itself, its file and its prologue line. */
+static void check_function_entry(struct symbolizer *s)
 {
-	struct symbolizer *s = new_sym(0, 0, 0);
 	struct sym_frame f[SYM_MAX_INLINE];
 	char path[PROC_MAP_PATH_MAX];
 	uint64_t off;
@@ -130,6 +130,25 @@ static void test_function_entry(void **state)
 	/* The prologue's line: the declarator (clang) or the brace (gcc). */
 	assert_in_range(f[0].line, sym_target_line, sym_target_line + 1);
 	assert_int_equal(f[0].inlined, 0);
+}
+
+static void test_function_entry(void **state)
+{
+	struct symbolizer *s = new_sym(0, 0, 0);
+
+	check_function_entry(s);
+	symbolizer__free(s);
+}
+
+/* The agent's mode (symbolizer_opts.hostile_files: read, never mapped)
+ * gives the same answer. */
+static void test_hostile_files(void **state)
+{
+	struct symbolizer_opts o = { .sz = sizeof(o), .hostile_files = 1 };
+	struct symbolizer *s = symbolizer__new(&o);
+
+	assert_non_null(s);
+	check_function_entry(s);
 	symbolizer__free(s);
 }
 
@@ -749,6 +768,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_function_entry),
+		cmocka_unit_test(test_hostile_files),
 		cmocka_unit_test(test_inline_chain),
 		cmocka_unit_test(test_padding_unresolved),
 		cmocka_unit_test(test_outside_code),

@@ -235,6 +235,11 @@ static void test_labels_from_environment(void **state)
 	assert_int_equal(l.local_rank, 1);
 	assert_int_equal(l.world_size, 16);
 	assert_string_equal(l.job, "run-42"); /* the launcher's id names the job */
+	/* claims from the environment, said so; bound to the cgroup */
+	assert_string_equal(l.job_source, "env:TORCHELASTIC_RUN_ID");
+	assert_string_equal(l.rank_source, "env:RANK");
+	assert_true(!strncmp(l.identity, "pod:", 4) || !strncmp(l.identity, "container:", 10) ||
+		    !strncmp(l.identity, "cgroup:", 7));
 	assert_string_equal(l.comm, "sleep");
 	assert_true(l.start_time_ns > 1600000000000000000ull);
 	assert_int_equal(proc_labels__read(0x3ffffff0, epoch, &l), -ESRCH);
