@@ -54,6 +54,8 @@ int gpu_on_event(void *ctx, void *data, size_t size)
 		if (p)
 			p->info.nccl_tid = e->tid; /* its thread state: hang diagnosis */
 	}
+	if (e->api < GPU_API_MAX)
+		gpu_nccl_recover(g, e);
 	if (g->ncalls >= GPU_MAX_CALLS) {
 		g->data.dropped_calls++;
 		return 0;

@@ -212,8 +212,10 @@ static int64_t proc_of(struct agent_batch *ab, const struct gpu_data *d, uint32_
 	}
 	p = agent_batch__process_tgid(ab, tgid, &fb);
 	if (p >= 0 && pi && pi->nccl_rank >= 0) {
+		/* a recovered hash is one process's: it names no job */
 		snprintf(job, sizeof(job), "nccl-%016llx", (unsigned long long)pi->job_hash);
-		batch_builder__label_rank(bb, (uint32_t)p, pi->nccl_rank, pi->nccl_nranks, job);
+		batch_builder__label_rank(bb, (uint32_t)p, pi->nccl_rank, pi->nccl_nranks,
+					  GPU_COMM_IS_RECOVERED(pi->job_hash) ? NULL : job);
 	}
 	return p;
 }
@@ -511,6 +513,7 @@ static void add_comm(struct batch_builder *bb, int64_t proc, uint64_t hash, int3
 	r->rank = rank;
 	r->nranks = nranks;
 	r->init_ns = init_ns;
+	r->recovered = GPU_COMM_IS_RECOVERED(hash);
 }
 
 /* Communicators, collectives (one row per call on this rank) and stats. */

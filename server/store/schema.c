@@ -194,6 +194,7 @@ static const struct store_column NCCL_COMMS[] = {
 	COL("nranks", "nranks"),
 	COL("device", "device"),
 	COL("init_ns", "init_ns"),
+	SKIP("recovered", STORE_REF_NONE), /* the live diagnosis's alone */
 };
 
 static const struct store_column NCCL_COLLECTIVES[] = {
