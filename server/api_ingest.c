@@ -159,6 +159,9 @@ int api_ingest(struct server *srv, const struct request *r, FILE *out, const cha
 		 * a replay of the range sees the same collectives). */
 		if (srv->live)
 			diag_live__batch(srv->live, b, stb.received_ns);
+		/* captures an agent started itself (CUDA out of memory) */
+		if (srv->captures && b->n_capture_runs)
+			capture_registry__note_batch(srv->captures, b, stb.received_ns);
 	}
 	a.status = ret == 1 ? "duplicate" : "stored";
 	a.batch_id = id;

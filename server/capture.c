@@ -17,6 +17,7 @@
 #include "lib/hex.h"
 #include "lib/json_str.h"
 #include "server/batch_decode.h"
+#include "server/store/backend.h"
 
 #define S_NS 1000000000ULL
 
@@ -390,6 +391,57 @@ size_t capture_registry__orders(struct capture_registry *r, const char *node, ui
 	r->stats.orders += out->n;
 	pthread_mutex_unlock(&r->lock);
 	return out->n;
+}
+
+/* A capture an agent started itself (CaptureRun.trigger_str set: a CUDA
+ * out-of-memory return), recorded the first time the server hears of it. */
+static void adopt(struct capture_registry *r, const Strata__V1__Batch *b,
+		  const Strata__V1__CaptureRun *run, uint64_t now_ns)
+{
+	const char *const *S = (const char *const *)b->strings;
+	const char *id = S[run->capture_str], *trigger = S[run->trigger_str];
+	struct capture c = { .created_ns = now_ns }, *dst;
+	int ret;
+
+	if (strlen(id) != CAPTURE_ID_LEN - 1 || strspn(id, "0123456789abcdef") != strlen(id) ||
+	    capture__trigger_index(trigger) < 0)
+		return;
+	memcpy(c.id, id, sizeof(c.id));
+	for (size_t i = 0; i < b->n_processes; i++)
+		if (b->processes[i]->pid == run->pid)
+			snprintf(c.s.job, sizeof(c.s.job), "%s",
+				 store_process__job(b, b->processes[i]));
+	snprintf(c.s.trigger, sizeof(c.s.trigger), "%s", trigger);
+	snprintf(c.s.reason, sizeof(c.s.reason), "started by the agent on %s: process %u (%s)",
+		 b->node, run->pid, !strcmp(trigger, "oom") ? "CUDA out of memory" : trigger);
+	snprintf(c.s.targets[0].node, sizeof(c.s.targets[0].node), "%s", b->node);
+	c.s.targets[0].pid = run->pid;
+	c.s.ntargets = 1;
+	c.s.start_ns = run->from_ns && run->from_ns < run->start_ns ? run->from_ns : run->start_ns;
+	c.s.end_ns = run->until_ns > c.s.start_ns ? run->until_ns : c.s.start_ns + S_NS;
+	if (c.s.end_ns - c.s.start_ns > (uint64_t)r->o.max_s * S_NS)
+		c.s.end_ns = c.s.start_ns + (uint64_t)r->o.max_s * S_NS;
+	c.s.freq_hz = run->freq_hz;
+	c.s.gpu_calls = c.s.offcpu = true;
+	pthread_mutex_lock(&r->lock);
+	if (find(r, id) || !(dst = slot(r, now_ns))) {
+		pthread_mutex_unlock(&r->lock);
+		return;
+	}
+	*dst = c;
+	r->stats.created[capture__trigger_index(trigger)]++;
+	pthread_mutex_unlock(&r->lock);
+	ret = r->st ? store_record(r->st, &c, now_ns) : 0;
+	if (ret)
+		__atomic_fetch_add(&r->stats.store_errors, 1, __ATOMIC_RELAXED);
+}
+
+void capture_registry__note_batch(struct capture_registry *r, const Strata__V1__Batch *b,
+				  uint64_t now_ns)
+{
+	for (size_t i = 0; i < b->n_capture_runs; i++)
+		if (b->strings[b->capture_runs[i]->trigger_str][0])
+			adopt(r, b, b->capture_runs[i], now_ns);
 }
 
 void capture_registry__stats(struct capture_registry *r, struct capture_stats *st)

@@ -119,6 +119,11 @@ struct capture_orders {
 size_t capture_registry__orders(struct capture_registry *r, const char *node, uint64_t now_ns,
 				struct capture_orders *out);
 
+/* The captures an agent started itself that b reports (an out-of-memory
+ * return: CaptureRun.trigger_str), recorded when first heard of. */
+void capture_registry__note_batch(struct capture_registry *r, const Strata__V1__Batch *b,
+				  uint64_t now_ns);
+
 /* 1 while the capture runs or waits for its start at now. */
 int capture__active(const struct capture *c, uint64_t now_ns);
 /* "scheduled", "running", "ended", "cancelled" at now. */

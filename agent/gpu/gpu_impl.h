@@ -157,6 +157,7 @@ struct gpu {
 	struct resolver res;
 	struct gpu_budget budget;
 	uint64_t budget_next_ns, window_start_ns, window_on_ns;
+	bool hold_probes; /* a deep capture: the sheddable probes stay attached */
 
 	struct gpu_file files[GPU_MAX_FILES];
 	int nfiles;

@@ -282,11 +282,19 @@ static const struct store_column HANGS[] = {
 /* Triggered deep capture (docs/diagnosis.md "Deep capture"): an agent's
  * part in a capture, its timed samples and traced GPU calls. */
 static const struct store_column CAPTURE_RUNS[] = {
-	TEXT("capture", "capture_str"), COL("start_ns", "start_ns"),
-	COL("end_ns", "end_ns"),	TEXT("end_reason", "end_reason_str"),
-	COL("freq_hz", "freq_hz"),	COL("processes", "processes"),
-	COL("samples", "samples"),	COL("gpu_calls", "gpu_calls"),
+	TEXT("capture", "capture_str"),
+	COL("start_ns", "start_ns"),
+	COL("end_ns", "end_ns"),
+	TEXT("end_reason", "end_reason_str"),
+	COL("freq_hz", "freq_hz"),
+	COL("processes", "processes"),
+	COL("samples", "samples"),
+	COL("gpu_calls", "gpu_calls"),
 	COL("dropped", "dropped"),
+	TEXT("trigger", "trigger_str"),
+	COL("pid", "pid"),
+	COL("from_ns", "from_ns"),
+	COL("until_ns", "until_ns"),
 };
 
 static const struct store_column CAPTURE_SAMPLES[] = {
