@@ -31,6 +31,7 @@ struct gpu_proc_info {
 	uint64_t job_hash;		      /* its own hash (job labels) */
 	char run_id[64];		      /* TORCHELASTIC_RUN_ID */
 	char slurm_job[32];		      /* SLURM_JOB_ID */
+	char strata_job[64];		      /* STRATA_JOB */
 	uint32_t nccl_tid; /* the thread that issues its collectives (0: none yet) */
 	uint64_t exit_ns;  /* CLOCK_REALTIME when its exit was seen */
 	bool exited;

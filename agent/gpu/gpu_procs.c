@@ -70,6 +70,8 @@ static void read_environ(struct gpu_proc *p)
 			snprintf(in->run_id, sizeof(in->run_id), "%s", e + 20);
 		else if (!strncmp(e, "SLURM_JOB_ID=", 13))
 			snprintf(in->slurm_job, sizeof(in->slurm_job), "%s", e + 13);
+		else if (!strncmp(e, "STRATA_JOB=", 11))
+			snprintf(in->strata_job, sizeof(in->strata_job), "%s", e + 11);
 	}
 }
 
