@@ -3,7 +3,8 @@
 # query, filters, exactly-once ingest, leaks, tally, events, retention by
 # partition, concurrent ingest (tests/unit/test_store_clickhouse.c), and
 # the diagnosis inputs (test_store_diag_inputs.c, test_store_cpu_layer.c)
-# and collective health (test_store_collstats.c).
+# collective health (test_store_collstats.c), and a database an older
+# server made gaining the columns it lacks (test_store_migrate.c).
 source "$(dirname "$0")/lib.sh"
 source "$ROOT/tests/integration/clickhouse.sh"
 ch_start
@@ -11,3 +12,4 @@ ch_run_unit test_store_clickhouse
 ch_run_unit test_store_diag_inputs
 ch_run_unit test_store_cpu_layer
 ch_run_unit test_store_collstats
+ch_run_unit test_store_migrate
