@@ -28,6 +28,9 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 /* Settings written by user space between open and load. */
 const volatile bool trace_cuda = false; /* per-call CUDA events (--trace) */
+/* allocation and free calls as events (the agent's ring of recent ones,
+ * sent when a process runs out of device memory: docs/diagnosis.md) */
+const volatile bool alloc_events = false;
 const volatile bool want_stacks = true;
 const volatile bool want_python = false; /* Python frames in call-site stacks */
 const volatile __u32 page_shift = 12;	 /* set from getpagesize() */

@@ -151,7 +151,10 @@ static __always_inline void cuda_exit(const struct gpu_call *c, __s64 ret, __u64
 	default:
 		return;
 	}
-	if (!trace_cuda)
+	/* every call traced (--trace, or a deep capture of the process), or
+	 * the allocations alone (the agent's ring for CUDA out-of-memory) */
+	if (!trace_cuda && !(alloc_events && (kind == GPU_KIND_ALLOC || kind == GPU_KIND_FREE)) &&
+	    !bpf_map_lookup_elem(&gpu_trace_tgids, &c->tgid))
 		return;
 	e = event_new(c, ret, now);
 	if (!e)

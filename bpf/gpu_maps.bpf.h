@@ -29,6 +29,15 @@ struct {
 	__type(value, __u32);
 } session_cgroup SEC(".maps");
 
+/* Deep capture (agent/capture/): processes whose every CUDA call is sent
+ * as an event (as --trace does for all), while a capture asks for it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u32);
+} gpu_trace_tgids SEC(".maps");
+
 /* Keyed by thread id: one entry per calling thread, kept between calls (no
  * map update or delete per call).  LRU: dead threads' entries age out. */
 struct {

@@ -40,6 +40,20 @@ STRATA_GENERATION_MAPS(counts, struct strata_stack_key, struct strata_stack_coun
  * without invalidating ids the other generation still refers to. */
 STRATA_GENERATION_MAPS(stacks, __u64, struct strata_stack, 8192);
 
+/* Triggered deep capture (agent/capture/): the processes a capture raises,
+ * and their timed samples, taken by a second perf event at the capture's
+ * rate (capture_sample) and drained with the same generations: their
+ * stacks live in the same stack maps.  Nothing writes them outside a
+ * capture (the second perf event exists only during one). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u32);
+} capture_tgids SEC(".maps");
+
+STRATA_GENERATION_MAPS(timed, struct strata_timed_key, struct strata_stack_count, 65536);
+
 /* Per-CPU scratch: a stack_trace is too big for the 512-byte BPF stack. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -340,6 +354,39 @@ static __always_inline void add_count(void *count_map, struct strata_stack_key *
 	count(STRATA_CNT_RECORDED);
 }
 
+/*
+ * The sampled thread's stacks into generation g's maps (key's tgid, tid and
+ * mm_id set); *py_novel: its Python stack has code objects not seen lately.
+ */
+static __always_inline void sample_stacks(void *ctx, struct task_struct *task, __u32 g,
+					  struct strata_stack_key *key, bool *py_novel)
+{
+	void *stack_map = bpf_map_lookup_elem(&stacks, &g);
+	void *py_map = bpf_map_lookup_elem(&py_stacks, &g);
+
+	key->user_stack = key->kern_stack = key->py_stack = STRATA_STACK_NONE;
+	if (!stack_map || !py_map)
+		return;
+	if (want_user && key->mm_id)
+		key->user_stack = store_stack(ctx, stack_map, 0, BPF_F_USER_STACK, key->mm_id,
+					      STRATA_CNT_USER_STACK_ERR);
+	if (want_kernel)
+		key->kern_stack = store_stack(ctx, stack_map, 1, 0, 0, STRATA_CNT_KERN_STACK_ERR);
+	if (want_python && want_user && key->mm_id)
+		key->py_stack = store_py_stack(task, py_map, key->mm_id, py_novel);
+}
+
+/* After a sample: what user space should learn of the process now. */
+static __always_inline void sample_events(struct task_struct *task, struct strata_stack_key *key,
+					  __u32 g, bool py_novel)
+{
+	if (py_novel && key->py_stack > STRATA_STACK_LOST)
+		emit_py_stack(task, key->tgid, key->mm_id, g, key->py_stack);
+	emit_new(task, key->tgid, key->mm_id);
+	if (want_hybrid && key->mm_id && !unwind_report_miss(&events, task, key->tgid, key->mm_id))
+		count(STRATA_CNT_EVENTS_LOST);
+}
+
 SEC("perf_event")
 int profile_sample(struct bpf_perf_event_data *ctx)
 {
@@ -347,7 +394,7 @@ int profile_sample(struct bpf_perf_event_data *ctx)
 	__u32 tgid = id >> 32, tid = (__u32)id, zero = 0;
 	struct task_struct *task;
 	struct strata_inflight *inf;
-	void *count_map, *stack_map, *py_map;
+	void *count_map;
 	struct strata_stack_key key = {};
 	bool py_novel = false;
 	__u32 g;
@@ -372,29 +419,58 @@ int profile_sample(struct bpf_perf_event_data *ctx)
 
 	g = generation_enter(inf);
 	count_map = bpf_map_lookup_elem(&counts, &g);
-	stack_map = bpf_map_lookup_elem(&stacks, &g);
-	py_map = bpf_map_lookup_elem(&py_stacks, &g);
-	if (!count_map || !stack_map || !py_map)
-		goto out;
-
-	key.user_stack = STRATA_STACK_NONE;
-	if (want_user && key.mm_id)
-		key.user_stack = store_stack(ctx, stack_map, 0, BPF_F_USER_STACK, key.mm_id,
-					     STRATA_CNT_USER_STACK_ERR);
-	key.kern_stack = STRATA_STACK_NONE;
-	if (want_kernel)
-		key.kern_stack = store_stack(ctx, stack_map, 1, 0, 0, STRATA_CNT_KERN_STACK_ERR);
-	key.py_stack = STRATA_STACK_NONE;
-	if (want_python && want_user && key.mm_id)
-		key.py_stack = store_py_stack(task, py_map, key.mm_id, &py_novel);
-	add_count(count_map, &key);
-out:
+	if (count_map) {
+		sample_stacks(ctx, task, g, &key, &py_novel);
+		add_count(count_map, &key);
+	}
 	generation_leave(inf, g);
-	if (py_novel && key.py_stack > STRATA_STACK_LOST)
-		emit_py_stack(task, tgid, key.mm_id, g, key.py_stack);
-	emit_new(task, tgid, key.mm_id);
-	if (want_hybrid && key.mm_id && !unwind_report_miss(&events, task, tgid, key.mm_id))
-		count(STRATA_CNT_EVENTS_LOST);
+	sample_events(task, &key, g, py_novel);
+	return 0;
+}
+
+/*
+ * Deep capture: a timed sample of a captured process (its own perf event
+ * at the capture's rate; the always-on counts above are left alone, so
+ * their frequency still converts them to CPU time).
+ */
+SEC("perf_event")
+int capture_sample(struct bpf_perf_event_data *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id, zero = 0;
+	struct strata_timed_key tk = {};
+	struct strata_stack_count init = { .count = 1 }, *c;
+	struct task_struct *task;
+	struct strata_inflight *inf;
+	void *timed_map;
+	bool py_novel = false;
+	__u32 g;
+
+	if (tid == 0 || !bpf_map_lookup_elem(&capture_tgids, &tgid))
+		return 0;
+	inf = bpf_map_lookup_elem(&inflight, &zero);
+	if (!inf)
+		return 0;
+	task = (struct task_struct *)bpf_get_current_task();
+	tk.k.tgid = tgid;
+	tk.k.tid = tid;
+	tk.k.mm_id = mm_id_of(task);
+	tk.time_ns = bpf_ktime_get_ns();
+
+	g = generation_enter(inf);
+	timed_map = bpf_map_lookup_elem(&timed, &g);
+	if (timed_map) {
+		sample_stacks(ctx, task, g, &tk.k, &py_novel);
+		bpf_get_current_comm(init.comm, sizeof(init.comm));
+		if (!bpf_map_update_elem(timed_map, &tk, &init, BPF_NOEXIST))
+			count(STRATA_CNT_TIMED);
+		else if ((c = bpf_map_lookup_elem(timed_map, &tk)))
+			__sync_fetch_and_add(&c->count, 1); /* the same nanosecond */
+		else
+			count(STRATA_CNT_TIMED_FULL);
+	}
+	generation_leave(inf, g);
+	sample_events(task, &tk.k, g, py_novel);
 	return 0;
 }
 

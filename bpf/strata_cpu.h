@@ -35,6 +35,13 @@ struct strata_stack_count {
 	char comm[STRATA_COMM_LEN];
 };
 
+/* A timed sample of a deep capture (agent/capture/): the sample's key and
+ * when it was taken (bpf_ktime_get_ns, CLOCK_MONOTONIC). */
+struct strata_timed_key {
+	struct strata_stack_key k;
+	__u64 time_ns;
+};
+
 struct strata_stack {
 	__u32 len;   /* frames used in ips[] */
 	__u32 flags; /* reserved for the hybrid unwinder */
@@ -99,6 +106,7 @@ enum strata_filter {
 
 _Static_assert(sizeof(struct strata_stack_key) == 40, "stack_key layout");
 _Static_assert(sizeof(struct strata_stack_count) == 24, "stack_count layout");
+_Static_assert(sizeof(struct strata_timed_key) == 48, "timed_key layout");
 _Static_assert(sizeof(struct strata_stack) == 8 + 8 * STRATA_MAX_STACK_DEPTH, "stack_trace layout");
 _Static_assert(sizeof(struct strata_inflight) == 16, "inflight layout");
 _Static_assert(sizeof(struct strata_proc_event) == 56 + 40 + STRATA_NAME_LEN, "proc_event layout");

@@ -211,6 +211,18 @@ struct gpu_comm_key {
 	__u64 comm;
 };
 
+/*
+ * The id_hash of a communicator whose rank and size the agent read from the
+ * process (agent/gpu/gpu_nccl_recover.c): the tag in the top 16 bits, the
+ * rest a hash of (agent run, tgid, ncclComm_t), so it names one process's
+ * communicator only; the server finds the cross-rank identity
+ * (docs/diagnosis.md).  An FNV hash of a unique id carries the tag once in
+ * 65536: that communicator is then treated as recovered (aligned by the
+ * server, not saved for a restart), which is slower, never wrong.
+ */
+#define GPU_COMM_RECOVERED_TAG 0x5ec0ULL
+#define GPU_COMM_IS_RECOVERED(h) (((h) >> 48) == GPU_COMM_RECOVERED_TAG)
+
 struct gpu_comm_val {
 	__u64 id_hash; /* FNV-1a of the 128-byte ncclUniqueId: same on every rank */
 	__u32 rank;

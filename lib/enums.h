@@ -53,18 +53,20 @@
 /* ---- per-CPU counters kept by BPF: X(enumerator, name) ------------------ */
 
 /* The sampler (bpf/profile.bpf.c, map "counters"). */
-#define STRATA_SAMPLER_COUNTERS(X)                                                           \
-	X(STRATA_CNT_SAMPLES, "samples")		    /* perf_event invocations */     \
-	X(STRATA_CNT_FILTERED, "filtered")		    /* not a target: ignored */      \
-	X(STRATA_CNT_IDLE, "idle")			    /* the idle task: ignored */     \
-	X(STRATA_CNT_RECORDED, "recorded")		    /* samples added to a count */   \
-	X(STRATA_CNT_COUNTS_FULL, "counts_map_full")	    /* count map full: dropped */    \
-	X(STRATA_CNT_STACKS_FULL, "stacks_map_full")	    /* stack map full: STACK_LOST */ \
-	X(STRATA_CNT_USER_STACK_ERR, "user_stack_error")    /* bpf_get_stack, user */        \
-	X(STRATA_CNT_KERN_STACK_ERR, "kernel_stack_error")  /* bpf_get_stack, kernel */      \
-	X(STRATA_CNT_EVENTS_LOST, "events_lost")	    /* process-event ring full */    \
-	X(STRATA_CNT_VMAS_TRUNCATED, "exit_vmas_truncated") /* exit VMA walk: ring full */   \
-	X(STRATA_CNT_TARGETS_FULL, "targets_full")	    /* a target's fork not added */
+#define STRATA_SAMPLER_COUNTERS(X)                                                            \
+	X(STRATA_CNT_SAMPLES, "samples")		    /* perf_event invocations */      \
+	X(STRATA_CNT_FILTERED, "filtered")		    /* not a target: ignored */       \
+	X(STRATA_CNT_IDLE, "idle")			    /* the idle task: ignored */      \
+	X(STRATA_CNT_RECORDED, "recorded")		    /* samples added to a count */    \
+	X(STRATA_CNT_COUNTS_FULL, "counts_map_full")	    /* count map full: dropped */     \
+	X(STRATA_CNT_STACKS_FULL, "stacks_map_full")	    /* stack map full: STACK_LOST */  \
+	X(STRATA_CNT_USER_STACK_ERR, "user_stack_error")    /* bpf_get_stack, user */         \
+	X(STRATA_CNT_KERN_STACK_ERR, "kernel_stack_error")  /* bpf_get_stack, kernel */       \
+	X(STRATA_CNT_EVENTS_LOST, "events_lost")	    /* process-event ring full */     \
+	X(STRATA_CNT_VMAS_TRUNCATED, "exit_vmas_truncated") /* exit VMA walk: ring full */    \
+	X(STRATA_CNT_TARGETS_FULL, "targets_full")	    /* a target's fork not added */   \
+	X(STRATA_CNT_TIMED, "timed_samples")		    /* deep capture: timed samples */ \
+	X(STRATA_CNT_TIMED_FULL, "timed_map_full")	    /* deep capture: map full */
 
 /* Why an unwind stopped or fell back (map "unwind_errors"). */
 #define STRATA_UNWIND_COUNTERS(X)                                                            \

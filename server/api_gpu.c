@@ -13,6 +13,7 @@
 #include "lib/hash.h"
 #include "lib/profile.h"
 #include "server/server.h"
+#include "server/trace_json.h"
 
 #define MAX_EVENTS_DEFAULT 100000u
 
@@ -208,90 +209,26 @@ out:
 	return err;
 }
 
-/* ---- Perfetto / Chrome trace ---------------------------------------------------------- */
-
-struct trace_ctx {
-	FILE *out;
-	int n;
-	struct profile_htab seen; /* trace pids with a name record */
-	uint32_t *pids;
-	uint32_t npids, cap;
-};
-
-static int pid_eq(uint32_t id, const void *key, const void *ctx)
-{
-	const struct trace_ctx *t = ctx;
-
-	return t->pids[id] == *(const uint32_t *)key;
-}
-
-static const char *transfer_cat(uint32_t kind)
-{
-	return kind == STRATA__V1__CUDA_TRANSFER__KIND__SYNC ? "cuda_sync" : "cuda_memcpy";
-}
-
-static int trace_row(void *ctx, const struct store_event *e)
-{
-	struct trace_ctx *t = ctx;
-	/* One trace "process" per rank (per pid when the rank is unknown). */
-	uint32_t tpid = e->has_rank ? (uint32_t)e->rank : 1000000u + e->pid;
-	uint64_t h = hash_bytes(&tpid, sizeof(tpid), 0);
-	FILE *o = t->out;
-
-	if (profile_htab__find(&t->seen, h, pid_eq, &tpid, t) < 0) {
-		void *nv = grow(t->pids, &t->cap, t->npids, sizeof(*t->pids));
-
-		if (!nv || profile_htab__insert(&t->seen, h, t->npids))
-			return -ENOMEM;
-		t->pids = nv;
-		t->pids[t->npids++] = tpid;
-		fprintf(o,
-			"%s{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%u,\"args\":{\"name\":",
-			t->n++ ? "," : "", tpid);
-		char name[256];
-		if (e->has_rank)
-			snprintf(name, sizeof(name), "rank %d (%s:%u)", e->rank, e->node, e->pid);
-		else
-			snprintf(name, sizeof(name), "%s:%u", e->node, e->pid);
-		json_str(o, name);
-		fputs("}}", o);
-	}
-	fputs(t->n++ ? ",{" : "{", o);
-	fputs("\"name\":", o);
-	json_str(o, e->name);
-	/* Trace-event times are microseconds (fractions allowed). */
-	fprintf(o, ",\"ph\":\"X\",\"pid\":%u,\"tid\":%u,\"ts\":%.3f,\"dur\":%.3f,\"cat\":\"%s\",",
-		tpid, e->tid, e->start_ns / 1e3, e->dur_ns / 1e3,
-		e->kind == STORE_EVENT_COLLECTIVE ? "nccl"
-		: e->kind == STORE_EVENT_TRANSFER ? transfer_cat(e->transfer_kind)
-						  : "cuda_launch");
-	fprintf(o, "\"args\":{\"bytes\":%" PRIu64 ",\"count\":%" PRIu64, e->bytes, e->count);
-	if (e->kind == STORE_EVENT_COLLECTIVE)
-		fprintf(o, ",\"comm_hash\":\"%016" PRIx64 "\",\"seq\":%" PRIu64, e->comm_hash,
-			e->seq);
-	fputs("}}", o);
-	return 0;
-}
+/* ---- Perfetto / Chrome trace (server/trace_json.h) ------------------------------------ */
 
 int api_trace(struct server *srv, const struct request *r, FILE *out)
 {
-	struct trace_ctx t = { .out = out };
+	struct trace_json t;
 	struct store_filter f;
 	char ferr[128];
 	int truncated = 0, err;
 
 	if (request__filter(r, "", &f, ferr, sizeof(ferr)))
 		return json_error(out, 400, "%s", ferr);
-	fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", out);
+	trace_json__begin(&t, out, 0);
 	err = srv->store->ops->events(
 		srv->store, &f, STORE_EVENT_COLLECTIVE | STORE_EVENT_TRANSFER | STORE_EVENT_LAUNCH,
-		limit_arg(r), &truncated, trace_row, &t);
-	free(t.pids);
-	profile_htab__fini(&t.seen);
+		limit_arg(r), &truncated, trace_json__event, &t);
 	if (err) {
+		trace_json__fini(&t);
 		rewind(out);
 		return json_error(out, 503, "store query failed: %s", strerror(-err));
 	}
-	fprintf(out, "],\"otherData\":{\"truncated\":%s}}\n", truncated ? "true" : "false");
+	trace_json__end(&t, truncated, "");
 	return 200;
 }

@@ -4,23 +4,95 @@
  * atomically.  Bad input gets a 4xx that says what was wrong and stores
  * nothing; a store failure is a 503 (the agent keeps the batch and
  * retries).  The answer lists the build-ids the server could not resolve,
- * so the agent uploads those files (POST /api/v1/symbols/HEX).
+ * so the agent uploads those files (POST /api/v1/symbols/HEX), and the
+ * deep captures the node takes part in now (server/capture.h).  An agent
+ * that sends "Accept: application/x-strata-reply" gets the answer as a
+ * protobuf IngestReply (proto/strata.proto), anyone else as JSON.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "lib/clock.h"
 #include "lib/hex.h"
+#include "lib/json_str.h"
+#include "server/capture.h"
 #include "server/diag_live.h"
 #include "server/server.h"
+
+#define REPLY_CTYPE "application/x-strata-reply"
 
 static void add(uint64_t *c, uint64_t v)
 {
 	__atomic_fetch_add(c, v, __ATOMIC_RELAXED);
 }
 
-int api_ingest(struct server *srv, const struct request *r, FILE *out)
+static void reply_json(FILE *out, const Strata__V1__IngestReply *a)
 {
+	fprintf(out,
+		"{\"status\":\"%s\",\"batch_id\":\"%s\",\"cpu_samples\":%llu,"
+		"\"missing_build_ids\":[",
+		a->status, a->batch_id, (unsigned long long)a->cpu_samples);
+	for (size_t i = 0; i < a->n_missing_build_ids; i++)
+		fprintf(out, "%s\"%s\"", i ? "," : "", a->missing_build_ids[i]);
+	fputs("],\"captures\":[", out);
+	for (size_t i = 0; i < a->n_captures; i++) {
+		const Strata__V1__CaptureOrder *o = a->captures[i];
+
+		fprintf(out, "%s{\"id\":\"%s\",\"job\":", i ? "," : "", o->id);
+		json_write_str(out, o->job);
+		fprintf(out,
+			",\"start_ns\":%llu,\"end_ns\":%llu,\"freq_hz\":%u,\"offcpu\":%s,"
+			"\"gpu_calls\":%s,\"targets\":[",
+			(unsigned long long)o->start_ns, (unsigned long long)o->end_ns, o->freq_hz,
+			o->offcpu ? "true" : "false", o->gpu_calls ? "true" : "false");
+		for (size_t k = 0; k < o->n_targets; k++) {
+			fputs(k ? ",{\"node\":" : "{\"node\":", out);
+			json_write_str(out, o->targets[k]->node);
+			fprintf(out, ",\"pid\":%u}", o->targets[k]->pid);
+		}
+		fputs("]}", out);
+	}
+	fputs("]}\n", out);
+}
+
+/* The answer, as the agent asked for it. */
+static int reply(struct server *srv, const struct request *r, const Strata__V1__Batch *b,
+		 Strata__V1__IngestReply *a, FILE *out, const char **ctype)
+{
+	const char *accept = request__header(r, "Accept");
+	struct capture_orders *co = NULL;
+	uint8_t *buf;
+	size_t len;
+
+	if (srv->captures && (co = malloc(sizeof(*co)))) {
+		capture_registry__orders(srv->captures, b->node, realtime_ns(), co);
+		a->captures = co->op;
+		a->n_captures = co->n;
+	}
+	if (!accept || !strstr(accept, REPLY_CTYPE)) {
+		reply_json(out, a);
+		free(co);
+		return 200;
+	}
+	len = strata__v1__ingest_reply__get_packed_size(a);
+	buf = malloc(len ? len : 1);
+	if (!buf) {
+		free(co);
+		return json_error(out, 503, "out of memory");
+	}
+	strata__v1__ingest_reply__pack(a, buf);
+	fwrite(buf, 1, len, out);
+	free(buf);
+	free(co);
+	*ctype = REPLY_CTYPE;
+	return 200;
+}
+
+int api_ingest(struct server *srv, const struct request *r, FILE *out, const char **ctype)
+{
+	Strata__V1__IngestReply a = STRATA__V1__INGEST_REPLY__INIT;
+	char *missing[CENTRAL_SYM_MAX_MISSING];
 	struct sym_batch sb = { 0 };
 	Strata__V1__Batch *b;
 	char err[256], id[2 * BATCH_ID_LEN + 1];
@@ -87,15 +159,18 @@ int api_ingest(struct server *srv, const struct request *r, FILE *out)
 		 * a replay of the range sees the same collectives). */
 		if (srv->live)
 			diag_live__batch(srv->live, b, stb.received_ns);
+		/* captures an agent started itself (CUDA out of memory) */
+		if (srv->captures && b->n_capture_runs)
+			capture_registry__note_batch(srv->captures, b, stb.received_ns);
 	}
-	fprintf(out,
-		"{\"status\":\"%s\",\"batch_id\":\"%s\",\"cpu_samples\":%llu,"
-		"\"missing_build_ids\":[",
-		ret == 1 ? "duplicate" : "stored", id, (unsigned long long)samples);
+	a.status = ret == 1 ? "duplicate" : "stored";
+	a.batch_id = id;
+	a.cpu_samples = samples;
 	for (size_t i = 0; i < sb.nmissing; i++)
-		fprintf(out, "%s\"%s\"", i ? "," : "", sb.missing[i]);
-	fputs("]}\n", out);
-	status = 200;
+		missing[i] = sb.missing[i];
+	a.missing_build_ids = missing;
+	a.n_missing_build_ids = sb.nmissing;
+	status = reply(srv, r, b, &a, out, ctype);
 out:
 	sym_batch__fini(&sb);
 	batch_decode__free(b);

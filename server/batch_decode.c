@@ -446,10 +446,11 @@ enum batch_error batch_decode(const void *wire, size_t n, const struct batch_lim
 	e = batch_validate(b, lim, err, errsz);
 	/* What only strata-server writes (its derived records) never comes
 	 * from outside. */
-	if (!e && (b->n_collective_stats || b->n_hangs || !strcmp(b->node, STORE_SERVER_NODE)))
+	if (!e && (b->n_collective_stats || b->n_hangs || b->n_captures ||
+		   !strcmp(b->node, STORE_SERVER_NODE)))
 		e = fail(err, errsz, BATCH_INVALID, "%s",
 			 strcmp(b->node, STORE_SERVER_NODE)
-				 ? "collective_stats and hangs are strata-server's own"
+				 ? "collective_stats, hangs and captures are strata-server's own"
 				 : "node name " STORE_SERVER_NODE " is reserved");
 	if (e) {
 		strata__v1__batch__free_unpacked(b, &freer);

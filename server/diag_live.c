@@ -10,8 +10,10 @@
 #include <string.h>
 
 #include "diagnose/alert_webhook.h"
+#include "diagnose/comm_align.h"
 #include "lib/clock.h"
 #include "lib/hash.h"
+#include "server/capture_trigger.h"
 #include "server/diag_hang.h"
 #include "server/diag_inputs.h"
 #include "server/diag_live.h"
@@ -26,13 +28,15 @@
 struct rank_slot {
 	uint64_t key; /* 0: empty */
 	int32_t rank, nranks;
+	int recovered; /* NcclComm.recovered: no cross-rank identity yet */
 };
 
 struct live_job {
 	char job[DIAG_NAME_LEN];
 	struct straggler_detector *sd;
 	struct hang_detector *hd;
-	uint64_t last_ns; /* server wall clock of its last collective */
+	struct comm_align *align; /* recovered communicators (NULL: none seen) */
+	uint64_t last_ns;	  /* server wall clock of its last collective */
 };
 
 struct diag_live {
@@ -52,6 +56,7 @@ struct diag_live {
 	size_t nhqueue;
 	struct diag_live_stats st;
 	struct straggler_stats gone; /* detectors freed: their counters */
+	struct comm_align_stats align_gone;
 	pthread_t thread;
 	int running, stop;
 	pthread_cond_t wake;
@@ -80,6 +85,7 @@ struct diag_live *diag_live__new(const struct diag_live_opts *o)
 			l->has_hopts = 1;
 		}
 		l->o.store = o->store;
+		l->o.triggers = o->triggers;
 	}
 	l->jobs = calloc(l->o.max_jobs, sizeof(*l->jobs));
 	l->ranks = calloc(RANK_CACHE, sizeof(*l->ranks));
@@ -110,12 +116,33 @@ static void add_stats(struct straggler_stats *a, const struct straggler_stats *b
 	a->transitions_dropped += b->transitions_dropped;
 }
 
+static void add_align_stats(struct comm_align_stats *a, const struct comm_align_stats *b)
+{
+	a->streams += b->streams;
+	a->streams_aligned += b->streams_aligned;
+	a->streams_dropped += b->streams_dropped;
+	a->streams_expired += b->streams_expired;
+	a->groups_aligned += b->groups_aligned;
+	for (int i = 0; i < COMM_ALIGN_NOUTCOMES; i++)
+		a->attempts[i] += b->attempts[i];
+	a->calls_held += b->calls_held;
+	a->calls_released += b->calls_released;
+	a->calls_lost += b->calls_lost;
+}
+
 static void job_free(struct diag_live *l, struct live_job *j)
 {
 	struct straggler_stats ss;
 
 	straggler_detector__stats(j->sd, &ss);
 	add_stats(&l->gone, &ss);
+	if (j->align) {
+		struct comm_align_stats as;
+
+		comm_align__stats(j->align, &as);
+		add_align_stats(&l->align_gone, &as);
+	}
+	comm_align__free(j->align);
 	straggler_detector__free(j->sd);
 	hang_detector__free(j->hd);
 	free(j);
@@ -216,7 +243,7 @@ static struct live_job *job_of(struct diag_live *l, const char *job)
 static void enqueue(struct diag_live *l, const struct straggler_transition *tr, int n)
 {
 	for (int i = 0; i < n; i++) {
-		if (!l->o.alert_webhook)
+		if (!l->o.alert_webhook && !l->o.triggers)
 			break;
 		if (l->nqueue == MAX_QUEUE) {
 			l->st.alerts_dropped += (uint64_t)(n - i);
@@ -235,7 +262,7 @@ static void enqueue_hangs(struct diag_live *l, const struct hang_transition *tr,
 			tr[i].h.kind == HANG_MISMATCH ? l->st.mismatches++ : l->st.hangs++;
 		else
 			l->st.hang_clears++;
-		if (!l->o.alert_webhook && !l->o.store)
+		if (!l->o.alert_webhook && !l->o.store && !l->o.triggers)
 			continue;
 		if (l->nhqueue == MAX_HANG_QUEUE) {
 			l->st.hangs_dropped++;
@@ -273,14 +300,38 @@ static int is_p2p(const char *op)
 	return !strcmp(op, "Send") || !strcmp(op, "Recv");
 }
 
+/* A recovered communicator's call: to the job's aligner, which places it
+ * (returns 1, *out filled) once its ranks are matched, or holds it. */
+static int align_call(struct live_job *j, const Strata__V1__Batch *b,
+		      const Strata__V1__NcclCollective *c, const struct rank_slot *rs, uint64_t err,
+		      struct diag_coll_event *out)
+{
+	const char *op = str_of(b, c->op_str);
+	struct comm_align_call call = { .seq = c->seq,
+					.entry_ns = (int64_t)c->entry_ns,
+					.exit_ns = (int64_t)c->exit_ns,
+					.bytes = c->bytes,
+					.op = hash_bytes(op, strlen(op), 0),
+					.clock_err_ns = err };
+	uint32_t pid = b->processes[c->process]->pid;
+
+	if (!j->align)
+		j->align = comm_align__new(NULL);
+	if (!j->align)
+		return -ENOMEM;
+	return comm_align__add(j->align, rs->key, (uint32_t)rs->rank, (uint32_t)rs->nranks, b->node,
+			       pid, &call, out);
+}
+
 /* Feeds the events of one job (those of b whose process is in it). */
 static void feed_job(struct diag_live *l, const Strata__V1__Batch *b, const char *job,
 		     struct diag_coll_event *ev, uint64_t now_ns)
 {
 	struct straggler_transition tr[MAX_OUT];
 	uint64_t err = b->clock ? b->clock->error_bound_ns : 0;
-	struct live_job *j;
-	size_t n = 0;
+	const struct diag_coll_event *released = NULL;
+	struct live_job *j = NULL;
+	size_t n = 0, nreleased = 0;
 	int k;
 
 	for (size_t i = 0; i < b->n_nccl_collectives; i++) {
@@ -295,6 +346,15 @@ static void feed_job(struct diag_live *l, const Strata__V1__Batch *b, const char
 			l->st.events_no_rank++; /* no communicator identity: cannot place it */
 			continue;
 		}
+		if (rs->recovered) {
+			if (!j && !(j = job_of(l, job)))
+				return;
+			if (align_call(j, b, c, rs, err, &ev[n]) == 1)
+				n++;
+			else
+				l->st.events_unaligned++; /* held (placed later) or refused */
+			continue;
+		}
 		ev[n++] = (struct diag_coll_event){
 			.comm_hash = c->comm_hash,
 			.seq = c->seq,
@@ -306,22 +366,38 @@ static void feed_job(struct diag_live *l, const Strata__V1__Batch *b, const char
 			.node = b->node,
 		};
 	}
-	if (!n || !(j = job_of(l, job)))
+	if (j && j->align)
+		nreleased = comm_align__try(j->align, 0, &released);
+	if ((!n && !nreleased) || (!j && !(j = job_of(l, job))))
 		return;
 	j->last_ns = now_ns;
-	l->st.events += n;
+	l->st.events += n + nreleased;
+	if (nreleased) { /* held before this batch's: older */
+		k = straggler_detector__add(j->sd, released, nreleased, tr, MAX_OUT);
+		if (k > 0)
+			enqueue(l, tr, k);
+	}
 	k = straggler_detector__add(j->sd, ev, n, tr, MAX_OUT);
 	if (k > 0)
 		enqueue(l, tr, k);
 }
 
-static int rank_lookup(void *ctx, const char *node, uint32_t pid, uint64_t comm, int32_t *rank,
-		       int32_t *nranks)
+struct lookup_ctx {
+	struct diag_live *l;
+	struct live_job *j;
+};
+
+static int rank_lookup(void *ctx, const char *node, uint32_t pid, uint64_t *comm, uint64_t *seq,
+		       int32_t *rank, int32_t *nranks)
 {
-	struct rank_slot *rs = rank_find(ctx, rank_key(node, pid, comm), 0);
+	struct lookup_ctx *c = ctx;
+	struct rank_slot *rs = rank_find(c->l, rank_key(node, pid, *comm), 0);
 
 	if (!rs || rs->rank < 0 || rs->nranks <= 0)
 		return -ENOENT;
+	/* a recovered communicator: its group's hash and numbering, once matched */
+	if (rs->recovered && (!c->j->align || comm_align__map(c->j->align, rs->key, comm, seq)))
+		return -EAGAIN;
 	*rank = rs->rank;
 	*nranks = rs->nranks;
 	return 0;
@@ -338,7 +414,7 @@ static void feed_hangs(struct diag_live *l, const Strata__V1__Batch *b, const ch
 
 	if (!j)
 		return;
-	if (diag_hang__feed(j->hd, b, job, rank_lookup, l))
+	if (diag_hang__feed(j->hd, b, job, rank_lookup, &(struct lookup_ctx){ l, j }))
 		j->last_ns = now_ns; /* ranks waiting in a collective: not idle */
 	n = hang_detector__evaluate(j->hd, tr, 64);
 	if (n > 64) {
@@ -385,6 +461,7 @@ int diag_live__batch(struct diag_live *l, const Strata__V1__Batch *b, uint64_t n
 
 		rs->rank = c->rank;
 		rs->nranks = c->nranks;
+		rs->recovered = c->recovered;
 	}
 	/* The distinct jobs of the batch's collectives (usually one). */
 	for (size_t i = 0; i < b->n_nccl_collectives; i++) {
@@ -506,6 +583,45 @@ static void post_hangs(struct diag_live *l, const struct hang_transition *tr, si
 	pthread_mutex_unlock(&l->lock);
 }
 
+/* Deep captures (server/capture_trigger.h): a confirmed straggler's rank
+ * and two healthy peers, a confirmed hang's ranks, and each live job on
+ * schedule.  On the live thread, without the lock. */
+static void trigger_captures(struct diag_live *l, const struct straggler_transition *tr, size_t n,
+			     const struct hang_transition *ht, size_t nh)
+{
+	struct straggler_rank *ranks = NULL;
+	char(*jobs)[DIAG_NAME_LEN] = NULL;
+	uint64_t now = realtime_ns();
+	size_t njobs = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		size_t k;
+
+		if (tr[i].change != STRAGGLER_CONFIRM)
+			continue;
+		if (!ranks && !(ranks = calloc(METRIC_RANKS, sizeof(*ranks))))
+			break;
+		k = diag_live__stragglers(l, tr[i].r.job, 0, ranks, METRIC_RANKS);
+		capture_triggers__straggler(l->o.triggers, &tr[i], ranks,
+					    k < METRIC_RANKS ? k : METRIC_RANKS, now);
+	}
+	for (size_t i = 0; i < nh; i++)
+		if (ht[i].change == HANG_CONFIRM)
+			capture_triggers__hang(l->o.triggers, &ht[i].h, now);
+	/* the schedule: every live job */
+	jobs = malloc(l->o.max_jobs * sizeof(*jobs));
+	if (jobs) {
+		pthread_mutex_lock(&l->lock);
+		for (uint32_t i = 0; i < l->njobs && njobs < l->o.max_jobs; i++)
+			memcpy(jobs[njobs++], l->jobs[i]->job, DIAG_NAME_LEN);
+		pthread_mutex_unlock(&l->lock);
+		for (size_t i = 0; i < njobs; i++)
+			capture_triggers__schedule(l->o.triggers, jobs[i], now);
+	}
+	free(jobs);
+	free(ranks);
+}
+
 static void *live_thread(void *arg)
 {
 	struct diag_live *l = arg;
@@ -533,11 +649,13 @@ static void *live_thread(void *arg)
 			l->nhqueue = 0;
 		}
 		pthread_mutex_unlock(&l->lock);
+		if (l->o.triggers)
+			trigger_captures(l, batch, n, hbatch, nh);
 		if (nh)
 			post_hangs(l, hbatch, nh);
 		/* One payload per group of changes; a slow receiver delays
 		 * only this thread. */
-		for (size_t i = 0; i < n;) {
+		for (size_t i = 0; l->o.alert_webhook && i < n;) {
 			size_t k = i + 1;
 
 			while (k < n && !strcmp(batch[k].r.job, batch[i].r.job))
@@ -601,6 +719,39 @@ size_t diag_live__hangs(struct diag_live *l, const char *job, struct hang_report
 	return total;
 }
 
+/* Communicators recovered by the agents from process memory: how many the
+ * server matched across ranks, and what stays unknown (docs/metrics.md). */
+static void align_metrics(const struct comm_align_stats *a, FILE *o)
+{
+	static const char *const why[COMM_ALIGN_NOUTCOMES] = {
+		"aligned", "incomplete", "duplicate", "short", "ambiguous", "mismatch",
+	};
+
+	fprintf(o,
+		"# HELP strata_comm_align_streams_total recovered communicators (one per "
+		"process) by fate\n"
+		"# TYPE strata_comm_align_streams_total counter\n"
+		"strata_comm_align_streams_total{state=\"seen\"} %" PRIu64 "\n"
+		"strata_comm_align_streams_total{state=\"aligned\"} %" PRIu64 "\n"
+		"strata_comm_align_streams_total{state=\"dropped\"} %" PRIu64 "\n"
+		"strata_comm_align_streams_total{state=\"expired\"} %" PRIu64 "\n"
+		"# HELP strata_comm_align_attempts_total attempts to match the ranks of a "
+		"recovered communicator, by outcome\n"
+		"# TYPE strata_comm_align_attempts_total counter\n",
+		a->streams, a->streams_aligned, a->streams_dropped, a->streams_expired);
+	for (int i = 0; i < COMM_ALIGN_NOUTCOMES; i++)
+		fprintf(o, "strata_comm_align_attempts_total{outcome=\"%s\"} %" PRIu64 "\n", why[i],
+			a->attempts[i]);
+	fprintf(o,
+		"# HELP strata_comm_align_calls_total calls of recovered communicators held "
+		"until their ranks were matched, placed then, or never placed\n"
+		"# TYPE strata_comm_align_calls_total counter\n"
+		"strata_comm_align_calls_total{fate=\"held\"} %" PRIu64 "\n"
+		"strata_comm_align_calls_total{fate=\"released\"} %" PRIu64 "\n"
+		"strata_comm_align_calls_total{fate=\"lost\"} %" PRIu64 "\n",
+		a->calls_held, a->calls_released, a->calls_lost);
+}
+
 static void collect(struct diag_live *l, struct diag_live_stats *st)
 {
 	struct straggler_stats sum = l->gone;
@@ -612,6 +763,14 @@ static void collect(struct diag_live *l, struct diag_live_stats *st)
 		add_stats(&sum, &ss);
 	}
 	*st = l->st;
+	st->align = l->align_gone;
+	for (uint32_t i = 0; i < l->njobs; i++)
+		if (l->jobs[i]->align) {
+			struct comm_align_stats as;
+
+			comm_align__stats(l->jobs[i]->align, &as);
+			add_align_stats(&st->align, &as);
+		}
 	st->collectives = sum.collectives;
 	st->collectives_partial = sum.collectives_partial;
 	st->collectives_timeout = sum.collectives_timeout;
@@ -739,6 +898,7 @@ void diag_live__metrics(struct diag_live *l, FILE *o)
 		"# TYPE strata_straggler_events_unplaced_total counter\n"
 		"strata_straggler_events_unplaced_total{why=\"no_job\"} %" PRIu64 "\n"
 		"strata_straggler_events_unplaced_total{why=\"no_rank\"} %" PRIu64 "\n"
+		"strata_straggler_events_unplaced_total{why=\"unaligned\"} %" PRIu64 "\n"
 		"# HELP strata_straggler_drops_total bounded-table refusals of the straggler "
 		"detection\n"
 		"# TYPE strata_straggler_drops_total counter\n"
@@ -754,7 +914,9 @@ void diag_live__metrics(struct diag_live *l, FILE *o)
 		"strata_alert_webhooks_total{outcome=\"sent\"} %" PRIu64 "\n"
 		"strata_alert_webhooks_total{outcome=\"failed\"} %" PRIu64 "\n",
 		st.collectives, st.collectives_timeout, st.collectives_partial,
-		st.collectives_warmup, st.events_no_job, st.events_no_rank, st.states_dropped,
-		st.comms_dropped, st.pending_dropped, st.transitions_dropped, st.jobs_dropped,
-		st.alerts_dropped, st.rank_cache_resets, st.alerts_sent, st.alerts_failed);
+		st.collectives_warmup, st.events_no_job, st.events_no_rank, st.events_unaligned,
+		st.states_dropped, st.comms_dropped, st.pending_dropped, st.transitions_dropped,
+		st.jobs_dropped, st.alerts_dropped, st.rank_cache_resets, st.alerts_sent,
+		st.alerts_failed);
+	align_metrics(&st.align, o);
 }

@@ -23,11 +23,14 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "diagnose/comm_align.h"
 #include "diagnose/hang.h"
 #include "diagnose/straggler.h"
 #include "server/store.h"
 
 #include "strata.pb-c.h"
+
+struct capture_triggers;
 
 struct diag_live_opts {
 	size_t sz;
@@ -38,15 +41,18 @@ struct diag_live_opts {
 	const struct straggler_opts *straggler; /* NULL: defaults */
 	const struct hang_opts *hang;		/* NULL: defaults */
 	struct store *store;			/* hang reports are kept there (NULL: not kept) */
+	/* deep captures on confirmations and on schedule (NULL: none) */
+	struct capture_triggers *triggers;
 };
 
 struct diag_live_stats {
-	uint64_t batches, events, events_no_job, events_no_rank;
+	uint64_t batches, events, events_no_job, events_no_rank, events_unaligned;
 	uint64_t jobs, jobs_dropped, jobs_expired, rank_cache_resets;
 	uint64_t collectives, collectives_partial, collectives_timeout, collectives_warmup;
 	uint64_t states_dropped, comms_dropped, pending_dropped, transitions_dropped;
 	uint64_t alerts_sent, alerts_failed, alerts_dropped;
 	uint64_t hangs, hang_clears, mismatches, hangs_dropped, hang_store_errors;
+	struct comm_align_stats align; /* recovered communicators (comm_align.h) */
 };
 
 struct diag_live;

@@ -43,6 +43,11 @@ static const char *conn_arg(const struct request *r, const char *key)
 	return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, key);
 }
 
+static const char *conn_header(const struct request *r, const char *key)
+{
+	return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, key);
+}
+
 static int fail(struct conn_state *cs, int status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 static int fail(struct conn_state *cs, int status, const char *fmt, ...)
@@ -274,7 +279,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 {
 	struct server *srv = cls;
 	struct conn_state *cs = *con_cls;
-	struct request r = { .method = method, .path = url, .conn = c, .arg = conn_arg };
+	struct request r = {
+		.method = method, .path = url, .conn = c, .arg = conn_arg, .header = conn_header
+	};
 	struct route_answer a = { .ctype = "application/json" };
 	enum MHD_Result ret;
 	char *body = NULL;

@@ -23,6 +23,10 @@ enum route_id {
 	R_COLLECTIVE_STATS,
 	R_HANGS,
 	R_TRACE,
+	R_CAPTURES,
+	R_CAPTURES_POST,
+	R_CAPTURE,
+	R_CAPTURE_CANCEL,
 	R_STRAGGLERS,
 	R_FINDINGS,
 	R_BREAKDOWN,
@@ -56,6 +60,12 @@ static const struct route routes[] = {
 	GET_Q("/api/v1/collective_stats", R_COLLECTIVE_STATS),
 	GET_Q("/api/v1/hangs", R_HANGS),
 	GET_Q("/api/v1/trace", R_TRACE),
+	/* deep captures (server/api_captures.c): starting one takes a read
+	 * token (bounded in time, rate and number: server/capture.h) */
+	GET_Q("/api/v1/captures", R_CAPTURES),
+	{ "/api/v1/captures", 0, "POST", ROUTE_READ, BODY_MEMORY, 1, R_CAPTURES_POST, 0, 4096 },
+	{ "/api/v1/captures/", 1, "GET", ROUTE_READ, BODY_NONE, 1, R_CAPTURE },
+	{ "/api/v1/captures/", 1, "POST", ROUTE_READ, BODY_MEMORY, 1, R_CAPTURE_CANCEL, 0, 4096 },
 	/* diagnosis (server/api_diag.c) */
 	GET_Q("/api/v1/stragglers", R_STRAGGLERS),
 	GET_Q("/api/v1/findings", R_FINDINGS),
@@ -131,7 +141,7 @@ int route__run(const struct route *rt, struct server *srv, const struct request 
 		*ctype = "text/plain; version=0.0.4";
 		return api_metrics(srv, out);
 	case R_BATCHES:
-		return api_ingest(srv, r, out);
+		return api_ingest(srv, r, out, ctype);
 	case R_SYMBOLS:
 		return api_symbols(srv, r, rest, out);
 	case R_JOBS:
@@ -156,6 +166,14 @@ int route__run(const struct route *rt, struct server *srv, const struct request 
 		return api_hangs(srv, r, out);
 	case R_TRACE:
 		return api_trace(srv, r, out);
+	case R_CAPTURES:
+		return api_captures(srv, r, out);
+	case R_CAPTURES_POST:
+		return api_captures_post(srv, r, out);
+	case R_CAPTURE:
+		return api_capture(srv, r, rest, out);
+	case R_CAPTURE_CANCEL:
+		return api_capture_cancel(srv, r, rest, out);
 	case R_STRAGGLERS:
 		return api_stragglers(srv, r, out);
 	case R_FINDINGS:

@@ -140,6 +140,7 @@ int page_job(struct server *srv, const struct request *r, const char *job, FILE 
 	if (srv->diag)		   /* stragglers, findings, breakdown, leaks (server/api_diag.c) */
 		page_diagnosis(srv, job, out);
 	page_collective_stats(srv, job, out); /* server/api_collstats.c */
+	page_captures(srv, job, out);	      /* server/api_captures.c */
 	fputs("</body></html>\n", out);
 	return 200;
 }

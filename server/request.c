@@ -16,6 +16,11 @@ const char *request__arg(const struct request *r, const char *key)
 	return r->arg ? r->arg(r, key) : NULL;
 }
 
+const char *request__header(const struct request *r, const char *key)
+{
+	return r->header ? r->header(r, key) : NULL;
+}
+
 void json_str(FILE *out, const char *s)
 {
 	json_write_str(out, s); /* valid UTF-8 JSON whatever bytes s holds */

@@ -24,6 +24,8 @@
 
 struct diag_engine;
 struct diag_live;
+struct capture_registry;
+struct capture_triggers;
 
 struct latency_hist {
 	uint64_t buckets[METRIC_BUCKETS]; /* cumulative per bound */
@@ -64,9 +66,11 @@ struct server {
 	size_t max_symbol_upload; /* bytes */
 	struct mem_budget budget; /* request bodies in memory, all connections */
 	struct server_metrics m;
-	struct diag_engine *diag;   /* server/diag_engine.h; NULL: no diagnosis */
-	struct diag_live *live;	    /* server/diag_live.h: stragglers at ingest */
-	struct kernel_paths kpaths; /* the agents' kernel feature paths, for /metrics */
+	struct diag_engine *diag;	   /* server/diag_engine.h; NULL: no diagnosis */
+	struct diag_live *live;		   /* server/diag_live.h: stragglers at ingest */
+	struct kernel_paths kpaths;	   /* the agents' kernel feature paths, for /metrics */
+	struct capture_registry *captures; /* server/capture.h: deep captures */
+	uint32_t capture_lead_ms;	   /* an API capture starts this long after it is made */
 };
 
 /* A request as the handlers see it. */
@@ -75,6 +79,8 @@ struct request {
 	void *conn; /* struct MHD_Connection */
 	/* query-string value of key, NULL when absent */
 	const char *(*arg)(const struct request *r, const char *key);
+	/* request header value, NULL when absent (NULL: no headers) */
+	const char *(*header)(const struct request *r, const char *key);
 	const char *body; /* BODY_MEMORY routes */
 	size_t body_len;
 	struct buildid_upload *upload; /* BODY_FILE routes: the handler commits it */
@@ -82,6 +88,8 @@ struct request {
 
 /* Query-string value (NULL when absent). */
 const char *request__arg(const struct request *r, const char *key);
+/* Request header value (NULL when absent). */
+const char *request__header(const struct request *r, const char *key);
 
 /* Parses from/to/node/pid/job/rank/container (with prefix, e.g. "base.")
  * into f.  0, or -EINVAL with err set. */
@@ -94,7 +102,7 @@ int request__parse_u64(const char *s, uint64_t *v);
 void latency_hist__add(struct latency_hist *h, uint64_t ns);
 
 /* Handlers: return the HTTP status. */
-int api_ingest(struct server *srv, const struct request *r, FILE *out);
+int api_ingest(struct server *srv, const struct request *r, FILE *out, const char **ctype);
 int api_symbols(struct server *srv, const struct request *r, const char *hex, FILE *out);
 int api_jobs(struct server *srv, const struct request *r, FILE *out);
 int api_nodes(struct server *srv, const struct request *r, FILE *out);
@@ -113,6 +121,14 @@ void page_collective_stats(struct server *srv, const char *job, FILE *out);
 int api_hangs(struct server *srv, const struct request *r, FILE *out);
 void page_hangs(struct server *srv, const char *job, FILE *out);
 int api_metrics(struct server *srv, FILE *out);
+/* Deep captures (server/api_captures.c): POST/GET /api/v1/captures,
+ * GET /api/v1/captures/ID[/trace], POST /api/v1/captures/ID/cancel, the
+ * job page's list. */
+int api_captures_post(struct server *srv, const struct request *r, FILE *out);
+int api_captures(struct server *srv, const struct request *r, FILE *out);
+int api_capture(struct server *srv, const struct request *r, const char *rest, FILE *out);
+int api_capture_cancel(struct server *srv, const struct request *r, const char *rest, FILE *out);
+void page_captures(struct server *srv, const char *job, FILE *out);
 /* Diagnosis (server/api_diag.c): GET /api/v1/stragglers, findings, breakdown,
  * leak_reports; the job page's diagnosis section. */
 int api_stragglers(struct server *srv, const struct request *r, FILE *out);

@@ -17,6 +17,8 @@
 
 #include "lib/cli.h"
 #include "lib/clock.h"
+#include "server/capture.h"
+#include "server/capture_trigger.h"
 #include "server/diag_engine.h"
 #include "server/diag_live.h"
 #include "server/server.h"
@@ -32,6 +34,10 @@ struct server_opts {
 	uint32_t hang_min_ms, hang_periods; /* 0: the hang detection's defaults */
 	int diag_on_query;		    /* no background runs: judge on query only */
 	const char *alert_webhook, *external_url;
+	/* deep captures (server/capture.h) */
+	uint32_t capture_max_s, capture_lead_ms, capture_max_active;
+	uint32_t capture_every_s; /* schedule (0: none) */
+	int no_capture_triggers;  /* no captures on straggler/hang confirmations */
 };
 
 static void usage(FILE *f)
@@ -61,13 +67,22 @@ static void usage(FILE *f)
 	      "window)\n"
 	      "      --diag-on-query      judge windows only when queried (replayed data)\n"
 	      "      --alert-webhook URL  POST Alertmanager webhooks on straggler confirm/clear\n"
-	      "      --external-url URL   this server's URL, linked from alerts\n",
+	      "      --external-url URL   this server's URL, linked from alerts\n"
+	      "      --capture-max-s N    longest deep capture (default 60)\n"
+	      "      --capture-lead-ms N  an API capture starts this long after it is asked\n"
+	      "                           for, so every agent has heard of it (default 11000:\n"
+	      "                           one agent period and the upload)\n"
+	      "      --capture-max-active N  captures running at once (default 8)\n"
+	      "      --capture-every-s N  capture each live job's ranks every N s (default:\n"
+	      "                           never)\n"
+	      "      --no-capture-triggers  no capture when a straggler or hang is confirmed\n",
 	      f);
 }
 
 static int serve(const struct server_opts *o)
 {
 	struct server srv = { 0 };
+	struct capture_triggers *triggers = NULL;
 	struct http_daemon *d = NULL;
 	char err[512], bdir[PATH_MAX];
 	char *spec = NULL; /* the store spec, with its password */
@@ -111,6 +126,16 @@ static int serve(const struct server_opts *o)
 		fprintf(stderr, "strata-server: %s\n", err);
 		goto out;
 	}
+	srv.captures = capture_registry__new(
+		srv.store, &(struct capture_opts){ .max_s = o->capture_max_s,
+						   .max_active = o->capture_max_active });
+	if (!srv.captures) {
+		fprintf(stderr, "strata-server: %s\n", strerror(ENOMEM));
+		goto out;
+	}
+	srv.capture_lead_ms = o->capture_lead_ms;
+	if (capture_registry__load(srv.captures, realtime_ns()))
+		fprintf(stderr, "strata-server: captures: the store's records could not be read\n");
 	srv.bids = buildid_store__open(bdir, (uint64_t)o->buildid_max_mb << 20, 0);
 	if (!srv.bids) {
 		fprintf(stderr, "strata-server: build-id store %s: %s\n", bdir, strerror(errno));
@@ -139,6 +164,20 @@ static int serve(const struct server_opts *o)
 			.alert_webhook = o->alert_webhook,
 			.external_url = o->external_url,
 		};
+
+		/* deep captures on confirmations (and on schedule): they
+		 * start one agent period later, so every agent has heard */
+		if (!o->no_capture_triggers || o->capture_every_s) {
+			struct capture_triggers_opts to = { .lead_ms = o->capture_lead_ms,
+							    .every_s = o->capture_every_s };
+
+			triggers = capture_triggers__new(srv.captures, &to);
+			if (!triggers) {
+				fprintf(stderr, "strata-server: %s\n", strerror(ENOMEM));
+				goto out;
+			}
+			lopts.triggers = triggers;
+		}
 
 		srv.diag = diag_engine__new(srv.store, &dopts);
 		srv.live = diag_live__new(&lopts);
@@ -178,11 +217,13 @@ static int serve(const struct server_opts *o)
 out:
 	http__stop(d);
 	diag_live__free(srv.live);
+	capture_triggers__free(triggers);
 	kernel_paths__fini(&srv.kpaths);
 	diag_engine__free(srv.diag);
 	central_sym__free(srv.sym);
 	buildid_store__free(srv.bids);
 	sym_asks__free(srv.asks);
+	capture_registry__free(srv.captures);
 	store__close(srv.store);
 	server_creds__free(&srv, spec);
 	return ret;
@@ -207,6 +248,11 @@ int main(int argc, char **argv)
 		OPT_TLS_CERT,
 		OPT_TLS_KEY,
 		OPT_STORE_PASSWORD,
+		OPT_CAPTURE_MAX_S,
+		OPT_CAPTURE_LEAD,
+		OPT_CAPTURE_ACTIVE,
+		OPT_CAPTURE_EVERY,
+		OPT_NO_CAPTURE_TRIGGERS,
 	};
 	static const struct option longopts[] = {
 		{ "listen", required_argument, NULL, 'l' },
@@ -231,6 +277,11 @@ int main(int argc, char **argv)
 		{ "alert-webhook", required_argument, NULL, OPT_WEBHOOK },
 		{ "diag-on-query", no_argument, NULL, OPT_DIAG_ONQUERY },
 		{ "external-url", required_argument, NULL, OPT_EXTURL },
+		{ "capture-max-s", required_argument, NULL, OPT_CAPTURE_MAX_S },
+		{ "capture-lead-ms", required_argument, NULL, OPT_CAPTURE_LEAD },
+		{ "capture-max-active", required_argument, NULL, OPT_CAPTURE_ACTIVE },
+		{ "capture-every-s", required_argument, NULL, OPT_CAPTURE_EVERY },
+		{ "no-capture-triggers", no_argument, NULL, OPT_NO_CAPTURE_TRIGGERS },
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
@@ -243,6 +294,9 @@ int main(int argc, char **argv)
 		.max_buffered_mb = 1024,
 		.debuginfod = 1,
 		.diag_window_ms = 10000,
+		.capture_max_s = 60,
+		.capture_lead_ms = 11000,
+		.capture_max_active = 8,
 	};
 	int c, bad = 0;
 	char oname[64];
@@ -317,6 +371,22 @@ int main(int argc, char **argv)
 			break;
 		case OPT_EXTURL:
 			o.external_url = optarg;
+			break;
+		case OPT_CAPTURE_MAX_S:
+			bad |= cli_parse_u32(optarg, 3600, &o.capture_max_s) || !o.capture_max_s;
+			break;
+		case OPT_CAPTURE_LEAD:
+			bad |= cli_parse_u32(optarg, 3600000, &o.capture_lead_ms);
+			break;
+		case OPT_CAPTURE_EVERY:
+			bad |= cli_parse_u32(optarg, 7 * 86400, &o.capture_every_s);
+			break;
+		case OPT_NO_CAPTURE_TRIGGERS:
+			o.no_capture_triggers = 1;
+			break;
+		case OPT_CAPTURE_ACTIVE:
+			bad |= cli_parse_u32(optarg, CAPTURE_KEEP, &o.capture_max_active) ||
+			       !o.capture_max_active;
 			break;
 		case 'h':
 			usage(stdout);

@@ -169,6 +169,9 @@ enum store_event_kind {
 	STORE_EVENT_COLLECTIVE = 1u << 0, /* NcclCollective */
 	STORE_EVENT_TRANSFER = 1u << 1,	  /* CudaTransfer with start_ns (memcpy/sync) */
 	STORE_EVENT_LAUNCH = 1u << 2,	  /* CudaLaunch aggregates (at batch start) */
+	STORE_EVENT_CPU_SAMPLE = 1u << 3, /* CaptureSample: a timed CPU sample */
+	STORE_EVENT_GPU_CALL = 1u << 4,	  /* GpuCall: one traced GPU call */
+	STORE_EVENT_STACKS = 1u << 31,	  /* not a kind: hand out each event's stack */
 };
 
 /* A timed event for collectives and the Perfetto trace. */
@@ -188,6 +191,12 @@ struct store_event {
 	const char *dtype;
 	/* transfers */
 	uint32_t transfer_kind, direction; /* Strata__V1__CudaTransfer__Kind/Direction */
+	/* GPU calls: the call's kind (launch, alloc, ...), the kernel's name */
+	const char *call_kind, *detail;
+	int32_t ret; /* GPU calls: the API's return code */
+	/* with STORE_EVENT_STACKS: the event's stack (an empty one when none);
+	 * CPU samples: the sampled stack; else the call site */
+	const struct store_stack *stack;
 };
 
 struct store_stats {
@@ -299,11 +308,34 @@ struct store_hang {
  * records); agents may not use it, node listings leave it out. */
 #define STORE_SERVER_NODE "(strata-server)"
 
+/* A capture record (the server-derived captures table, server/capture.h):
+ * every record, oldest first (a cancel follows its capture's creation). */
+struct store_capture {
+	const char *id, *job, *trigger, *reason;
+	uint64_t created_ns, start_ns, end_ns;
+	uint32_t freq_hz, offcpu, gpu_calls;
+	const char *targets; /* "PID NODE" a line */
+	const char *state;   /* scheduled, cancelled */
+};
+
+/* An agent's part in a capture (CaptureRun rows): the latest row of each
+ * node (and agent run), for one capture. */
+struct store_capture_run {
+	const char *node;
+	uint64_t start_ns, end_ns; /* end 0: running when last heard of */
+	const char *end_reason;
+	uint32_t freq_hz, processes;
+	uint64_t samples, gpu_calls, dropped;
+	uint64_t reported_ns; /* the batch window's end of that row */
+};
+
 typedef int (*store_thread_time_fn)(void *ctx, const struct store_thread_time *t);
 typedef int (*store_cpu_time_fn)(void *ctx, const struct store_cpu_time *c);
 typedef int (*store_node_clock_fn)(void *ctx, const struct store_node_clock *c);
 typedef int (*store_collstat_fn)(void *ctx, const struct store_collstat *c);
 typedef int (*store_hang_fn)(void *ctx, const struct store_hang *h);
+typedef int (*store_capture_fn)(void *ctx, const struct store_capture *c);
+typedef int (*store_capture_run_fn)(void *ctx, const struct store_capture_run *r);
 
 /* ---- the vtable ------------------------------------------------------------- */
 
@@ -350,6 +382,12 @@ struct store_ops {
 				void *ctx);
 	/* NCCL hang records (see struct store_hang). */
 	int (*hangs)(struct store *s, const struct store_filter *f, store_hang_fn fn, void *ctx);
+	/* Capture records (see struct store_capture; job filters), and the
+	 * agents' runs of one capture (struct store_capture_run). */
+	int (*captures)(struct store *s, const struct store_filter *f, store_capture_fn fn,
+			void *ctx);
+	int (*capture_runs)(struct store *s, const char *capture, store_capture_run_fn fn,
+			    void *ctx);
 };
 
 /* Backends embed this first. */

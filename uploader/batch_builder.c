@@ -445,6 +445,12 @@ size_t batch_row_size(enum bb_list l)
 		return sizeof(Strata__V1__ForeignRun);
 	case BB_TARGET_CPU:
 		return sizeof(Strata__V1__TargetCpu);
+	case BB_CAPTURE_RUN:
+		return sizeof(Strata__V1__CaptureRun);
+	case BB_CAPTURE_SAMPLE:
+		return sizeof(Strata__V1__CaptureSample);
+	case BB_GPU_CALL:
+		return sizeof(Strata__V1__GpuCall);
 	default:
 		return 0;
 	}
@@ -505,6 +511,15 @@ static void row_init(enum bb_list l, void *r)
 		break;
 	case BB_TARGET_CPU:
 		strata__v1__target_cpu__init(r);
+		break;
+	case BB_CAPTURE_RUN:
+		strata__v1__capture_run__init(r);
+		break;
+	case BB_CAPTURE_SAMPLE:
+		strata__v1__capture_sample__init(r);
+		break;
+	case BB_GPU_CALL:
+		strata__v1__gpu_call__init(r);
 		break;
 	default:
 		break;

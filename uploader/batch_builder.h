@@ -129,22 +129,25 @@ void batch_builder__stats(const struct batch_builder *bb, struct batch_builder_s
  * agent/ship/batch_sched.c) ------------------------------------------------------ */
 
 enum bb_list {
-	BB_OFFCPU,     /* Strata__V1__OffCpuSample */
-	BB_SCHED,      /* Strata__V1__SchedStat */
-	BB_IRQ,	       /* Strata__V1__IrqStat */
-	BB_BREAKDOWN,  /* Strata__V1__TimeBreakdown */
-	BB_LAUNCH,     /* Strata__V1__CudaLaunch */
-	BB_ALLOC,      /* Strata__V1__CudaAlloc */
-	BB_ALLOC_FAIL, /* Strata__V1__CudaAllocFailure */
-	BB_TRANSFER,   /* Strata__V1__CudaTransfer */
-	BB_TALLY,      /* struct bb_tally_row */
-	BB_DUTY,       /* Strata__V1__ProbeDutyCycle */
-	BB_COMM,       /* Strata__V1__NcclComm */
-	BB_COLL,       /* Strata__V1__NcclCollective */
-	BB_COLL_STAT,  /* Strata__V1__NcclCollectiveStat */
-	BB_SOFTIRQ,    /* Strata__V1__SoftirqVectorStat */
-	BB_FOREIGN,    /* Strata__V1__ForeignRun */
-	BB_TARGET_CPU, /* Strata__V1__TargetCpu */
+	BB_OFFCPU,	   /* Strata__V1__OffCpuSample */
+	BB_SCHED,	   /* Strata__V1__SchedStat */
+	BB_IRQ,		   /* Strata__V1__IrqStat */
+	BB_BREAKDOWN,	   /* Strata__V1__TimeBreakdown */
+	BB_LAUNCH,	   /* Strata__V1__CudaLaunch */
+	BB_ALLOC,	   /* Strata__V1__CudaAlloc */
+	BB_ALLOC_FAIL,	   /* Strata__V1__CudaAllocFailure */
+	BB_TRANSFER,	   /* Strata__V1__CudaTransfer */
+	BB_TALLY,	   /* struct bb_tally_row */
+	BB_DUTY,	   /* Strata__V1__ProbeDutyCycle */
+	BB_COMM,	   /* Strata__V1__NcclComm */
+	BB_COLL,	   /* Strata__V1__NcclCollective */
+	BB_COLL_STAT,	   /* Strata__V1__NcclCollectiveStat */
+	BB_SOFTIRQ,	   /* Strata__V1__SoftirqVectorStat */
+	BB_FOREIGN,	   /* Strata__V1__ForeignRun */
+	BB_TARGET_CPU,	   /* Strata__V1__TargetCpu */
+	BB_CAPTURE_RUN,	   /* Strata__V1__CaptureRun */
+	BB_CAPTURE_SAMPLE, /* Strata__V1__CaptureSample */
+	BB_GPU_CALL,	   /* Strata__V1__GpuCall */
 	BB_LIST_MAX,
 };
 

@@ -91,6 +91,9 @@ static int fill_rows(struct batch_builder *bb, Strata__V1__Batch *b, struct pb_a
 	SET_LIST(softirq_vectors, BB_SOFTIRQ);
 	SET_LIST(foreign_runs, BB_FOREIGN);
 	SET_LIST(target_cpus, BB_TARGET_CPU);
+	SET_LIST(capture_runs, BB_CAPTURE_RUN);
+	SET_LIST(capture_samples, BB_CAPTURE_SAMPLE);
+	SET_LIST(gpu_calls, BB_GPU_CALL);
 #undef SET_LIST
 	return 0;
 }

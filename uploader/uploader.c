@@ -19,6 +19,7 @@
 #include "lib/safe_open.h"
 
 #define RESP_MAX 65536
+#define REPLY_CTYPE "application/x-strata-reply"
 #define MAX_MISSING 32
 #define MAX_NOTED 8192
 #define HEX_LEN 129
@@ -63,6 +64,8 @@ struct uploader {
 struct resp_buf {
 	char data[RESP_MAX];
 	size_t len;
+	int truncated; /* more came than fits: a reply that does not decode */
+	int binary;    /* the answer is a protobuf IngestReply */
 };
 
 static size_t on_body(char *ptr, size_t size, size_t n, void *ctx)
@@ -72,6 +75,7 @@ static size_t on_body(char *ptr, size_t size, size_t n, void *ctx)
 
 	memcpy(r->data + r->len, ptr, bytes < room ? bytes : room);
 	r->len += bytes < room ? bytes : room;
+	r->truncated |= bytes > room;
 	r->data[r->len] = 0;
 	return bytes; /* the rest is read and ignored: answers are small */
 }
@@ -118,6 +122,7 @@ static long post(struct uploader *u, const char *path, const char *ctype, const 
 	}
 	if (u->auth[0])
 		h = curl_slist_append(h, u->auth);
+	h = curl_slist_append(h, "Accept: " REPLY_CTYPE ", application/json");
 	if (u->node[0])
 		h = curl_slist_append(h, u->node);
 	h = curl_slist_append(h, "Expect:"); /* no 100-continue round trip */
@@ -142,13 +147,27 @@ static long post(struct uploader *u, const char *path, const char *ctype, const 
 		curl_easy_setopt(u->curl, CURLOPT_CAINFO, u->o.ca_file);
 	resp->len = 0;
 	resp->data[0] = 0;
+	resp->truncated = resp->binary = 0;
 	rc = curl_easy_perform(u->curl);
-	if (rc == CURLE_OK)
+	if (rc == CURLE_OK) {
+		char *ct = NULL;
+
 		curl_easy_getinfo(u->curl, CURLINFO_RESPONSE_CODE, &status);
-	else
+		curl_easy_getinfo(u->curl, CURLINFO_CONTENT_TYPE, &ct);
+		resp->binary = ct && !strncmp(ct, REPLY_CTYPE, strlen(REPLY_CTYPE));
+	} else
 		*why = curl_easy_strerror(rc);
 	curl_slist_free_all(h);
 	return status;
+}
+
+static int hex_id_ok(const char *s, size_t len)
+{
+	int ok = len >= 2 && len < HEX_LEN && len % 2 == 0;
+
+	for (size_t i = 0; ok && i < len; i++)
+		ok = (s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f');
+	return ok;
 }
 
 int uploader__parse_missing(const char *json, char (*ids)[HEX_LEN], int max)
@@ -169,18 +188,30 @@ int uploader__parse_missing(const char *json, char (*ids)[HEX_LEN], int max)
 		if (!e)
 			break;
 		size_t len = (size_t)(e - q - 1);
-		int ok = len >= 2 && len < HEX_LEN && len % 2 == 0;
 
-		for (size_t i = 0; ok && i < len; i++)
-			ok = (q[1 + i] >= '0' && q[1 + i] <= '9') ||
-			     (q[1 + i] >= 'a' && q[1 + i] <= 'f');
-		if (ok) {
+		if (hex_id_ok(q + 1, len)) {
 			memcpy(ids[n], q + 1, len);
 			ids[n++][len] = 0;
 		}
 		p = e + 1;
 		while (*p == ',' || *p == ' ')
 			p++;
+	}
+	return n;
+}
+
+int uploader__parse_reply(const uint8_t *buf, size_t len, char (*ids)[HEX_LEN], int max,
+			  Strata__V1__IngestReply **reply)
+{
+	Strata__V1__IngestReply *r = strata__v1__ingest_reply__unpack(NULL, len, buf);
+	int n = 0;
+
+	*reply = r;
+	for (size_t i = 0; r && i < r->n_missing_build_ids && n < max; i++) {
+		const char *id = r->missing_build_ids[i];
+
+		if (hex_id_ok(id, strlen(id)))
+			snprintf(ids[n++], HEX_LEN, "%s", id);
 	}
 	return n;
 }
@@ -344,16 +375,34 @@ static void *sender(void *arg)
 		u->st.last_status = (int)status;
 		if (status / 100 == 2) {
 			char ids[MAX_MISSING][HEX_LEN];
-			int n = uploader__parse_missing(resp->data, ids, MAX_MISSING);
+			Strata__V1__IngestReply *reply = NULL;
+			int n, dup;
 
+			if (resp->binary) {
+				n = resp->truncated
+					    ? 0
+					    : uploader__parse_reply((const uint8_t *)resp->data,
+								    resp->len, ids, MAX_MISSING,
+								    &reply);
+				dup = reply && reply->status && !strcmp(reply->status, "duplicate");
+				if (!reply)
+					u->st.replies_bad++;
+			} else {
+				n = uploader__parse_missing(resp->data, ids, MAX_MISSING);
+				dup = strstr(resp->data, "\"duplicate\"") != NULL;
+			}
 			spool__remove(u->spool, seq);
-			if (strstr(resp->data, "\"duplicate\""))
+			if (dup)
 				u->st.duplicates++;
 			else
 				u->st.sent++;
 			u->st.backoff_ms = 0;
 			not_before = 0;
 			pthread_mutex_unlock(&u->lock);
+			if (reply && u->o.on_reply)
+				u->o.on_reply(u->o.on_reply_ctx, reply);
+			if (reply)
+				strata__v1__ingest_reply__free_unpacked(reply, NULL);
 			for (int i = 0; i < n; i++)
 				upload_symbols(u, ids[i]);
 			pthread_mutex_lock(&u->lock);

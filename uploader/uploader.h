@@ -13,6 +13,9 @@
  *    the delay fixed, half random), from backoff_min to backoff_max.
  *  - The server lists build-ids it cannot resolve; the files behind them
  *    (noted by the agent) are uploaded once each, bounded in size and count.
+ *  - The answer is asked for as a protobuf IngestReply (Accept:
+ *    application/x-strata-reply; a server that answers JSON is read too)
+ *    and handed to on_reply: the deep captures the server orders.
  */
 #ifndef STRATA_UPLOADER_UPLOADER_H
 #define STRATA_UPLOADER_UPLOADER_H
@@ -21,6 +24,8 @@
 #include <stdint.h>
 
 #include "uploader/spool.h"
+
+#include "strata.pb-c.h"
 
 struct uploader_opts {
 	size_t sz;
@@ -37,11 +42,17 @@ struct uploader_opts {
 	const char *node;	     /* the batches' node name (NULL: hostname): the
 				      * server takes symbol files only for the ids
 				      * it asked of this node (X-Strata-Node) */
+	/* Every answer to a batch (IngestReply, proto/strata.proto: the deep
+	 * captures the node takes part in), on the sender's thread; NULL:
+	 * none.  reply is valid during the call. */
+	void (*on_reply)(void *ctx, const Strata__V1__IngestReply *reply);
+	void *on_reply_ctx;
 };
 
 struct uploader_stats {
-	uint64_t sent, duplicates, attempts, failures;		/* failures: no 2xx, retried */
-	uint64_t rejected;					/* refused for good, dropped */
+	uint64_t sent, duplicates, attempts, failures; /* failures: no 2xx, retried */
+	uint64_t rejected;			       /* refused for good, dropped */
+	uint64_t replies_bad;			       /* protobuf answers that did not decode */
 	uint64_t symbols_sent, symbols_failed, symbols_skipped; /* skipped: unknown/too big/bound */
 	uint32_t backoff_ms;					/* now; 0 when healthy */
 	int last_status; /* last HTTP status, 0 transport error */
@@ -69,5 +80,10 @@ void uploader__stats(struct uploader *u, struct uploader_stats *st);
 /* Parses the build-ids of an ingest answer's "missing_build_ids" array into
  * ids (n of BUILD-ID hex strings, 129 bytes each); returns how many. */
 int uploader__parse_missing(const char *json, char (*ids)[129], int max);
+/* The same of a protobuf IngestReply (len bytes); *reply gets the decoded
+ * answer (free with strata__v1__ingest_reply__free_unpacked(r, NULL)) or
+ * NULL when it does not decode. */
+int uploader__parse_reply(const uint8_t *buf, size_t len, char (*ids)[129], int max,
+			  Strata__V1__IngestReply **reply);
 
 #endif /* STRATA_UPLOADER_UPLOADER_H */

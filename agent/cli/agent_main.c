@@ -151,7 +151,10 @@ static int run(const struct agent_opts *o)
 
 		do {
 			struct session_signal sig = { 0 };
-			int w = session__wait(s, 1000, &sig);
+			/* deep captures start and end on time (agent/capture/) */
+			int wait_ms = sh ? shipper__tick(sh, s) : 1000, w;
+
+			w = session__wait(s, wait_ms < 1000 ? wait_ms : 1000, &sig);
 
 			if (w < 0) {
 				err = w;
@@ -162,6 +165,8 @@ static int run(const struct agent_opts *o)
 		} while (!stop && mono_ms() < deadline);
 
 		if (sh) {
+			if (stop) /* the last batch says how each capture ended */
+				shipper__stop(sh, s);
 			err = shipper__period(sh, s);
 			if (err == -ENOMEM)
 				goto out;
@@ -350,6 +355,9 @@ int main(int argc, char **argv)
 					  o.ship.upload.spool_dir) < (int)sizeof(comm_state))
 		o.session.gpu.comm_state_path = comm_state;
 	o.ship.upload.spool_max_bytes = (uint64_t)o.spool_max_mb << 20;
+	/* allocation calls as events: the ring a CUDA out-of-memory capture
+	 * sends (docs/diagnosis.md "Deep capture") */
+	o.session.gpu.alloc_events = o.ship.upload.url != NULL;
 	o.ship.freq_hz = o.session.sampler.freq_hz;
 	if (o.output_dir && (stat(o.output_dir, &st) || !S_ISDIR(st.st_mode))) {
 		fprintf(stderr, "strata-agent: %s is not a directory\n", o.output_dir);

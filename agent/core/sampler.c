@@ -29,7 +29,14 @@ struct sampler {
 	uint32_t freq_hz;
 	uint64_t drains, drain_wait_timeouts, stacks_missing, samples_dropped;
 	uint64_t events_malformed;
+	/* deep capture: the second perf event (-1 / NULL when none) */
+	struct bpf_link **clinks;
+	int *cfds;
+	uint32_t capture_hz;
+	uint64_t timed_dropped;
 };
+
+static void capture_detach(struct sampler *s);
 
 static int ring_event(void *ctx, void *data, size_t len)
 {
@@ -65,12 +72,14 @@ struct sampler *sampler__new(const struct sampler_opts *opts, sampler_event_fn o
 	}
 	s->links = calloc(s->ncpus, sizeof(*s->links));
 	s->pmu_fds = malloc(s->ncpus * sizeof(*s->pmu_fds));
-	if (!s->links || !s->pmu_fds) {
+	s->clinks = calloc(s->ncpus, sizeof(*s->clinks));
+	s->cfds = malloc(s->ncpus * sizeof(*s->cfds));
+	if (!s->links || !s->pmu_fds || !s->clinks || !s->cfds) {
 		err = -ENOMEM;
 		goto err_out;
 	}
 	for (int i = 0; i < s->ncpus; i++)
-		s->pmu_fds[i] = -1;
+		s->pmu_fds[i] = s->cfds[i] = -1;
 
 	s->skel = profile_bpf__open();
 	if (!s->skel) {
@@ -157,6 +166,8 @@ void sampler__free(struct sampler *s)
 {
 	if (!s)
 		return;
+	if (s->clinks && s->cfds)
+		capture_detach(s);
 	if (s->links)
 		for (int i = 0; i < s->ncpus; i++)
 			bpf_link__destroy(s->links[i]);
@@ -170,6 +181,8 @@ void sampler__free(struct sampler *s)
 		close(s->cgroup_fd);
 	free(s->links);
 	free(s->pmu_fds);
+	free(s->clinks);
+	free(s->cfds);
 	free(s);
 }
 
@@ -318,7 +331,67 @@ int sampler__py_stack(struct sampler *s, uint32_t gen, uint64_t id, struct strat
 	return 0;
 }
 
-int sampler__drain(struct sampler *s, sampler_sample_fn fn, void *ctx)
+/* Scratch for one drain's stack lookups. */
+struct drain_bufs {
+	struct strata_stack *u, *k;
+	struct strata_py_stack *py;
+};
+
+/*
+ * Hands out every entry of one quiet count map (keys of key_sz bytes that
+ * start with a struct strata_stack_key; timed: a struct strata_timed_key)
+ * with its stacks, then deletes them.  Returns how many were handed out
+ * or -errno.
+ */
+static int drain_counts(struct sampler *s, struct bpf_map *cmap, size_t key_sz, bool timed, int sfd,
+			int pfd, struct drain_bufs *b, sampler_sample_fn fn, void *ctx)
+{
+	int cfd = bpf_map__fd(cmap), n = 0, err;
+	struct strata_stack_count val;
+	char *keys = NULL, comm[STRATA_COMM_LEN + 1];
+	/* Keys first, then values: the generation is quiet, so the key set is
+	 * final, and collecting it avoids restarting iteration per delete. */
+	int64_t nkeys = map_drain__keys(cfd, key_sz, bpf_map__max_entries(cmap), (void **)&keys);
+
+	if (nkeys < 0) {
+		free(keys);
+		return (int)nkeys;
+	}
+	for (int64_t i = 0; i < nkeys; i++) {
+		const struct strata_stack_key *k = (const void *)(keys + i * key_sz);
+
+		if (bpf_map_lookup_elem(cfd, k, &val))
+			continue;
+		memcpy(comm, val.comm, STRATA_COMM_LEN);
+		comm[STRATA_COMM_LEN] = '\0';
+		struct sampler_sample smp = {
+			.key = k,
+			.count = val.count,
+			.comm = comm,
+			.user = stack_lookup(s, sfd, k->user_stack, b->u),
+			.kern = stack_lookup(s, sfd, k->kern_stack, b->k),
+			.py = py_stack_lookup(s, pfd, k->py_stack, b->py),
+			.time_ns = timed ? ((const struct strata_timed_key *)k)->time_ns : 0,
+		};
+		/* A sample the consumer cannot take (no memory) is dropped
+		 * and counted; the generation is cleared regardless, so no
+		 * sample is ever handed out twice. */
+		if (fn(ctx, &smp))
+			*(timed ? &s->timed_dropped : &s->samples_dropped) += val.count;
+		else
+			n++;
+	}
+	err = map_drain__delete_keys(cfd, keys, key_sz, (uint32_t)nkeys);
+	free(keys);
+	return err ? err : n;
+}
+
+static int drop_timed(void *ctx, const struct sampler_sample *smp)
+{
+	return 0;
+}
+
+int sampler__drain(struct sampler *s, sampler_sample_fn fn, sampler_sample_fn timed_fn, void *ctx)
 {
 	const struct map_generation mg = {
 		.gen = &s->skel->bss->gen,
@@ -326,59 +399,33 @@ int sampler__drain(struct sampler *s, sampler_sample_fn fn, void *ctx)
 		.ncpus = s->ncpus,
 	};
 	int old = map_generation__flip(&mg, &s->drain_wait_timeouts);
-	struct bpf_map *pmap, *cmap, *smap;
-	struct strata_py_stack *pbuf = NULL;
-	struct strata_stack_key *keys = NULL;
-	struct strata_stack *ubuf, *kbuf;
-	struct strata_stack_count val;
-	int64_t nkeys = 0;
-	int err = 0, n = 0, q, cfd, sfd, pfd;
-	char comm[STRATA_COMM_LEN + 1];
+	struct bpf_map *pmap, *smap;
+	struct drain_bufs b = { 0 };
+	int err = 0, n = 0, q, sfd, pfd;
 
 	if (old < 0)
 		return old;
 	pmap = old ? s->skel->maps.py_stacks1 : s->skel->maps.py_stacks0;
-	cmap = old ? s->skel->maps.counts1 : s->skel->maps.counts0;
 	smap = old ? s->skel->maps.stacks1 : s->skel->maps.stacks0;
-	cfd = bpf_map__fd(cmap);
 	sfd = bpf_map__fd(smap);
 	pfd = bpf_map__fd(pmap);
-	ubuf = malloc(sizeof(*ubuf));
-	kbuf = malloc(sizeof(*kbuf));
-	pbuf = malloc(sizeof(*pbuf));
-	if (!ubuf || !kbuf || !pbuf) {
+	b.u = malloc(sizeof(*b.u));
+	b.k = malloc(sizeof(*b.k));
+	b.py = malloc(sizeof(*b.py));
+	if (!b.u || !b.k || !b.py) {
 		err = -ENOMEM;
 		goto out;
 	}
-	/* Keys first, then values: the generation is quiet, so the key set is
-	 * final, and collecting it avoids restarting iteration per delete. */
-	nkeys = map_drain__keys(cfd, sizeof(*keys), bpf_map__max_entries(cmap), (void **)&keys);
-	if (nkeys < 0) {
-		err = (int)nkeys;
-		goto out;
-	}
-	for (int64_t i = 0; i < nkeys; i++) {
-		if (bpf_map_lookup_elem(cfd, &keys[i], &val))
-			continue;
-		memcpy(comm, val.comm, STRATA_COMM_LEN);
-		comm[STRATA_COMM_LEN] = '\0';
-		struct sampler_sample smp = {
-			.key = &keys[i],
-			.count = val.count,
-			.comm = comm,
-			.user = stack_lookup(s, sfd, keys[i].user_stack, ubuf),
-			.kern = stack_lookup(s, sfd, keys[i].kern_stack, kbuf),
-			.py = py_stack_lookup(s, pfd, keys[i].py_stack, pbuf),
-		};
-		/* A sample the consumer cannot take (no memory) is dropped
-		 * and counted; the generation is cleared regardless, so no
-		 * sample is ever handed out twice. */
-		if (fn(ctx, &smp))
-			s->samples_dropped += val.count;
-		else
-			n++;
-	}
-	err = map_drain__delete_keys(cfd, keys, sizeof(*keys), (uint32_t)nkeys);
+	n = drain_counts(s, old ? s->skel->maps.counts1 : s->skel->maps.counts0,
+			 sizeof(struct strata_stack_key), false, sfd, pfd, &b, fn, ctx);
+	if (n < 0)
+		err = n;
+	/* deep capture: the timed samples, before their stacks are cleared */
+	q = drain_counts(s, old ? s->skel->maps.timed1 : s->skel->maps.timed0,
+			 sizeof(struct strata_timed_key), true, sfd, pfd, &b,
+			 timed_fn ? timed_fn : drop_timed, ctx);
+	if (!err && q < 0)
+		err = q;
 	q = map_drain__clear(sfd, sizeof(uint64_t), bpf_map__max_entries(smap));
 	if (!err)
 		err = q;
@@ -387,11 +434,68 @@ int sampler__drain(struct sampler *s, sampler_sample_fn fn, void *ctx)
 		err = q;
 	s->drains++;
 out:
-	free(pbuf);
-	free(keys);
-	free(ubuf);
-	free(kbuf);
+	free(b.py);
+	free(b.u);
+	free(b.k);
 	return err ? err : n;
+}
+
+/* ---- deep capture: the second perf event ------------------------------------------------ */
+
+static void capture_detach(struct sampler *s)
+{
+	for (int i = 0; i < s->ncpus; i++) {
+		bpf_link__destroy(s->clinks[i]);
+		s->clinks[i] = NULL;
+		if (s->cfds[i] >= 0)
+			close(s->cfds[i]);
+		s->cfds[i] = -1;
+	}
+	s->capture_hz = 0;
+}
+
+int sampler__capture_freq(struct sampler *s, uint32_t freq_hz)
+{
+	bool online[s->ncpus];
+	int err;
+
+	if (freq_hz == s->capture_hz)
+		return 0;
+	capture_detach(s);
+	if (!freq_hz)
+		return 0;
+	memset(online, 0, sizeof(online));
+	err = read_online_cpus(online, s->ncpus);
+	for (int cpu = 0; !err && cpu < s->ncpus; cpu++) {
+		if (!online[cpu])
+			continue;
+		s->cfds[cpu] = open_cpu_clock(cpu, freq_hz);
+		if (s->cfds[cpu] < 0) {
+			err = s->cfds[cpu];
+			break;
+		}
+		s->clinks[cpu] =
+			bpf_program__attach_perf_event(s->skel->progs.capture_sample, s->cfds[cpu]);
+		if (!s->clinks[cpu])
+			err = -errno;
+	}
+	if (err) {
+		pr_warn("sampler: capture at %u Hz: %s", freq_hz, strerror(-err));
+		capture_detach(s);
+		return err;
+	}
+	s->capture_hz = freq_hz;
+	return 0;
+}
+
+int sampler__capture_target(struct sampler *s, uint32_t tgid, bool on)
+{
+	int fd = bpf_map__fd(s->skel->maps.capture_tgids);
+	uint32_t one = 1;
+
+	if (on)
+		return bpf_map_update_elem(fd, &tgid, &one, BPF_ANY) ? -errno : 0;
+	return bpf_map_delete_elem(fd, &tgid) && errno != ENOENT ? -errno : 0;
 }
 
 void sampler__stats(const struct sampler *s, struct sampler_stats *st)
@@ -410,6 +514,8 @@ void sampler__stats(const struct sampler *s, struct sampler_stats *st)
 	st->stacks_missing = s->stacks_missing;
 	st->samples_dropped = s->samples_dropped;
 	st->events_malformed = s->events_malformed;
+	st->timed_dropped = s->timed_dropped;
+	st->capture_hz = s->capture_hz;
 }
 
 void sampler__filter_maps(const struct sampler *s, int *targets_fd, int *cgroup_map_fd)

@@ -39,6 +39,7 @@ struct sampler_sample {
 	const struct strata_stack *user; /* NULL: none or lost (see key) */
 	const struct strata_stack *kern;
 	const struct strata_py_stack *py; /* NULL: not Python, or lost (see key) */
+	uint64_t time_ns; /* a deep capture's timed sample: when (CLOCK_MONOTONIC); else 0 */
 };
 
 typedef int (*sampler_sample_fn)(void *ctx, const struct sampler_sample *s);
@@ -51,6 +52,8 @@ struct sampler_stats {
 	uint64_t stacks_missing;      /* key named a stack not in the map */
 	uint64_t samples_dropped;     /* consumer failed (no memory) */
 	uint64_t events_malformed;    /* short ring-buffer records */
+	uint64_t timed_dropped;	      /* deep capture: timed samples the consumer refused */
+	uint32_t capture_hz;	      /* deep capture: the timed sampler's rate now (0: off) */
 };
 
 struct sampler;
@@ -73,11 +76,21 @@ int sampler__consume_events(struct sampler *s);
 
 /*
  * Flips the generation, waits until no program still writes the old one,
- * then hands out and clears every aggregated sample of the old generation.
+ * then hands out and clears every aggregated sample of the old generation
+ * (fn), and every timed sample of a deep capture (timed_fn; NULL: dropped).
  * Samples taken meanwhile go to the new generation: none lost, none counted
- * twice.  Returns the number of samples handed out or -errno.
+ * twice.  Returns the number of aggregated samples handed out or -errno.
  */
-int sampler__drain(struct sampler *s, sampler_sample_fn fn, void *ctx);
+int sampler__drain(struct sampler *s, sampler_sample_fn fn, sampler_sample_fn timed_fn, void *ctx);
+
+/*
+ * Deep capture (agent/capture/): a second cpu-clock perf event per CPU at
+ * freq_hz (0: none) samples the capture's processes into timed samples;
+ * the always-on sampling is left as it is.  0 or -errno (then off).
+ */
+int sampler__capture_freq(struct sampler *s, uint32_t freq_hz);
+/* Adds (on) or removes a process of the capture set.  0 or -errno. */
+int sampler__capture_target(struct sampler *s, uint32_t tgid, bool on);
 
 void sampler__stats(const struct sampler *s, struct sampler_stats *st);
 

@@ -48,6 +48,10 @@ struct session {
 	struct rlimit nofile_orig; /* for children: they run as without us */
 	uint64_t events_failed;
 	struct sampler_stats base; /* counters at the last window's end */
+	/* deep capture: the processes raised now (sorted), what is raised */
+	uint32_t *raised;
+	size_t nraised;
+	struct session_raise raise;
 };
 
 /* PROC_EV_PY_STACK: symbolize a Python stack's new code objects now. */
@@ -330,6 +334,7 @@ void session__free(struct session *s)
 		close(s->epfd);
 	if (s->sigfd >= 0)
 		close(s->sigfd);
+	free(s->raised);
 	free(s);
 }
 
@@ -501,7 +506,8 @@ static int drain(struct session *s, struct session_window *w)
 	sampler__consume_events(s->sampler);
 	if (s->unwind)
 		unwind_loader__tick(s->unwind);
-	n = sampler__drain(s->sampler, k->sample ? k->sample : drop_sample, k->ctx);
+	n = sampler__drain(s->sampler, k->sample ? k->sample : drop_sample, k->timed_sample,
+			   k->ctx);
 	if (s->gpu) {
 		gpu__drain(s->gpu); /* before end_drain: exited processes still resolve */
 		if (k->gpu_drained)
@@ -524,6 +530,85 @@ static int drain(struct session *s, struct session_window *w)
 int session__end_window(struct session *s, struct session_window *w)
 {
 	return drain(s, w);
+}
+
+/* ---- deep capture ---------------------------------------------------------------- */
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static bool has(const uint32_t *v, size_t n, uint32_t x)
+{
+	return n && bsearch(&x, v, n, sizeof(*v), cmp_u32);
+}
+
+/* One process in or out of what a capture raises. */
+static int raise_one(struct session *s, uint32_t tgid, bool on, bool gpu_calls, bool offcpu)
+{
+	int err = sampler__capture_target(s->sampler, tgid, on);
+
+	if (s->gpu) {
+		int e = gpu__trace_process(s->gpu, tgid, on && gpu_calls);
+
+		if (!err)
+			err = e;
+	}
+	/* off-CPU stacks: the scheduler layer follows the process (host-wide
+	 * it follows training processes only) */
+	if (on && offcpu && s->targets)
+		sched_targets__mark(s->targets, tgid, false);
+	return err;
+}
+
+int session__raise(struct session *s, const struct session_raise *r)
+{
+	uint32_t *next = NULL;
+	size_t n = r->ntgids < SESSION_RAISE_MAX ? r->ntgids : SESSION_RAISE_MAX;
+	int err = 0, e;
+
+	if (n) {
+		next = malloc(n * sizeof(*next));
+		if (!next)
+			return -ENOMEM;
+		memcpy(next, r->tgids, n * sizeof(*next));
+		qsort(next, n, sizeof(*next), cmp_u32);
+	}
+	for (size_t i = 0; i < s->nraised; i++)
+		if (!has(next, n, s->raised[i]))
+			raise_one(s, s->raised[i], false, false, false);
+	for (size_t i = 0; i < n; i++) {
+		e = raise_one(s, next[i], true, r->gpu_calls, r->offcpu);
+		if (!err && e != -ESRCH)
+			err = e;
+	}
+	free(s->raised);
+	s->raised = next;
+	s->nraised = n;
+	e = sampler__capture_freq(s->sampler, n ? r->freq_hz : 0);
+	if (!err)
+		err = e;
+	if (s->gpu)
+		gpu__hold_probes(s->gpu, n && r->gpu_calls);
+	s->raise = *r;
+	s->raise.tgids = NULL;
+	return err;
+}
+
+void session__candidates(struct session *s, session_proc_fn fn, void *ctx)
+{
+	if (s->gpu) {
+		const struct gpu_data *d = gpu__data(s->gpu);
+
+		for (size_t i = 0; i < d->nprocs; i++)
+			if (!d->procs[i].exited)
+				fn(ctx, d->procs[i].tgid);
+	}
+	if (s->targets)
+		sched_targets__each(s->targets, fn, ctx);
 }
 
 void session__report_sched(struct session *s)

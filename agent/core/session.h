@@ -85,6 +85,28 @@ void session__set_sink(struct session *s, const struct session_sink *sink);
  * window member. */
 int session__end_window(struct session *s, struct session_window *w);
 
+/*
+ * Deep capture (agent/capture/): what the captures running now raise, for
+ * these processes (at most SESSION_RAISE_MAX): timed CPU samples at
+ * freq_hz, every GPU call (the duty cycle held attached), off-CPU stacks
+ * (the scheduler layer follows them).  An empty set ends every raise.
+ * Replaces the previous raise.  0 or the first -errno (the rest applied).
+ */
+#define SESSION_RAISE_MAX 4096
+struct session_raise {
+	uint32_t freq_hz;
+	bool gpu_calls, offcpu;
+	const uint32_t *tgids;
+	size_t ntgids;
+};
+int session__raise(struct session *s, const struct session_raise *r);
+
+/* The processes a capture may name: the GPU layer's and, host-wide, the
+ * scheduler layer's automatic targets (training processes and their
+ * forks).  A process may be named twice. */
+typedef void (*session_proc_fn)(void *ctx, uint32_t tgid);
+void session__candidates(struct session *s, session_proc_fn fn, void *ctx);
+
 /* Prints counters (drops, process tracking, symbolization) to stderr. */
 void session__report(struct session *s, const struct profile *p);
 /* The counters of every part (the report without a profile: --server). */

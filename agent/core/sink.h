@@ -9,7 +9,8 @@
  * inside the process tracker's drain bracket: proc_tracker__end_drain runs
  * after the last call, so processes that exited since the previous drain
  * still resolve, and are freed right after.
- *   every drain:       sample() for each CPU sample, then gpu_drained()
+ *   every drain:       sample() for each CPU sample, timed_sample() for each
+ *                      timed one (deep capture), then gpu_drained()
  *   a window's end:    then gpu_window(), sched_window()
  *                      (session__end_window: the period's last drain)
  * A NULL member is not called, nor a layer's members when it is off; the
@@ -39,6 +40,8 @@ struct session_sink {
 	void *ctx;
 	/* Every drain: each drained CPU sample. */
 	sampler_sample_fn sample;
+	/* Every drain: each timed sample of a deep capture (time_ns set). */
+	sampler_sample_fn timed_sample;
 	/* Every drain, after the GPU layer's: its tables (valid until the
 	 * next drain; allocation sets are compared drain by drain). */
 	void (*gpu_drained)(void *ctx, const struct gpu_data *d);

@@ -117,6 +117,7 @@ struct gpu *gpu__new(const struct gpu_opts *opts, struct module_registry *mods,
 		goto err_out;
 	}
 	g->skel->rodata->trace_cuda = opts->trace;
+	g->skel->rodata->alloc_events = opts->alloc_events;
 	g->skel->rodata->want_stacks = !opts->no_stacks;
 	g->skel->rodata->page_shift = (uint32_t)__builtin_ctzl((unsigned long)getpagesize());
 	err = session_maps(g);
@@ -252,4 +253,21 @@ void gpu__free(struct gpu *g)
 	free(g->procs);
 	free(g->calls);
 	free(g);
+}
+
+/* ---- deep capture (agent/capture/) -------------------------------------------------- */
+
+int gpu__trace_process(struct gpu *g, uint32_t tgid, bool on)
+{
+	int fd = bpf_map__fd(g->skel->maps.gpu_trace_tgids);
+	uint32_t one = 1;
+
+	if (on)
+		return bpf_map_update_elem(fd, &tgid, &one, BPF_ANY) ? -errno : 0;
+	return bpf_map_delete_elem(fd, &tgid) && errno != ENOENT ? -errno : 0;
+}
+
+void gpu__hold_probes(struct gpu *g, bool hold)
+{
+	g->hold_probes = hold; /* gpu__poll attaches them at once */
 }

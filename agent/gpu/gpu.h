@@ -20,6 +20,7 @@
 struct gpu_opts {
 	size_t sz;
 	bool trace;	      /* per-call CUDA events (--trace) */
+	bool alloc_events;    /* allocation/free calls as events (the agent's OOM ring) */
 	double budget;	      /* CPU share per process for probes; 0: 0.01; < 0: no limit */
 	double probe_cost_ns; /* cost of one probe hit; 0: 11000 */
 	bool empty_probes;    /* benchmark: the empty program on entry and return */
@@ -76,6 +77,13 @@ const struct gpu_data *gpu__data(struct gpu *g);
 void gpu__calls_taken(struct gpu *g);
 /* Counters and table sizes to stderr (-v). */
 void gpu__report(struct gpu *g);
+
+/* Deep capture (agent/capture/): every CUDA call of tgid as an event (on),
+ * or not any more.  0 or -errno. */
+int gpu__trace_process(struct gpu *g, uint32_t tgid, bool on);
+/* Holds the duty cycle's sheddable probes attached (a capture wants every
+ * call) or lets the budget decide again. */
+void gpu__hold_probes(struct gpu *g, bool hold);
 
 struct gpu_state {
 	uint64_t files_attached, links, targets, watched;

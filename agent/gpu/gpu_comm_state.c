@@ -171,7 +171,10 @@ int gpu_comm_state__save(struct gpu_comm_state *s, int comms_fd, const char *pro
 
 		key = next;
 		prev = &key;
-		if (bpf_map_lookup_elem(comms_fd, &key, &v) || !v.nranks)
+		/* a recovered communicator is read again from the process by the
+		 * next run, under a hash of that run (the server realigns it) */
+		if (bpf_map_lookup_elem(comms_fd, &key, &v) || !v.nranks ||
+		    GPU_COMM_IS_RECOVERED(v.id_hash))
 			continue;
 		start = proc_stat__start_ticks(proc_root, key.tgid, NULL, 0);
 		if (!start)

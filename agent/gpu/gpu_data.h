@@ -138,6 +138,9 @@ struct gpu_data {
 
 const struct gpu_stack *gpu_data__stack(const struct gpu_data *d, uint32_t tgid, uint64_t stack_id);
 const struct gpu_proc_info *gpu_data__proc(const struct gpu_data *d, uint32_t tgid);
+/* The name of the kernel a launch of tgid named by object (the launch's
+ * first argument), from its launch sites; NULL unknown. */
+const char *gpu_data__kernel(const struct gpu_data *d, uint32_t tgid, uint64_t object);
 
 /* Writers (agent/gpu/gpu_report.c): 0 or -errno. */
 int gpu_data__write_tally(const struct gpu_data *d, FILE *out);

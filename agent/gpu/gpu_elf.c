@@ -4,8 +4,11 @@
 #include <errno.h>
 #include <gelf.h>
 #include <libelf.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "agent/gpu/gpu_names.h"
+#include "agent/gpu/nccl_comm.h"
 #include "agent/proc/elf_addr.h"
 
 /* A symbol table read at most (a heap copy: see elf_begin below);
@@ -26,7 +29,18 @@ static void add_probe(struct gpu_elf_probes *out, uint32_t api, uint64_t off)
 	out->n++;
 }
 
-static void scan_symtab(Elf *e, Elf_Scn *scn, const GElf_Shdr *sh, struct gpu_elf_probes *out)
+/* The release of the NCCL in this file, from ncclGetVersion's first bytes. */
+static void nccl_version(int fd, uint64_t off, struct gpu_elf_probes *out)
+{
+	uint8_t code[32];
+	ssize_t n = pread(fd, code, sizeof(code), (off_t)off);
+
+	if (n > 0 && !out->nccl_version)
+		out->nccl_version = nccl_version_decode(code, (size_t)n);
+}
+
+static void scan_symtab(int fd, Elf *e, Elf_Scn *scn, const GElf_Shdr *sh,
+			struct gpu_elf_probes *out)
 {
 	Elf_Data *d = elf_getdata(scn, NULL);
 	size_t n = sh->sh_entsize ? sh->sh_size / sh->sh_entsize : 0;
@@ -44,6 +58,9 @@ static void scan_symtab(Elf *e, Elf_Scn *scn, const GElf_Shdr *sh, struct gpu_el
 		name = elf_strptr(e, sh->sh_link, sym.st_name);
 		if (!name || (name[0] != 'c' && name[0] != 'n' && name[0] != 'p'))
 			continue;
+		if ((!strcmp(name, "ncclGetVersion") || !strcmp(name, "pncclGetVersion")) &&
+		    !elf_vaddr_to_offset(e, sym.st_value, true, &off))
+			nccl_version(fd, off, out);
 		api = gpu_api_of_symbol(name);
 		if (api < 0 || elf_vaddr_to_offset(e, sym.st_value, true, &off))
 			continue;
@@ -57,6 +74,7 @@ int gpu_elf_scan(int fd, struct gpu_elf_probes *out)
 	Elf *e;
 
 	out->n = out->dropped = 0;
+	out->nccl_version = 0;
 	elf_version(EV_CURRENT);
 	/* ELF_C_READ (pread into bounded heap copies), never mmap: the file
 	 * is a target's, which may truncate it while we read (SIGBUS) */
@@ -73,7 +91,7 @@ int gpu_elf_scan(int fd, struct gpu_elf_probes *out)
 		if (gelf_getshdr(scn, &sh) &&
 		    (sh.sh_type == SHT_DYNSYM || sh.sh_type == SHT_SYMTAB) &&
 		    sh.sh_size <= ELF_SCAN_SECTION_MAX)
-			scan_symtab(e, scn, &sh, out);
+			scan_symtab(fd, e, scn, &sh, out);
 	}
 	elf_end(e);
 	return 0;

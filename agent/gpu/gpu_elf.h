@@ -24,6 +24,9 @@ struct gpu_elf_probes {
 	struct gpu_elf_probe p[GPU_ELF_MAX_PROBES];
 	size_t n;
 	size_t dropped; /* beyond GPU_ELF_MAX_PROBES */
+	/* NCCL_VERSION_CODE from ncclGetVersion's code (agent/gpu/nccl_comm.h);
+	 * 0: no NCCL here, or not understood */
+	uint32_t nccl_version;
 };
 
 /* Scans the ELF file open at fd.  Returns 0 (out->n may be 0: not a GPU

@@ -48,6 +48,8 @@ int gpu_on_event(void *ctx, void *data, size_t size)
 			p->info.comm_hash = p->info.job_hash = e->a[0];
 		}
 	}
+	if (e->api < GPU_API_MAX)
+		gpu_nccl_recover(g, e);
 	if (g->ncalls >= GPU_MAX_CALLS) {
 		g->data.dropped_calls++;
 		return 0;

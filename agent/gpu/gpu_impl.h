@@ -34,6 +34,7 @@
 #include "agent/gpu/gpu_elf.h"
 #include "agent/gpu/gpu_leaks.h"
 #include "agent/gpu/gpu_tables.h"
+#include "agent/gpu/nccl_comm.h"
 #include "agent/proc/proc_maps.h"
 #include "agent/proc/usdt.h"
 
@@ -134,6 +135,17 @@ struct func_row {
 	const char *name;
 };
 
+#define GPU_RECOVER_FAILED 256 /* communicators that could not be read, not retried */
+
+/* Communicators recovered from process memory (gpu_nccl_recover.c). */
+struct gpu_recover {
+	uint64_t mix; /* this agent run's: in every recovered hash */
+	struct gpu_comm_key failed[GPU_RECOVER_FAILED];
+	uint32_t failed_next;		 /* ring: the oldest failure is retried first */
+	uint64_t outcome[NCCL_READ_MAX]; /* attempts by enum nccl_read */
+	uint64_t map_full, ambiguous;	 /* gpu_comms full; two NCCL releases mapped */
+};
+
 struct gpu {
 	struct gpu_opts opts;
 	struct gpu_bpf *skel;
@@ -144,6 +156,7 @@ struct gpu {
 	struct resolver res;
 	struct gpu_budget budget;
 	uint64_t budget_next_ns, window_start_ns, window_on_ns;
+	bool hold_probes; /* a deep capture: the sheddable probes stay attached */
 
 	struct gpu_file files[GPU_MAX_FILES];
 	int nfiles;
@@ -171,6 +184,7 @@ struct gpu {
 	uint64_t adopted;		   /* BPF-admitted targets found without their event */
 	uint64_t links, attach_failed, scans, scan_failed, files_dropped, procs_dropped;
 	uint64_t exits;
+	struct gpu_recover recover;
 };
 
 /* The BPF maps whose keys start with a tgid: gpu_proc_maps_of(). */
@@ -211,6 +225,9 @@ bool gpu_proc_settled(const struct gpu_proc *p);
 /* gpu_events.c */
 int gpu_on_event(void *ctx, void *data, size_t size);
 
+/* gpu_nccl_recover.c */
+void gpu_nccl_recover(struct gpu *g, const struct gpu_event *e);
+void gpu_nccl_recover_report(const struct gpu *g);
 /* gpu_duty.c */
 void gpu_duty_plan(struct gpu *g, uint64_t now_ns);
 

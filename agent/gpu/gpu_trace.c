@@ -12,11 +12,10 @@
 #include "agent/gpu/gpu_data.h"
 #include "agent/gpu/gpu_names.h"
 
-/* The kernel's name from the launch sites of the same process. */
-static const char *kernel_of(const struct gpu_data *d, const struct gpu_event *e)
+const char *gpu_data__kernel(const struct gpu_data *d, uint32_t tgid, uint64_t object)
 {
 	for (size_t i = 0; i < d->nsites; i++)
-		if (d->sites[i].key.tgid == e->tgid && d->sites[i].key.object == e->a[0] &&
+		if (d->sites[i].key.tgid == tgid && d->sites[i].key.object == object &&
 		    d->sites[i].kernel)
 			return d->sites[i].kernel;
 	return NULL;
@@ -34,8 +33,9 @@ static void call_args(FILE *out, const struct gpu_data *d, const struct gpu_even
 	fprintf(out, "\"ret\":%" PRId64 ",\"ret_name\":\"%s\"", (int64_t)e->ret, ret ? ret : "?");
 	switch (kind) {
 	case GPU_KIND_LAUNCH:
-		if (kernel_of(d, e))
-			fprintf(out, ",\"kernel_name\":\"%s\"", kernel_of(d, e));
+		if (gpu_data__kernel(d, e->tgid, e->a[0]))
+			fprintf(out, ",\"kernel_name\":\"%s\"",
+				gpu_data__kernel(d, e->tgid, e->a[0]));
 		fprintf(out,
 			",\"kernel\":\"%#" PRIx64 "\",\"grid\":[%u,%u,%u],\"block\":[%u,%u,%u],"
 			"\"shared_mem\":%" PRIu64 ",\"stream\":\"%#" PRIx64 "\"",

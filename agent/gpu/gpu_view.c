@@ -218,6 +218,7 @@ void gpu__report(struct gpu *g)
 			(unsigned long long)cs.bad_lines, (unsigned long long)cs.saves,
 			(unsigned long long)cs.save_failed, (unsigned long long)cs.saved_entries);
 	}
+	gpu_nccl_recover_report(g);
 }
 
 /* --- wire (strata-agent --server): call records handed over --- */

@@ -191,3 +191,17 @@ void sched_targets__stats(const struct sched_targets *t, struct sched_targets_st
 {
 	*st = t->st;
 }
+
+void sched_targets__each(const struct sched_targets *t, sched_target_fn fn, void *ctx)
+{
+	for (uint32_t w = 0; w < t->nwords; w++) {
+		uint64_t bits = __atomic_load_n(&t->words[w], __ATOMIC_RELAXED);
+
+		while (bits) {
+			int b = __builtin_ctzll(bits);
+
+			fn(ctx, w * 64 + (uint32_t)b);
+			bits &= bits - 1;
+		}
+	}
+}

@@ -37,6 +37,9 @@ bool sched_targets__is(const struct sched_targets *t, uint32_t tgid);
 typedef void (*sched_target_fn)(void *ctx, uint32_t tgid);
 int sched_targets__scan(struct sched_targets *t, sched_target_fn marked, void *ctx);
 
+/* Calls fn for every target now (marked here or by BPF: forks). */
+void sched_targets__each(const struct sched_targets *t, sched_target_fn fn, void *ctx);
+
 /* Does this environment block (NUL-separated KEY=VALUE) carry a training
  * label?  (Exposed for tests.) */
 bool sched_targets__env_has_label(const char *env, size_t n);

@@ -211,8 +211,10 @@ static int64_t proc_of(struct agent_batch *ab, const struct gpu_data *d, uint32_
 	}
 	p = agent_batch__process_tgid(ab, tgid, &fb);
 	if (p >= 0 && pi && pi->nccl_rank >= 0) {
+		/* a recovered hash is one process's: it names no job */
 		snprintf(job, sizeof(job), "nccl-%016llx", (unsigned long long)pi->job_hash);
-		batch_builder__label_rank(bb, (uint32_t)p, pi->nccl_rank, pi->nccl_nranks, job);
+		batch_builder__label_rank(bb, (uint32_t)p, pi->nccl_rank, pi->nccl_nranks,
+					  GPU_COMM_IS_RECOVERED(pi->job_hash) ? NULL : job);
 	}
 	return p;
 }
@@ -498,6 +500,8 @@ void batch_gpu__drained(struct batch_gpu *g, struct agent_batch *ab, const struc
 	gpu_table__filter(&g->outstanding, out_stale, &g->gen);
 }
 
+#define BATCH_RECOVERED_COMMS 64 /* recovered communicators named once per batch */
+
 static void add_comm(struct batch_builder *bb, int64_t proc, uint64_t hash, int32_t rank,
 		     int32_t nranks, uint64_t init_ns)
 {
@@ -510,12 +514,33 @@ static void add_comm(struct batch_builder *bb, int64_t proc, uint64_t hash, int3
 	r->rank = rank;
 	r->nranks = nranks;
 	r->init_ns = init_ns;
+	r->recovered = GPU_COMM_IS_RECOVERED(hash);
+}
+
+/* A communicator read from process memory that is not its process's first
+ * (which the process rows name): one NcclComm row per batch, from its
+ * calls' rank and size, so the server can place them too. */
+static void add_recovered_comm(struct batch_builder *bb, const struct gpu_data *d, int64_t proc,
+			       const struct gpu_event *e, uint64_t *seen, size_t *nseen)
+{
+	const struct gpu_proc_info *pi = gpu_data__proc(d, e->tgid);
+
+	if (!GPU_COMM_IS_RECOVERED(e->a[0]) || (pi && pi->comm_hash == e->a[0] && !pi->exited))
+		return;
+	for (size_t i = 0; i < *nseen; i++)
+		if (seen[i] == e->a[0])
+			return;
+	if (*nseen < BATCH_RECOVERED_COMMS)
+		seen[(*nseen)++] = e->a[0]; /* beyond: a row per call, still bounded */
+	add_comm(bb, proc, e->a[0], (int32_t)(e->a[5] & 0xffffffff), (int32_t)(e->a[5] >> 32), 0);
 }
 
 /* Communicators, collectives (one row per call on this rank) and stats. */
 static void add_nccl(struct batch_gpu *g, struct agent_batch *ab, const struct gpu_data *d)
 {
 	struct batch_builder *bb = agent_batch__builder(ab);
+	uint64_t seen[BATCH_RECOVERED_COMMS];
+	size_t nseen = 0;
 
 	for (size_t i = 0; i < d->nprocs; i++) {
 		const struct gpu_proc_info *pi = &d->procs[i];
@@ -547,6 +572,7 @@ static void add_nccl(struct batch_gpu *g, struct agent_batch *ab, const struct g
 					 (int32_t)(e->a[5] >> 32), e->start_ns);
 			continue;
 		}
+		add_recovered_comm(bb, d, proc, e, seen, &nseen);
 		ROW_OR_DROP(r, BB_COLL);
 		op = gpu_api_name(e->api);
 		if (!strncmp(op, "nccl", 4))
@@ -610,6 +636,41 @@ static void add_drops(struct batch_gpu *g, const struct gpu_data *d, struct batc
 	g->seen_rows = d->dropped_rows;
 	g->seen_calls = d->dropped_calls;
 	g->seen_allocs = d->allocs_dropped;
+}
+
+int batch_gpu__call_row(struct batch_gpu *g, struct agent_batch *ab, const struct gpu_data *d,
+			const struct gpu_event *e)
+{
+	struct batch_builder *bb = agent_batch__builder(ab);
+	uint32_t kind = gpu_api_kind(e->api);
+	Strata__V1__GpuCall *r;
+	const char *kernel;
+	int64_t proc = proc_of(ab, d, e->tgid), stack;
+
+	if (proc < 0)
+		return (int)proc;
+	stack = stack_of(g, bb, d, e->tgid, e->stack_id);
+	r = batch_builder__row(bb, BB_GPU_CALL);
+	if (!r)
+		return -ENOSPC; /* counted by the builder */
+	g->st.records++;
+	r->process = (uint32_t)proc;
+	r->tid = e->tid;
+	r->api_str = batch_builder__string(bb, gpu_api_name(e->api));
+	r->kind_str = batch_builder__string(bb, gpu_kind_name(kind));
+	kernel = kind == GPU_KIND_LAUNCH ? gpu_data__kernel(d, e->tgid, e->a[0]) : NULL;
+	r->name_str = batch_builder__string(bb, kernel ? kernel : "");
+	r->start_ns = e->start_ns;
+	r->end_ns = e->end_ns;
+	r->ret = e->ret;
+	if (kind == GPU_KIND_ALLOC || kind == GPU_KIND_FREE) {
+		r->ptr = e->a[0];
+		r->bytes = e->a[1];
+	} else if (kind == GPU_KIND_COPY) {
+		r->bytes = e->a[1];
+	}
+	r->stack = stack > 0 ? (uint32_t)stack : 0;
+	return 0;
 }
 
 int batch_gpu__add(struct batch_gpu *g, struct agent_batch *ab, const struct gpu_data *d,

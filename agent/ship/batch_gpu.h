@@ -46,6 +46,12 @@ void batch_gpu__drained(struct batch_gpu *g, struct agent_batch *ab, const struc
 int batch_gpu__add(struct batch_gpu *g, struct agent_batch *ab, const struct gpu_data *d,
 		   struct batch_meta *m);
 
+/* One traced GPU call (a deep capture's, or the out-of-memory ring's) as a
+ * GpuCall row with its process and stack.  0 or -errno (-ENOSPC: over the
+ * batch's bounds, counted). */
+int batch_gpu__call_row(struct batch_gpu *g, struct agent_batch *ab, const struct gpu_data *d,
+			const struct gpu_event *e);
+
 void batch_gpu__stats(const struct batch_gpu *g, struct batch_gpu_stats *st);
 
 #endif /* STRATA_AGENT_SHIP_BATCH_GPU_H */

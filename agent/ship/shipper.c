@@ -7,9 +7,12 @@
 #include <string.h>
 
 #include "agent/core/features.h"
+#include "agent/capture/capture_ctl.h"
 #include "agent/ship/agent_batch.h"
+#include "agent/ship/batch_capture.h"
 #include "agent/ship/batch_gpu.h"
 #include "agent/ship/batch_sched.h"
+#include "lib/clock.h"
 #include "lib/log.h"
 #include "uploader/batch_builder.h"
 
@@ -19,6 +22,8 @@ struct shipper {
 	struct uploader *up;
 	struct batch_gpu *gpu;	   /* NULL: the session has no GPU layer */
 	struct batch_sched *sched; /* NULL: the session has no scheduler layer */
+	struct capture_ctl *cap;   /* deep captures (agent/capture/) */
+	struct batch_capture *bcap;
 	uint32_t freq_hz;
 	uint64_t seq;
 	struct batch_meta m;			 /* the window's, filled in by the GPU window */
@@ -35,11 +40,27 @@ static int sample(void *ctx, const struct sampler_sample *smp)
 	return agent_batch__add_sampled(sh->ab, smp);
 }
 
+static int timed_sample(void *ctx, const struct sampler_sample *smp)
+{
+	struct shipper *sh = ctx;
+
+	return batch_capture__sample(sh->bcap, sh->ab, smp);
+}
+
 static void gpu_drained(void *ctx, const struct gpu_data *d)
 {
 	struct shipper *sh = ctx;
 
 	batch_gpu__drained(sh->gpu, sh->ab, d);
+	batch_capture__drained(sh->bcap, d);
+}
+
+/* The uploader's thread: the captures the server orders now. */
+static void on_reply(void *ctx, const Strata__V1__IngestReply *r)
+{
+	struct shipper *sh = ctx;
+
+	capture_ctl__post(sh->cap, r->captures, r->n_captures, mono_ns(), realtime_ns());
 }
 
 static int gpu_window(void *ctx, struct gpu *g, const struct session_window *w)
@@ -50,6 +71,7 @@ static int gpu_window(void *ctx, struct gpu *g, const struct session_window *w)
 	sh->m.start_ns = w->start_ns;
 	sh->m.end_ns = w->end_ns;
 	err = batch_gpu__add(sh->gpu, sh->ab, gpu__data(g), &sh->m);
+	batch_capture__gpu_window(sh->bcap, sh->gpu, sh->ab, gpu__data(g));
 	gpu__calls_taken(g);
 	return err;
 }
@@ -79,7 +101,13 @@ struct shipper *shipper__new(const struct shipper_opts *o, struct session *s)
 	sh->freq_hz = o->freq_hz;
 	struct uploader_opts uo = o->upload;
 
+	sh->cap = capture_ctl__new();
+	sh->bcap = sh->cap ? batch_capture__new(sh->cap) : NULL;
+	if (!sh->bcap)
+		goto err_out;
 	uo.node = o->node; /* the batches' node: symbol uploads name it */
+	uo.on_reply = on_reply;
+	uo.on_reply_ctx = sh;
 	sh->up = uploader__new(&uo);
 	if (!sh->up)
 		goto err_out;
@@ -119,6 +147,7 @@ struct shipper *shipper__new(const struct shipper_opts *o, struct session *s)
 	session__set_sink(s, &(struct session_sink){
 				     .ctx = sh,
 				     .sample = sample,
+				     .timed_sample = timed_sample,
 				     .gpu_drained = gpu_drained,
 				     .gpu_window = gpu_window,
 				     .sched_window = sched_window,
@@ -144,6 +173,7 @@ int shipper__period(struct shipper *sh, struct session *s)
 	err = session__end_window(s, &w);
 	if (err)
 		return err;
+	batch_capture__runs(sh->bcap, sh->ab); /* each capture's progress here */
 	agent_batch__stats(sh->ab, &as);
 	m = sh->m;
 	m.start_ns = w.start_ns;
@@ -164,6 +194,16 @@ int shipper__period(struct shipper *sh, struct session *s)
 		pr_warn("agent: cannot spool batch %llu: %s", (unsigned long long)m.seq,
 			strerror(-err));
 	return err;
+}
+
+int shipper__tick(struct shipper *sh, struct session *s)
+{
+	return capture_ctl__tick(sh->cap, s, mono_ns(), realtime_ns());
+}
+
+void shipper__stop(struct shipper *sh, struct session *s)
+{
+	capture_ctl__stop(sh->cap, s, mono_ns(), realtime_ns());
 }
 
 void shipper__report(struct shipper *sh)
@@ -215,7 +255,9 @@ void shipper__free(struct shipper *sh, uint32_t drain_ms)
 			(unsigned long long)us.duplicates, (unsigned long long)us.rejected,
 			(unsigned long long)us.spool.files);
 	}
-	uploader__free(sh->up);
+	uploader__free(sh->up); /* its thread posts to cap: stopped first */
+	batch_capture__free(sh->bcap);
+	capture_ctl__free(sh->cap);
 	batch_gpu__free(sh->gpu);
 	batch_sched__free(sh->sched);
 	agent_batch__free(sh->ab);

@@ -26,6 +26,13 @@ struct shipper *shipper__new(const struct shipper_opts *o, struct session *s);
 /* Ends the period (session__end_window): one batch built, spooled and
  * queued.  0 or -errno. */
 int shipper__period(struct shipper *sh, struct session *s);
+/* Deep captures (agent/capture/capture_ctl.h), from the agent's loop:
+ * starts and ends them on this agent's clock.  Returns the milliseconds
+ * until the next start or end (the loop waits no longer). */
+int shipper__tick(struct shipper *sh, struct session *s);
+/* Ends every capture now (the agent stops; the last batch says so). */
+void shipper__stop(struct shipper *sh, struct session *s);
+
 /* Prints batch and upload counters to stderr. */
 void shipper__report(struct shipper *sh);
 /* Waits up to drain_ms for the spool to empty, then stops. */

@@ -219,6 +219,18 @@ static const struct cell HANG[] = { C(job),	   C(kind),	C(comm_hash), C(seq),
 				    C(mismatched), C(report) };
 #undef C
 
+#define C(f) CELL(store_capture, f)
+static const struct cell CAPTURE[] = { C(id),	      C(job),	    C(trigger), C(reason),
+				       C(created_ns), C(start_ns),  C(end_ns),	C(freq_hz),
+				       C(offcpu),     C(gpu_calls), C(targets), C(state) };
+#undef C
+
+#define C(f) CELL(store_capture_run, f)
+static const struct cell CAPTURE_RUN[] = { C(node),    C(start_ns),   C(end_ns),  C(end_reason),
+					   C(freq_hz), C(processes),  C(samples), C(gpu_calls),
+					   C(dropped), C(reported_ns) };
+#undef C
+
 #define C(f) CELL(store_tally, f)
 static const struct cell TALLY[] = { C(node),	  C(pid),      SKIP_CELL /* the process key */,
 				     C(has_rank), C(rank),     C(fn),
@@ -232,7 +244,8 @@ static const struct cell EVENT[] = { C(kind),	   C(node),	     C(pid),	   C(tid)
 				     C(job),	   C(has_rank),	     C(rank),	   C(name),
 				     C(start_ns),  C(dur_ns),	     C(bytes),	   C(count),
 				     C(comm_hash), C(seq),	     U(comm_rank), U(comm_nranks),
-				     C(dtype),	   C(transfer_kind), C(direction) };
+				     C(dtype),	   C(transfer_kind), C(direction), C(call_kind),
+				     C(detail),	   C(ret),	     C(stack) };
 #undef U
 #undef C
 
@@ -256,6 +269,8 @@ EMIT(cpu_time, store_cpu_time, CPU_TIME)
 EMIT(node_clock, store_node_clock, NODE_CLOCK)
 EMIT(collstat, store_collstat, COLLSTAT)
 EMIT(hang, store_hang, HANG)
+EMIT(capture, store_capture, CAPTURE)
+EMIT(capture_run, store_capture_run, CAPTURE_RUN)
 
 void store_row__tally(const struct store_row *r, struct store_tally *t)
 {
@@ -263,10 +278,13 @@ void store_row__tally(const struct store_row *r, struct store_tally *t)
 	read_cells(r, TALLY, N(TALLY), t);
 }
 
-void store_events__init(struct store_events *ev, uint32_t limit, int *truncated, store_event_fn fn,
-			void *ctx)
+void store_events__init(struct store_events *ev, uint32_t kinds, uint32_t limit, int *truncated,
+			store_event_fn fn, void *ctx)
 {
-	*ev = (struct store_events){ .fn = fn, .ctx = ctx, .limit = limit ? limit : 100000 };
+	*ev = (struct store_events){ .fn = fn,
+				     .ctx = ctx,
+				     .limit = limit ? limit : 100000,
+				     .stacks = !!(kinds & STORE_EVENT_STACKS) };
 	ev->truncated = truncated ? truncated : &ev->own_truncated;
 	*ev->truncated = 0;
 }
@@ -275,13 +293,17 @@ int store_emit__event(const struct store_row *r, void *fn, void *ctx)
 {
 	struct store_events *ev = ctx;
 	struct store_event e = { 0 };
+	int err;
 
 	(void)fn;
 	if (ev->n >= ev->limit) { /* the query asks for one more than the limit */
 		*ev->truncated = 1;
 		return 1;
 	}
-	read_cells(r, EVENT, N(EVENT), &e);
+	/* the stack id is the last column: read only when asked for */
+	err = read_cells(r, EVENT, ev->stacks ? N(EVENT) : N(EVENT) - 1, &e);
+	if (err)
+		return err;
 	ev->n++;
 	return ev->fn(ev->ctx, &e);
 }

@@ -100,6 +100,13 @@ int store_emit__collstat(const struct store_row *r, void *fn, void *ctx);
  * until_ns, waiting, missing, mismatched, report */
 int store_emit__hang(const struct store_row *r, void *fn, void *ctx);
 
+/* id, job, trigger, reason, created_ns, start_ns, end_ns, freq_hz, offcpu,
+ * gpu_calls, targets, state */
+int store_emit__capture(const struct store_row *r, void *fn, void *ctx);
+/* node, start_ns, end_ns, end_reason, freq_hz, processes, samples,
+ * gpu_calls, dropped, reported_ns */
+int store_emit__capture_run(const struct store_row *r, void *fn, void *ctx);
+
 /* node, pid, (process key), has_rank, rank, fn, calls, total_ns, min_ns,
  * max_ns: the tally without its codes (each backend finds those). */
 void store_row__tally(const struct store_row *r, struct store_tally *t);
@@ -111,14 +118,17 @@ struct store_events {
 	uint32_t limit, n; /* hands out at most limit */
 	int *truncated;	   /* set when a row beyond the limit came */
 	int own_truncated; /* where truncated points when the caller gave none */
+	int stacks;	   /* STORE_EVENT_STACKS: the stack column is read */
 };
 
-/* The events query's arguments (limit 0: 100000); clears *truncated. */
-void store_events__init(struct store_events *ev, uint32_t limit, int *truncated, store_event_fn fn,
-			void *ctx);
+/* The events query's arguments (limit 0: 100000; kinds: whether stacks
+ * are wanted); clears *truncated. */
+void store_events__init(struct store_events *ev, uint32_t kinds, uint32_t limit, int *truncated,
+			store_event_fn fn, void *ctx);
 /* kind, node, pid, tid, job, has_rank, rank, name, start_ns, dur_ns, bytes,
  * count, comm_hash, seq, comm_rank (NULL: -1), comm_nranks (NULL: -1),
- * dtype, transfer_kind, direction.  Returns 1 at the limit. */
+ * dtype, transfer_kind, direction, call_kind, detail, ret, stack id (read
+ * with ev->stacks).  Returns 1 at the limit. */
 int store_emit__event(const struct store_row *r, void *fn, void *ctx);
 
 /* ---- diagnosis inputs both dialects query alike --------------------------------- */

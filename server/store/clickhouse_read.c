@@ -201,6 +201,9 @@ static int ch_tally(struct store *base, const struct store_filter *f, store_tall
 }
 
 #define EV_COLS(tid) "node, pid, " tid " AS t_id, job, has_rank, rank, "
+/* the GPU call's kind, detail and return code; the stack id */
+#define EV_TAIL(kind, detail, ret) \
+	" " kind " AS ck, " detail " AS de, toInt64(" ret ") AS rt, stack_id AS sid"
 
 static int ch_events(struct store *base, const struct store_filter *f, uint32_t kinds,
 		     uint32_t limit, int *truncated, store_event_fn fn, void *ctx)
@@ -211,29 +214,35 @@ static int ch_events(struct store *base, const struct store_filter *f, uint32_t 
 	const char *sep = "";
 	int err;
 
-	store_events__init(&ev, limit, truncated, fn, ctx);
-	if (!(kinds & (STORE_EVENT_COLLECTIVE | STORE_EVENT_TRANSFER | STORE_EVENT_LAUNCH)))
+	store_events__init(&ev, kinds, limit, truncated, fn, ctx);
+	if (!(kinds & ~STORE_EVENT_STACKS))
 		return 0;
+	/* columns: see store_emit__event (call_kind, detail, ret, stack last) */
 	ch_sql__add(&q, "SELECT * FROM (");
 	if (kinds & STORE_EVENT_COLLECTIVE) {
 		/* The communicator's rank/size from its latest init record. */
-		ch_sql__add(&q,
-			    "SELECT toUInt32(%u) AS k," EV_COLS(
-				    "tid") " op AS name, entry_ns AS start,"
-					   " toUInt64(if(exit_ns > entry_ns, exit_ns - entry_ns, "
-					   "0)) AS dur,"
-					   " bytes AS b, toUInt64(1) AS cnt, comm_hash AS ch, seq "
-					   "AS sq,"
-					   " if(known = 1, crank, -1) AS cr, if(known = 1, cn, -1) "
-					   "AS cnr,"
-					   " dtype AS dt, toUInt8(0) AS tk, toUInt8(0) AS dir"
-					   " FROM %s.nccl_collectives ANY LEFT JOIN"
-					   " (SELECT node, pid, pstart, comm_hash, "
-					   "argMax(comm_rank, init_ns) AS crank,"
-					   " argMax(nranks, init_ns) AS cn, toUInt8(1) AS known "
-					   "FROM %s.nccl_comms"
-					   " WHERE 1",
-			    STORE_EVENT_COLLECTIVE, s->db, s->db);
+		ch_sql__add(
+			&q,
+			"SELECT toUInt32(%u) AS k," EV_COLS(
+				"tid") " op AS name, entry_ns AS start,"
+				       " toUInt64(if(exit_ns > entry_ns, exit_ns - entry_ns, "
+				       "0)) AS dur,"
+				       " bytes AS b, toUInt64(1) AS cnt, comm_hash AS ch, seq "
+				       "AS sq,"
+				       " if(known = 1, crank, -1) AS cr, if(known = 1, cn, -1) "
+				       "AS cnr,"
+				       " dtype AS dt, toUInt8(0) AS tk, toUInt8(0) AS dir," EV_TAIL(
+					       "'collective'", "''",
+					       "toInt64(0)") " FROM %s.nccl_collectives ANY LEFT "
+							     "JOIN"
+							     " (SELECT node, pid, pstart, "
+							     "comm_hash, "
+							     "argMax(comm_rank, init_ns) AS crank,"
+							     " argMax(nranks, init_ns) AS cn, "
+							     "toUInt8(1) AS known "
+							     "FROM %s.nccl_comms"
+							     " WHERE 1",
+			STORE_EVENT_COLLECTIVE, s->db, s->db);
 		ch_filter(s, &q, &(struct store_filter){ .node = f->node }, NULL, 0);
 		ch_sql__add(&q, " GROUP BY node, pid, pstart, comm_hash)"
 				" USING (node, pid, pstart, comm_hash) WHERE 1");
@@ -247,8 +256,10 @@ static int ch_events(struct store *base, const struct store_filter *f, uint32_t 
 				"tid") " api AS name, start_ns AS start, ns AS dur, bytes AS b, "
 				       "count AS cnt,"
 				       " toUInt64(0) AS ch, toUInt64(0) AS sq, toInt32(-1) AS cr,"
-				       " toInt32(-1) AS cnr, '' AS dt, kind AS tk, direction AS dir"
-				       " FROM %s.cuda_transfers WHERE start_ns > 0",
+				       " toInt32(-1) AS cnr, '' AS dt, kind AS tk, direction AS "
+				       "dir," EV_TAIL("''", "''",
+						      "toInt64(0)") " FROM %s.cuda_transfers WHERE "
+								    "start_ns > 0",
 			sep, STORE_EVENT_TRANSFER, s->db);
 		ch_filter(s, &q, f, "start_ns", 1);
 		sep = " UNION ALL ";
@@ -261,13 +272,45 @@ static int ch_events(struct store *base, const struct store_filter *f, uint32_t 
 						   " count AS cnt, toUInt64(0) AS ch, toUInt64(0) "
 						   "AS sq, toInt32(-1) AS cr,"
 						   " toInt32(-1) AS cnr, '' AS dt, toUInt8(0) AS "
-						   "tk, toUInt8(0) AS dir"
-						   " FROM %s.cuda_launches WHERE 1",
+						   "tk, toUInt8(0) AS dir," EV_TAIL(
+							   "'launch'", "''",
+							   "toInt64(0)") " FROM %s.cuda_launches "
+									 "WHERE 1",
 			    sep, STORE_EVENT_LAUNCH, s->db);
 		ch_filter(s, &q, f, "b_start", 1);
+		sep = " UNION ALL ";
+	}
+	if (kinds & STORE_EVENT_CPU_SAMPLE) {
+		ch_sql__add(
+			&q,
+			"%sSELECT toUInt32(%u) AS k," EV_COLS(
+				"tid") " 'cpu' AS name, time_ns AS start, toUInt64(0) AS dur,"
+				       " toUInt64(0) AS b, toUInt64(1) AS cnt, toUInt64(0) AS ch,"
+				       " toUInt64(0) AS sq, toInt32(-1) AS cr, toInt32(-1) AS cnr,"
+				       " '' AS dt, toUInt8(0) AS tk, toUInt8(0) AS dir," EV_TAIL(
+					       "'cpu'", "''",
+					       "toInt64(0)") " FROM %s.capture_samples WHERE 1",
+			sep, STORE_EVENT_CPU_SAMPLE, s->db);
+		ch_filter(s, &q, f, "time_ns", 1);
+		sep = " UNION ALL ";
+	}
+	if (kinds & STORE_EVENT_GPU_CALL) {
+		ch_sql__add(
+			&q,
+			"%sSELECT toUInt32(%u) AS k," EV_COLS(
+				"tid") " api AS name, start_ns AS start,"
+				       " toUInt64(if(end_ns > start_ns, end_ns - start_ns, 0)) AS "
+				       "dur,"
+				       " bytes AS b, toUInt64(1) AS cnt, toUInt64(0) AS ch,"
+				       " toUInt64(0) AS sq, toInt32(-1) AS cr, toInt32(-1) AS cnr,"
+				       " '' AS dt, toUInt8(0) AS tk, toUInt8(0) AS dir," EV_TAIL(
+					       "kind", "kernel",
+					       "ret") " FROM %s.gpu_calls WHERE 1",
+			sep, STORE_EVENT_GPU_CALL, s->db);
+		ch_filter(s, &q, f, "start_ns", 1);
 	}
 	ch_sql__add(&q, ") ORDER BY start LIMIT %u", ev.limit + 1);
-	err = ch_query_rows(s, &q, "events", -1, store_emit__event, NULL, &ev);
+	err = ch_query_rows(s, &q, "events", ev.stacks ? 22 : -1, store_emit__event, NULL, &ev);
 	return err == 1 ? 0 : err;
 }
 
@@ -387,6 +430,41 @@ static int ch_hangs(struct store *base, const struct store_filter *f, store_hang
 	return ch_query_rows(s, &q, "hangs", -1, store_emit__hang, (void *)fn, ctx);
 }
 
+static int ch_captures(struct store *base, const struct store_filter *f, store_capture_fn fn,
+		       void *ctx)
+{
+	struct ch_store *s = (struct ch_store *)base;
+	struct store_filter g = { .from_ns = f->from_ns, .to_ns = f->to_ns };
+	struct ch_sql q = { 0 };
+
+	ch_sql__add(&q,
+		    "SELECT id, job, trigger, reason, created_ns, start_ns, end_ns, freq_hz,"
+		    " offcpu, gpu_calls, targets, state FROM %s.captures WHERE 1",
+		    s->db);
+	ch_filter(s, &q, &g, NULL, 0);
+	ch_and_quoted(&q, " AND job = ", f->job);
+	ch_sql__add(&q, " ORDER BY created_ns, state = 'cancelled'");
+	return ch_query_rows(s, &q, "captures", -1, store_emit__capture, (void *)fn, ctx);
+}
+
+static int ch_capture_runs(struct store *base, const char *capture, store_capture_run_fn fn,
+			   void *ctx)
+{
+	struct ch_store *s = (struct ch_store *)base;
+	struct ch_sql q = { 0 };
+
+	ch_sql__add(&q,
+		    "SELECT node, start_ns, argMax(end_ns, b_end), argMax(end_reason, b_end),"
+		    " argMax(freq_hz, b_end), argMax(processes, b_end), argMax(samples, b_end),"
+		    " argMax(gpu_calls, b_end), argMax(dropped, b_end), max(b_end)"
+		    " FROM %s.capture_runs WHERE 1",
+		    s->db);
+	ch_filter(s, &q, &(struct store_filter){ 0 }, NULL, 0);
+	ch_and_quoted(&q, " AND capture = ", capture);
+	ch_sql__add(&q, " GROUP BY node, start_ns ORDER BY node, start_ns");
+	return ch_query_rows(s, &q, "capture runs", -1, store_emit__capture_run, (void *)fn, ctx);
+}
+
 const struct store_ops clickhouse_store_ops = {
 	.name = "clickhouse",
 	.ingest = ch_store__ingest,
@@ -405,4 +483,6 @@ const struct store_ops clickhouse_store_ops = {
 	.node_clocks = ch_node_clocks,
 	.collective_stats = ch_collective_stats,
 	.hangs = ch_hangs,
+	.captures = ch_captures,
+	.capture_runs = ch_capture_runs,
 };

@@ -195,6 +195,7 @@ static const struct store_column NCCL_COMMS[] = {
 	COL("nranks", "nranks"),
 	COL("device", "device"),
 	COL("init_ns", "init_ns"),
+	SKIP("recovered", STORE_REF_NONE), /* the live diagnosis's alone */
 };
 
 static const struct store_column NCCL_COLLECTIVES[] = {
@@ -277,6 +278,61 @@ static const struct store_column HANGS[] = {
 	COL("missing", "missing"),
 	COL("mismatched", "mismatched"),
 	TEXT("report", "report_str"),
+};
+
+/* Triggered deep capture (docs/diagnosis.md "Deep capture"): an agent's
+ * part in a capture, its timed samples and traced GPU calls. */
+static const struct store_column CAPTURE_RUNS[] = {
+	TEXT("capture", "capture_str"),
+	COL("start_ns", "start_ns"),
+	COL("end_ns", "end_ns"),
+	TEXT("end_reason", "end_reason_str"),
+	COL("freq_hz", "freq_hz"),
+	COL("processes", "processes"),
+	COL("samples", "samples"),
+	COL("gpu_calls", "gpu_calls"),
+	COL("dropped", "dropped"),
+	TEXT("trigger", "trigger_str"),
+	COL("pid", "pid"),
+	COL("from_ns", "from_ns"),
+	COL("until_ns", "until_ns"),
+};
+
+static const struct store_column CAPTURE_SAMPLES[] = {
+	PROCESS,
+	COL("tid", "tid"),
+	STACK("stack_id"),
+	COL("time_ns", "time_ns"),
+};
+
+static const struct store_column GPU_CALLS[] = {
+	PROCESS,
+	COL("tid", "tid"),
+	TEXT("api", "api_str"),
+	TEXT("kind", "kind_str"),
+	TEXT("kernel", "name_str"),
+	COL("start_ns", "start_ns"),
+	COL("end_ns", "end_ns"),
+	COL("ret", "ret"),
+	COL("bytes", "bytes"),
+	COL("ptr", "ptr"),
+	STACK("stack_id"),
+};
+
+/* Server-derived: the captures (the latest record of an id wins). */
+static const struct store_column CAPTURES[] = {
+	TEXT("id", "id_str"),
+	TEXT("job", "job_str"),
+	TEXT("trigger", "trigger_str"),
+	TEXT("reason", "reason_str"),
+	COL("created_ns", "created_ns"),
+	COL("start_ns", "start_ns"),
+	COL("end_ns", "end_ns"),
+	COL("freq_hz", "freq_hz"),
+	COL("offcpu", "offcpu"),
+	COL("gpu_calls", "gpu_calls"),
+	TEXT("targets", "targets_str"),
+	TEXT("state", "state_str"),
 };
 
 static const struct store_column SOFTIRQ_VECTORS[] = {
@@ -363,6 +419,19 @@ const struct store_table STORE_TABLES[STORE_NTABLES] = {
 	[STORE_T_HANGS] = { TABLE("hangs", strata__v1__hang__descriptor, 0, "job, b_end, comm_hash",
 				  HANGS),
 			    .index = "job(job)" },
+	[STORE_T_CAPTURE_RUNS] = { TABLE("capture_runs", strata__v1__capture_run__descriptor, 0,
+					 "capture, node, b_end", CAPTURE_RUNS),
+				   .index = "capture(capture)" },
+	[STORE_T_CAPTURE_SAMPLES] = { TABLE("capture_samples",
+					    strata__v1__capture_sample__descriptor, 1,
+					    "node, pid, time_ns", CAPTURE_SAMPLES),
+				      .index = "time(time_ns)" },
+	[STORE_T_GPU_CALLS] = { TABLE("gpu_calls", strata__v1__gpu_call__descriptor, 1,
+				      "node, pid, start_ns", GPU_CALLS),
+				.index = "time(start_ns)" },
+	[STORE_T_CAPTURES] = { TABLE("captures", strata__v1__capture__descriptor, 0, "id, b_end",
+				     CAPTURES),
+			       .index = "id(id)" },
 };
 
 const char *const STORE_BATCH_FIELDS_APART[] = {

@@ -118,6 +118,10 @@ enum store_table_id {
 	STORE_T_INFLIGHT_CALLS,
 	STORE_T_THREAD_STATES,
 	STORE_T_HANGS, /* server-derived */
+	STORE_T_CAPTURE_RUNS,
+	STORE_T_CAPTURE_SAMPLES,
+	STORE_T_GPU_CALLS,
+	STORE_T_CAPTURES, /* server-derived */
 	STORE_NTABLES,
 };
 

@@ -179,7 +179,8 @@ static int sq_events(struct store *base, const struct store_filter *f, uint32_t 
 	const char *sep = "";
 	int err;
 
-	store_events__init(&ev, limit, truncated, fn, ctx);
+	store_events__init(&ev, kinds, limit, truncated, fn, ctx);
+	/* columns: see store_emit__event (call_kind, detail, ret, stack last) */
 	if (kinds & STORE_EVENT_COLLECTIVE) {
 		sq_add(&q,
 		       "SELECT %u," EV_COLS "t.op, t.entry_ns, t.exit_ns - t.entry_ns, t.bytes, 1,"
@@ -188,7 +189,8 @@ static int sq_events(struct store *base, const struct store_filter *f, uint32_t 
 		       "  c.comm_hash = t.comm_hash ORDER BY c.init_ns DESC LIMIT 1),"
 		       " (SELECT nranks FROM nccl_comms c WHERE c.process = t.process AND"
 		       "  c.comm_hash = t.comm_hash ORDER BY c.init_ns DESC LIMIT 1),"
-		       " t.dtype, 0, 0" FROM_PROC_BATCH("nccl_collectives"),
+		       " t.dtype, 0, 0, 'collective', '', 0, t.stack_id" FROM_PROC_BATCH(
+			       "nccl_collectives"),
 		       STORE_EVENT_COLLECTIVE, "t.tid");
 		sq_filter(&q, f, "t.entry_ns");
 		sep = " UNION ALL ";
@@ -196,8 +198,8 @@ static int sq_events(struct store *base, const struct store_filter *f, uint32_t 
 	if (kinds & STORE_EVENT_TRANSFER) {
 		sq_add(&q,
 		       "%sSELECT %u," EV_COLS "t.api, t.start_ns, t.ns, t.bytes, t.count, 0, 0,"
-		       " NULL, NULL, '', t.kind, t.direction" FROM_PROC_BATCH(
-			       "cuda_transfers") " AND t.start_ns > 0",
+		       " NULL, NULL, '', t.kind, t.direction, '', '', 0, "
+		       "t.stack_id" FROM_PROC_BATCH("cuda_transfers") " AND t.start_ns > 0",
 		       sep, STORE_EVENT_TRANSFER, "t.tid");
 		sq_filter(&q, f, "t.start_ns");
 		sep = " UNION ALL ";
@@ -205,14 +207,33 @@ static int sq_events(struct store *base, const struct store_filter *f, uint32_t 
 	if (kinds & STORE_EVENT_LAUNCH) {
 		sq_add(&q,
 		       "%sSELECT %u," EV_COLS "t.kernel, b.start_ns, t.ns_in_call, 0, t.count, 0,"
-		       " 0, NULL, NULL, '', 0, 0" FROM_PROC_BATCH("cuda_launches"),
+		       " 0, NULL, NULL, '', 0, 0, 'launch', '', 0, t.stack_id" FROM_PROC_BATCH(
+			       "cuda_launches"),
 		       sep, STORE_EVENT_LAUNCH, "0");
 		sq_filter(&q, f, "b.start_ns");
+		sep = " UNION ALL ";
 	}
-	if (!kinds)
+	if (kinds & STORE_EVENT_CPU_SAMPLE) {
+		sq_add(&q,
+		       "%sSELECT %u," EV_COLS "'cpu', t.time_ns, 0, 0, 1, 0, 0, NULL, NULL, '',"
+		       " 0, 0, 'cpu', '', 0, t.stack_id" FROM_PROC_BATCH("capture_samples"),
+		       sep, STORE_EVENT_CPU_SAMPLE, "t.tid");
+		sq_filter(&q, f, "t.time_ns");
+		sep = " UNION ALL ";
+	}
+	if (kinds & STORE_EVENT_GPU_CALL) {
+		sq_add(&q,
+		       "%sSELECT %u," EV_COLS "t.api, t.start_ns,"
+		       " CASE WHEN t.end_ns > t.start_ns THEN t.end_ns - t.start_ns ELSE 0 END,"
+		       " t.bytes, 1, 0, 0, NULL, NULL, '', 0, 0, t.kind, t.kernel, t.ret,"
+		       " t.stack_id" FROM_PROC_BATCH("gpu_calls"),
+		       sep, STORE_EVENT_GPU_CALL, "t.tid");
+		sq_filter(&q, f, "t.start_ns");
+	}
+	if (!(kinds & ~STORE_EVENT_STACKS))
 		return 0;
 	sq_add(&q, " ORDER BY 9 LIMIT %u", ev.limit + 1);
-	err = sq_query_rows(s, &q, store_emit__event, NULL, &ev, 0);
+	err = sq_query_rows(s, &q, store_emit__event, NULL, &ev, ev.stacks);
 	return err == 1 ? 0 : err; /* 1: stopped at the limit */
 }
 
@@ -333,6 +354,36 @@ static int sq_hangs(struct store *base, const struct store_filter *f, store_hang
 	return sq_query_rows(s, &q, store_emit__hang, (void *)fn, ctx, 0);
 }
 
+static int sq_captures(struct store *base, const struct store_filter *f, store_capture_fn fn,
+		       void *ctx)
+{
+	struct sqlite_store *s = (struct sqlite_store *)base;
+	struct sq_query q = { .len = 0 };
+
+	sq_add(&q, "SELECT t.id, t.job, t.trigger, t.reason, t.created_ns, t.start_ns, t.end_ns,"
+		   " t.freq_hz, t.offcpu, t.gpu_calls, t.targets, t.state"
+		   " FROM captures t JOIN batches b ON b.id = t.batch WHERE 1");
+	sq_window(&q, f, "b.end_ns", "b.start_ns");
+	sq_and_text(&q, " AND t.job = ?", f->job);
+	sq_add(&q, " ORDER BY t.created_ns, t.state = 'cancelled'");
+	return sq_query_rows(s, &q, store_emit__capture, (void *)fn, ctx, 0);
+}
+
+static int sq_capture_runs(struct store *base, const char *capture, store_capture_run_fn fn,
+			   void *ctx)
+{
+	struct sqlite_store *s = (struct sqlite_store *)base;
+	struct sq_query q = { .len = 0 };
+
+	/* the latest row of each node's agent run */
+	sq_add(&q, "SELECT b.node, t.start_ns, t.end_ns, t.end_reason, t.freq_hz, t.processes,"
+		   " t.samples, t.gpu_calls, t.dropped, MAX(b.end_ns)"
+		   " FROM capture_runs t JOIN batches b ON b.id = t.batch WHERE t.capture = ?");
+	sq_text(&q, capture);
+	sq_add(&q, " GROUP BY b.node, t.start_ns ORDER BY b.node, t.start_ns");
+	return sq_query_rows(s, &q, store_emit__capture_run, (void *)fn, ctx, 0);
+}
+
 const struct store_ops sqlite_store_ops = {
 	.name = "sqlite",
 	.ingest = sqlite_store__ingest,
@@ -351,4 +402,6 @@ const struct store_ops sqlite_store_ops = {
 	.node_clocks = sq_node_clocks,
 	.collective_stats = sq_collective_stats,
 	.hangs = sq_hangs,
+	.captures = sq_captures,
+	.capture_runs = sq_capture_runs,
 };

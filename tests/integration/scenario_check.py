@@ -11,9 +11,6 @@ strata-server's API and the webhook receiver's log, in real time.
   scenario_check.py ... none
       SECONDS of a healthy job: windows judged, no straggler, no leak, no
       webhook (the false-positive check)
-  scenario_check.py ... unplaced
-      a job whose communicators initialised before the agent: nothing
-      flagged, its collectives counted as unplaced (identity unknown)
 
 Prints the detected rank, layer and seconds from the fault onset (printed
 by train_sim) to the alert; with $SCENARIO_RESULTS set, appends the result
@@ -223,25 +220,6 @@ def check_none(sc, args):
             'onset_to_alert_s': '-', 'alert': 'none'})
 
 
-def check_unplaced(sc, args):
-    """A job whose communicator initialisation no agent saw: nothing may be
-    flagged, and its collectives are counted as unplaced."""
-    end = sc.onset + args.timeout
-    while time.time() < end:
-        conf, hooks = sc.confirmed(), sc.hooks()
-        if conf or hooks:
-            fail('a job of unknown identity was judged: stragglers %s hooks %s' % (conf, hooks))
-        time.sleep(0.5)
-    m = re.search(r'^strata_straggler_events_unplaced_total\{why="no_rank"\} (\d+)$',
-                  sc.get('/metrics'), re.M)
-    if not m or int(m.group(1)) == 0:
-        fail('no collective counted as unplaced (no_rank)')
-    record({'scenario': args.name, 'rank': '-', 'layer': '-',
-            'detail': 'identity unknown (initialised before the agent): %s collective events '
-                      'counted unplaced, nothing flagged in %d s' % (m.group(1), args.timeout),
-            'onset_to_alert_s': '-', 'alert': 'none'})
-
-
 def main():
     p = argparse.ArgumentParser()
     p.add_argument('--port', type=int, required=True)
@@ -255,15 +233,14 @@ def main():
     p.add_argument('--want-finding', action='append',
                    help='METRIC[,METRIC...]:EVIDENCE, a finding of the straggler rank (one '
                    'of the metrics) whose evidence contains EVIDENCE')
-    p.add_argument('mode', choices=('straggler', 'leak', 'none', 'unplaced'))
+    p.add_argument('mode', choices=('straggler', 'leak', 'none'))
     p.add_argument('rank', type=int, nargs='?')
     p.add_argument('layer', nargs='?')
     args = p.parse_args()
     args.name = args.name or args.mode
     sc = Scenario(args)
     sc.find_job()
-    {'straggler': check_straggler, 'leak': check_leak, 'none': check_none,
-     'unplaced': check_unplaced}[args.mode](sc, args)
+    {'straggler': check_straggler, 'leak': check_leak, 'none': check_none}[args.mode](sc, args)
 
 
 if __name__ == '__main__':

@@ -6,11 +6,17 @@ source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/python_lib.sh"
 require_bpf
 hot=$(py_marker_line "$PYFIX/py_chain.py" INNER_HOT_LINE)
+# Under emulation (the TCG VM of test_vm_kernels) the agent takes seconds
+# to build an interpreter's unwind tables before its first drain; a 2-s
+# script has exited by then, and its code objects can no longer be read
+# from its memory (python symbols read_failed, ESRCH): it runs 15 s there.
+secs=2
+[ "${STRATA_VM_ACCEL:-}" = tcg ] && secs=15
 ran=0
 for py in $(py_interpreters); do
 	ran=$((ran + 1))
 	out=$T/chain-$ran.folded
-	"$STRATA" record -v -F 199 -o "$out" -- "$py" "$PYFIX/py_chain.py" 2 2> "$T/err"
+	"$STRATA" record -v -F 199 -o "$out" -- "$py" "$PYFIX/py_chain.py" $secs 2> "$T/err"
 	grep -E '^  python' "$T/err" || true
 	total=$(folded_sum "$out" "" "")
 	chain=$(py_frames_sum "$out" \

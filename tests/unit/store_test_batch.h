@@ -178,7 +178,7 @@ static void tb_alloc(struct tb *t, uint32_t proc, uint64_t ptr, uint64_t size, u
 }
 
 /* A batch of node n: two ranks of job "j1" and an unranked process. */
-static void tb_standard(struct tb *t, uint8_t id, const char *node, uint64_t start)
+static inline void tb_standard(struct tb *t, uint8_t id, const char *node, uint64_t start)
 {
 	tb_init(t, id, node, start);
 	uint32_t r0 = tb_proc(t, 100, "j1", 0), r1 = tb_proc(t, 101, "j1", 1);

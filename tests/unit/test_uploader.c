@@ -168,6 +168,45 @@ static void test_parse_missing(void **state)
 	assert_int_equal(uploader__parse_missing("garbage", ids, 4), 0);
 }
 
+/* The protobuf answer (Accept: application/x-strata-reply): missing ids as
+ * in JSON, and the deep captures the server orders; garbage decodes to none. */
+static void test_parse_reply(void **state)
+{
+	Strata__V1__IngestReply a = STRATA__V1__INGEST_REPLY__INIT, *got = NULL;
+	Strata__V1__CaptureOrder o = STRATA__V1__CAPTURE_ORDER__INIT, *op = &o;
+	Strata__V1__CaptureTarget t = STRATA__V1__CAPTURE_TARGET__INIT, *tp = &t;
+	char *missing[] = { "abcd", "NOPE", "0123" }, ids[4][129];
+	uint8_t buf[512];
+	size_t len;
+
+	(void)state;
+	a.status = "stored";
+	a.missing_build_ids = missing;
+	a.n_missing_build_ids = 3;
+	o.id = "0123456789abcdef0123456789abcdef";
+	o.job = "j1";
+	o.start_ns = 5;
+	o.end_ns = 6;
+	o.freq_hz = 99;
+	t.node = "n1";
+	t.pid = 42;
+	o.targets = &tp;
+	o.n_targets = 1;
+	a.captures = &op;
+	a.n_captures = 1;
+	len = strata__v1__ingest_reply__pack(&a, buf);
+	assert_int_equal(uploader__parse_reply(buf, len, ids, 4, &got), 2);
+	assert_string_equal(ids[1], "0123");
+	assert_non_null(got);
+	assert_int_equal(got->n_captures, 1);
+	assert_string_equal(got->captures[0]->id, o.id);
+	assert_int_equal(got->captures[0]->targets[0]->pid, 42);
+	strata__v1__ingest_reply__free_unpacked(got, NULL);
+	assert_int_equal(uploader__parse_reply((const uint8_t *)"\xff\xff\xff", 3, ids, 4, &got),
+			 0);
+	assert_null(got);
+}
+
 static void test_cgroup_ids(void **state)
 {
 	char c[80], p[80];
@@ -251,6 +290,7 @@ int main(void)
 		cmocka_unit_test(test_round_trip),
 		cmocka_unit_test(test_bounds),
 		cmocka_unit_test(test_parse_missing),
+		cmocka_unit_test(test_parse_reply),
 		cmocka_unit_test(test_cgroup_ids),
 		cmocka_unit_test(test_labels_from_environment),
 	};
