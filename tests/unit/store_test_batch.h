@@ -159,8 +159,8 @@ static void tb_cpu(struct tb *t, uint32_t proc, uint32_t stack, uint64_t count)
 
 /* An allocation of ptr (size bytes at at, freed at freed_at, 0: not
  * freed) by process proc at stack 1; free_only: the free of an earlier one. */
-static void tb_alloc(struct tb *t, uint32_t proc, uint64_t ptr, uint64_t size, uint64_t at,
-		     uint64_t freed_at, int free_only)
+static inline void tb_alloc(struct tb *t, uint32_t proc, uint64_t ptr, uint64_t size, uint64_t at,
+			    uint64_t freed_at, int free_only)
 {
 	size_t i = t->b.n_cuda_allocs++;
 
