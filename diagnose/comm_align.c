@@ -143,7 +143,17 @@ int comm_align__add(struct comm_align *a, uint64_t key, uint32_t rank, uint32_t 
 	s = stream_of(a, key, 1);
 	if (!s)
 		return -ENOSPC;
-	if (!s->rank && !s->nranks) {
+	if (s->nranks && (s->rank != rank || s->nranks != nranks)) {
+		/* the process says another rank now: a new stream, no evidence */
+		if (!s->aligned)
+			a->st.calls_lost += s->n;
+		free(s->ring);
+		memset(s, 0, sizeof(*s));
+		s->used = 1;
+		s->key = key;
+		a->st.streams++;
+	}
+	if (!s->nranks) {
 		s->rank = rank;
 		s->nranks = nranks;
 		s->pid = pid;
