@@ -65,10 +65,10 @@ void sq_close(struct store *base);
 
 /* ---- query building (sqlite_query.c) ----------------------------------------- */
 
-#define SQ_MAX_BINDS 16
+#define SQ_MAX_BINDS 48
 
 struct sq_query {
-	char sql[4096];
+	char sql[8192];
 	size_t len;
 	int overflow;
 	int nbind;
