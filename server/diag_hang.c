@@ -73,7 +73,7 @@ size_t diag_hang__feed(struct hang_detector *hd, const Strata__V1__Batch *b, con
 				       .exit_ns = c->exit_ns ? (int64_t)c->exit_ns : 1 };
 
 		if (strcmp(store_process__job(b, p), job) || is_p2p(op) || !c->comm_hash ||
-		    rank_of(ctx, b->node, p->pid, c->comm_hash, &k.rank, &k.nranks))
+		    rank_of(ctx, b->node, p->pid, &k.comm_hash, &k.seq, &k.rank, &k.nranks))
 			continue;
 		hang_detector__call(hd, &k);
 		nccl++;
@@ -102,9 +102,15 @@ size_t diag_hang__feed(struct hang_detector *hd, const Strata__V1__Batch *b, con
 		}
 		if (is_p2p(api))
 			continue;
-		if ((k.rank < 0 || k.nranks <= 0) &&
-		    rank_of(ctx, b->node, p->pid, c->comm_hash, &k.rank, &k.nranks))
+		int32_t rank = k.rank, nranks = k.nranks;
+		int known = rank_of(ctx, b->node, p->pid, &k.comm_hash, &k.seq, &k.rank, &k.nranks);
+
+		if (known == -EAGAIN || (known && (rank < 0 || nranks <= 0)))
 			continue;
+		if (known) { /* the call's own word */
+			k.rank = rank;
+			k.nranks = nranks;
+		}
 		hang_detector__call(hd, &k);
 		nccl++;
 	}

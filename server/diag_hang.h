@@ -19,9 +19,13 @@
 #include "strata.pb-c.h"
 
 /* A rank's identity in a communicator, by (node, pid, communicator): 0
- * and *rank, *nranks, or -ENOENT. */
-typedef int (*diag_rank_fn)(void *ctx, const char *node, uint32_t pid, uint64_t comm, int32_t *rank,
-			    int32_t *nranks);
+ * and *rank, *nranks, with *comm and *seq translated to the cross-rank
+ * communicator when the process's own is a recovered one
+ * (diagnose/comm_align.h); -ENOENT unknown; -EAGAIN a recovered
+ * communicator not matched across ranks yet (its calls cannot be placed,
+ * whatever rank they carry). */
+typedef int (*diag_rank_fn)(void *ctx, const char *node, uint32_t pid, uint64_t *comm,
+			    uint64_t *seq, int32_t *rank, int32_t *nranks);
 
 /* Feeds what b says about job's processes into hd; returns how many NCCL
  * calls (completed or in flight) it held. */

@@ -13,6 +13,7 @@
 #include "diagnose/comm_align.h"
 #include "lib/clock.h"
 #include "lib/hash.h"
+#include "server/capture_trigger.h"
 #include "server/diag_hang.h"
 #include "server/diag_inputs.h"
 #include "server/diag_live.h"
@@ -84,6 +85,7 @@ struct diag_live *diag_live__new(const struct diag_live_opts *o)
 			l->has_hopts = 1;
 		}
 		l->o.store = o->store;
+		l->o.triggers = o->triggers;
 	}
 	l->jobs = calloc(l->o.max_jobs, sizeof(*l->jobs));
 	l->ranks = calloc(RANK_CACHE, sizeof(*l->ranks));
@@ -241,7 +243,7 @@ static struct live_job *job_of(struct diag_live *l, const char *job)
 static void enqueue(struct diag_live *l, const struct straggler_transition *tr, int n)
 {
 	for (int i = 0; i < n; i++) {
-		if (!l->o.alert_webhook)
+		if (!l->o.alert_webhook && !l->o.triggers)
 			break;
 		if (l->nqueue == MAX_QUEUE) {
 			l->st.alerts_dropped += (uint64_t)(n - i);
@@ -260,7 +262,7 @@ static void enqueue_hangs(struct diag_live *l, const struct hang_transition *tr,
 			tr[i].h.kind == HANG_MISMATCH ? l->st.mismatches++ : l->st.hangs++;
 		else
 			l->st.hang_clears++;
-		if (!l->o.alert_webhook && !l->o.store)
+		if (!l->o.alert_webhook && !l->o.store && !l->o.triggers)
 			continue;
 		if (l->nhqueue == MAX_HANG_QUEUE) {
 			l->st.hangs_dropped++;
@@ -380,13 +382,22 @@ static void feed_job(struct diag_live *l, const Strata__V1__Batch *b, const char
 		enqueue(l, tr, k);
 }
 
-static int rank_lookup(void *ctx, const char *node, uint32_t pid, uint64_t comm, int32_t *rank,
-		       int32_t *nranks)
-{
-	struct rank_slot *rs = rank_find(ctx, rank_key(node, pid, comm), 0);
+struct lookup_ctx {
+	struct diag_live *l;
+	struct live_job *j;
+};
 
-	if (!rs || rs->rank < 0 || rs->nranks <= 0 || rs->recovered)
+static int rank_lookup(void *ctx, const char *node, uint32_t pid, uint64_t *comm, uint64_t *seq,
+		       int32_t *rank, int32_t *nranks)
+{
+	struct lookup_ctx *c = ctx;
+	struct rank_slot *rs = rank_find(c->l, rank_key(node, pid, *comm), 0);
+
+	if (!rs || rs->rank < 0 || rs->nranks <= 0)
 		return -ENOENT;
+	/* a recovered communicator: its group's hash and numbering, once matched */
+	if (rs->recovered && (!c->j->align || comm_align__map(c->j->align, rs->key, comm, seq)))
+		return -EAGAIN;
 	*rank = rs->rank;
 	*nranks = rs->nranks;
 	return 0;
@@ -403,7 +414,7 @@ static void feed_hangs(struct diag_live *l, const Strata__V1__Batch *b, const ch
 
 	if (!j)
 		return;
-	if (diag_hang__feed(j->hd, b, job, rank_lookup, l))
+	if (diag_hang__feed(j->hd, b, job, rank_lookup, &(struct lookup_ctx){ l, j }))
 		j->last_ns = now_ns; /* ranks waiting in a collective: not idle */
 	n = hang_detector__evaluate(j->hd, tr, 64);
 	if (n > 64) {
@@ -572,6 +583,45 @@ static void post_hangs(struct diag_live *l, const struct hang_transition *tr, si
 	pthread_mutex_unlock(&l->lock);
 }
 
+/* Deep captures (server/capture_trigger.h): a confirmed straggler's rank
+ * and two healthy peers, a confirmed hang's ranks, and each live job on
+ * schedule.  On the live thread, without the lock. */
+static void trigger_captures(struct diag_live *l, const struct straggler_transition *tr, size_t n,
+			     const struct hang_transition *ht, size_t nh)
+{
+	struct straggler_rank *ranks = NULL;
+	char(*jobs)[DIAG_NAME_LEN] = NULL;
+	uint64_t now = realtime_ns();
+	size_t njobs = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		size_t k;
+
+		if (tr[i].change != STRAGGLER_CONFIRM)
+			continue;
+		if (!ranks && !(ranks = calloc(METRIC_RANKS, sizeof(*ranks))))
+			break;
+		k = diag_live__stragglers(l, tr[i].r.job, 0, ranks, METRIC_RANKS);
+		capture_triggers__straggler(l->o.triggers, &tr[i], ranks,
+					    k < METRIC_RANKS ? k : METRIC_RANKS, now);
+	}
+	for (size_t i = 0; i < nh; i++)
+		if (ht[i].change == HANG_CONFIRM)
+			capture_triggers__hang(l->o.triggers, &ht[i].h, now);
+	/* the schedule: every live job */
+	jobs = malloc(l->o.max_jobs * sizeof(*jobs));
+	if (jobs) {
+		pthread_mutex_lock(&l->lock);
+		for (uint32_t i = 0; i < l->njobs && njobs < l->o.max_jobs; i++)
+			memcpy(jobs[njobs++], l->jobs[i]->job, DIAG_NAME_LEN);
+		pthread_mutex_unlock(&l->lock);
+		for (size_t i = 0; i < njobs; i++)
+			capture_triggers__schedule(l->o.triggers, jobs[i], now);
+	}
+	free(jobs);
+	free(ranks);
+}
+
 static void *live_thread(void *arg)
 {
 	struct diag_live *l = arg;
@@ -599,11 +649,13 @@ static void *live_thread(void *arg)
 			l->nhqueue = 0;
 		}
 		pthread_mutex_unlock(&l->lock);
+		if (l->o.triggers)
+			trigger_captures(l, batch, n, hbatch, nh);
 		if (nh)
 			post_hangs(l, hbatch, nh);
 		/* One payload per group of changes; a slow receiver delays
 		 * only this thread. */
-		for (size_t i = 0; i < n;) {
+		for (size_t i = 0; l->o.alert_webhook && i < n;) {
 			size_t k = i + 1;
 
 			while (k < n && !strcmp(batch[k].r.job, batch[i].r.job))

@@ -30,6 +30,8 @@
 
 #include "strata.pb-c.h"
 
+struct capture_triggers;
+
 struct diag_live_opts {
 	size_t sz;
 	uint32_t max_jobs;			/* 64 */
@@ -39,6 +41,8 @@ struct diag_live_opts {
 	const struct straggler_opts *straggler; /* NULL: defaults */
 	const struct hang_opts *hang;		/* NULL: defaults */
 	struct store *store;			/* hang reports are kept there (NULL: not kept) */
+	/* deep captures on confirmations and on schedule (NULL: none) */
+	struct capture_triggers *triggers;
 };
 
 struct diag_live_stats {

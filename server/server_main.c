@@ -18,6 +18,7 @@
 #include "lib/cli.h"
 #include "lib/clock.h"
 #include "server/capture.h"
+#include "server/capture_trigger.h"
 #include "server/diag_engine.h"
 #include "server/diag_live.h"
 #include "server/server.h"
@@ -35,6 +36,8 @@ struct server_opts {
 	const char *alert_webhook, *external_url;
 	/* deep captures (server/capture.h) */
 	uint32_t capture_max_s, capture_lead_ms, capture_max_active;
+	uint32_t capture_every_s; /* schedule (0: none) */
+	int no_capture_triggers;  /* no captures on straggler/hang confirmations */
 };
 
 static void usage(FILE *f)
@@ -74,13 +77,17 @@ static void usage(FILE *f)
 	      "      --capture-lead-ms N  an API capture starts this long after it is asked\n"
 	      "                           for, so every agent has heard of it (default 11000:\n"
 	      "                           one agent period and the upload)\n"
-	      "      --capture-max-active N  captures running at once (default 8)\n",
+	      "      --capture-max-active N  captures running at once (default 8)\n"
+	      "      --capture-every-s N  capture each live job's ranks every N s (default:\n"
+	      "                           never)\n"
+	      "      --no-capture-triggers  no capture when a straggler or hang is confirmed\n",
 	      f);
 }
 
 static int serve(const struct server_opts *o)
 {
 	struct server srv = { 0 };
+	struct capture_triggers *triggers = NULL;
 	struct http_daemon *d = NULL;
 	char err[512], bdir[PATH_MAX];
 	char *spec = NULL; /* the store spec, with its password */
@@ -170,6 +177,20 @@ static int serve(const struct server_opts *o)
 			.store = srv.store, /* hang reports: GET /api/v1/hangs?from=&to= */
 		};
 
+		/* deep captures on confirmations (and on schedule): they
+		 * start one agent period later, so every agent has heard */
+		if (!o->no_capture_triggers || o->capture_every_s) {
+			struct capture_triggers_opts to = { .lead_ms = o->capture_lead_ms,
+							    .every_s = o->capture_every_s };
+
+			triggers = capture_triggers__new(srv.captures, &to);
+			if (!triggers) {
+				fprintf(stderr, "strata-server: %s\n", strerror(ENOMEM));
+				goto out;
+			}
+			lopts.triggers = triggers;
+		}
+
 		srv.diag = diag_engine__new(srv.store, &dopts);
 		srv.live = diag_live__new(&lopts);
 		if (!srv.diag || diag_engine__start(srv.diag) || !srv.live ||
@@ -208,6 +229,7 @@ static int serve(const struct server_opts *o)
 out:
 	http__stop(d);
 	diag_live__free(srv.live);
+	capture_triggers__free(triggers);
 	kernel_paths__fini(&srv.kpaths);
 	diag_engine__free(srv.diag);
 	central_sym__free(srv.sym);
@@ -243,6 +265,8 @@ int main(int argc, char **argv)
 		OPT_CAPTURE_MAX_S,
 		OPT_CAPTURE_LEAD,
 		OPT_CAPTURE_ACTIVE,
+		OPT_CAPTURE_EVERY,
+		OPT_NO_CAPTURE_TRIGGERS,
 	};
 	static const struct option longopts[] = {
 		{ "listen", required_argument, NULL, 'l' },
@@ -272,6 +296,8 @@ int main(int argc, char **argv)
 		{ "capture-max-s", required_argument, NULL, OPT_CAPTURE_MAX_S },
 		{ "capture-lead-ms", required_argument, NULL, OPT_CAPTURE_LEAD },
 		{ "capture-max-active", required_argument, NULL, OPT_CAPTURE_ACTIVE },
+		{ "capture-every-s", required_argument, NULL, OPT_CAPTURE_EVERY },
+		{ "no-capture-triggers", no_argument, NULL, OPT_NO_CAPTURE_TRIGGERS },
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
@@ -373,6 +399,12 @@ int main(int argc, char **argv)
 			break;
 		case OPT_CAPTURE_LEAD:
 			bad |= cli_parse_u32(optarg, 3600000, &o.capture_lead_ms);
+			break;
+		case OPT_CAPTURE_EVERY:
+			bad |= cli_parse_u32(optarg, 7 * 86400, &o.capture_every_s);
+			break;
+		case OPT_NO_CAPTURE_TRIGGERS:
+			o.no_capture_triggers = 1;
 			break;
 		case OPT_CAPTURE_ACTIVE:
 			bad |= cli_parse_u32(optarg, CAPTURE_KEEP, &o.capture_max_active) ||

@@ -38,7 +38,8 @@ struct sqlite_store {
 		const char *sql;
 		sqlite3_stmt *st;
 	} stmts[SQ_MAX_STMTS];
-	/* "INSERT INTO table VALUES(?,...)" per schema table, made at open. */
+	/* "INSERT INTO table(COLS) VALUES(?,...)" per schema table, made at
+	 * open. */
 	char *insert_sql[STORE_NTABLES];
 };
 
@@ -65,10 +66,10 @@ void sq_close(struct store *base);
 
 /* ---- query building (sqlite_query.c) ----------------------------------------- */
 
-#define SQ_MAX_BINDS 16
+#define SQ_MAX_BINDS 48
 
 struct sq_query {
-	char sql[4096];
+	char sql[8192];
 	size_t len;
 	int overflow;
 	int nbind;

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "server/capture.h"
+#include "server/capture_trigger.h"
 #include "server/store.h"
 #include "server/trace_json.h"
 #include "store_test_batch.h"
@@ -278,7 +279,10 @@ static void capture_batch(struct tb *t, uint8_t id, uint64_t start, int ended)
 static void records_check(struct store *st)
 {
 	struct tb *t = malloc(sizeof(*t));
-	struct store_filter f = { .from_ns = T0, .to_ns = T0 + 100 * NS, .job = "j1" };
+	/* every filter at once, over every kind: a capture's trace of one target */
+	struct store_filter f = {
+		.from_ns = T0, .to_ns = T0 + 100 * NS, .job = "j1", .node = "n1", .pid = 100
+	};
 	struct got g = { 0 };
 	struct runs ru = { 0 };
 	int truncated = 0, n;
@@ -290,7 +294,8 @@ static void records_check(struct store *st)
 	assert_int_equal(st->ops->ingest(st, &t->sb), 0);
 	assert_int_equal(st->ops->events(st, &f,
 					 STORE_EVENT_CPU_SAMPLE | STORE_EVENT_GPU_CALL |
-						 STORE_EVENT_COLLECTIVE | STORE_EVENT_STACKS,
+						 STORE_EVENT_COLLECTIVE | STORE_EVENT_TRANSFER |
+						 STORE_EVENT_STACKS,
 					 0, &truncated, on_event, &g),
 			 0);
 	assert_int_equal(g.samples, 6);
@@ -328,6 +333,80 @@ static void test_records_clickhouse(void **state)
 {
 	(void)state;
 	check_on_clickhouse(records_check, "strata_capture");
+}
+
+/* ---- triggers ----------------------------------------------------------------------- */
+
+static void test_triggers(void **state)
+{
+	struct capture_registry *r = capture_registry__new(NULL, NULL);
+	struct capture_triggers *t =
+		capture_triggers__new(r, &(struct capture_triggers_opts){ .lead_ms = 10000 });
+	struct straggler_rank ranks[6] = { 0 };
+	struct straggler_transition tr = { .change = STRAGGLER_CONFIRM };
+	struct hang_report *h = calloc(1, sizeof(*h));
+	struct capture c[4];
+
+	(void)state;
+	assert_non_null(t);
+	assert_non_null(h);
+	/* a 6-rank job: rank 2 straggles, rank 3 is suspect; one rank of
+	 * another communicator */
+	for (int i = 0; i < 6; i++) {
+		snprintf(ranks[i].job, sizeof(ranks[i].job), "j1");
+		snprintf(ranks[i].node, sizeof(ranks[i].node), "n%d", i / 2);
+		ranks[i].communicator = i == 5 ? 9 : 7;
+		ranks[i].rank = (uint32_t)i;
+		ranks[i].nranks = 5;
+		ranks[i].pid = 100 + (uint32_t)i;
+		ranks[i].score = 0.01 * i;
+	}
+	ranks[2].state = STRAGGLER_CONFIRMED;
+	ranks[3].state = STRAGGLER_SUSPECT;
+	tr.r = ranks[2];
+	assert_int_equal(capture_triggers__straggler(t, &tr, ranks, 6, T0), 0);
+	assert_int_equal(capture_registry__list(r, "j1", c, 4), 1);
+	assert_string_equal(c[0].s.trigger, "straggler");
+	/* one period later, all together: the flagged rank, then healthy
+	 * peers (for its neighbour 3, suspect, the healthiest: 0; and its
+	 * other neighbour 1) */
+	assert_int_equal(c[0].s.start_ns, T0 + 10 * NS);
+	assert_int_equal(c[0].s.end_ns, T0 + (10 + TRIGGER_DURATION_S) * NS);
+	assert_int_equal(c[0].s.ntargets, 3);
+	assert_int_equal(c[0].s.targets[0].pid, 102);
+	assert_string_equal(c[0].s.targets[0].node, "n1");
+	assert_int_equal(c[0].s.targets[1].pid, 100);
+	assert_int_equal(c[0].s.targets[2].pid, 101);
+	assert_true(c[0].s.gpu_calls && c[0].s.freq_hz);
+	/* cooling down: the next confirmation of the job makes none */
+	assert_int_equal(capture_triggers__straggler(t, &tr, ranks, 6, T0 + 60 * NS), -EALREADY);
+	/* a hang: the missing rank and two waiting ones */
+	snprintf(h->job, sizeof(h->job), "j1");
+	h->kind = HANG_MISSING;
+	h->nmissing = 1;
+	h->missing[0] = (struct hang_rank){ .rank = 4, .pid = 104, .known = true };
+	snprintf(h->missing[0].node, sizeof(h->missing[0].node), "n2");
+	h->nwaiting = 3;
+	for (int i = 0; i < 3; i++) {
+		h->waiting[i] =
+			(struct hang_rank){ .rank = i, .pid = 100 + (uint32_t)i, .known = true };
+		snprintf(h->waiting[i].node, sizeof(h->waiting[i].node), "n%d", i / 2);
+	}
+	assert_int_equal(capture_triggers__hang(t, h, T0 + 60 * NS), 0);
+	assert_int_equal(capture_registry__list(r, "j1", c, 4), 2);
+	assert_string_equal(c[0].s.trigger, "hang");
+	assert_int_equal(c[0].s.ntargets, 3);
+	assert_int_equal(c[0].s.targets[0].pid, 104);
+	/* the schedule: off unless asked for */
+	assert_int_equal(capture_triggers__schedule(t, "j1", T0), -EINVAL);
+	capture_triggers__free(t);
+	t = capture_triggers__new(r, &(struct capture_triggers_opts){ .every_s = 600 });
+	assert_int_equal(capture_triggers__schedule(t, "j1", T0 + 100 * NS), 0);
+	assert_int_equal(capture_triggers__schedule(t, "j1", T0 + 600 * NS), -EALREADY);
+	assert_int_equal(capture_triggers__schedule(t, "j1", T0 + 700 * NS), 0);
+	capture_triggers__free(t);
+	capture_registry__free(r);
+	free(h);
 }
 
 /* ---- the trace ------------------------------------------------------------------------- */
@@ -423,7 +502,7 @@ int main(void)
 		cmocka_unit_test(test_registry_bounds), cmocka_unit_test(test_orders_per_node),
 		cmocka_unit_test(test_restart_sqlite),	cmocka_unit_test(test_restart_clickhouse),
 		cmocka_unit_test(test_records_sqlite),	cmocka_unit_test(test_records_clickhouse),
-		cmocka_unit_test(test_trace_flame),
+		cmocka_unit_test(test_trace_flame),	cmocka_unit_test(test_triggers),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

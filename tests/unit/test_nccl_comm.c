@@ -71,6 +71,8 @@ static uint32_t version_of(const char *path)
 /* The stand-in mimics 2.28.9, so the scenarios exercise the shipped row. */
 static void stand_in_says_2_28_9(void **state)
 {
+	if (access("build/fixtures/libnccl.so", R_OK))
+		skip(); /* make fixtures */
 	assert_int_equal(version_of("build/fixtures/libnccl.so"), 22809);
 }
 
