@@ -10,6 +10,7 @@
 
 #define MAX_CANDIDATES 8     /* distinct nearest-exit offsets kept */
 #define SEQ_BASE (1LL << 40) /* aligned sequence numbers start here: never negative */
+#define SEQ_MAX (1ULL << 40) /* a call numbered beyond is refused: offsets stay in int64 */
 
 struct stream {
 	uint64_t key;
@@ -109,7 +110,7 @@ int comm_align__map(const struct comm_align *a, uint64_t key, uint64_t *comm_has
 
 		if (!s->used || s->key != key)
 			continue;
-		if (!s->aligned)
+		if (!s->aligned || *seq >= SEQ_MAX)
 			return -EAGAIN;
 		*comm_hash = s->comm_hash;
 		*seq = (uint64_t)((int64_t)*seq + s->off);
@@ -137,12 +138,22 @@ int comm_align__add(struct comm_align *a, uint64_t key, uint32_t rank, uint32_t 
 {
 	struct stream *s;
 
-	if (!nranks || rank >= nranks)
+	if (!nranks || rank >= nranks || c->seq >= SEQ_MAX)
 		return -EINVAL;
 	s = stream_of(a, key, 1);
 	if (!s)
 		return -ENOSPC;
-	if (!s->rank && !s->nranks) {
+	if (s->nranks && (s->rank != rank || s->nranks != nranks)) {
+		/* the process says another rank now: a new stream, no evidence */
+		if (!s->aligned)
+			a->st.calls_lost += s->n;
+		free(s->ring);
+		memset(s, 0, sizeof(*s));
+		s->used = 1;
+		s->key = key;
+		a->st.streams++;
+	}
+	if (!s->nranks) {
 		s->rank = rank;
 		s->nranks = nranks;
 		s->pid = pid;
@@ -178,6 +189,19 @@ static int by_seq(const void *x, const void *y)
 	const struct comm_align_call *a = x, *b = y;
 
 	return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+/* |a - b| without signed overflow (times come from agents: any int64). */
+static uint64_t dist(int64_t a, int64_t b)
+{
+	return a > b ? (uint64_t)a - (uint64_t)b : (uint64_t)b - (uint64_t)a;
+}
+
+static int by_u64(const void *x, const void *y)
+{
+	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+
+	return a < b ? -1 : a > b;
 }
 
 static int by_value(const void *x, const void *y)
@@ -228,24 +252,19 @@ static size_t nearest_exit(const struct comm_align_call *b, size_t nb, int64_t t
 	}
 	if (lo == nb)
 		return nb - 1;
-	if (lo > 0 && t - b[lo - 1].exit_ns < b[lo].exit_ns - t)
+	if (lo > 0 && dist(t, b[lo - 1].exit_ns) < dist(b[lo].exit_ns, t))
 		return lo - 1;
 	return lo;
-}
-
-static int64_t abs64(int64_t v)
-{
-	return v < 0 ? -v : v;
 }
 
 struct offset_score {
 	int64_t k;
 	size_t pairs, mismatches;
-	int64_t median; /* of |exit_a - exit_b| */
+	uint64_t median; /* of |exit_a - exit_b| */
 };
 
 static void score(const struct comm_align_call *a, size_t na, const struct comm_align_call *b,
-		  size_t nb, int64_t *gaps, struct offset_score *sc)
+		  size_t nb, uint64_t *gaps, struct offset_score *sc)
 {
 	sc->pairs = sc->mismatches = 0;
 	for (size_t i = 0; i < na; i++) {
@@ -256,12 +275,12 @@ static void score(const struct comm_align_call *a, size_t na, const struct comm_
 			continue;
 		if (a[i].op != b[j].op || a[i].bytes != b[j].bytes)
 			sc->mismatches++;
-		gaps[sc->pairs++] = abs64(a[i].exit_ns - b[j].exit_ns);
+		gaps[sc->pairs++] = dist(a[i].exit_ns, b[j].exit_ns);
 	}
-	sc->median = INT64_MAX;
+	sc->median = UINT64_MAX;
 	if (!sc->pairs)
 		return;
-	qsort(gaps, sc->pairs, sizeof(*gaps), by_value);
+	qsort(gaps, sc->pairs, sizeof(*gaps), by_u64);
 	sc->median = gaps[sc->pairs / 2];
 }
 
@@ -274,23 +293,29 @@ enum comm_align_outcome comm_align__match(const struct comm_align_call *a, size_
 	int64_t near[MAX_CANDIDATES];
 	size_t nnear = 0, ncand = 0, best = SIZE_MAX;
 	enum comm_align_outcome res = COMM_ALIGN_OK;
-	int64_t *gaps;
+	int64_t *offs;
+	uint64_t *gaps;
 
 	if (na < o->min_pairs || nb < o->min_pairs)
 		return COMM_ALIGN_SHORT;
 	/* candidates: the offsets that pair each call of a with the call of b
 	 * nearest in exit time, the most frequent MAX_CANDIDATES of them (at
 	 * the streams' ends, where one has no partner, they scatter) */
+	offs = malloc(na * sizeof(*offs));
 	gaps = malloc(na * sizeof(*gaps));
-	if (!gaps)
+	if (!offs || !gaps) {
+		free(offs);
+		free(gaps);
 		return COMM_ALIGN_SHORT;
+	}
+	/* seqs are < SEQ_MAX (comm_align__add): differences fit */
 	for (size_t i = 0; i < na; i++)
-		gaps[i] = (int64_t)b[nearest_exit(b, nb, a[i].exit_ns)].seq - (int64_t)a[i].seq;
-	qsort(gaps, na, sizeof(*gaps), by_value);
+		offs[i] = (int64_t)b[nearest_exit(b, nb, a[i].exit_ns)].seq - (int64_t)a[i].seq;
+	qsort(offs, na, sizeof(*offs), by_value);
 	for (size_t i = 0, run; i < na; i += run) {
 		size_t c = nnear;
 
-		for (run = 1; i + run < na && gaps[i + run] == gaps[i]; run++)
+		for (run = 1; i + run < na && offs[i + run] == offs[i]; run++)
 			;
 		if (nnear < MAX_CANDIDATES)
 			nnear++;
@@ -301,9 +326,10 @@ enum comm_align_outcome comm_align__match(const struct comm_align_call *a, size_
 			near[c] = near[c - 1];
 			counts[c] = counts[c - 1];
 		}
-		near[c] = gaps[i];
+		near[c] = offs[i];
 		counts[c] = run;
 	}
+	free(offs);
 	/* each candidate and its neighbours, scored on every pair */
 	for (size_t c = 0; c < nnear; c++)
 		for (int64_t d = -1; d <= 1; d++) {
@@ -352,7 +378,7 @@ static void expire(struct comm_align *a, int64_t now_ns)
 	for (uint32_t i = 0; i < a->o.max_streams; i++) {
 		struct stream *s = &a->s[i];
 
-		if (!s->used || s->last_ns + (int64_t)a->o.stale_ns >= now_ns)
+		if (!s->used || now_ns <= s->last_ns || dist(now_ns, s->last_ns) <= a->o.stale_ns)
 			continue;
 		if (!s->aligned)
 			a->st.calls_lost += s->n;

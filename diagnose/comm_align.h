@@ -75,7 +75,8 @@ void comm_align__free(struct comm_align *a);
  * One call of stream key (rank of nranks, on node, process pid).  Returns
  * 1 with *out filled when the stream is aligned (the call placed), 0 when
  * it is held until its group aligns, -ENOSPC when the stream table is full
- * (counted), -EINVAL for a bad rank.
+ * (counted), -EINVAL for a bad rank or a seq >= 2^40 (an agent counts from
+ * 0: no such count is real, and offsets must fit in int64).
  */
 int comm_align__add(struct comm_align *a, uint64_t key, uint32_t rank, uint32_t nranks,
 		    const char *node, uint32_t pid, const struct comm_align_call *c,
@@ -92,8 +93,8 @@ int comm_align__map(const struct comm_align *a, uint64_t key, uint64_t *comm_has
  */
 size_t comm_align__try(struct comm_align *a, int64_t now_ns, const struct diag_coll_event **out);
 
-/* The outcome of aligning streams b to a (both sorted by seq): the offset k
- * with b's seq = a's seq + k.  Exposed for tests. */
+/* The outcome of aligning streams b to a (both sorted by seq, seqs < 2^40):
+ * the offset k with b's seq = a's seq + k.  Exposed for tests. */
 enum comm_align_outcome comm_align__match(const struct comm_align_call *a, size_t na,
 					  const struct comm_align_call *b, size_t nb,
 					  const struct comm_align_opts *o, int64_t *k);

@@ -158,6 +158,9 @@ int api_metrics(struct server *srv, FILE *o)
 		gauge(o, "strata_store_event_rows", "timed event rows stored",
 		      (double)ss.event_rows);
 		gauge(o, "strata_store_bytes", "store size on disk", (double)ss.bytes_on_disk);
+		counter(o, "strata_store_columns_added_total",
+			"columns added at open to a database an older server made",
+			ss.columns_added);
 	}
 	counter(o, "strata_retention_runs_total", "retention passes", ld(&m->retention_runs));
 	counter(o, "strata_retention_deleted_batches_total", "batches deleted by retention",

@@ -204,6 +204,7 @@ struct store_stats {
 	uint64_t stacks, cpu_rows, event_rows;
 	uint64_t bytes_on_disk; /* 0 unknown */
 	uint64_t retention_deleted;
+	uint64_t columns_added; /* at open: columns an older database lacked */
 };
 
 typedef int (*store_job_fn)(void *ctx, const struct store_job *j);

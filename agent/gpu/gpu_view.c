@@ -106,6 +106,11 @@ const struct gpu_proc_info *gpu_data__proc(const struct gpu_data *d, uint32_t tg
 	return NULL;
 }
 
+const char *gpu_proc_info__job(const struct gpu_proc_info *pi)
+{
+	return pi->strata_job[0] ? pi->strata_job : pi->run_id[0] ? pi->run_id : pi->slurm_job;
+}
+
 static uint64_t map_entries(struct bpf_map *m)
 {
 	int fd = bpf_map__fd(m);
@@ -161,8 +166,10 @@ void gpu__report(struct gpu *g)
 		fprintf(stderr, " %s=%llu", strata_gpu_counter_name(i),
 			(unsigned long long)d->bpf[i]);
 	fprintf(stderr,
+		"\n  gpu.inflight: dropped=%llu stale=%llu"
 		"\n  gpu.usdt: notes=%llu skipped_bad_args=%llu skipped_malformed=%llu "
 		"sites_dropped=%llu specs=%u",
+		(unsigned long long)d->inflight_dropped, (unsigned long long)d->inflight_stale,
 		(unsigned long long)g->usdt.notes, (unsigned long long)g->usdt.bad_args,
 		(unsigned long long)g->usdt.malformed, (unsigned long long)g->usdt_dropped,
 		g->usdt_specs);

@@ -92,10 +92,10 @@ static void oom_capture(struct batch_capture *bc, const struct gpu_data *d,
 			const struct gpu_event *e)
 {
 	const struct gpu_proc_info *pi = gpu_data__proc(d, e->tgid);
-	const char *job = !pi		  ? ""
-			  : pi->job[0]	  ? pi->job
-			  : pi->run_id[0] ? pi->run_id
-					  : pi->slurm_job;
+	const char *job = !pi		      ? ""
+			  : pi->strata_job[0] ? pi->strata_job
+			  : pi->run_id[0]     ? pi->run_id
+					      : pi->slurm_job;
 	struct oom *last = NULL;
 	char id[33];
 

@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "lib/log.h"
 #include "lib/wire_enums.h"
 
 const char *store_process__job(const Strata__V1__Batch *b, const Strata__V1__Process *p)
@@ -69,12 +70,24 @@ void store_counts__retained(struct store_counts *c, uint64_t batches)
 	pthread_mutex_unlock(&c->lock);
 }
 
+void store_counts__column_added(struct store_counts *c, const char *store, const char *table,
+				const char *ddl)
+{
+	pr_warn("store: %s: table %s lacked column %s (a database made by an older "
+		"server): added",
+		store, table, ddl);
+	pthread_mutex_lock(&c->lock);
+	c->columns_added++;
+	pthread_mutex_unlock(&c->lock);
+}
+
 void store_counts__read(struct store_counts *c, struct store_stats *st)
 {
 	pthread_mutex_lock(&c->lock);
 	st->batches = c->batches;
 	st->duplicates = c->duplicates;
 	st->retention_deleted = c->retention_deleted;
+	st->columns_added = c->columns_added;
 	pthread_mutex_unlock(&c->lock);
 }
 

@@ -30,7 +30,7 @@ uint64_t store_batch__cpu_samples(const Strata__V1__Batch *b, uint64_t *per_proc
 /* What a store counts for its stats, under its own lock. */
 struct store_counts {
 	pthread_mutex_t lock;
-	uint64_t batches, duplicates, retention_deleted;
+	uint64_t batches, duplicates, retention_deleted, columns_added;
 };
 
 void store_counts__init(struct store_counts *c);
@@ -38,6 +38,11 @@ void store_counts__fini(struct store_counts *c);
 /* An ingest's result: 0 stored, 1 a duplicate, else failed (not counted). */
 void store_counts__ingest(struct store_counts *c, int err);
 void store_counts__retained(struct store_counts *c, uint64_t batches);
+/* A column the database lacked (made by an older server, before the field
+ * existed) and the store added at open; store: "sqlite" or "clickhouse",
+ * ddl: the column's "name TYPE DEFAULT v".  Logged and counted. */
+void store_counts__column_added(struct store_counts *c, const char *store, const char *table,
+				const char *ddl);
 /* Copies the counts into st. */
 void store_counts__read(struct store_counts *c, struct store_stats *st);
 

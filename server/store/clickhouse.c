@@ -266,7 +266,90 @@ void ch_close(struct store *base)
 	free(s);
 }
 
-/* CREATE DATABASE and every table, idempotent. */
+/* The columns (table, name) of the database's tables (table: of that one
+ * only) into r. */
+static int load_columns(struct ch_store *s, struct ch_client *c, const char *table,
+			struct ch_result *r)
+{
+	struct ch_sql q = { 0 };
+	int err;
+
+	ch_sql__add(&q, "SELECT table, name FROM system.columns WHERE database = ");
+	ch_sql__quote(&q, s->db);
+	if (table) {
+		ch_sql__add(&q, " AND table = ");
+		ch_sql__quote(&q, table);
+	}
+	err = ch_store__query(c, &q, r, "system.columns");
+	ch_sql__free(&q);
+	return err;
+}
+
+static int has_column(const struct ch_result *r, const char *table, const char *name)
+{
+	for (size_t i = 0; i < r->rows; i++)
+		if (!strcmp(ch_result__str(r, i, 0), table) &&
+		    !strcmp(ch_result__str(r, i, 1), name))
+			return 1;
+	return 0;
+}
+
+/* Adds column col (its "name TYPE DEFAULT v") to table; 0 also when
+ * another server added it first. */
+static int add_column(struct ch_store *s, struct ch_client *c, const char *table, const char *name,
+		      const char *col)
+{
+	struct ch_sql q = { 0 };
+	struct ch_result r;
+	int err;
+
+	ch_sql__add(&q, "ALTER TABLE %s.%s ADD COLUMN %s", s->db, table, col);
+	err = ch_store__exec(c, &q, table);
+	ch_sql__free(&q);
+	if (!err) {
+		store_counts__column_added(&s->counts, "clickhouse", table, col);
+		return 0;
+	}
+	if (!load_columns(s, c, table, &r) && has_column(&r, table, name))
+		err = 0;
+	ch_result__free(&r);
+	return err;
+}
+
+/*
+ * As in SQLite (sqlite.c, add_missing_columns): a database made by an
+ * older server lacks the columns of the fields added since, and CREATE
+ * TABLE IF NOT EXISTS leaves its tables as they are; every schema column a
+ * table lacks is added (the parts already written read the column's
+ * default), logged and counted.  ClickHouse 18.16 has no ADD COLUMN IF NOT
+ * EXISTS: what is there comes from system.columns.
+ */
+static int add_missing_columns(struct ch_store *s, struct ch_client *c)
+{
+	struct ch_result r;
+	int err = load_columns(s, c, NULL, &r);
+
+	for (size_t t = 0; !err && t < STORE_NTABLES; t++) {
+		const struct store_table *tb = &STORE_TABLES[t];
+
+		for (size_t i = 0; !err && i < tb->ncols; i++) {
+			const char *name = store_column__name(&tb->cols[i], STORE_CLICKHOUSE);
+			char col[256];
+
+			if (!name || has_column(&r, tb->name, name))
+				continue;
+			err = store_column__add_ddl(tb, &tb->cols[i], STORE_CLICKHOUSE, col,
+						    sizeof(col));
+			if (!err)
+				err = add_column(s, c, tb->name, name, col);
+		}
+	}
+	ch_result__free(&r);
+	return err;
+}
+
+/* CREATE DATABASE and every table, idempotent; then the columns an older
+ * database lacks. */
 static int create_schema(struct ch_store *s, struct ch_client *c)
 {
 	struct ch_sql q = { 0 };
@@ -295,7 +378,7 @@ static int create_schema(struct ch_store *s, struct ch_client *c)
 		err = ch_store__exec(c, &q, "stack_frames");
 		ch_sql__free(&q);
 	}
-	return err;
+	return err ? err : add_missing_columns(s, c);
 }
 
 struct store *store_clickhouse__open(const char *url, char *err, size_t errsz)

@@ -6,6 +6,7 @@
  */
 #include "server/store/schema.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -530,6 +531,21 @@ const char *store_column__type(const struct store_table *t, const struct store_c
 	default:
 		return NULL; /* strings, bytes, messages: not a column */
 	}
+}
+
+int store_column__add_ddl(const struct store_table *t, const struct store_column *c,
+			  enum store_dialect d, char *buf, size_t size)
+{
+	const char *name = store_column__name(c, d), *type = store_column__type(t, c, d);
+	int n;
+
+	if (!name || !type)
+		return -EINVAL;
+	if (c->kind == STORE_COL_TEXT || c->kind == STORE_COL_PROC_COMM)
+		n = snprintf(buf, size, "%s %s DEFAULT ''", name, type);
+	else
+		n = snprintf(buf, size, "%s %s DEFAULT %d", name, type, (int)c->absent);
+	return n < 0 || (size_t)n >= size ? -E2BIG : 0;
 }
 
 size_t store_table__columns(const struct store_table *t, enum store_dialect d, int types, char *buf,

@@ -141,6 +141,16 @@ const char *store_column__name(const struct store_column *c, enum store_dialect 
 const char *store_column__type(const struct store_table *t, const struct store_column *c,
 			       enum store_dialect d);
 
+/*
+ * "name TYPE DEFAULT v" of column c of table t in dialect d, to add it to
+ * a table a database made before the field existed (ALTER TABLE ADD
+ * COLUMN): the rows written before read as a record without the field
+ * would (the column's absent value: 0, or '' for text).  0, -EINVAL (no
+ * such column in d) or -E2BIG.
+ */
+int store_column__add_ddl(const struct store_table *t, const struct store_column *c,
+			  enum store_dialect d, char *buf, size_t size);
+
 /* The field descriptor a column reads (of the sub-message for "a.b": then
  * *outer is the sub-message's field), NULL for derived columns. */
 const ProtobufCFieldDescriptor *store_column__field(const struct store_table *t,

@@ -82,13 +82,17 @@ static int make_schema(sqlite3 *db)
 	return 0;
 }
 
-/* "INSERT INTO t VALUES(?,...)": batch, process (per process), columns. */
+/* "INSERT INTO t(batch, process, COLS) VALUES(?,...)": batch, process
+ * (per process), columns.  The columns are named: a column added to an
+ * older database (add_missing_columns) comes last in its table, wherever
+ * the schema has it. */
 static int make_inserts(struct sqlite_store *s)
 {
 	for (int t = 0; t < STORE_NTABLES; t++) {
 		const struct store_table *tb = &STORE_TABLES[t];
 		size_t n = 1 + (size_t)tb->per_process + store_table__ncolumns(tb, STORE_SQLITE);
-		size_t size = strlen(tb->name) + 32 + 2 * n;
+		size_t cols = store_table__columns(tb, STORE_SQLITE, 0, NULL, 0);
+		size_t size = strlen(tb->name) + cols + 64 + 2 * n;
 		char *sql;
 		size_t len;
 
@@ -97,7 +101,10 @@ static int make_inserts(struct sqlite_store *s)
 		sql = malloc(size);
 		if (!sql)
 			return -ENOMEM;
-		len = (size_t)snprintf(sql, size, "INSERT INTO %s VALUES(", tb->name);
+		len = (size_t)snprintf(sql, size, "INSERT INTO %s(batch%s, ", tb->name,
+				       tb->per_process ? ", process" : "");
+		len += store_table__columns(tb, STORE_SQLITE, 0, sql + len, size - len);
+		len += (size_t)snprintf(sql + len, size - len, ") VALUES(");
 		for (size_t i = 0; i < n; i++)
 			len += (size_t)snprintf(sql + len, size - len, i ? ",?" : "?");
 		snprintf(sql + len, size - len, ")");
@@ -134,6 +141,63 @@ static int drop_dead_stacks(sqlite3 *db)
 static void set_err(char *err, size_t errsz, const char *what, sqlite3 *db)
 {
 	snprintf(err, errsz, "sqlite: %s: %s", what, db ? sqlite3_errmsg(db) : "out of memory");
+}
+
+/*
+ * A database made by an older server lacks the columns of the fields added
+ * since (CudaAlloc.level: cuda_allocs.level), and CREATE TABLE IF NOT
+ * EXISTS leaves an existing table as it is: every schema column a table
+ * lacks is added (ALTER TABLE ADD COLUMN: its rows read as records without
+ * the field would), logged and counted.  In one write transaction, so two
+ * servers opening one file do not both add a column.
+ */
+static int add_missing_columns(struct sqlite_store *s, char *err, size_t errsz)
+{
+	sqlite3 *db = s->writer.db;
+	sqlite3_stmt *has = NULL;
+	int rc = 0;
+
+	if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(db, "SELECT 1 FROM pragma_table_info(?1) WHERE name = ?2", -1, &has,
+			       NULL) != SQLITE_OK)
+		rc = -EIO;
+	for (int t = 0; !rc && t < STORE_NTABLES; t++) {
+		const struct store_table *tb = &STORE_TABLES[t];
+
+		for (size_t i = 0; !rc && !tb->sqlite_apart && i < tb->ncols; i++) {
+			const char *name = store_column__name(&tb->cols[i], STORE_SQLITE);
+			char col[256], sql[512];
+			int step;
+
+			if (!name)
+				continue;
+			sqlite3_reset(has);
+			sqlite3_bind_text(has, 1, tb->name, -1, SQLITE_STATIC);
+			sqlite3_bind_text(has, 2, name, -1, SQLITE_STATIC);
+			step = sqlite3_step(has);
+			if (step == SQLITE_ROW)
+				continue;
+			if (step != SQLITE_DONE) {
+				rc = -EIO;
+				break;
+			}
+			rc = store_column__add_ddl(tb, &tb->cols[i], STORE_SQLITE, col,
+						   sizeof(col));
+			if (!rc &&
+			    (size_t)snprintf(sql, sizeof(sql), "ALTER TABLE %s ADD COLUMN %s",
+					     tb->name, col) >= sizeof(sql))
+				rc = -E2BIG;
+			if (!rc && sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
+				rc = -EIO;
+			if (!rc)
+				store_counts__column_added(&s->counts, "sqlite", tb->name, col);
+		}
+	}
+	if (rc)
+		set_err(err, errsz, "adding the columns an older database lacks", db);
+	sqlite3_finalize(has);
+	sqlite3_exec(db, rc ? "ROLLBACK" : "COMMIT", NULL, NULL, NULL);
+	return rc;
 }
 
 static int conn_open(struct sq_conn *c, const char *path, int writer, char *err, size_t errsz)
@@ -288,7 +352,8 @@ struct store *store_sqlite__open(const char *path, char *err, size_t errsz)
 	s->base.ops = &sqlite_store_ops;
 	store_counts__init(&s->counts);
 	s->path = strdup(path);
-	if (!s->path || make_inserts(s) || conn_open(&s->writer, path, 1, err, errsz))
+	if (!s->path || make_inserts(s) || conn_open(&s->writer, path, 1, err, errsz) ||
+	    add_missing_columns(s, err, errsz))
 		goto fail;
 	sqlite3_exec(s->writer.db,
 		     "INSERT OR IGNORE INTO meta VALUES('schema_version', '" SCHEMA_VERSION "')",

@@ -38,7 +38,8 @@ struct sqlite_store {
 		const char *sql;
 		sqlite3_stmt *st;
 	} stmts[SQ_MAX_STMTS];
-	/* "INSERT INTO table VALUES(?,...)" per schema table, made at open. */
+	/* "INSERT INTO table(COLS) VALUES(?,...)" per schema table, made at
+	 * open. */
 	char *insert_sql[STORE_NTABLES];
 };
 

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "diagnose/breakdown.h"
+#include "diagnose/comm_align.h"
 #include "diagnose/leak.h"
 #include "diagnose/straggler.h"
 
@@ -73,6 +74,48 @@ out:
 	free(ev);
 }
 
+/* Recovered communicators' streams: few keys, ranks and sizes (groups form,
+ * collide and go stale), any times and sequence numbers. */
+static void align(const uint8_t *d, size_t n)
+{
+	struct comm_align_opts o = {
+		.sz = sizeof(o), .window = 8, .min_pairs = 2, .max_streams = 4, .stale_ns = 1000
+	};
+	struct comm_align *a = comm_align__new(&o);
+	const struct diag_coll_event *out;
+	struct comm_align_stats st;
+	struct diag_coll_event ev;
+	uint64_t held = 0;
+
+	if (!a)
+		return;
+	for (size_t i = 0; i + REC <= n; i += REC) {
+		int64_t t = (int64_t)(((uint64_t)d[i + 5] << ((d[i + 7] & 7) * 8)) ^
+				      (d[i + 7] & 8 ? ~0ULL : 0));
+		struct comm_align_call c = { .seq = (uint64_t)d[i + 3] << ((d[i + 6] & 3) * 20),
+					     .entry_ns = t,
+					     .exit_ns = t,
+					     .bytes = d[i + 4] & 1,
+					     .op = d[i + 6] >> 7 };
+		uint32_t nranks = d[i + 2] & 3, rank = d[i + 1] & 3;
+		uint64_t hash = 0, seq = c.seq;
+		int r = comm_align__add(a, d[i] & 7, rank, nranks, "n", 1, &c, &ev);
+
+		if (r == 1 && (ev.rank != rank || ev.nranks != nranks))
+			__builtin_trap();
+		held += r == 0;
+		if ((i / REC) % 4 == 3 && comm_align__try(a, 0, &out) > held)
+			__builtin_trap();
+		if (!comm_align__map(a, d[i] & 7, &hash, &seq) && !hash)
+			__builtin_trap();
+	}
+	comm_align__try(a, 0, &out);
+	comm_align__stats(a, &st);
+	if (st.streams_aligned > st.streams || st.calls_released > st.calls_held)
+		__builtin_trap();
+	comm_align__free(a);
+}
+
 static void leak(const uint8_t *d, size_t n)
 {
 	struct leak_opts o = { .sz = sizeof(o), .max_series = 8, .min_windows = 3, .history = 4 };
@@ -119,6 +162,7 @@ static void breakdown(const uint8_t *d, size_t n)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	straggler(data, size);
+	align(data, size);
 	leak(data, size);
 	breakdown(data, size);
 	return 0;

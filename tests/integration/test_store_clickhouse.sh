@@ -3,8 +3,9 @@
 # query, filters, exactly-once ingest, leaks, tally, events, retention by
 # partition, concurrent ingest (tests/unit/test_store_clickhouse.c), and
 # the diagnosis inputs (test_store_diag_inputs.c, test_store_cpu_layer.c)
-# collective health (test_store_collstats.c) and deep-capture records
-# (test_capture.c).
+# collective health (test_store_collstats.c), deep-capture records
+# (test_capture.c), and a database an older server made gaining the
+# columns it lacks (test_store_migrate.c).
 source "$(dirname "$0")/lib.sh"
 source "$ROOT/tests/integration/clickhouse.sh"
 ch_start
@@ -13,3 +14,4 @@ ch_run_unit test_store_diag_inputs
 ch_run_unit test_store_cpu_layer
 ch_run_unit test_store_collstats
 ch_run_unit test_capture
+ch_run_unit test_store_migrate

@@ -157,6 +157,26 @@ static void tb_cpu(struct tb *t, uint32_t proc, uint32_t stack, uint64_t count)
 	t->cpup[i] = &t->cpu[i];
 }
 
+/* An allocation of ptr (size bytes at at, freed at freed_at, 0: not
+ * freed) by process proc at stack 1; free_only: the free of an earlier one. */
+static inline void tb_alloc(struct tb *t, uint32_t proc, uint64_t ptr, uint64_t size, uint64_t at,
+			    uint64_t freed_at, int free_only)
+{
+	size_t i = t->b.n_cuda_allocs++;
+
+	strata__v1__cuda_alloc__init(&t->al[i]);
+	t->al[i].process = proc;
+	t->al[i].ptr = ptr;
+	t->al[i].size = free_only ? 0 : size;
+	t->al[i].stack = free_only ? 0 : 1;
+	t->al[i].alloc_ns = at;
+	t->al[i].freed = freed_at != 0;
+	t->al[i].free_ns = freed_at;
+	t->al[i].free_only = free_only;
+	t->al[i].api_str = tb_str(t, "cudaMalloc");
+	t->alp[i] = &t->al[i];
+}
+
 /* A batch of node n: two ranks of job "j1" and an unranked process. */
 static inline void tb_standard(struct tb *t, uint8_t id, const char *node, uint64_t start)
 {

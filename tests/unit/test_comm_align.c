@@ -253,6 +253,27 @@ static void bounded_tables(void **state)
 	comm_align__free(a);
 }
 
+/* A process that says another rank starts a new stream, without the old
+ * one's calls (they were another rank's). */
+static void a_rank_change_is_a_new_stream(void **state)
+{
+	struct comm_align *a = comm_align__new(NULL);
+	struct comm_align_call x = call(0, 0, 0, 0);
+	struct comm_align_stats st;
+	struct diag_coll_event ev;
+
+	assert_non_null(a);
+	assert_int_equal(comm_align__add(a, 9, 0, 2, "n", 1, &x, &ev), 0);
+	assert_int_equal(comm_align__add(a, 9, 1, 2, "n", 1, &x, &ev), 0);
+	x.seq = 1ULL << 40; /* no agent counts that far: refused */
+	assert_int_equal(comm_align__add(a, 9, 1, 2, "n", 1, &x, &ev), -EINVAL);
+	comm_align__stats(a, &st);
+	assert_int_equal(st.streams, 2);
+	assert_int_equal(st.calls_lost, 1);
+	assert_int_equal(st.calls_held, 2);
+	comm_align__free(a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -265,6 +286,7 @@ int main(void)
 		cmocka_unit_test(aligns_a_group_and_places_its_calls),
 		cmocka_unit_test(missing_or_doubled_ranks_stay_unknown),
 		cmocka_unit_test(bounded_tables),
+		cmocka_unit_test(a_rank_change_is_a_new_stream),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -317,24 +317,6 @@ static int on_leak(void *ctx, const struct store_leak *l)
 	return 0;
 }
 
-static void tb_alloc(struct tb *t, uint32_t proc, uint64_t ptr, uint64_t size, uint64_t at,
-		     uint64_t freed_at, int free_only)
-{
-	size_t i = t->b.n_cuda_allocs++;
-
-	strata__v1__cuda_alloc__init(&t->al[i]);
-	t->al[i].process = proc;
-	t->al[i].ptr = ptr;
-	t->al[i].size = free_only ? 0 : size;
-	t->al[i].stack = free_only ? 0 : 1;
-	t->al[i].alloc_ns = at;
-	t->al[i].freed = freed_at != 0;
-	t->al[i].free_ns = freed_at;
-	t->al[i].free_only = free_only;
-	t->al[i].api_str = tb_str(t, "cudaMalloc");
-	t->alp[i] = &t->al[i];
-}
-
 static void test_leaks(void **state)
 {
 	struct fixture *f = F(state);
