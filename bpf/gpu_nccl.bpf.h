@@ -9,9 +9,6 @@
 #ifndef STRATA_BPF_GPU_NCCL_BPF_H
 #define STRATA_BPF_GPU_NCCL_BPF_H
 
-#define NO_OP 0xffffULL
-#define NO_PEER 0xffffffffULL
-
 /* ncclCommInitRank(comm*, nranks, ncclUniqueId id (128 bytes, passed in
  * memory: on the stack above the return address), rank[, config]). */
 static __always_inline void nccl_init_enter(struct pt_regs *ctx, struct gpu_call *c)
@@ -23,45 +20,11 @@ static __always_inline void nccl_init_enter(struct pt_regs *ctx, struct gpu_call
 	c->id_hash = gpu_unique_id_hash(w);
 }
 
-/* Where each collective keeps its arguments (x86-64 argument slots). */
-struct coll_args {
-	__u64 comm, count, dtype, op, peer;
-};
-
-static __always_inline bool coll_args(const struct gpu_call *c, struct coll_args *o)
+/* The call's arguments (bpf/strata_gpu.h: shared with the agent, which
+ * reads calls in flight). */
+static __always_inline bool coll_args(const struct gpu_call *c, struct gpu_nccl_args *o)
 {
-	o->op = NO_OP;
-	o->peer = NO_PEER;
-	o->count = c->a[2];
-	o->dtype = c->a[3];
-	switch (c->api) {
-	case GPU_API_ncclAllReduce: /* send, recv, count, dtype, op, comm, stream */
-	case GPU_API_ncclReduceScatter:
-		o->op = c->a[4];
-		o->comm = c->a[5];
-		return true;
-	case GPU_API_ncclBroadcast: /* send, recv, count, dtype, root, comm, stream */
-		o->peer = c->a[4];
-		o->comm = c->a[5];
-		return true;
-	case GPU_API_ncclReduce: /* send, recv, count, dtype, op, root, comm, stream */
-		o->op = c->a[4];
-		o->peer = c->a[5];
-		o->comm = c->a[6];
-		return true;
-	case GPU_API_ncclAllGather: /* send, recv, sendcount, dtype, comm, stream */
-		o->comm = c->a[4];
-		return true;
-	case GPU_API_ncclSend: /* buff, count, dtype, peer, comm, stream */
-	case GPU_API_ncclRecv:
-		o->count = c->a[1];
-		o->dtype = c->a[2];
-		o->peer = c->a[3];
-		o->comm = c->a[4];
-		return true;
-	default:
-		return false;
-	}
+	return gpu_nccl_args_of(c->api, c->a, o);
 }
 
 static __always_inline void coll_stats(const struct gpu_call *c, __u64 id_hash, __u64 ns,
@@ -96,7 +59,7 @@ static __always_inline void nccl_exit(const struct gpu_call *c, __s64 ret, __u64
 	__u32 kind = gpu_api_kind(c->api);
 	struct gpu_comm_key ck = { .tgid = c->tgid };
 	struct gpu_comm_val *cv = NULL;
-	struct coll_args a = {};
+	struct gpu_nccl_args a = {};
 	struct gpu_event *e;
 	__u64 bytes = 0, seq = 0;
 

@@ -310,6 +310,50 @@ static inline __u32 gpu_nccl_dtype_size(__u64 dtype)
 	}
 }
 
+/* Where an NCCL call keeps its arguments: the x86-64 argument slots a[]
+ * of struct gpu_call (BPF reads them at exit; the agent reads a call in
+ * flight from gpu_inflight).  op 0xffff and peer 0xffffffff where the call
+ * has none.  Returns 0 for a call that is not a collective or send/recv. */
+struct gpu_nccl_args {
+	__u64 comm, count, dtype, op, peer;
+};
+
+static inline int gpu_nccl_args_of(__u32 api, const __u64 *a, struct gpu_nccl_args *o)
+{
+	o->op = 0xffff;
+	o->peer = 0xffffffff;
+	o->count = a[2];
+	o->dtype = a[3];
+	switch (api) {
+	case GPU_API_ncclAllReduce: /* send, recv, count, dtype, op, comm, stream */
+	case GPU_API_ncclReduceScatter:
+		o->op = a[4];
+		o->comm = a[5];
+		return 1;
+	case GPU_API_ncclBroadcast: /* send, recv, count, dtype, root, comm, stream */
+		o->peer = a[4];
+		o->comm = a[5];
+		return 1;
+	case GPU_API_ncclReduce: /* send, recv, count, dtype, op, root, comm, stream */
+		o->op = a[4];
+		o->peer = a[5];
+		o->comm = a[6];
+		return 1;
+	case GPU_API_ncclAllGather: /* send, recv, sendcount, dtype, comm, stream */
+		o->comm = a[4];
+		return 1;
+	case GPU_API_ncclSend: /* buff, count, dtype, peer, comm, stream */
+	case GPU_API_ncclRecv:
+		o->count = a[1];
+		o->dtype = a[2];
+		o->peer = a[3];
+		o->comm = a[4];
+		return 1;
+	default:
+		return 0;
+	}
+}
+
 /* Per-process GPU target state (gpu_targets map value). */
 struct gpu_target {
 	__u64 mm_id; /* address space (as the sampler's mm_id), set by BPF on

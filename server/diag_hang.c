@@ -149,6 +149,21 @@ static void time_or_null(FILE *o, const char *key, int64_t ns)
 		fprintf(o, ",\"%s\":null", key);
 }
 
+/* Where a sleeping thread waits, by its wait channel or a kernel frame. */
+static const char *const futex_marks[] = { "futex", NULL };
+static const char *const io_marks[] = { "pipe",	      "sk_wait",   "wait_for_partner",
+					"fifo_open",  "tcp",	   "unix",
+					"wait_woken", "sock_read", NULL };
+static const char *const sleep_marks[] = { "sleep", "hrtimer", NULL };
+
+static bool sleeps_on(const struct hang_rank *r, const char *const *marks)
+{
+	for (; *marks; marks++)
+		if (strstr(r->wchan, *marks) || strstr(r->kstack, *marks))
+			return true;
+	return false;
+}
+
 /* What a rank that did not come is doing now, in words. */
 static const char *state_of(const struct hang_rank *r, const char **reason)
 {
@@ -167,10 +182,11 @@ static const char *state_of(const struct hang_rank *r, const char **reason)
 	case 'D':
 		*reason = "io";
 		return "blocked";
-	case 'S':
-		*reason = strstr(r->wchan, "futex") || strstr(r->kstack, "futex")    ? "lock"
-			  : strstr(r->wchan, "sleep") || strstr(r->wchan, "hrtimer") ? "sleep"
-										     : "wait";
+	case 'S': /* what it sleeps on says why */
+		*reason = sleeps_on(r, futex_marks)   ? "lock"
+			  : sleeps_on(r, io_marks)    ? "io"
+			  : sleeps_on(r, sleep_marks) ? "sleep"
+						      : "wait";
 		return "blocked";
 	case 'T':
 	case 't':

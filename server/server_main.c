@@ -66,7 +66,12 @@ static void usage(FILE *f)
 	      "      --diag-delay-ms N    judge a window this long after it ends (default: "
 	      "window)\n"
 	      "      --diag-on-query      judge windows only when queried (replayed data)\n"
-	      "      --alert-webhook URL  POST Alertmanager webhooks on straggler confirm/clear\n"
+	      "      --hang-min-ms N      an NCCL hang: ranks wait at least this long (default\n"
+	      "                           5000) ...\n"
+	      "      --hang-periods N     ... and N times the communicator's median period\n"
+	      "                           (default 10)\n"
+	      "      --alert-webhook URL  POST Alertmanager webhooks on straggler and hang\n"
+	      "                           confirm/clear\n"
 	      "      --external-url URL   this server's URL, linked from alerts\n"
 	      "      --capture-max-s N    longest deep capture (default 60)\n"
 	      "      --capture-lead-ms N  an API capture starts this long after it is asked\n"
@@ -159,10 +164,17 @@ static int serve(const struct server_opts *o)
 			.interval_ns = o->diag_on_query ? UINT64_MAX : 0,
 		};
 
+		struct hang_opts hopts = {
+			.sz = sizeof(hopts),
+			.period_factor = o->hang_periods,
+			.min_ns = (uint64_t)o->hang_min_ms * 1000000ull,
+		};
 		struct diag_live_opts lopts = {
 			.sz = sizeof(lopts),
 			.alert_webhook = o->alert_webhook,
 			.external_url = o->external_url,
+			.hang = &hopts,
+			.store = srv.store, /* hang reports: GET /api/v1/hangs?from=&to= */
 		};
 
 		/* deep captures on confirmations (and on schedule): they
@@ -248,6 +260,8 @@ int main(int argc, char **argv)
 		OPT_TLS_CERT,
 		OPT_TLS_KEY,
 		OPT_STORE_PASSWORD,
+		OPT_HANG_MIN,
+		OPT_HANG_PERIODS,
 		OPT_CAPTURE_MAX_S,
 		OPT_CAPTURE_LEAD,
 		OPT_CAPTURE_ACTIVE,
@@ -274,6 +288,8 @@ int main(int argc, char **argv)
 		{ "no-debuginfod", no_argument, NULL, OPT_NODBGD },
 		{ "diag-window-ms", required_argument, NULL, OPT_DIAG_WINDOW },
 		{ "diag-delay-ms", required_argument, NULL, OPT_DIAG_DELAY },
+		{ "hang-min-ms", required_argument, NULL, OPT_HANG_MIN },
+		{ "hang-periods", required_argument, NULL, OPT_HANG_PERIODS },
 		{ "alert-webhook", required_argument, NULL, OPT_WEBHOOK },
 		{ "diag-on-query", no_argument, NULL, OPT_DIAG_ONQUERY },
 		{ "external-url", required_argument, NULL, OPT_EXTURL },
@@ -365,6 +381,12 @@ int main(int argc, char **argv)
 			break;
 		case OPT_DIAG_ONQUERY:
 			o.diag_on_query = 1;
+			break;
+		case OPT_HANG_MIN:
+			bad |= cli_parse_u32(optarg, 86400000, &o.hang_min_ms) || !o.hang_min_ms;
+			break;
+		case OPT_HANG_PERIODS:
+			bad |= cli_parse_u32(optarg, 1000000, &o.hang_periods) || !o.hang_periods;
 			break;
 		case OPT_WEBHOOK:
 			o.alert_webhook = optarg;

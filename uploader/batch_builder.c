@@ -405,6 +405,12 @@ void batch_builder__label_rank(struct batch_builder *bb, uint32_t process, int32
 	}
 }
 
+void batch_builder__process_exit(struct batch_builder *bb, uint32_t process, uint64_t exit_ns)
+{
+	if (process < bb->procs.n)
+		((struct wproc *)bb->procs.v)[process].exit_ns = exit_ns;
+}
+
 uint32_t batch_builder__string(struct batch_builder *bb, const char *s)
 {
 	return intern(bb, s);
@@ -445,6 +451,10 @@ size_t batch_row_size(enum bb_list l)
 		return sizeof(Strata__V1__ForeignRun);
 	case BB_TARGET_CPU:
 		return sizeof(Strata__V1__TargetCpu);
+	case BB_INFLIGHT:
+		return sizeof(Strata__V1__InflightCall);
+	case BB_THREAD:
+		return sizeof(Strata__V1__ThreadState);
 	case BB_CAPTURE_RUN:
 		return sizeof(Strata__V1__CaptureRun);
 	case BB_CAPTURE_SAMPLE:
@@ -511,6 +521,12 @@ static void row_init(enum bb_list l, void *r)
 		break;
 	case BB_TARGET_CPU:
 		strata__v1__target_cpu__init(r);
+		break;
+	case BB_INFLIGHT:
+		strata__v1__inflight_call__init(r);
+		break;
+	case BB_THREAD:
+		strata__v1__thread_state__init(r);
 		break;
 	case BB_CAPTURE_RUN:
 		strata__v1__capture_run__init(r);

@@ -148,6 +148,8 @@ enum bb_list {
 	BB_CAPTURE_RUN,	   /* Strata__V1__CaptureRun */
 	BB_CAPTURE_SAMPLE, /* Strata__V1__CaptureSample */
 	BB_GPU_CALL,	   /* Strata__V1__GpuCall */
+	BB_INFLIGHT,	   /* Strata__V1__InflightCall */
+	BB_THREAD,	   /* Strata__V1__ThreadState */
 	BB_LIST_MAX,
 };
 
@@ -170,6 +172,8 @@ int64_t batch_builder__find_pid(const struct batch_builder *bb, uint32_t pid);
  * ncclCommInitRank) and a job (the NCCL unique-id hash). */
 void batch_builder__label_rank(struct batch_builder *bb, uint32_t process, int32_t rank,
 			       int32_t nranks, const char *job);
+/* The process exited at exit_ns (CLOCK_REALTIME): Process.exit_ns. */
+void batch_builder__process_exit(struct batch_builder *bb, uint32_t process, uint64_t exit_ns);
 /* A new row of list l: a zeroed, initialized message (strata.pb-c.h; for
  * BB_TALLY a struct bb_tally_row), or NULL past max_samples rows (counted in
  * rows_dropped) or on ENOMEM. */

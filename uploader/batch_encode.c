@@ -91,6 +91,8 @@ static int fill_rows(struct batch_builder *bb, Strata__V1__Batch *b, struct pb_a
 	SET_LIST(softirq_vectors, BB_SOFTIRQ);
 	SET_LIST(foreign_runs, BB_FOREIGN);
 	SET_LIST(target_cpus, BB_TARGET_CPU);
+	SET_LIST(inflight_calls, BB_INFLIGHT);
+	SET_LIST(thread_states, BB_THREAD);
 	SET_LIST(capture_runs, BB_CAPTURE_RUN);
 	SET_LIST(capture_samples, BB_CAPTURE_SAMPLE);
 	SET_LIST(gpu_calls, BB_GPU_CALL);
@@ -130,6 +132,7 @@ static int fill(struct batch_builder *bb, Strata__V1__Batch *b, struct pb_arena 
 		p->job_str = wp[i].job;
 		p->torchelastic_run_id_str = wp[i].te;
 		p->slurm_job_id_str = wp[i].slurm;
+		p->exit_ns = wp[i].exit_ns;
 		for (int l = 0; l < wp[i].nlabels; l++) {
 			size_t at = (size_t)i * BB_MAX_LABELS + (size_t)l;
 

@@ -81,6 +81,7 @@ struct gpu *gpu__new(const struct gpu_opts *opts, struct module_registry *mods,
 	g->procs = calloc(GPU_MAX_PROCS, sizeof(*g->procs));
 	g->calls = calloc(GPU_MAX_CALLS, sizeof(*g->calls));
 	g->data.allocs = calloc(GPU_MAX_ALLOC_RECS, sizeof(*g->data.allocs));
+	g->data.inflight = calloc(GPU_MAX_INFLIGHT, sizeof(*g->data.inflight));
 	g->data.frames = profile__new(1);
 	if (!g->procs || !g->calls || !g->data.frames) {
 		err = -ENOMEM;
@@ -249,6 +250,7 @@ void gpu__free(struct gpu *g)
 	free(g->data.fw_leaks);
 	free(g->data.stacks_view);
 	free(g->data.allocs);
+	free(g->data.inflight);
 	free(g->prev_calls);
 	free(g->procs);
 	free(g->calls);

@@ -31,6 +31,9 @@ struct gpu_proc_info {
 	uint64_t job_hash;		      /* its own hash (job labels) */
 	char run_id[64];		      /* TORCHELASTIC_RUN_ID */
 	char slurm_job[32];		      /* SLURM_JOB_ID */
+	char strata_job[64];		      /* STRATA_JOB */
+	uint32_t nccl_tid; /* the thread that issues its collectives (0: none yet) */
+	uint64_t exit_ns;  /* CLOCK_REALTIME when its exit was seen */
 	bool exited;
 };
 
@@ -88,6 +91,15 @@ struct gpu_alloc_rec {
 	uint32_t pad;
 };
 
+/* --- wire: a GPU call in flight at the last drain (hang diagnosis) --- */
+struct gpu_inflight_rec {
+	uint32_t tgid, tid, api;
+	uint64_t entry_ns;		/* CLOCK_REALTIME */
+	uint64_t comm_hash, seq, bytes; /* NCCL collectives (comm_hash 0: not one) */
+	int32_t rank, nranks;
+	uint64_t stack_id;
+};
+
 struct gpu_coll_row {
 	struct gpu_coll_key key;
 	struct gpu_coll_val val;
@@ -130,6 +142,11 @@ struct gpu_data {
 	struct gpu_alloc_rec *allocs;
 	size_t nallocs;
 	uint64_t allocs_dropped;
+	/* wire: the calls in flight at the last drain (bounded) */
+	struct gpu_inflight_rec *inflight;
+	size_t ninflight;
+	uint64_t inflight_dropped; /* over GPU_MAX_INFLIGHT */
+	uint64_t inflight_stale;   /* left out: the call is over (gpu_drain.c) */
 
 	/* private to agent/gpu/gpu.c: storage behind stacks and its index */
 	struct gpu_stack *stacks_view;

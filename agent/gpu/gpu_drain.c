@@ -13,6 +13,7 @@
 #include <bpf/libbpf.h>
 
 #include "agent/gpu/gpu_names.h"
+#include "agent/proc/proc_thread.h"
 #include "lib/clock.h"
 #include "gpu.skel.h"
 /* The address space BPF saw at a target's first call. */
@@ -98,6 +99,97 @@ static void snapshot_allocs(struct gpu *g, struct bpf_map *map, struct gpu_leaks
 			g->data.allocs_dropped++;
 	}
 	gpu_leaks__end(lk);
+}
+
+/*
+ * An in-flight entry whose call is over though its return was never seen
+ * (a stale entry: the hang report must not say a rank is stuck there).
+ * BPF replaces such an entry at the thread's next probed call of the same
+ * or a higher layer (call_stale()); until then user space tells it:
+ *  - a sheddable call entered before the last detach of the sheddable
+ *    probes (its shed_epoch is not the current gpu_shed_epoch) may never
+ *    see its return: not trusted (a call really in flight then -- a stream
+ *    sync that hangs -- is lost too; the rank's thread state and CPU stack
+ *    still show where it is);
+ *  - a thread blocked now (in a system call, or otherwise off the CPU)
+ *    whose user stack pointer is above the entry's (the return address
+ *    slot at entry) has left the call: it runs in a caller's frame.  A
+ *    thread that runs, or that is deeper than the entry, cannot be judged
+ *    from outside (it may be inside the call or in a later call of its
+ *    caller): the entry is kept.  This is what tells an exception or
+ *    longjmp through the call, once the thread blocks elsewhere.
+ * Driver calls made under a stale runtime entry look nested to BPF and are
+ * not seen; the stack-pointer test is what catches that case.
+ */
+static bool inflight_stale(struct gpu *g, const struct gpu_call *c, uint32_t tid)
+{
+	uint64_t sp;
+
+	if (gpu_api_sheddable(c->api) && c->shed_epoch != g->skel->bss->gpu_shed_epoch)
+		return true;
+	return !proc_thread__user_sp("/proc", c->tgid, tid, &sp) && sp > c->sp;
+}
+
+/*
+ * The calls in flight now (gpu_inflight: one outer call per thread) of the
+ * traced processes, for the wire: who waits in which collective (with the
+ * communicator's identity and the sequence number the call has: the
+ * communicator's count of collectives so far, raised at the call's exit),
+ * who is inside which CUDA call.  Stale entries are left out
+ * (inflight_stale()); the server needs a call listed in consecutive
+ * batches before it counts.
+ */
+static void snapshot_inflight(struct gpu *g)
+{
+	int fd = bpf_map__fd(g->skel->maps.gpu_inflight),
+	    cfd = bpf_map__fd(g->skel->maps.gpu_comms);
+	uint32_t key, next;
+	struct gpu_call c;
+	void *prev = NULL;
+
+	g->data.ninflight = 0;
+	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+		struct gpu_inflight_rec *r;
+		struct gpu_nccl_args a;
+		uint32_t kind;
+
+		key = next;
+		prev = &key;
+		if (bpf_map_lookup_elem(fd, &key, &c) || !c.active || c.api >= GPU_API_MAX ||
+		    !gpu_proc_find(g, c.tgid))
+			continue;
+		kind = gpu_api_kind(c.api);
+		if (kind == GPU_KIND_P2P || kind == GPU_KIND_NCCL_INIT)
+			continue; /* pairwise / set-up: not a collective every rank enters */
+		if (inflight_stale(g, &c, key)) {
+			g->data.inflight_stale++;
+			continue;
+		}
+		if (!g->data.inflight || g->data.ninflight == GPU_MAX_INFLIGHT) {
+			g->data.inflight_dropped++;
+			continue;
+		}
+		r = &g->data.inflight[g->data.ninflight++];
+		*r = (struct gpu_inflight_rec){ .tgid = c.tgid,
+						.tid = key,
+						.api = c.api,
+						.entry_ns = gpu_to_realtime(g, c.start_ns),
+						.rank = -1,
+						.nranks = -1,
+						.stack_id = c.stack_id };
+		if (kind == GPU_KIND_COLL && gpu_nccl_args_of(c.api, c.a, &a)) {
+			struct gpu_comm_key ck = { .tgid = c.tgid, .comm = a.comm };
+			struct gpu_comm_val cv;
+
+			r->bytes = a.count * gpu_nccl_dtype_size(a.dtype);
+			if (!bpf_map_lookup_elem(cfd, &ck, &cv)) {
+				r->comm_hash = cv.id_hash;
+				r->seq = cv.seq; /* raised at this call's exit */
+				r->rank = (int32_t)cv.rank;
+				r->nranks = (int32_t)cv.nranks;
+			}
+		}
+	}
 }
 
 /* The BPF maps whose keys start with a tgid. */
@@ -210,6 +302,7 @@ int gpu__drain(struct gpu *g)
 	}
 	snapshot_allocs(g, g->skel->maps.gpu_allocs, &g->leaks, 0);
 	snapshot_allocs(g, g->skel->maps.gpu_fw_allocs, &g->fw_leaks, 1);
+	snapshot_inflight(g);
 	if (g->opts.budget >= 0)
 		gpu_duty_plan(g, mono_ns());
 	gpu_remember_procs(g);

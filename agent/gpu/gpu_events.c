@@ -48,6 +48,12 @@ int gpu_on_event(void *ctx, void *data, size_t size)
 			p->info.comm_hash = p->info.job_hash = e->a[0];
 		}
 	}
+	if (e->api < GPU_API_MAX && gpu_api_kind(e->api) == GPU_KIND_COLL) {
+		struct gpu_proc *p = gpu_proc_find(g, e->tgid);
+
+		if (p)
+			p->info.nccl_tid = e->tid; /* its thread state: hang diagnosis */
+	}
 	if (e->api < GPU_API_MAX)
 		gpu_nccl_recover(g, e);
 	if (g->ncalls >= GPU_MAX_CALLS) {

@@ -46,6 +46,7 @@ struct bpf_map;
 #define GPU_MAX_ROWS 65536	  /* per user-side table */
 #define GPU_MAX_CALLS 262144	  /* call records kept for the trace */
 #define GPU_MAX_ALLOC_RECS 262144 /* wire: outstanding allocations listed per drain */
+#define GPU_MAX_INFLIGHT 4096	  /* wire: calls in flight listed per drain */
 #define GPU_SCAN_FIRST_MS 5
 /* also how late a target whose exit events were missed is found dead */
 #define GPU_SCAN_MAX_MS 500

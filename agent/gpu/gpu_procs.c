@@ -70,6 +70,8 @@ static void read_environ(struct gpu_proc *p)
 			snprintf(in->run_id, sizeof(in->run_id), "%s", e + 20);
 		else if (!strncmp(e, "SLURM_JOB_ID=", 13))
 			snprintf(in->slurm_job, sizeof(in->slurm_job), "%s", e + 13);
+		else if (!strncmp(e, "STRATA_JOB=", 11))
+			snprintf(in->strata_job, sizeof(in->strata_job), "%s", e + 11);
 	}
 }
 
@@ -107,6 +109,7 @@ void gpu_proc_scan(struct gpu *g, struct gpu_proc *p, uint64_t now_ms)
 		if (p->state == PROC_TARGET || p->nfiles) {
 			p->state = PROC_EXITED;
 			p->info.exited = true;
+			p->info.exit_ns = realtime_ns();
 			g->exits++;
 		} else {
 			p->state = PROC_FREE;
@@ -218,6 +221,7 @@ static void proc_exited(struct gpu *g, uint32_t tgid, uint64_t mm_id)
 	if (p->state == PROC_TARGET || p->nfiles) {
 		p->state = PROC_EXITED; /* finished at the next drain */
 		p->info.exited = true;
+		p->info.exit_ns = realtime_ns(); /* within a drain of the exit */
 		g->exits++;
 	} else {
 		p->state = PROC_FREE;

@@ -161,8 +161,10 @@ void gpu__report(struct gpu *g)
 		fprintf(stderr, " %s=%llu", strata_gpu_counter_name(i),
 			(unsigned long long)d->bpf[i]);
 	fprintf(stderr,
+		"\n  gpu.inflight: dropped=%llu stale=%llu"
 		"\n  gpu.usdt: notes=%llu skipped_bad_args=%llu skipped_malformed=%llu "
 		"sites_dropped=%llu specs=%u",
+		(unsigned long long)d->inflight_dropped, (unsigned long long)d->inflight_stale,
 		(unsigned long long)g->usdt.notes, (unsigned long long)g->usdt.bad_args,
 		(unsigned long long)g->usdt.malformed, (unsigned long long)g->usdt_dropped,
 		g->usdt_specs);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "agent/gpu/gpu_names.h"
+#include "agent/proc/proc_thread.h"
 #include "agent/gpu/gpu_tables.h"
 
 #define STATE_MAX 65536	       /* last-shipped rows per table (the layer keeps 65536) */
@@ -207,7 +208,12 @@ static int64_t proc_of(struct agent_batch *ab, const struct gpu_data *d, uint32_
 		fb.world_size = pi->world_size;
 		fb.torchelastic_run_id = pi->run_id;
 		fb.slurm_job_id = pi->slurm_job;
-		fb.job = pi->run_id[0] ? pi->run_id : pi->slurm_job;
+		/* the job as agent/ship/proc_labels.c names it, for a process
+		 * gone before its labels were read (a rank that exits within
+		 * its first period) */
+		fb.job = pi->strata_job[0] ? pi->strata_job
+			 : pi->run_id[0]   ? pi->run_id
+					   : pi->slurm_job;
 	}
 	p = agent_batch__process_tgid(ab, tgid, &fb);
 	if (p >= 0 && pi && pi->nccl_rank >= 0) {
@@ -616,6 +622,79 @@ static void add_nccl(struct batch_gpu *g, struct agent_batch *ab, const struct g
 	}
 }
 
+/* What the hang diagnosis needs at the window's end (docs/diagnosis.md
+ * "NCCL hangs"): the calls in flight, the state now of each live rank's
+ * NCCL thread (/proc), and the ranks that exited in the window. */
+static void add_hang_inputs(struct batch_gpu *g, struct agent_batch *ab, const struct gpu_data *d,
+			    uint64_t window_start)
+{
+	struct batch_builder *bb = agent_batch__builder(ab);
+
+	for (size_t i = 0; i < d->ninflight; i++) {
+		const struct gpu_inflight_rec *c = &d->inflight[i];
+		Strata__V1__InflightCall *r;
+		const char *api = gpu_api_name(c->api);
+		int64_t proc = proc_of(ab, d, c->tgid), stack;
+
+		if (proc < 0)
+			continue;
+		if (gpu_api_kind(c->api) == GPU_KIND_COLL && !strncmp(api, "nccl", 4))
+			api += 4; /* the op, as collectives name it */
+		ROW_OR_DROP(r, BB_INFLIGHT);
+		r->process = (uint32_t)proc;
+		r->tid = c->tid;
+		r->api_str = batch_builder__string(bb, api);
+		r->entry_ns = c->entry_ns;
+		r->comm_hash = c->comm_hash;
+		r->seq = c->seq;
+		r->bytes = c->bytes;
+		r->rank = c->rank;
+		r->nranks = c->nranks;
+		stack = stack_of(g, bb, d, c->tgid, c->stack_id);
+		r->stack = stack > 0 ? (uint32_t)stack : 0;
+	}
+	for (size_t i = 0; i < d->nprocs; i++) {
+		const struct gpu_proc_info *pi = &d->procs[i];
+		struct proc_thread_state ts;
+		struct bb_frame kf[PROC_THREAD_FRAMES];
+		Strata__V1__ThreadState *r;
+		char state[2];
+		int64_t proc, stack;
+
+		if (pi->nccl_rank < 0 && !pi->nccl_tid)
+			continue; /* not a rank */
+		if (pi->exited) {
+			if (pi->exit_ns < window_start)
+				continue; /* told in an earlier batch */
+			proc = proc_of(ab, d, pi->tgid);
+			if (proc >= 0)
+				batch_builder__process_exit(bb, (uint32_t)proc, pi->exit_ns);
+			continue;
+		}
+		if (proc_thread__read("/proc", pi->tgid, pi->nccl_tid ? pi->nccl_tid : pi->tgid,
+				      &ts))
+			continue;
+		proc = proc_of(ab, d, pi->tgid);
+		if (proc < 0)
+			continue;
+		ROW_OR_DROP(r, BB_THREAD);
+		state[0] = ts.state;
+		state[1] = '\0';
+		r->process = (uint32_t)proc;
+		r->tid = pi->nccl_tid ? pi->nccl_tid : pi->tgid;
+		r->state_str = batch_builder__string(bb, state);
+		r->wchan_str = batch_builder__string(bb, ts.wchan);
+		r->in_syscall = ts.syscall >= 0;
+		r->syscall = ts.syscall >= 0 ? (uint32_t)ts.syscall : 0;
+		/* /proc lists the innermost frame first; stacks are root first */
+		for (uint32_t k = 0; k < ts.nframes; k++)
+			kf[k] = (struct bb_frame){ .kind = STRATA__V1__FRAME__KIND__KERNEL,
+						   .name = ts.frames[ts.nframes - 1 - k] };
+		stack = ts.nframes ? batch_builder__stack(bb, kf, ts.nframes) : 0;
+		r->stack = stack > 0 ? (uint32_t)stack : 0;
+	}
+}
+
 /* What the layer lost this window, by side. */
 static void add_drops(struct batch_gpu *g, const struct gpu_data *d, struct batch_meta *m)
 {
@@ -685,6 +764,7 @@ int batch_gpu__add(struct batch_gpu *g, struct agent_batch *ab, const struct gpu
 	add_sites(g, ab, d);
 	add_tally(g, ab, d);
 	add_nccl(g, ab, d);
+	add_hang_inputs(g, ab, d, m->start_ns);
 	if (d->nprocs && (duty = batch_builder__row(bb, BB_DUTY))) {
 		uint64_t window = m->end_ns > m->start_ns ? m->end_ns - m->start_ns : 0;
 

@@ -88,9 +88,9 @@ scenario_job() {
 	fail "train_sim printed no fault onset: $(cat "$T/train.out")"
 }
 
-# scenario_start: server + webhook receiver + agent + job.  SCEN_JOB_FIRST=S:
-# the job starts S seconds before the agent (it initialised unseen).
-scenario_start() {
+# scenario_server: the webhook receiver ($T/hooks) and strata-server with
+# its defaults plus the webhook URL and the agents' token (TOKEN, PORT).
+scenario_server() {
 	HOOK_PORT=$(free_port)
 	python3 "$ROOT/tests/integration/webhook_receiver.py" "$HOOK_PORT" "$T/hooks" \
 		> "$T/hook.log" 2>&1 &
@@ -102,6 +102,12 @@ scenario_start() {
 	export TOKEN STRATA_TOKEN=$TOKEN
 	start_server "$PORT" --token-file "$T/token" \
 		--alert-webhook "http://127.0.0.1:$HOOK_PORT/hook"
+}
+
+# scenario_start: server + webhook receiver + agent + job.  SCEN_JOB_FIRST=S:
+# the job starts S seconds before the agent (it initialised unseen).
+scenario_start() {
+	scenario_server
 	if [ -n "${SCEN_JOB_FIRST:-}" ]; then
 		scenario_job
 		sleep "$SCEN_JOB_FIRST"
