@@ -362,6 +362,24 @@ int session__start(struct session *s)
 
 static int drain(struct session *s, struct session_window *w);
 
+/*
+ * The BPF side's events: the maps of every process in the batch are read
+ * first, the loaders' slow part (an unwind table of a large binary: up to
+ * seconds on a loaded node) after, one process at a time, with the events
+ * that came meanwhile taken between two.  Attached one by one as they came,
+ * a short-lived process (or one that started before the agent) queued
+ * behind a few large binaries was gone before its maps were read, and its
+ * samples stayed unsymbolized.
+ */
+static void consume_events(struct session *s)
+{
+	proc_tracker__defer_attach(s->procs, 1);
+	sampler__consume_events(s->sampler);
+	while (proc_tracker__attach_next(s->procs))
+		sampler__consume_events(s->sampler);
+	proc_tracker__defer_attach(s->procs, 0);
+}
+
 int session__wait(struct session *s, int timeout_ms, struct session_signal *sig)
 {
 	struct epoll_event evs[3];
@@ -381,7 +399,7 @@ int session__wait(struct session *s, int timeout_ms, struct session_signal *sig)
 	n = epoll_wait(s->epfd, evs, 3, timeout_ms);
 	if (n < 0 && errno != EINTR)
 		return -errno;
-	sampler__consume_events(s->sampler);
+	consume_events(s);
 	for (int i = 0; i < n; i++) {
 		struct signalfd_siginfo si;
 
@@ -503,7 +521,7 @@ static int drain(struct session *s, struct session_window *w)
 
 	/* Exit events first: the instances they finish are still needed by
 	 * the samples drained now, and are freed right after. */
-	sampler__consume_events(s->sampler);
+	consume_events(s);
 	if (s->unwind)
 		unwind_loader__tick(s->unwind);
 	n = sampler__drain(s->sampler, k->sample ? k->sample : drop_sample, k->timed_sample,
@@ -663,13 +681,14 @@ void session__report_counters(struct session *s)
 	fprintf(stderr,
 		"  procs: instances=%llu found_dead=%llu refused=%llu maps_read=%llu failed=%llu "
 		"refreshes=%llu refreshes_limited=%llu maps_dropped=%llu exit_vmas=%llu "
-		"unlocated=%llu events_failed=%llu\n",
+		"unlocated=%llu events_failed=%llu attach_deferred=%llu attach_queue_full=%llu\n",
 		(unsigned long long)pt.instances, (unsigned long long)pt.found_dead,
 		(unsigned long long)pt.refused, (unsigned long long)pt.maps_read,
 		(unsigned long long)pt.maps_read_failed, (unsigned long long)pt.refreshes,
 		(unsigned long long)pt.refreshes_limited, (unsigned long long)pt.maps_dropped,
 		(unsigned long long)pt.exit_vmas, (unsigned long long)pt.exit_vmas_unlocated,
-		(unsigned long long)s->events_failed);
+		(unsigned long long)s->events_failed, (unsigned long long)pt.attach_deferred,
+		(unsigned long long)pt.attach_queue_full);
 	fprintf(stderr,
 		"  modules=%llu dropped=%llu evicted=%llu open_failed=%llu not_regular=%llu "
 		"located=%llu not_located=%llu\n",

@@ -14,6 +14,7 @@
 
 #define PROC_BUCKETS 4096
 #define LIVENESS_EVERY 10 /* drains between checks that instances still live */
+#define ATTACH_QUEUE 1024 /* deferred loader attaches (proc_tracker__defer_attach) */
 
 struct proc_instance {
 	uint32_t tgid;
@@ -23,6 +24,7 @@ struct proc_instance {
 	size_t nmaps, cap;
 	bool exited;		  /* gone, or exec'd into another mm */
 	bool superseded;	  /* exec'd: /proc now shows another program */
+	bool attach_queued;	  /* in the deferred attach queue */
 	uint64_t refreshed_epoch; /* drain epoch of the last /proc read */
 	struct proc_instance *next;
 };
@@ -34,6 +36,14 @@ struct proc_tracker {
 	uint64_t epoch; /* drains so far */
 	long clk_tck;
 	struct proc_loaders loaders;
+	/* deferred attaches, oldest at head; an instance is found again by
+	 * its key (it may have been freed since) */
+	struct {
+		uint32_t tgid;
+		uint64_t mm_id;
+	} queue[ATTACH_QUEUE];
+	size_t qhead, nqueued;
+	bool defer;
 	struct proc_tracker_stats st;
 };
 
@@ -238,6 +248,49 @@ static bool same_process(struct proc_tracker *t, struct proc_instance *p)
 	return now == p->start_ticks;
 }
 
+/* The loaders see p's mappings: now, or queued while attaches are deferred. */
+static void attach(struct proc_tracker *t, struct proc_instance *p)
+{
+	if (t->defer && p->attach_queued)
+		return; /* the queued attach will see these maps */
+	if (t->defer && t->nqueued < ATTACH_QUEUE) {
+		size_t i = (t->qhead + t->nqueued++) % ATTACH_QUEUE;
+
+		t->queue[i].tgid = p->tgid;
+		t->queue[i].mm_id = p->mm_id;
+		p->attach_queued = true;
+		t->st.attach_deferred++;
+		return;
+	}
+	if (t->defer)
+		t->st.attach_queue_full++;
+	proc_loaders__attach(&t->loaders, p->tgid, p->mm_id, p->maps, p->nmaps);
+}
+
+int proc_tracker__attach_next(struct proc_tracker *t)
+{
+	struct proc_instance *p;
+
+	if (!t->nqueued)
+		return 0;
+	p = find(t, t->queue[t->qhead].tgid, t->queue[t->qhead].mm_id);
+	t->qhead = (t->qhead + 1) % ATTACH_QUEUE;
+	t->nqueued--;
+	if (p && p->attach_queued) {
+		p->attach_queued = false;
+		proc_loaders__attach(&t->loaders, p->tgid, p->mm_id, p->maps, p->nmaps);
+	}
+	return 1;
+}
+
+void proc_tracker__defer_attach(struct proc_tracker *t, int on)
+{
+	if (!on)
+		while (proc_tracker__attach_next(t))
+			;
+	t->defer = on;
+}
+
 /*
  * (Re)reads the executable mappings of p from /proc, only while /proc/PID
  * is still that process (same start time, not exec'd since): maps of a
@@ -284,7 +337,7 @@ static int read_maps(struct proc_tracker *t, struct proc_instance *p)
 	}
 	free(pm);
 	if (!err)
-		proc_loaders__attach(&t->loaders, p->tgid, p->mm_id, p->maps, p->nmaps);
+		attach(t, p);
 	return err;
 }
 

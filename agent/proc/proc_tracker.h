@@ -11,7 +11,8 @@
  * Bounded: at max instances new ones are refused and counted; exited ones
  * are freed after the drain that follows their exit.  The loaders
  * (unwinder, Python, GPU) plug into its registry (agent/proc/loaders.h):
- * each maps read attaches them, each free detaches them.
+ * each maps read attaches them (at once, or queued: see
+ * proc_tracker__defer_attach), each free detaches them.
  */
 #ifndef STRATA_PROC_TRACKER_H
 #define STRATA_PROC_TRACKER_H
@@ -35,6 +36,8 @@ struct proc_tracker_stats {
 		exit_vmas_unlocated, found_dead;
 	uint64_t maps_dropped;	    /* mappings past the bounds of a read (proc_maps.h) */
 	uint64_t refreshes_limited; /* re-reads refused: one per drain at most */
+	uint64_t attach_deferred;   /* loader attaches queued behind maps reads */
+	uint64_t attach_queue_full; /* ... run at once instead: the queue was full */
 };
 
 struct proc_tracker;
@@ -48,6 +51,18 @@ void *proc_tracker__detect(struct proc_tracker *t, int loader, struct module *mo
 
 /* Applies one event from the BPF side.  0 or -errno. */
 int proc_tracker__on_event(struct proc_tracker *t, const struct strata_proc_event *e);
+
+/*
+ * While on, a maps read records the mappings at once and queues the
+ * loaders' attach (an unwind table of a large binary takes seconds to
+ * build), for proc_tracker__attach_next: a batch of events reads the maps
+ * of every process in it before any slow attach, so a short-lived process
+ * is not gone by the time its turn comes.  Bounded: with the queue full an
+ * attach runs at once (counted).  Turning it off runs what is queued.
+ */
+void proc_tracker__defer_attach(struct proc_tracker *t, int on);
+/* Runs the oldest queued attach: 1 if there was one, else 0. */
+int proc_tracker__attach_next(struct proc_tracker *t);
 
 /*
  * The mapping holding ip in process (tgid, mm_id), reading or refreshing

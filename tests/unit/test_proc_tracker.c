@@ -220,6 +220,73 @@ static void dead_without_exit_event(void **state)
 	modules__free(mods);
 }
 
+/* Counts the loader attaches it gets, with the mappings of the last. */
+struct attach_count {
+	int n;
+	size_t nmaps;
+};
+
+static void count_attach(void *ctx, uint32_t tgid, uint64_t mm_id, const struct proc_mapping *maps,
+			 void *const *files, size_t n)
+{
+	struct attach_count *c = ctx;
+
+	c->n++;
+	c->nmaps = n;
+}
+
+/* Deferred attaches: a batch of events reads every process's maps first;
+ * the loaders run after, once per address space however often its maps
+ * were read meanwhile; a full queue attaches at once (counted); turning
+ * deferral off runs what is queued. */
+static void deferred_attach(void **state)
+{
+	struct module_registry *mods = modules__new(0);
+	struct proc_tracker *t = proc_tracker__new(mods, 0);
+	struct attach_count c = { 0 };
+	struct proc_loader l = { .name = "count", .ctx = &c, .attach = count_attach };
+	uint64_t ip = (uint64_t)(uintptr_t)&tracked_function;
+	const struct proc_mapping *m;
+	struct proc_tracker_stats st;
+	struct strata_proc_event e;
+
+	assert_true(proc_tracker__add_loader(t, &l) >= 0);
+	proc_tracker__defer_attach(t, 1);
+	e = ev(PROC_EV_NEW, getpid(), 0xd000);
+	assert_int_equal(proc_tracker__on_event(t, &e), 0);
+	assert_int_equal(proc_tracker__on_event(t, &e), 0); /* read again: queued once */
+	e = ev(PROC_EV_NEW, getpid(), 0xe000);
+	assert_int_equal(proc_tracker__on_event(t, &e), 0);
+	assert_int_equal(c.n, 0);
+	/* the maps are there before any attach */
+	assert_int_equal(proc_tracker__lookup(t, getpid(), 0xe000, ip, &m), 0);
+	assert_int_equal(proc_tracker__attach_next(t), 1);
+	assert_int_equal(c.n, 1);
+	assert_true(c.nmaps > 0);
+	assert_int_equal(proc_tracker__attach_next(t), 1);
+	assert_int_equal(proc_tracker__attach_next(t), 0);
+	assert_int_equal(c.n, 2);
+	proc_tracker__stats(t, &st);
+	assert_int_equal(st.attach_deferred, 2);
+
+	/* 1024 queued, the 1025th attached at once */
+	for (uint64_t mm = 1; mm <= 1025; mm++) {
+		e = ev(PROC_EV_NEW, getpid(), 0x100000 + mm);
+		assert_int_equal(proc_tracker__on_event(t, &e), 0);
+	}
+	proc_tracker__stats(t, &st);
+	assert_int_equal(st.attach_queue_full, 1);
+	assert_int_equal(c.n, 3);
+	proc_tracker__defer_attach(t, 0);
+	assert_int_equal(c.n, 2 + 1025);
+	/* not deferred: at once */
+	e = ev(PROC_EV_NEW, getpid(), 0xf000);
+	assert_int_equal(proc_tracker__on_event(t, &e), 0);
+	assert_int_equal(c.n, 2 + 1026);
+	proc_tracker__free(t);
+	modules__free(mods);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -230,6 +297,7 @@ int main(void)
 		cmocka_unit_test(exec_supersedes),
 		cmocka_unit_test(start_time_mismatch_rejects_proc),
 		cmocka_unit_test(dead_without_exit_event),
+		cmocka_unit_test(deferred_attach),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
