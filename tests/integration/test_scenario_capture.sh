@@ -168,4 +168,9 @@ assert cap["trigger"] == "oom" and cap["targets"][0]["pid"] > 0, cap
 print("ok: oom capture %s: %d allocations and %d frees before the failure (%s)"
       % (cap["id"], len(allocs) - 1, len(calls) - len(allocs), cap["reason"]))
 PY
+# /metrics (the server restarted in part 2: only the oom capture since)
+api /metrics > "$T/metrics.txt"
+grep -q '^strata_captures_total{trigger="oom"} 1$' "$T/metrics.txt" &&
+	grep -q '^strata_captures_active ' "$T/metrics.txt" ||
+	fail "capture metrics: $(grep capture "$T/metrics.txt")"
 echo "ok: deep capture"
