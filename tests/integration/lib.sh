@@ -20,6 +20,13 @@ require_bpf() {
 
 # Sum of counts of folded lines (for comm $2, or all when empty) in file $1
 # matching the extended regex $3 (applied to the stack part).
+# Undelivered batches in an agent's spool directory. The spool also keeps
+# nccl_comms.state (communicator identity across agent restarts), which is
+# not a batch and stays.
+spooled_batches() {
+	find "$1" -maxdepth 1 -name '*.batch' 2> /dev/null | wc -l
+}
+
 folded_sum() {
 	awk -v comm="$2" -v re="$3" '{
 		n = $NF; sub(/ [0-9]+$/, "")

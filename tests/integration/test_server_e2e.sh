@@ -30,7 +30,7 @@ read -r CHAIN_PID CHAIN_CPU < "$T/chain.out"
 # The periods that cover the chain end up in the spool (slow machines:
 # wait for them rather than a fixed time).
 for _ in $(seq 100); do
-	[ "$(ls "$T/spool" 2> /dev/null | wc -l)" -ge 4 ] && break
+	[ "$(spooled_batches "$T/spool")" -ge 4 ] && break
 	sleep 0.1
 done
 sleep 1.5
@@ -43,14 +43,14 @@ for sym in __libc_start_call_main __libc_start_main_impl; do
 done
 grep -aq "e2e-job" "$T/wire.bin" ||
 	fail "job label not in the batches (chain pid $CHAIN_PID): $(grep -E 'agent:|batch' "$T/agent.log" | tail -5)"
-echo "ok: $(ls "$T/spool" | wc -l) spooled batches, no native names on the wire"
+echo "ok: $(spooled_batches "$T/spool") spooled batches, no native names on the wire"
 
 start_server "$PORT"
 for _ in $(seq 150); do
-	[ -z "$(ls "$T/spool")" ] && break
+	[ "$(spooled_batches "$T/spool")" = 0 ] && break
 	sleep 0.1
 done
-[ -z "$(ls "$T/spool")" ] || fail "spool not drained after the server came up"
+[ "$(spooled_batches "$T/spool")" = 0 ] || fail "spool not drained after the server came up"
 sleep 2 # the symbol files the server asked for follow the batches
 kill -INT "$AGENT_PID"
 wait "$AGENT_PID" || fail "agent exited with an error: $(tail -5 "$T/agent.log")"

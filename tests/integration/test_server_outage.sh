@@ -35,7 +35,7 @@ dropped=$(sed -n 's/.*rows_dropped=\([0-9]*\).*/\1/p' <<< "$final")
 failures=$(sed -n 's/.*failures=\([0-9]*\).*/\1/p' <<< "$up")
 [ "$dropped" -eq 0 ] || fail "the batch builder dropped $dropped samples"
 [ "$failures" -gt 0 ] || fail "the agent never saw the outage"
-[ -z "$(ls "$T/spool")" ] || fail "batches left in the spool: $(ls "$T/spool")"
+[ "$(spooled_batches "$T/spool")" = 0 ] || fail "batches left in the spool: $(ls "$T/spool")"
 
 api "/api/v1/nodes?node=outage-node" > "$T/nodes.json"
 s_batches=$(json_sum nodes batches < "$T/nodes.json")
