@@ -161,7 +161,12 @@ static __always_inline void cuda_exit(const struct gpu_call *c, __s64 ret, __u64
 		return;
 	for (int i = 0; i < 6; i++)
 		e->a[i] = ev[i];
-	bpf_ringbuf_submit(e, 0);
+	/* Every call of a traced process is an event: user space is woken
+	 * only when the ring fills up (it reads the ring at every poll and
+	 * drain anyway), not thousands of times a second. */
+	bpf_ringbuf_submit(e, bpf_ringbuf_query(&gpu_events, BPF_RB_AVAIL_DATA) > 256 * 1024
+				      ? BPF_RB_FORCE_WAKEUP
+				      : BPF_RB_NO_WAKEUP);
 }
 
 #endif /* STRATA_BPF_GPU_CUDA_BPF_H */

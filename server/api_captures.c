@@ -200,7 +200,6 @@ static int capture_trace(struct server *srv, const struct request *r, const stru
 	struct trace_json t;
 	char other[256];
 	int truncated = 0, any = 0, err = 0;
-	uint64_t limit = TRACE_EVENTS_MAX;
 	struct store_filter f = { .from_ns = c->s.start_ns, .to_ns = c->s.end_ns };
 
 	(void)r;
@@ -209,11 +208,16 @@ static int capture_trace(struct server *srv, const struct request *r, const stru
 	for (uint32_t i = 0; !err && (i < c->s.ntargets || (!c->s.ntargets && !any)); i++) {
 		int tr = 0;
 
+		if (t.events >= TRACE_EVENTS_MAX) { /* one bound for all the targets */
+			truncated = 1;
+			break;
+		}
 		f.job = c->s.job[0] ? c->s.job : NULL;
 		f.node = c->s.ntargets && c->s.targets[i].node[0] ? c->s.targets[i].node : NULL;
 		f.pid = c->s.ntargets ? c->s.targets[i].pid : 0;
 		any = 1;
-		err = srv->store->ops->events(srv->store, &f, kinds, (uint32_t)limit, &tr,
+		err = srv->store->ops->events(srv->store, &f, kinds,
+					      (uint32_t)(TRACE_EVENTS_MAX - t.events), &tr,
 					      trace_json__event, &t);
 		truncated |= tr;
 	}

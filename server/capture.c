@@ -444,12 +444,41 @@ void capture_registry__note_batch(struct capture_registry *r, const Strata__V1__
 			adopt(r, b, b->capture_runs[i], now_ns);
 }
 
-void capture_registry__stats(struct capture_registry *r, struct capture_stats *st)
+void capture_registry__stats(struct capture_registry *r, uint64_t now_ns, struct capture_stats *st)
 {
 	pthread_mutex_lock(&r->lock);
 	*st = r->stats;
+	st->active = active_count(r, now_ns);
 	pthread_mutex_unlock(&r->lock);
 	st->store_errors = __atomic_load_n(&r->stats.store_errors, __ATOMIC_RELAXED);
+}
+
+void capture_registry__metrics(struct capture_registry *r, FILE *o)
+{
+	struct capture_stats st;
+
+	capture_registry__stats(r, realtime_ns(), &st);
+	fputs("# HELP strata_captures_total deep captures made, by trigger\n"
+	      "# TYPE strata_captures_total counter\n",
+	      o);
+	for (size_t i = 0; i < sizeof(TRIGGERS) / sizeof(TRIGGERS[0]); i++)
+		fprintf(o, "strata_captures_total{trigger=\"%s\"} %" PRIu64 "\n", TRIGGERS[i],
+			st.created[i]);
+	fprintf(o,
+		"# HELP strata_captures_refused_total captures refused: too many running\n"
+		"# TYPE strata_captures_refused_total counter\n"
+		"strata_captures_refused_total %" PRIu64 "\n"
+		"# HELP strata_capture_orders_total capture orders handed to agents in batch "
+		"answers\n"
+		"# TYPE strata_capture_orders_total counter\n"
+		"strata_capture_orders_total %" PRIu64 "\n"
+		"# HELP strata_capture_store_errors_total capture records not stored\n"
+		"# TYPE strata_capture_store_errors_total counter\n"
+		"strata_capture_store_errors_total %" PRIu64 "\n"
+		"# HELP strata_captures_active captures running or about to start\n"
+		"# TYPE strata_captures_active gauge\n"
+		"strata_captures_active %" PRIu64 "\n",
+		st.refused, st.orders, st.store_errors, st.active);
 }
 
 /* ---- loading at start ---------------------------------------------------------- */

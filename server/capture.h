@@ -68,6 +68,7 @@ struct capture_stats {
 	uint64_t refused;    /* over the bounds */
 	uint64_t orders;     /* orders handed to agents */
 	uint64_t store_errors;
+	uint64_t active; /* running or scheduled now (capture_registry__stats' now) */
 };
 
 struct capture_registry;
@@ -133,7 +134,9 @@ const char *capture__state(const struct capture *c, uint64_t now_ns);
 void capture__json(FILE *out, const struct capture *c, uint64_t now_ns);
 void capture__json_members(FILE *out, const struct capture *c, uint64_t now_ns);
 
-void capture_registry__stats(struct capture_registry *r, struct capture_stats *st);
+void capture_registry__stats(struct capture_registry *r, uint64_t now_ns, struct capture_stats *st);
+/* The stats on /metrics (docs/metrics.md). */
+void capture_registry__metrics(struct capture_registry *r, FILE *out);
 
 /* The trigger's index in capture_stats.created (-1: unknown). */
 int capture__trigger_index(const char *trigger);

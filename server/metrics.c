@@ -2,6 +2,7 @@
 /* GET /metrics: Prometheus text exposition of the server's counters. */
 #include <inttypes.h>
 
+#include "server/capture.h"
 #include "server/diag_engine.h"
 #include "server/diag_live.h"
 #include "server/server.h"
@@ -165,6 +166,8 @@ int api_metrics(struct server *srv, FILE *o)
 	counter(o, "strata_retention_runs_total", "retention passes", ld(&m->retention_runs));
 	counter(o, "strata_retention_deleted_batches_total", "batches deleted by retention",
 		ld(&m->retention_deleted));
+	if (srv->captures) /* docs/metrics.md: deep captures */
+		capture_registry__metrics(srv->captures, o);
 	if (srv->live) /* docs/metrics.md: stragglers */
 		diag_live__metrics(srv->live, o);
 	if (srv->diag) /* docs/metrics.md: breakdown, leaks */

@@ -75,8 +75,8 @@ static void usage(FILE *f)
 	      "      --external-url URL   this server's URL, linked from alerts\n"
 	      "      --capture-max-s N    longest deep capture (default 60)\n"
 	      "      --capture-lead-ms N  an API capture starts this long after it is asked\n"
-	      "                           for, so every agent has heard of it (default 11000:\n"
-	      "                           one agent period and the upload)\n"
+	      "                           for, so every agent has heard of it (default 15000:\n"
+	      "                           one agent period, the upload and the ingest)\n"
 	      "      --capture-max-active N  captures running at once (default 8)\n"
 	      "      --capture-every-s N  capture each live job's ranks every N s (default:\n"
 	      "                           never)\n"
@@ -311,7 +311,7 @@ int main(int argc, char **argv)
 		.debuginfod = 1,
 		.diag_window_ms = 10000,
 		.capture_max_s = 60,
-		.capture_lead_ms = 11000,
+		.capture_lead_ms = 15000,
 		.capture_max_active = 8,
 	};
 	int c, bad = 0;

@@ -211,6 +211,7 @@ int trace_json__event(void *ctx, const struct store_event *e)
 	int64_t tpid = trace_pid(t, e);
 	FILE *o = t->out;
 
+	t->events++;
 	if (tpid < 0)
 		return (int)tpid;
 	if (e->kind == STORE_EVENT_CPU_SAMPLE)

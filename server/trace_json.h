@@ -35,6 +35,7 @@ struct trace_json {
 	struct profile_htab thread_ids;
 	uint64_t samples, samples_dropped; /* dropped: no track left for the thread */
 	uint64_t calls, collectives;
+	uint64_t events; /* handed in (trace_json__event) */
 };
 
 /* Writes the head; sample_ns 0: CPU samples are 10 ms long. */

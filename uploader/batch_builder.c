@@ -395,13 +395,24 @@ void batch_builder__label_rank(struct batch_builder *bb, uint32_t process, int32
 		p->world_size = nranks;
 		set_label(bb, p, BB_LABEL_RANK_SOURCE, "nccl");
 	}
-	if (!p->job && job && job[0]) {
-		uint32_t j = intern(bb, job);
+	batch_builder__label_job(bb, process, job, "nccl");
+}
 
-		if (j != UINT32_MAX) {
-			p->job = j;
-			set_label(bb, p, BB_LABEL_JOB_SOURCE, "nccl");
-		}
+void batch_builder__label_job(struct batch_builder *bb, uint32_t process, const char *job,
+			      const char *source)
+{
+	struct wproc *p;
+	uint32_t j;
+
+	if (process >= bb->procs.n || !job || !job[0])
+		return;
+	p = &((struct wproc *)bb->procs.v)[process];
+	if (p->job)
+		return;
+	j = intern(bb, job);
+	if (j != UINT32_MAX) {
+		p->job = j;
+		set_label(bb, p, BB_LABEL_JOB_SOURCE, source);
 	}
 }
 

@@ -172,6 +172,11 @@ int64_t batch_builder__find_pid(const struct batch_builder *bb, uint32_t pid);
  * ncclCommInitRank) and a job (the NCCL unique-id hash). */
 void batch_builder__label_rank(struct batch_builder *bb, uint32_t process, int32_t rank,
 			       int32_t nranks, const char *job);
+/* Names the process's job where nothing named it yet (a process gone
+ * before its environment was read, whose job another layer kept), with
+ * where the name came from (strata.io/job-source). */
+void batch_builder__label_job(struct batch_builder *bb, uint32_t process, const char *job,
+			      const char *source);
 /* The process exited at exit_ns (CLOCK_REALTIME): Process.exit_ns. */
 void batch_builder__process_exit(struct batch_builder *bb, uint32_t process, uint64_t exit_ns);
 /* A new row of list l: a zeroed, initialized message (strata.pb-c.h; for

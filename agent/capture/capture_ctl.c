@@ -54,6 +54,8 @@ struct capture_ctl {
 	/* the raise now: its processes, sorted */
 	uint32_t *procs;
 	size_t nprocs;
+	uint64_t resolved_mono; /* processes are resolved once a second at most */
+	bool dirty;		/* a capture started or ended since */
 	uint32_t freq_hz;
 	bool offcpu, gpu_calls;
 
@@ -168,6 +170,7 @@ static void end_run(struct capture_ctl *c, struct capture_run *r, const char *wh
 		r->start_real = r->end_real = now_real; /* never ran: report it ended */
 	r->state = CAP_ENDED;
 	r->end_reason = why;
+	c->dirty = true;
 	memcpy(c->ended[c->nended++ % CAPTURE_AGENT_MAX], r->id, sizeof(r->id));
 	c->st.ended++;
 	if (!strcmp(why, "cancelled"))
@@ -241,9 +244,9 @@ static void take_mail(struct capture_ctl *c, uint64_t now_mono, uint64_t now_rea
 	}
 }
 
-int capture_ctl__start_own(struct capture_ctl *c, const char *trigger, uint32_t tgid, uint32_t secs,
-			   uint32_t freq_hz, uint64_t from_real, uint64_t now_mono,
-			   uint64_t now_real, char *id_out)
+int capture_ctl__start_own(struct capture_ctl *c, const char *trigger, uint32_t tgid,
+			   const char *job, uint32_t secs, uint32_t freq_hz, uint64_t from_real,
+			   uint64_t now_mono, uint64_t now_real, char *id_out)
 {
 	struct capture_run *r = new_run(c);
 	uint8_t id[16];
@@ -255,6 +258,7 @@ int capture_ctl__start_own(struct capture_ctl *c, const char *trigger, uint32_t 
 			id[i] = (uint8_t)((now_mono >> (i % 8 * 8)) ^ (now_real >> (i % 7)) ^ tgid);
 	build_id_hex(id, sizeof(id), r->id, sizeof(r->id));
 	snprintf(r->trigger, sizeof(r->trigger), "%s", trigger);
+	snprintf(r->job, sizeof(r->job), "%s", job ? job : "");
 	r->pids[0] = tgid;
 	r->npids = 1;
 	r->freq_hz = freq_hz;
@@ -449,6 +453,7 @@ int capture_ctl__tick(struct capture_ctl *c, struct session *s, uint64_t now_mon
 		struct capture_run *r = &c->runs[i];
 
 		if (r->state == CAP_PENDING && now_mono >= r->start_mono) {
+			c->dirty = true;
 			r->state = CAP_RUNNING;
 			r->start_real = now_real;
 			c->st.started++;
@@ -461,7 +466,13 @@ int capture_ctl__tick(struct capture_ctl *c, struct session *s, uint64_t now_mon
 		if (r->state == CAP_RUNNING && r->end_mono < next)
 			next = r->end_mono;
 	}
-	apply(c, s);
+	/* The loop wakes for every event: processes are looked up (their job
+	 * labels, the session's candidates) once a second, or at a change. */
+	if (c->dirty || (capture_ctl__busy(c) && now_mono >= c->resolved_mono + 1000 * MS_NS)) {
+		apply(c, s);
+		c->dirty = false;
+		c->resolved_mono = now_mono;
+	}
 	return next > now_mono ? (int)((next - now_mono + MS_NS - 1) / MS_NS) : 0;
 }
 

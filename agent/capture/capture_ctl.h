@@ -80,11 +80,11 @@ void capture_ctl__post(struct capture_ctl *c, Strata__V1__CaptureOrder *const *o
 		       uint64_t now_mono, uint64_t now_real);
 
 /* A capture the agent starts itself (trigger "oom": a CUDA out-of-memory
- * return of tgid), secs long from now, with data from from_real (what it
- * kept before).  0 or -ENOSPC. */
-int capture_ctl__start_own(struct capture_ctl *c, const char *trigger, uint32_t tgid, uint32_t secs,
-			   uint32_t freq_hz, uint64_t from_real, uint64_t now_mono,
-			   uint64_t now_real, char *id_out);
+ * return of tgid, of job: "" unknown), secs long from now, with data from
+ * from_real (what it kept before).  0 or -ENOSPC. */
+int capture_ctl__start_own(struct capture_ctl *c, const char *trigger, uint32_t tgid,
+			   const char *job, uint32_t secs, uint32_t freq_hz, uint64_t from_real,
+			   uint64_t now_mono, uint64_t now_real, char *id_out);
 
 /* The main loop: takes what was posted, starts and ends captures on the
  * monotonic clock, resolves their processes and raises them in s (NULL:

@@ -271,5 +271,20 @@ int gpu__trace_process(struct gpu *g, uint32_t tgid, bool on)
 
 void gpu__hold_probes(struct gpu *g, bool hold)
 {
-	g->hold_probes = hold; /* gpu__poll attaches them at once */
+	if (hold == g->hold_probes)
+		return;
+	g->hold_probes = hold;
+	if (g->opts.budget < 0) /* no limit: attached anyway */
+		return;
+	if (hold) {
+		/* every call, within the capture's budget: attached at the
+		 * next poll, and the plan (every drain) duty-cycles them
+		 * again only past GPU_CAPTURE_BUDGET */
+		g->saved_budget = g->budget.budget;
+		if (g->budget.budget < GPU_CAPTURE_BUDGET)
+			g->budget.budget = GPU_CAPTURE_BUDGET;
+		g->budget.ratio = 1.0;
+	} else {
+		g->budget.budget = g->saved_budget;
+	}
 }

@@ -81,8 +81,11 @@ void gpu__report(struct gpu *g);
 /* Deep capture (agent/capture/): every CUDA call of tgid as an event (on),
  * or not any more.  0 or -errno. */
 int gpu__trace_process(struct gpu *g, uint32_t tgid, bool on);
-/* Holds the duty cycle's sheddable probes attached (a capture wants every
- * call) or lets the budget decide again. */
+/* A capture wants every call: the sheddable probes are attached now and
+ * stay so up to GPU_CAPTURE_BUDGET of a process's CPU (past it the duty
+ * cycle comes back at that budget, and the sampling ratio says so); off:
+ * the session's budget again. */
+#define GPU_CAPTURE_BUDGET 0.05
 void gpu__hold_probes(struct gpu *g, bool hold);
 
 struct gpu_state {

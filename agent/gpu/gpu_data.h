@@ -155,6 +155,9 @@ struct gpu_data {
 
 const struct gpu_stack *gpu_data__stack(const struct gpu_data *d, uint32_t tgid, uint64_t stack_id);
 const struct gpu_proc_info *gpu_data__proc(const struct gpu_data *d, uint32_t tgid);
+/* The process's job as agent/ship/proc_labels.c names it (STRATA_JOB,
+ * TORCHELASTIC_RUN_ID, SLURM_JOB_ID; "" none). */
+const char *gpu_proc_info__job(const struct gpu_proc_info *pi);
 /* The name of the kernel a launch of tgid named by object (the launch's
  * first argument), from its launch sites; NULL unknown. */
 const char *gpu_data__kernel(const struct gpu_data *d, uint32_t tgid, uint64_t object);

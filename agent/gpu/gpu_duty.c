@@ -67,10 +67,6 @@ int gpu__poll(struct gpu *g)
 		if (p->state != PROC_FREE && p->next_scan_ms < next)
 			next = p->next_scan_ms;
 	}
-	/* A deep capture wants every call: the duty cycle is held at "attached"
-	 * (its clock still runs, so the achieved ratio stays true). */
-	if (g->hold_probes)
-		g->budget.ratio = 1.0;
 	if (g->opts.budget >= 0 && gpu_budget__tick(&g->budget, now_ns, &bnext))
 		gpu_shed_set(g, g->budget.attached);
 	else if (g->opts.budget < 0)

@@ -157,7 +157,8 @@ struct gpu {
 	struct resolver res;
 	struct gpu_budget budget;
 	uint64_t budget_next_ns, window_start_ns, window_on_ns;
-	bool hold_probes; /* a deep capture: the sheddable probes stay attached */
+	bool hold_probes;    /* a deep capture: GPU_CAPTURE_BUDGET for the probes */
+	double saved_budget; /* the budget before it */
 
 	struct gpu_file files[GPU_MAX_FILES];
 	int nfiles;

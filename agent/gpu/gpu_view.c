@@ -106,6 +106,11 @@ const struct gpu_proc_info *gpu_data__proc(const struct gpu_data *d, uint32_t tg
 	return NULL;
 }
 
+const char *gpu_proc_info__job(const struct gpu_proc_info *pi)
+{
+	return pi->strata_job[0] ? pi->strata_job : pi->run_id[0] ? pi->run_id : pi->slurm_job;
+}
+
 static uint64_t map_entries(struct bpf_map *m)
 {
 	int fd = bpf_map__fd(m);

@@ -88,8 +88,14 @@ static int out_of_memory(const struct gpu_event *e)
 	return gpu_api_kind(e->api) == GPU_KIND_ALLOC && e->ret == 2;
 }
 
-static void oom_capture(struct batch_capture *bc, const struct gpu_event *e)
+static void oom_capture(struct batch_capture *bc, const struct gpu_data *d,
+			const struct gpu_event *e)
 {
+	const struct gpu_proc_info *pi = gpu_data__proc(d, e->tgid);
+	const char *job = !pi		      ? ""
+			  : pi->strata_job[0] ? pi->strata_job
+			  : pi->run_id[0]     ? pi->run_id
+					      : pi->slurm_job;
 	struct oom *last = NULL;
 	char id[33];
 
@@ -109,7 +115,7 @@ static void oom_capture(struct batch_capture *bc, const struct gpu_event *e)
 	uint64_t since = e->start_ns > OOM_BEFORE_S * S_NS ? e->start_ns - OOM_BEFORE_S * S_NS : 0;
 
 	if (bc->npending == OOM_PENDING ||
-	    capture_ctl__start_own(bc->ctl, "oom", e->tgid, OOM_AFTER_S, OOM_FREQ_HZ, since,
+	    capture_ctl__start_own(bc->ctl, "oom", e->tgid, job, OOM_AFTER_S, OOM_FREQ_HZ, since,
 				   mono_ns(), realtime_ns(), id)) {
 		bc->st.oom_skipped++;
 		return;
@@ -138,7 +144,7 @@ void batch_capture__drained(struct batch_capture *bc, const struct gpu_data *d)
 			continue;
 		alloc_ring__push(bc->ring, e);
 		if (out_of_memory(e))
-			oom_capture(bc, e);
+			oom_capture(bc, d, e);
 	}
 }
 
@@ -205,6 +211,7 @@ static void run_row(void *ctx, const struct capture_run *run)
 	r->trigger_str = batch_builder__string(bb, run->trigger);
 	r->pid = run->trigger[0] && run->npids ? run->pids[0] : 0;
 	if (run->trigger[0]) {
+		r->job_str = batch_builder__string(bb, run->job);
 		r->from_ns = run->from_real;
 		r->until_ns = (run->start_real ? run->start_real : realtime_ns()) +
 			      (run->end_mono - run->start_mono);

@@ -208,14 +208,19 @@ static int64_t proc_of(struct agent_batch *ab, const struct gpu_data *d, uint32_
 		fb.world_size = pi->world_size;
 		fb.torchelastic_run_id = pi->run_id;
 		fb.slurm_job_id = pi->slurm_job;
-		/* the job as agent/ship/proc_labels.c names it, for a process
-		 * gone before its labels were read (a rank that exits within
-		 * its first period) */
-		fb.job = pi->strata_job[0] ? pi->strata_job
-			 : pi->run_id[0]   ? pi->run_id
-					   : pi->slurm_job;
+		/* for a process gone before its labels were read (a rank
+		 * that exits within its first period) */
+		fb.job = gpu_proc_info__job(pi);
 	}
 	p = agent_batch__process_tgid(ab, tgid, &fb);
+	/* the process may be in the batch already without a job (its CPU
+	 * samples came first, /proc unreadable by then): the job the GPU
+	 * layer read from its environment while it lived */
+	if (p >= 0 && pi)
+		batch_builder__label_job(bb, (uint32_t)p, fb.job,
+					 pi->strata_job[0] ? "env:STRATA_JOB"
+					 : pi->run_id[0]   ? "env:TORCHELASTIC_RUN_ID"
+							   : "env:SLURM_JOB_ID");
 	if (p >= 0 && pi && pi->nccl_rank >= 0) {
 		/* a recovered hash is one process's: it names no job */
 		snprintf(job, sizeof(job), "nccl-%016llx", (unsigned long long)pi->job_hash);

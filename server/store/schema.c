@@ -296,6 +296,7 @@ static const struct store_column CAPTURE_RUNS[] = {
 	COL("pid", "pid"),
 	COL("from_ns", "from_ns"),
 	COL("until_ns", "until_ns"),
+	TEXT("job", "job_str"),
 };
 
 static const struct store_column CAPTURE_SAMPLES[] = {

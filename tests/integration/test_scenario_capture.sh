@@ -14,6 +14,10 @@
 #     agent still ends it on its own clock (its CaptureRun, spooled and
 #     delivered when the server is back, says when and why), and no timed
 #     sample comes after its end.
+#  3. A CUDA allocation fails for lack of device memory (gpu_workload leak:
+#     its last allocation asks for 1 PiB): the agent starts a capture of
+#     its own, sends the process's recent allocations with it, and the
+#     server records it (trigger oom) with those calls in its trace.
 source "$(dirname "$0")/scenario_lib.sh"
 scenario_start
 
@@ -126,4 +130,47 @@ assert inside > 0, "no timed samples in capture 2"
 print("ok: capture 2 ended %.3f s after its end with the server gone (%d samples, none after)"
       % (late, inside))
 PY
+# --- 3. CUDA out of memory ----------------------------------------------------------
+# the job stops first: alone, the new process's allocation probes stay
+# attached (the duty cycle sheds allocations when the node's probes are busy)
+kill -TERM -- "-$JOB_PID" 2> /dev/null || true
+JOB_PID=
+sleep 3
+OOM_JOB=oom-$$
+SIM_INIT_MS=2000 STRATA_JOB=$OOM_JOB "$FIX/gpu_workload" leak 40 > "$T/oom.out" 2>&1 ||
+	fail "gpu_workload leak: $(cat "$T/oom.out")"
+OOM_ID=
+for _ in $(seq 40); do
+	OOM_ID=$(api "/api/v1/captures?job=$OOM_JOB" |
+		python3 -c 'import json,sys; c=[x for x in json.load(sys.stdin) if x["trigger"] == "oom"]; print(c[0]["id"] if c else "")')
+	[ -n "$OOM_ID" ] && break
+	sleep 1
+done
+[ -n "$OOM_ID" ] || fail "no oom capture: $(grep -i 'memory' "$T/agent.log" | tail -n 3)"
+wait_run_end "$OOM_ID"
+api "/api/v1/captures/$OOM_ID" > "$T/oom.json"
+api "/api/v1/captures/$OOM_ID/trace" > "$T/oom_trace.json"
+python3 - "$T/oom.json" "$T/oom_trace.json" << 'PY' || fail "oom capture"
+import json, sys
+cap = json.load(open(sys.argv[1]))
+ev = json.load(open(sys.argv[2]))["traceEvents"]
+calls = [e for e in ev if e["ph"] == "X" and e.get("cat") in ("alloc", "free")]
+failed = [e for e in calls if e["args"]["ret"] != 0]
+allocs = [e for e in calls if e["cat"] == "alloc"]
+frees = [e for e in calls if e["cat"] == "free"]
+# 40 steps: a balanced 64 KiB and a leaked 1 MiB allocation each (the duty
+# cycle may shed some of those), the balanced one freed (never shed), then
+# the failure
+assert len(frees) >= 40 and len(allocs) > 1 and len(failed) == 1, (len(allocs), len(frees), failed)
+assert failed[0]["args"]["ret"] == 2 and failed[0]["name"] == "cudaMalloc", failed
+assert max(e["ts"] for e in calls) == failed[0]["ts"], "the ring ends at the failure"
+assert cap["trigger"] == "oom" and cap["targets"][0]["pid"] > 0, cap
+print("ok: oom capture %s: %d allocations and %d frees before the failure (%s)"
+      % (cap["id"], len(allocs) - 1, len(calls) - len(allocs), cap["reason"]))
+PY
+# /metrics (the server restarted in part 2: only the oom capture since)
+api /metrics > "$T/metrics.txt"
+grep -q '^strata_captures_total{trigger="oom"} 1$' "$T/metrics.txt" &&
+	grep -q '^strata_captures_active ' "$T/metrics.txt" ||
+	fail "capture metrics: $(grep capture "$T/metrics.txt")"
 echo "ok: deep capture"

@@ -144,7 +144,8 @@ static void test_cancel_and_bounds(void **state)
 	assert_false(capture_ctl__busy(c));
 	/* its own: an out-of-memory capture, with no order at all */
 	assert_int_equal(
-		capture_ctl__start_own(c, "oom", 99, 5, 99, REAL0 - 10 * S, MONO0, REAL0, id), 0);
+		capture_ctl__start_own(c, "oom", 99, "j9", 5, 99, REAL0 - 10 * S, MONO0, REAL0, id),
+		0);
 	capture_ctl__tick(c, NULL, MONO0 + 1, REAL0 + 1);
 	assert_true(capture_ctl__captured(c, 99, REAL0 + 2));
 	/* an answer without it does not cancel it: the server never ordered it */
@@ -158,6 +159,7 @@ static void test_cancel_and_bounds(void **state)
 	assert_int_equal(rep.n, 2);
 	assert_string_equal(rep.last.id, id);
 	assert_string_equal(rep.last.trigger, "oom");
+	assert_string_equal(rep.last.job, "j9");
 	assert_int_equal(rep.last.from_real, REAL0 - 10 * S);
 	capture_ctl__free(c);
 }
