@@ -540,7 +540,7 @@ static int drain(struct session *s, struct session_window *w)
 	if (s->gpu) {
 		gpu__drain(s->gpu); /* before end_drain: exited processes still resolve */
 		if (k->gpu_drained)
-			k->gpu_drained(k->ctx, gpu__data(s->gpu));
+			k->gpu_drained(k->ctx, s->gpu, gpu__data(s->gpu));
 	}
 	if (s->unwind)
 		unwind_loader__flush(s->unwind);

@@ -44,7 +44,7 @@ struct session_sink {
 	sampler_sample_fn timed_sample;
 	/* Every drain, after the GPU layer's: its tables (valid until the
 	 * next drain; allocation sets are compared drain by drain). */
-	void (*gpu_drained)(void *ctx, const struct gpu_data *d);
+	void (*gpu_drained)(void *ctx, struct gpu *g, const struct gpu_data *d);
 	/* A window's end: the GPU layer's window (its tables, gpu__data). */
 	int (*gpu_window)(void *ctx, struct gpu *g, const struct session_window *w);
 	/* A window's end: the scheduler layer's window (thread counters,

@@ -80,10 +80,14 @@ struct gpu *gpu__new(const struct gpu_opts *opts, struct module_registry *mods,
 	g->procs_tracker = procs;
 	g->procs = calloc(GPU_MAX_PROCS, sizeof(*g->procs));
 	g->calls = calloc(GPU_MAX_CALLS, sizeof(*g->calls));
+	g->alloc_calls =
+		opts->alloc_events ? calloc(GPU_MAX_ALLOC_EVENTS, sizeof(*g->alloc_calls)) : NULL;
+	g->traced = calloc(GPU_MAX_TRACED, sizeof(*g->traced));
 	g->data.allocs = calloc(GPU_MAX_ALLOC_RECS, sizeof(*g->data.allocs));
 	g->data.inflight = calloc(GPU_MAX_INFLIGHT, sizeof(*g->data.inflight));
 	g->data.frames = profile__new(1);
-	if (!g->procs || !g->calls || !g->data.frames) {
+	if (!g->procs || !g->calls || !g->data.frames || !g->traced ||
+	    (opts->alloc_events && !g->alloc_calls)) {
 		err = -ENOMEM;
 		goto err_out;
 	}
@@ -254,16 +258,39 @@ void gpu__free(struct gpu *g)
 	free(g->prev_calls);
 	free(g->procs);
 	free(g->calls);
+	free(g->alloc_calls);
+	free(g->traced);
 	free(g);
 }
 
 /* ---- deep capture (agent/capture/) -------------------------------------------------- */
 
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+bool gpu_traced(const struct gpu *g, uint32_t tgid)
+{
+	return g->ntraced && bsearch(&tgid, g->traced, g->ntraced, sizeof(tgid), cmp_u32);
+}
+
 int gpu__trace_process(struct gpu *g, uint32_t tgid, bool on)
 {
 	int fd = bpf_map__fd(g->skel->maps.gpu_trace_tgids);
-	uint32_t one = 1;
+	uint32_t one = 1, *at = bsearch(&tgid, g->traced, g->ntraced, sizeof(tgid), cmp_u32);
 
+	if (on && !at) {
+		if (g->ntraced == GPU_MAX_TRACED)
+			return -ENOSPC;
+		g->traced[g->ntraced++] = tgid;
+		qsort(g->traced, g->ntraced, sizeof(tgid), cmp_u32);
+	} else if (!on && at) {
+		memmove(at, at + 1, (size_t)(g->traced + g->ntraced - at - 1) * sizeof(tgid));
+		g->ntraced--;
+	}
 	if (on)
 		return bpf_map_update_elem(fd, &tgid, &one, BPF_ANY) ? -errno : 0;
 	return bpf_map_delete_elem(fd, &tgid) && errno != ENOENT ? -errno : 0;

@@ -75,6 +75,9 @@ const struct gpu_data *gpu__data(struct gpu *g);
 /* strata-agent --server: the call records of gpu__data() were shipped;
  * the next ones start an empty table (strata record keeps them all). */
 void gpu__calls_taken(struct gpu *g);
+/* The allocation calls of gpu__data()'s alloc_calls were taken (the
+ * agent's ring, every drain). */
+void gpu__alloc_calls_taken(struct gpu *g);
 /* Counters and table sizes to stderr (-v). */
 void gpu__report(struct gpu *g);
 

@@ -125,6 +125,12 @@ struct gpu_data {
 	size_t nfw_leaks;
 	struct gpu_call_rec *calls;
 	size_t ncalls;
+	/* allocation and free calls of processes not traced (gpu_opts
+	 * alloc_events: the agent's out-of-memory ring), since the last
+	 * gpu__alloc_calls_taken */
+	struct gpu_call_rec *alloc_calls;
+	size_t nalloc_calls;
+	uint64_t alloc_calls_dropped; /* beyond GPU_MAX_ALLOC_EVENTS between takes */
 	struct gpu_coll_row *colls;
 	size_t ncolls;
 

@@ -56,11 +56,21 @@ int gpu_on_event(void *ctx, void *data, size_t size)
 	}
 	if (e->api < GPU_API_MAX)
 		gpu_nccl_recover(g, e);
-	if (g->ncalls >= GPU_MAX_CALLS) {
+	/* an allocation call sent for the agent's ring alone (alloc_events) */
+	if (g->alloc_calls && !g->opts.trace && e->api < GPU_API_MAX &&
+	    (gpu_api_kind(e->api) == GPU_KIND_ALLOC || gpu_api_kind(e->api) == GPU_KIND_FREE) &&
+	    !gpu_traced(g, e->tgid)) {
+		if (g->nalloc_calls >= GPU_MAX_ALLOC_EVENTS) {
+			g->data.alloc_calls_dropped++;
+			return 0;
+		}
+		r = &g->alloc_calls[g->nalloc_calls++];
+	} else if (g->ncalls >= GPU_MAX_CALLS) {
 		g->data.dropped_calls++;
 		return 0;
+	} else {
+		r = &g->calls[g->ncalls++];
 	}
-	r = &g->calls[g->ncalls++];
 	r->ev = *e;
 	r->ev.start_ns = gpu_to_realtime(g, e->start_ns);
 	r->ev.end_ns = gpu_to_realtime(g, e->end_ns);

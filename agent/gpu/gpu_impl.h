@@ -41,12 +41,14 @@
 struct bpf_map;
 
 #define GPU_MAX_FILES 64
-#define GPU_MAX_PROCS 4096	  /* watched + targets + exited awaiting a drain */
-#define GPU_PROC_FILES 8	  /* GPU files per process */
-#define GPU_MAX_ROWS 65536	  /* per user-side table */
-#define GPU_MAX_CALLS 262144	  /* call records kept for the trace */
-#define GPU_MAX_ALLOC_RECS 262144 /* wire: outstanding allocations listed per drain */
-#define GPU_MAX_INFLIGHT 4096	  /* wire: calls in flight listed per drain */
+#define GPU_MAX_PROCS 4096	   /* watched + targets + exited awaiting a drain */
+#define GPU_PROC_FILES 8	   /* GPU files per process */
+#define GPU_MAX_ROWS 65536	   /* per user-side table */
+#define GPU_MAX_CALLS 262144	   /* call records kept for the trace */
+#define GPU_MAX_ALLOC_EVENTS 65536 /* allocation calls (alloc_events) between two takes */
+#define GPU_MAX_TRACED 4096	   /* processes traced for a capture (gpu_trace_tgids) */
+#define GPU_MAX_ALLOC_RECS 262144  /* wire: outstanding allocations listed per drain */
+#define GPU_MAX_INFLIGHT 4096	   /* wire: calls in flight listed per drain */
 #define GPU_SCAN_FIRST_MS 5
 /* also how late a target whose exit events were missed is found dead */
 #define GPU_SCAN_MAX_MS 500
@@ -173,6 +175,12 @@ struct gpu {
 	int stats_fd;		   /* STRATA_BPF_STATS: the kernel's run-time stats on */
 	struct gpu_call_rec *calls;
 	size_t ncalls;
+	/* alloc_events of processes not traced: apart from calls, so they
+	 * never crowd out the NCCL calls the straggler detection needs */
+	struct gpu_call_rec *alloc_calls;
+	size_t nalloc_calls;
+	uint32_t *traced; /* sorted: gpu__trace_process's processes */
+	size_t ntraced;
 	uint64_t *prev_calls; /* per tally row: calls at the last budget plan */
 	size_t nprev;
 
@@ -244,5 +252,8 @@ void gpu_proc_maps_of(struct gpu *g, struct bpf_map **maps);
 
 /* gpu_view.c */
 void gpu_remember_procs(struct gpu *g);
+
+/* gpu.c: whether tgid is traced for a capture (gpu__trace_process) */
+bool gpu_traced(const struct gpu *g, uint32_t tgid);
 
 #endif /* STRATA_GPU_IMPL_H */

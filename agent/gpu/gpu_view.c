@@ -73,6 +73,8 @@ const struct gpu_data *gpu__data(struct gpu *g)
 	d->ncolls = g->colls.n;
 	d->calls = g->calls;
 	d->ncalls = g->ncalls;
+	d->alloc_calls = g->alloc_calls;
+	d->nalloc_calls = g->nalloc_calls;
 	d->end_ns = realtime_ns();
 	d->sampling_ratio = gpu_budget__achieved(&g->budget);
 	/* leaks: a compact copy of the groups with something outstanding */
@@ -229,6 +231,12 @@ void gpu__report(struct gpu *g)
 }
 
 /* --- wire (strata-agent --server): call records handed over --- */
+void gpu__alloc_calls_taken(struct gpu *g)
+{
+	g->nalloc_calls = 0;
+	g->data.nalloc_calls = 0;
+}
+
 void gpu__calls_taken(struct gpu *g)
 {
 	/* The agent shipped d->calls: the table starts again, so an

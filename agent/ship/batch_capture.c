@@ -7,6 +7,7 @@
 
 #include "agent/capture/alloc_ring.h"
 #include "agent/gpu/gpu_names.h"
+#include "agent/ship/proc_labels.h"
 #include "lib/clock.h"
 #include "lib/log.h"
 
@@ -92,17 +93,18 @@ static void oom_capture(struct batch_capture *bc, const struct gpu_data *d,
 			const struct gpu_event *e)
 {
 	const struct gpu_proc_info *pi = gpu_data__proc(d, e->tgid);
-	const char *job = !pi		      ? ""
-			  : pi->strata_job[0] ? pi->strata_job
-			  : pi->run_id[0]     ? pi->run_id
-					      : pi->slurm_job;
+	uint64_t since = e->start_ns > OOM_BEFORE_S * S_NS ? e->start_ns - OOM_BEFORE_S * S_NS : 0;
+	const char *job = pi ? gpu_proc_info__job(pi) : "";
+	struct proc_labels *l = NULL;
 	struct oom *last = NULL;
 	char id[33];
+	int err;
 
 	for (int i = 0; i < RING_PROCS && !last; i++)
 		if (bc->last[i].tgid == e->tgid)
 			last = &bc->last[i];
-	if (last && e->start_ns < last->at_ns + OOM_REPEAT_S * S_NS) {
+	if ((last && e->start_ns < last->at_ns + OOM_REPEAT_S * S_NS) ||
+	    bc->npending == OOM_PENDING) {
 		bc->st.oom_skipped++;
 		return;
 	}
@@ -112,11 +114,14 @@ static void oom_capture(struct batch_capture *bc, const struct gpu_data *d,
 			if (bc->last[i].at_ns < last->at_ns)
 				last = &bc->last[i];
 	}
-	uint64_t since = e->start_ns > OOM_BEFORE_S * S_NS ? e->start_ns - OOM_BEFORE_S * S_NS : 0;
-
-	if (bc->npending == OOM_PENDING ||
-	    capture_ctl__start_own(bc->ctl, "oom", e->tgid, job, OOM_AFTER_S, OOM_FREQ_HZ, since,
-				   mono_ns(), realtime_ns(), id)) {
+	/* its environment was not read yet: now, while the process lives */
+	if (!job[0] && (l = malloc(sizeof(*l))) &&
+	    !proc_labels__read(e->tgid, proc_labels__boot_epoch_ns(), l))
+		job = l->job;
+	err = capture_ctl__start_own(bc->ctl, "oom", e->tgid, job, OOM_AFTER_S, OOM_FREQ_HZ, since,
+				     mono_ns(), realtime_ns(), id);
+	free(l);
+	if (err) {
 		bc->st.oom_skipped++;
 		return;
 	}
@@ -132,20 +137,27 @@ static void oom_capture(struct batch_capture *bc, const struct gpu_data *d,
 		id, e->tgid, OOM_BEFORE_S, OOM_AFTER_S);
 }
 
+static void ring_push(struct batch_capture *bc, const struct gpu_data *d, const struct gpu_event *e)
+{
+	uint32_t kind = gpu_api_kind(e->api);
+
+	if (kind != GPU_KIND_ALLOC && kind != GPU_KIND_FREE)
+		return;
+	alloc_ring__push(bc->ring, e);
+	if (out_of_memory(e))
+		oom_capture(bc, d, e);
+}
+
 void batch_capture__drained(struct batch_capture *bc, const struct gpu_data *d)
 {
+	/* a traced process's allocations are among its calls; the others'
+	 * apart (the caller takes them after this) */
 	if (bc->calls_seen > d->ncalls) /* the layer forgot its calls */
 		bc->calls_seen = 0;
-	for (; bc->calls_seen < d->ncalls; bc->calls_seen++) {
-		const struct gpu_event *e = &d->calls[bc->calls_seen].ev;
-		uint32_t kind = gpu_api_kind(e->api);
-
-		if (kind != GPU_KIND_ALLOC && kind != GPU_KIND_FREE)
-			continue;
-		alloc_ring__push(bc->ring, e);
-		if (out_of_memory(e))
-			oom_capture(bc, d, e);
-	}
+	for (; bc->calls_seen < d->ncalls; bc->calls_seen++)
+		ring_push(bc, d, &d->calls[bc->calls_seen].ev);
+	for (size_t i = 0; i < d->nalloc_calls; i++)
+		ring_push(bc, d, &d->alloc_calls[i].ev);
 }
 
 struct ring_ship {

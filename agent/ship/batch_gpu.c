@@ -44,7 +44,7 @@ struct batch_gpu {
 	uint64_t paths_evicted; /* the registry's evictions when paths was valid */
 	uint64_t gen;
 	uint64_t seen_bpf[GPU_CNT_MAX];
-	uint64_t seen_rows, seen_calls, seen_allocs;
+	uint64_t seen_rows, seen_calls, seen_allocs, seen_alloc_calls;
 	uint64_t *err_delta; /* per d->errs row, this batch */
 	size_t err_cap;
 	struct bb_frame fr[WIRE_MAX_FRAMES];
@@ -716,6 +716,8 @@ static void add_drops(struct batch_gpu *g, const struct gpu_data *d, struct batc
 		m->nccl_events_lost += d->bpf[nccl_lost[i]] - g->seen_bpf[nccl_lost[i]];
 	m->cuda_events_lost += d->dropped_rows - g->seen_rows + d->allocs_dropped - g->seen_allocs;
 	m->nccl_events_lost += d->dropped_calls - g->seen_calls;
+	m->cuda_events_lost += d->alloc_calls_dropped - g->seen_alloc_calls;
+	g->seen_alloc_calls = d->alloc_calls_dropped;
 	memcpy(g->seen_bpf, d->bpf, sizeof(g->seen_bpf));
 	g->seen_rows = d->dropped_rows;
 	g->seen_calls = d->dropped_calls;

@@ -47,12 +47,13 @@ static int timed_sample(void *ctx, const struct sampler_sample *smp)
 	return batch_capture__sample(sh->bcap, sh->ab, smp);
 }
 
-static void gpu_drained(void *ctx, const struct gpu_data *d)
+static void gpu_drained(void *ctx, struct gpu *g, const struct gpu_data *d)
 {
 	struct shipper *sh = ctx;
 
 	batch_gpu__drained(sh->gpu, sh->ab, d);
 	batch_capture__drained(sh->bcap, d);
+	gpu__alloc_calls_taken(g);
 }
 
 /* The uploader's thread: the captures the server orders now. */

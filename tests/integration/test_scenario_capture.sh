@@ -31,6 +31,14 @@ for _ in $(seq 60); do
 	sleep 1
 done
 [ "$n" -ge 4 ] || fail "the server knows $n ranks of $SCEN_JOB"
+# The agent's first batches are followed by its symbol uploads (one sender
+# thread: the next answer, which brings orders, waits for them): past its
+# third batch they are done.
+for _ in $(seq 60); do
+	b=$(api /api/v1/nodes | python3 -c 'import json,sys; print(max([n["batches"] for n in json.load(sys.stdin)["nodes"] if n["node"] == "scen-node"] or [0]))' 2> /dev/null || echo 0)
+	[ "$b" -ge 3 ] && break
+	sleep 1
+done
 
 # --- 1. a capture through the API ---------------------------------------------
 post "/api/v1/captures?job=$SCEN_JOB&duration_s=6&freq=199" > "$T/cap1.json" ||
@@ -137,7 +145,7 @@ kill -TERM -- "-$JOB_PID" 2> /dev/null || true
 JOB_PID=
 sleep 3
 OOM_JOB=oom-$$
-SIM_INIT_MS=2000 STRATA_JOB=$OOM_JOB "$FIX/gpu_workload" leak 40 > "$T/oom.out" 2>&1 ||
+SIM_INIT_MS=2000 SIM_LINGER_MS=2000 STRATA_JOB=$OOM_JOB "$FIX/gpu_workload" leak 40 > "$T/oom.out" 2>&1 ||
 	fail "gpu_workload leak: $(cat "$T/oom.out")"
 OOM_ID=
 for _ in $(seq 40); do
