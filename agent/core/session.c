@@ -307,6 +307,13 @@ struct session *session__new(const struct session_opts *opts)
 			goto err_out;
 		}
 	}
+	/* large files' unwind tables built off the loop (consume_events) */
+	if (s->unwind) {
+		ev.data.fd = unwind_loader__async(s->unwind, UNWIND_ASYNC_MIN_BYTES);
+		if (ev.data.fd < 0 || epoll_ctl(s->epfd, EPOLL_CTL_ADD, ev.data.fd, &ev))
+			pr_warn("session: unwind tables built on the loop: %s",
+				strerror(ev.data.fd < 0 ? -ev.data.fd : errno));
+	}
 	return s;
 
 err_out:
@@ -364,12 +371,14 @@ static int drain(struct session *s, struct session_window *w);
 
 /*
  * The BPF side's events: the maps of every process in the batch are read
- * first, the loaders' slow part (an unwind table of a large binary: up to
- * seconds on a loaded node) after, one process at a time, with the events
- * that came meanwhile taken between two.  Attached one by one as they came,
- * a short-lived process (or one that started before the agent) queued
- * behind a few large binaries was gone before its maps were read, and its
- * samples stayed unsymbolized.
+ * first, the loaders' slow part after, one process at a time, with the
+ * events that came meanwhile taken between two; the unwind tables of large
+ * files are built on the builder thread, and those it has finished are
+ * installed here.  Attached one by one as they came, with every table built
+ * on the loop (a large binary's: up to seconds on a loaded node), a
+ * short-lived process (or one that started before the agent) queued behind
+ * a few large binaries was gone before its maps were read, and its samples
+ * stayed unsymbolized.
  */
 static void consume_events(struct session *s)
 {
@@ -378,6 +387,8 @@ static void consume_events(struct session *s)
 	while (proc_tracker__attach_next(s->procs))
 		sampler__consume_events(s->sampler);
 	proc_tracker__defer_attach(s->procs, 0);
+	if (s->unwind)
+		unwind_loader__collect(s->unwind);
 }
 
 int session__wait(struct session *s, int timeout_ms, struct session_signal *sig)
@@ -709,7 +720,8 @@ void session__report_counters(struct session *s)
 		fprintf(stderr,
 			"\n  unwind tables: built=%llu lazy=%llu failed=%llu dropped_full=%llu "
 			"evicted=%llu forgotten=%llu "
-			"rows=%llu/%llu procs=%llu failed=%llu maps_truncated=%llu build_ms=%.1f\n",
+			"rows=%llu/%llu procs=%llu failed=%llu maps_truncated=%llu build_ms=%.1f "
+			"async=%llu async_busy=%llu\n",
 			(unsigned long long)ul.tables_built, (unsigned long long)ul.tables_lazy,
 			(unsigned long long)ul.tables_failed,
 			(unsigned long long)ul.tables_dropped_full,
@@ -717,7 +729,8 @@ void session__report_counters(struct session *s)
 			(unsigned long long)ul.tables_forgotten, (unsigned long long)ul.rows_used,
 			(unsigned long long)ul.rows_max, (unsigned long long)ul.procs_loaded,
 			(unsigned long long)ul.procs_failed, (unsigned long long)ul.maps_truncated,
-			ul.build_ns / 1e6);
+			ul.build_ns / 1e6, (unsigned long long)ul.tables_async,
+			(unsigned long long)ul.tables_async_busy);
 	}
 	if (s->python) {
 		uint64_t pc[STRATA_PY_ERR_MAX];

@@ -8,8 +8,10 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "agent/core/row_alloc.h"
+#include "agent/proc/table_builder.h"
 #include "lib/clock.h"
 #include "lib/log.h"
 #include "unwind/unwind_table.h"
@@ -29,8 +31,10 @@ struct table_ref {
 	const struct module *mod;
 	uint32_t row_first; /* UNWIND_NO_TABLE: not in BPF (failed, no room, evicted) */
 	uint32_t row_count;
-	bool failed;	    /* no usable CFI: never retried */
-	bool wanted;	    /* sampled while not loaded: load at the next flush */
+	bool failed;   /* no usable CFI: never retried */
+	bool wanted;   /* sampled while not loaded: load at the next flush */
+	bool building; /* on the builder thread, as job seq */
+	uint64_t seq;
 	uint32_t refs;	    /* address spaces whose unwind_procs entry uses it */
 	uint64_t last_used; /* loader clock when last sampled or loaded */
 	struct {
@@ -61,6 +65,9 @@ struct unwind_loader {
 	struct table_ref *buckets[TABLE_BUCKETS];
 	struct proc_ref *procs[PROC_BUCKETS];
 	bool have_wanted;
+	struct table_builder *builder; /* NULL: every table built on the loop */
+	uint64_t async_min_bytes;      /* files this large go to the builder */
+	uint64_t next_seq;
 	struct unwind_loader_stats st;
 };
 
@@ -83,6 +90,7 @@ void unwind_loader__free(struct unwind_loader *l)
 {
 	if (!l)
 		return;
+	table_builder__free(l->builder); /* first: its results point at tables */
 	for (size_t b = 0; b < TABLE_BUCKETS; b++) {
 		struct table_ref *t = l->buckets[b], *next;
 
@@ -294,21 +302,12 @@ static struct table_ref *table_get(struct unwind_loader *l, const struct module 
 	return t;
 }
 
-/* Builds t's table and copies it into BPF (again after an eviction). */
-static void table_load(struct unwind_loader *l, struct table_ref *t)
+/* Copies a built table (err: none could be built) into BPF; frees tab. */
+static void table_install(struct unwind_loader *l, struct table_ref *t, int err,
+			  struct unwind_table *tab)
 {
-	struct unwind_table *tab = NULL;
-	uint64_t t0;
 	int64_t first;
-	int err;
 
-	t->wanted = false;
-	if (t->row_first != UNWIND_NO_TABLE || t->failed)
-		return;
-	t->last_used = ++l->clock;
-	t0 = mono_ns();
-	err = unwind_table__build(t->mod->fd, &tab);
-	l->st.build_ns += mono_ns() - t0;
 	if (err) {
 		t->failed = true;
 		l->st.tables_failed++;
@@ -330,6 +329,44 @@ static void table_load(struct unwind_loader *l, struct table_ref *t)
 	}
 	l->st.rows_used = l->rows.used;
 	unwind_table__free(tab);
+}
+
+/* A large file's table goes to the builder thread; true if it went. */
+static bool table_submit(struct unwind_loader *l, struct table_ref *t)
+{
+	struct stat st;
+
+	if (!l->builder || fstat(t->mod->fd, &st) || (uint64_t)st.st_size < l->async_min_bytes)
+		return false;
+	if (table_builder__submit(l->builder, t->mod->fd, l->next_seq + 1)) {
+		l->st.tables_async_busy++; /* built here instead */
+		return false;
+	}
+	t->seq = ++l->next_seq;
+	t->building = true;
+	l->st.tables_async++;
+	return true;
+}
+
+/* Builds t's table and copies it into BPF (again after an eviction), or
+ * has the builder thread build it (the address spaces mapping the file get
+ * it when it is back: unwind_loader__collect). */
+static void table_load(struct unwind_loader *l, struct table_ref *t)
+{
+	struct unwind_table *tab = NULL;
+	uint64_t t0;
+	int err;
+
+	t->wanted = false;
+	if (t->row_first != UNWIND_NO_TABLE || t->failed || t->building)
+		return;
+	t->last_used = ++l->clock;
+	if (table_submit(l, t))
+		return;
+	t0 = mono_ns();
+	err = unwind_table__build(t->mod->fd, &tab);
+	l->st.build_ns += mono_ns() - t0;
+	table_install(l, t, err, tab);
 }
 
 /* Drops an address space's references (before reload or when it is gone). */
@@ -483,6 +520,41 @@ static void loader_forget(void *ctx, struct module *mod, void *answer)
 	*pp = t->next;
 	free(t);
 	l->st.tables_forgotten++;
+}
+
+/* A table back from the builder thread: installed, and given to every
+ * address space mapping its file; dropped if the file was forgotten since. */
+static void built(void *ctx, uint64_t seq, int err, struct unwind_table *tab, uint64_t build_ns)
+{
+	struct unwind_loader *l = ctx;
+
+	l->st.build_ns += build_ns;
+	for (size_t b = 0; b < TABLE_BUCKETS; b++) {
+		for (struct table_ref *t = l->buckets[b]; t; t = t->next) {
+			if (!t->building || t->seq != seq)
+				continue;
+			t->building = false;
+			table_install(l, t, err, tab);
+			if (t->row_first != UNWIND_NO_TABLE)
+				retarget(l, t, true);
+			return;
+		}
+	}
+	unwind_table__free(tab);
+}
+
+int unwind_loader__async(struct unwind_loader *l, uint64_t min_bytes)
+{
+	l->async_min_bytes = min_bytes;
+	if (!l->builder)
+		l->builder = table_builder__new();
+	return l->builder ? table_builder__fd(l->builder) : -errno;
+}
+
+void unwind_loader__collect(struct unwind_loader *l)
+{
+	if (l->builder)
+		table_builder__collect(l->builder, built, l);
 }
 
 /* The registry's calls (agent/proc/loaders.h). */

@@ -23,7 +23,9 @@ struct unwind_loader_stats {
 	uint64_t tables_lazy;	   /* loaded after samples landed in their file */
 	uint64_t rows_used, rows_max, rows_leaked;
 	uint64_t procs_loaded, procs_failed, maps_truncated;
-	uint64_t build_ns; /* time spent compiling tables */
+	uint64_t build_ns;	    /* time spent compiling tables */
+	uint64_t tables_async;	    /* built on the builder thread */
+	uint64_t tables_async_busy; /* ... built on the loop: the builder was full */
 };
 
 struct unwind_loader;
@@ -43,6 +45,21 @@ void unwind_loader__touch(struct unwind_loader *l, const struct module *mod);
 void unwind_loader__tick(struct unwind_loader *l);
 /* Loads the tables samples asked for since the last flush (after a drain). */
 void unwind_loader__flush(struct unwind_loader *l);
+
+/* The agent's min_bytes: cc1 (33 MB) took 1.1-1.9 s on a loaded node; libc
+ * (2 MB) takes milliseconds, so a small short-lived program still has its
+ * tables at once. */
+#define UNWIND_ASYNC_MIN_BYTES (8u << 20)
+
+/*
+ * The tables of files of min_bytes or more built on a thread of their own
+ * (agent/proc/table_builder.h) from now on: returns an fd that is readable
+ * when some are back (unwind_loader__collect installs them and gives them
+ * to the address spaces mapping their files), or -errno (then every table
+ * is built on the caller's thread, as without this call).
+ */
+int unwind_loader__async(struct unwind_loader *l, uint64_t min_bytes);
+void unwind_loader__collect(struct unwind_loader *l);
 
 /* Its loader (agent/proc/loaders.h): each address space loaded when its
  * mappings are (re)read, forgotten when it is gone; a table a sample

@@ -9,7 +9,7 @@ require_bpf
 t = time.time() + 1
 while time.time() < t: pass'; $FIX/nofp_chain 2" 2> "$T/err"
 grep -E '^  unwind' "$T/err"
-evicted=$(sed -n 's/.* evicted=\([0-9]*\) .*/\1/p' "$T/err")
+evicted=$(sed -n 's/^  unwind tables: .* evicted=\([0-9]*\) .*/\1/p' "$T/err")
 [ "${evicted:-0}" -ge 1 ] || fail "no table was evicted from a 100000-row map"
 total=$(folded_sum "$T/ev.folded" nofp_chain "")
 full=$(folded_sum "$T/ev.folded" nofp_chain ';main;exe_outer;a_mid;b_leaf(;|$)')

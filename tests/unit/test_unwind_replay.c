@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <libunwind.h>
 #include <linux/types.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -317,11 +318,66 @@ static void through_libc_qsort(void **state)
 	replay_and_compare(e, "libc qsort", false);
 }
 
+/* Tables built on the builder thread (unwind_loader__async, here for every
+ * file): the address space's entry has no rows until they are back, then
+ * its mappings of built files have them (unwind_loader__collect), and the
+ * walk through libc agrees with libunwind as before. */
+static void async_tables(void **state)
+{
+	struct env *shared = *state, e;
+	struct proc_loader l = { .name = "test", .ctx = &e, .attach = loaded };
+	struct strata_proc_event ev = { .type = PROC_EV_NEW, .tgid = getpid(), .mm_id = 7 };
+	struct unwind_loader_stats st;
+	struct unwind_proc proc;
+	struct pollfd p = { .events = POLLIN };
+	uint32_t with_rows = 0;
+	int v[64];
+
+	if (!shared)
+		skip();
+	/* the shared maps, a loader of its own (the rows are rewritten) */
+	e = (struct env){ .procs_fd = shared->procs_fd, .mods = modules__new(0) };
+	e.procs = proc_tracker__new(e.mods, 0);
+	e.loader = unwind_loader__new(replay.rows_fd, 1 << 20, e.procs_fd);
+	proc_tracker__add_loader(e.procs, &l);
+	p.fd = unwind_loader__async(e.loader, 0);
+	assert_true(p.fd >= 0);
+
+	assert_int_equal(proc_tracker__on_event(e.procs, &ev), 0);
+	unwind_loader__stats(e.loader, &st);
+	assert_true(st.tables_async > 0);
+	assert_int_equal(st.tables_built, 0);
+	assert_int_equal(bpf_map_lookup_elem(e.procs_fd, &ev.mm_id, &proc), 0);
+	for (uint32_t i = 0; i < proc.nmaps; i++)
+		assert_int_equal(proc.maps[i].row_first, UNWIND_NO_TABLE);
+	for (int i = 0; i < 3000 && st.tables_built + st.tables_failed < st.tables_async; i++) {
+		poll(&p, 1, 10);
+		unwind_loader__collect(e.loader);
+		unwind_loader__stats(e.loader, &st);
+	}
+	assert_int_equal(st.tables_built + st.tables_failed, st.tables_async);
+	assert_int_equal(bpf_map_lookup_elem(e.procs_fd, &ev.mm_id, &proc), 0);
+	for (uint32_t i = 0; i < proc.nmaps; i++)
+		with_rows += proc.maps[i].row_first != UNWIND_NO_TABLE;
+	assert_true(with_rows >= 2); /* this program and libc at least */
+
+	for (int i = 0; i < 64; i++)
+		v[i] = (i * 37) % 64;
+	cap.done = 0;
+	qsort(v, 64, sizeof(v[0]), by_value_capture);
+	assert_true(cap.done);
+	replay_and_compare(&e, "libc qsort, tables built on the builder thread", false);
+	proc_tracker__free(e.procs);
+	unwind_loader__free(e.loader);
+	modules__free(e.mods);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(through_omit_fp_library),
 		cmocka_unit_test(through_libc_qsort),
+		cmocka_unit_test(async_tables),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
