@@ -53,13 +53,7 @@ OOM_PID=$(cat "$T/oom.pid")
 KILLED_AT=$(date +%s%N)
 echo "process $OOM_PID killed ($(grep -c . "$T/oom.out") lines of output)"
 
-OOM_ID=
-for _ in $(seq 40); do
-	OOM_ID=$(api "/api/v1/captures?job=$OOM_JOB" |
-		python3 -c 'import json,sys; c=[x for x in json.load(sys.stdin) if x["trigger"] == "oom_kill"]; print(c[0]["id"] if c else "")')
-	[ -n "$OOM_ID" ] && break
-	sleep 1
-done
+OOM_ID=$(capture_of "$OOM_JOB" oom_kill)
 [ -n "$OOM_ID" ] ||
 	fail "no oom_kill capture: $(grep -iE 'oom|capture' "$T/agent.log" | tail -n 5)"
 echo "capture $OOM_ID listed $((($(date +%s%N) - KILLED_AT) / 1000000)) ms after the kill"
