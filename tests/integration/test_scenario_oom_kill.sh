@@ -62,8 +62,8 @@ grep -q "OOM killer chose process $OOM_PID (.*memory cgroup $(stat -c %i "$CG"),
 	fail "agent: $(grep 'OOM killer' "$T/agent.log")"
 api "/api/v1/captures/$OOM_ID" > "$T/oom.json"
 api "/api/v1/captures/$OOM_ID/trace" > "$T/oom_trace.json" || fail "GET trace"
-python3 - "$T/oom.json" "$T/oom_trace.json" "$OOM_PID" << 'PY' || fail "oom_kill capture"
-import json, sys
+python3 - "$T/oom.json" "$T/oom_trace.json" "$OOM_PID" "$T/server.db" << 'PY' || fail "oom_kill capture"
+import json, sqlite3, sys
 cap = json.load(open(sys.argv[1]))
 tr = json.load(open(sys.argv[2]))
 pid = int(sys.argv[3])
@@ -78,8 +78,13 @@ frees = [e for e in calls if e["cat"] == "free"]
 # 1 MiB one (the duty cycle may shed some), none failed: host memory ran out
 assert len(frees) >= 40 and len(allocs) >= 40, (len(allocs), len(frees))
 assert all(e["args"]["ret"] == 0 for e in calls), [e for e in calls if e["args"]["ret"]]
-print("ok: oom_kill capture %s of job %s: %d allocations and %d frees (%s)"
-      % (cap["id"], cap["job"], len(allocs), len(frees), cap["reason"]))
+# each with its call-site stack (stored as sent: symbolized when read)
+db = sqlite3.connect(sys.argv[4])
+rows, stacked = db.execute("SELECT COUNT(*), SUM(g.stack_id != 0) FROM gpu_calls g "
+                           "JOIN processes p ON p.id = g.process WHERE p.pid = ?", (pid,)).fetchone()
+assert rows >= 80 and stacked == rows, (rows, stacked)
+print("ok: oom_kill capture %s of job %s: %d allocations and %d frees, %d of %d with stacks (%s)"
+      % (cap["id"], cap["job"], len(allocs), len(frees), stacked, rows, cap["reason"]))
 PY
 api /metrics > "$T/metrics.txt"
 grep -q '^strata_captures_total{trigger="oom_kill"} 1$' "$T/metrics.txt" ||
