@@ -160,7 +160,7 @@ static void stale_view(void **state)
 	assert_non_null(r);
 	assert_false(replicas__owns(r, "train", T0)); /* no view yet */
 	assert_int_equal(replicas__refresh(r, T0), 0);
-	assert_false(replicas__owns(r, "train", T0 + S)); /* joining: two beats */
+	assert_false(replicas__owns(r, "train", T0 + S));    /* joining: two beats */
 	assert_true(replicas__owns(r, "train", T0 + 4 * S)); /* alone */
 	f.fail = 1;
 	assert_int_equal(replicas__refresh(r, T0 + 2 * S), -EIO);
