@@ -157,7 +157,7 @@ int api_ingest(struct server *srv, const struct request *r, FILE *out, const cha
 		add(&srv->m.cpu_samples, samples);
 		/* Straggler evidence as it arrives (after the store has it, so
 		 * a replay of the range sees the same collectives). */
-		if (srv->live)
+		if (srv->live && !srv->shared) /* replicas: the owner reads the store */
 			diag_live__batch(srv->live, b, stb.received_ns);
 		/* captures an agent started itself (CUDA out of memory) */
 		if (srv->captures && b->n_capture_runs)

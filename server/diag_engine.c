@@ -38,6 +38,8 @@ struct diag_engine *diag_engine__new(struct store *st, const struct diag_engine_
 			e->o.max_catchup = o->max_catchup;
 		e->o.interval_ns = o->interval_ns;
 		e->o.idle_ns = o->idle_ns;
+		e->o.owns = o->owns;
+		e->o.owns_ctx = o->owns_ctx;
 	}
 	if (!e->o.delay_ns)
 		e->o.delay_ns = e->o.window_ns;
@@ -280,8 +282,15 @@ static struct job_state *job_add(struct diag_engine *e, const char *job, uint64_
 	return j;
 }
 
-/* Frees jobs that are gone from the store (retention) or idle with
- * nothing left to judge; refreshes the others' latest data. */
+/* Whether this replica judges job (server/replicas.h; always without). */
+static int owned(const struct diag_engine *e, const char *job)
+{
+	return !e->o.owns || e->o.owns(e->o.owns_ctx, job);
+}
+
+/* Frees jobs that are gone from the store (retention), idle with nothing
+ * left to judge, or owned by another replica now; refreshes the others'
+ * latest data. */
 static void evict_idle(struct diag_engine *e, const struct job_list *jl, uint64_t now_ns)
 {
 	for (uint32_t i = 0; i < e->njobs;) {
@@ -292,7 +301,8 @@ static void evict_idle(struct diag_engine *e, const struct job_list *jl, uint64_
 			k++;
 		if (k < jl->n)
 			j->last_ns = jl->v[k].last_ns;
-		if (k == jl->n || (judged_all(e, j) && idle_at(e, j->last_ns, now_ns)))
+		if (k == jl->n || (judged_all(e, j) && idle_at(e, j->last_ns, now_ns)) ||
+		    !owned(e, j->job))
 			job_evict(e, i); /* the last job moved to i */
 		else
 			i++;
@@ -315,6 +325,8 @@ int diag_engine__run(struct diag_engine *e, uint64_t now_ns)
 		struct job_state *j = job_get(e, jl.v[i].job);
 		uint64_t W = e->o.window_ns, done = 0;
 
+		if (!j && !owned(e, jl.v[i].job))
+			continue;
 		if (!j) {
 			uint64_t resume = done_get(e, jl.v[i].job);
 

@@ -36,6 +36,10 @@ struct diag_engine_opts {
 	uint64_t idle_ns;     /* a job with no data for this long and nothing left
 			       * to judge is freed (its results with it): the
 			       * catch-up span (max_catchup windows), at least 1 h */
+	/* Server replicas (server/replicas.h): only the jobs this replica
+	 * owns are judged; a job it stops owning is freed (NULL: every job). */
+	int (*owns)(void *ctx, const char *job);
+	void *owns_ctx;
 };
 
 /* A rank's cumulative time breakdown (its main training thread). */

@@ -499,6 +499,38 @@ int diag_live__batch(struct diag_live *l, const Strata__V1__Batch *b, uint64_t n
 	return 0;
 }
 
+int diag_live__feed(struct diag_live *l, const char *job, const struct diag_coll_event *ev,
+		    size_t n, uint64_t now_ns)
+{
+	struct straggler_transition tr[MAX_OUT];
+	struct live_job *j;
+	int k = 0;
+
+	pthread_mutex_lock(&l->lock);
+	j = n ? job_of(l, job) : NULL;
+	if (j) {
+		j->last_ns = now_ns;
+		l->st.events += n;
+		k = straggler_detector__add(j->sd, ev, n, tr, MAX_OUT);
+		if (k > 0)
+			enqueue(l, tr, k);
+	}
+	pthread_mutex_unlock(&l->lock);
+	return k < 0 ? k : 0;
+}
+
+void diag_live__forget(struct diag_live *l, const char *job)
+{
+	pthread_mutex_lock(&l->lock);
+	for (uint32_t i = 0; i < l->njobs; i++)
+		if (!strcmp(l->jobs[i]->job, job)) {
+			job_free(l, l->jobs[i]);
+			l->jobs[i] = l->jobs[--l->njobs];
+			break;
+		}
+	pthread_mutex_unlock(&l->lock);
+}
+
 /* ---- expiry and the webhook thread --------------------------------------------- */
 
 void diag_live__tick(struct diag_live *l, uint64_t now_ns)

@@ -31,6 +31,8 @@
 #include "strata.pb-c.h"
 
 struct capture_triggers;
+struct diag_clocks;
+struct diag_strings;
 
 struct diag_live_opts {
 	size_t sz;
@@ -66,6 +68,18 @@ void diag_live__free(struct diag_live *l);
  * server's wall clock.  0 or -errno. */
 int diag_live__batch(struct diag_live *l, const Strata__V1__Batch *b, uint64_t now_ns);
 
+/*
+ * Feeds collective events of one job that were read from the store rather
+ * than from a batch at ingest (server/diag_shared.h: the replica owning
+ * the job reads every replica's batches there).  0 or -errno.
+ */
+int diag_live__feed(struct diag_live *l, const char *job, const struct diag_coll_event *ev,
+		    size_t n, uint64_t now_ns);
+
+/* Frees job's state without a transition (another replica owns it now and
+ * carries its decisions on). */
+void diag_live__forget(struct diag_live *l, const char *job);
+
 /* Expires jobs idle since now_ns - idle_ns (the thread calls it). */
 void diag_live__tick(struct diag_live *l, uint64_t now_ns);
 
@@ -96,6 +110,23 @@ struct diag_episode {
 int diag_live__replay(struct store *st, const char *job, uint64_t from_ns, uint64_t to_ns,
 		      const struct straggler_opts *o, struct diag_episode *out, size_t max,
 		      int *truncated);
+
+/* A job's stored collectives as detector events (point-to-point calls and
+ * calls without a rank left out), oldest first; the events' node names
+ * live as long as the reader. */
+struct diag_coll_read {
+	struct diag_coll_event *ev;
+	size_t n, cap;
+	struct diag_clocks *clocks;
+	struct diag_strings *names;
+};
+
+/* Reads job's collectives entered in [from_ns, to_ns), at most limit
+ * (*truncated set when more matched), with each node's clock error bound.
+ * 0 or -errno; diag_coll_read__fini in every case. */
+int diag_coll_read__load(struct diag_coll_read *c, struct store *st, const char *job,
+			 uint64_t from_ns, uint64_t to_ns, uint32_t limit, int *truncated);
+void diag_coll_read__fini(struct diag_coll_read *c);
 
 void diag_live__stats(struct diag_live *l, struct diag_live_stats *st);
 /* strata_straggler_* and strata_alert_webhooks_total (docs/metrics.md). */

@@ -18,16 +18,9 @@
 #define MAX_REPLAY_JOBS 64	/* jobs of one answer */
 #define MAX_TR 256		/* transitions per step */
 
-struct ev_ctx {
-	struct diag_coll_event *ev;
-	size_t n, cap;
-	struct diag_clocks *clocks;
-	struct diag_strings *names;
-};
-
 static int on_collective(void *ctx, const struct store_event *e)
 {
-	struct ev_ctx *c = ctx;
+	struct diag_coll_read *c = ctx;
 
 	if (e->comm_rank < 0 || e->comm_nranks <= 0 || !e->name || !strcmp(e->name, "Send") ||
 	    !strcmp(e->name, "Recv"))
@@ -55,6 +48,32 @@ static int on_collective(void *ctx, const struct store_event *e)
 		return -ENOMEM;
 	c->n++;
 	return 0;
+}
+
+int diag_coll_read__load(struct diag_coll_read *c, struct store *st, const char *job,
+			 uint64_t from_ns, uint64_t to_ns, uint32_t limit, int *truncated)
+{
+	struct store_filter f = { .job = job, .from_ns = from_ns, .to_ns = to_ns };
+	int err;
+
+	*c = (struct diag_coll_read){ .clocks = diag_clocks__new(), .names = diag_strings__new() };
+	err = c->clocks && c->names ? 0 : -ENOMEM;
+	if (!err)
+		err = diag_clocks__load(
+			c->clocks, st,
+			&(struct store_filter){ .from_ns = from_ns, .to_ns = to_ns });
+	if (!err)
+		err = st->ops->events(st, &f, STORE_EVENT_COLLECTIVE, limit, truncated,
+				      on_collective, c);
+	return err;
+}
+
+void diag_coll_read__fini(struct diag_coll_read *c)
+{
+	free(c->ev);
+	diag_clocks__free(c->clocks);
+	diag_strings__free(c->names);
+	*c = (struct diag_coll_read){ 0 };
 }
 
 struct episodes {
@@ -97,17 +116,10 @@ static int replay_job(struct store *st, const char *job, uint64_t from_ns, uint6
 
 	for (uint64_t t = from_ns; !err && t < to_ns; t += SLICE_NS) {
 		uint64_t end = to_ns - t > SLICE_NS ? t + SLICE_NS : to_ns;
-		struct store_filter f = { .job = job, .from_ns = t, .to_ns = end };
-		struct ev_ctx c = { .clocks = diag_clocks__new(), .names = diag_strings__new() };
+		struct diag_coll_read c;
 		int trunc = 0, k;
 
-		err = c.clocks && c.names ? 0 : -ENOMEM;
-		if (!err)
-			err = diag_clocks__load(
-				c.clocks, st, &(struct store_filter){ .from_ns = t, .to_ns = end });
-		if (!err)
-			err = st->ops->events(st, &f, STORE_EVENT_COLLECTIVE, MAX_SLICE_EVENTS,
-					      &trunc, on_collective, &c);
+		err = diag_coll_read__load(&c, st, job, t, end, MAX_SLICE_EVENTS, &trunc);
 		*truncated |= trunc;
 		if (!err) {
 			k = straggler_detector__add(d, c.ev, c.n, tr, MAX_TR);
@@ -116,9 +128,7 @@ static int replay_job(struct store *st, const char *job, uint64_t from_ns, uint6
 			else
 				take(ep, tr, k);
 		}
-		free(c.ev);
-		diag_clocks__free(c.clocks);
-		diag_strings__free(c.names);
+		diag_coll_read__fini(&c);
 	}
 	if (!err) {
 		int k = straggler_detector__flush(d, tr, MAX_TR);

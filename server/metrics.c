@@ -5,6 +5,8 @@
 #include "server/capture.h"
 #include "server/diag_engine.h"
 #include "server/diag_live.h"
+#include "server/diag_shared.h"
+#include "server/replicas.h"
 #include "server/server.h"
 
 static uint64_t ld(const uint64_t *v)
@@ -172,5 +174,9 @@ int api_metrics(struct server *srv, FILE *o)
 		diag_live__metrics(srv->live, o);
 	if (srv->diag) /* docs/metrics.md: breakdown, leaks */
 		diag_engine__metrics(srv->diag, o);
+	if (srv->replicas) /* docs/metrics.md: replicas */
+		replicas__metrics(srv->replicas, o);
+	if (srv->shared)
+		diag_shared__metrics(srv->shared, o);
 	return 200;
 }

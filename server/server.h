@@ -24,6 +24,8 @@
 
 struct diag_engine;
 struct diag_live;
+struct diag_shared;
+struct replicas;
 struct capture_registry;
 struct capture_triggers;
 
@@ -68,6 +70,8 @@ struct server {
 	struct server_metrics m;
 	struct diag_engine *diag;	   /* server/diag_engine.h; NULL: no diagnosis */
 	struct diag_live *live;		   /* server/diag_live.h: stragglers at ingest */
+	struct replicas *replicas;	   /* server/replicas.h: NULL when not replicated */
+	struct diag_shared *shared;	   /* replicated: stragglers from the store instead */
 	struct kernel_paths kpaths;	   /* the agents' kernel feature paths, for /metrics */
 	struct capture_registry *captures; /* server/capture.h: deep captures */
 	uint32_t capture_lead_ms;	   /* an API capture starts this long after it is made */

@@ -21,6 +21,8 @@
 #include "server/capture_trigger.h"
 #include "server/diag_engine.h"
 #include "server/diag_live.h"
+#include "server/diag_shared.h"
+#include "server/replicas.h"
 #include "server/server.h"
 #include "server/server_creds.h"
 
@@ -39,6 +41,9 @@ struct server_opts {
 	uint32_t capture_max_s, capture_lead_ms, capture_max_active;
 	uint32_t capture_every_s; /* schedule (0: none) */
 	int no_capture_triggers;  /* no captures on straggler/hang confirmations */
+	/* replicas on one shared store (server/replicas.h; NULL id: alone) */
+	const char *replica_id;
+	uint32_t replica_ttl_ms, replica_lookback_s;
 };
 
 static void usage(FILE *f)
@@ -85,7 +90,13 @@ static void usage(FILE *f)
 	      "      --capture-max-active N  captures running at once (default 8)\n"
 	      "      --capture-every-s N  capture each live job's ranks every N s (default:\n"
 	      "                           never)\n"
-	      "      --no-capture-triggers  no capture when a straggler or hang is confirmed\n",
+	      "      --no-capture-triggers  no capture when a straggler or hang is confirmed\n"
+	      "      --replica-id ID      one of several servers on one ClickHouse store: each\n"
+	      "                           job is diagnosed by one replica (docs/server.md)\n"
+	      "      --replica-ttl-ms N   a replica silent this long is gone, its jobs taken\n"
+	      "                           over (default 10000)\n"
+	      "      --replica-lookback-s N  the owner reads each job's collectives this far\n"
+	      "                           back (default 30)\n",
 	      f);
 }
 
@@ -107,6 +118,53 @@ static int with_cluster(char **spec, const char *name, char *err, size_t errsz)
 	explicit_bzero(*spec, strlen(*spec));
 	free(*spec);
 	*spec = s;
+	return 0;
+}
+
+/* The windowed diagnosis judges only the jobs this replica owns. */
+static int owns_job(void *ctx, const char *job)
+{
+	return replicas__owns(ctx, job, realtime_ns());
+}
+
+/* Replicated (--replica-id): membership, and the owner's stragglers from
+ * the store instead of at ingest.  0, or 1 with a message. */
+static int start_replicas(struct server *srv, const struct server_opts *o)
+{
+	struct replicas_opts ro = { .sz = sizeof(ro),
+				    .id = o->replica_id,
+				    .ttl_ns = (uint64_t)o->replica_ttl_ms * 1000000ull,
+				    .store = srv->store };
+
+	srv->replicas = replicas__new(&ro);
+	if (!srv->replicas) {
+		fprintf(stderr,
+			"strata-server: --replica-id: %s (an id of 1-%d characters, and a store "
+			"replicas share: clickhouse://)\n",
+			strerror(errno), REPLICA_ID_LEN - 1);
+		return 1;
+	}
+	if (replicas__start(srv->replicas)) {
+		fprintf(stderr, "strata-server: replicas: %s\n", strerror(ENOMEM));
+		return 1;
+	}
+	return 0;
+}
+
+static int start_shared(struct server *srv, const struct server_opts *o)
+{
+	struct diag_shared_opts so = { .sz = sizeof(so),
+				       .store = srv->store,
+				       .live = srv->live,
+				       .replicas = srv->replicas,
+				       .lookback_ns =
+					       (uint64_t)o->replica_lookback_s * 1000000000ull };
+
+	srv->shared = diag_shared__new(&so);
+	if (!srv->shared || diag_shared__start(srv->shared)) {
+		fprintf(stderr, "strata-server: replicas: %s\n", strerror(ENOMEM));
+		return 1;
+	}
 	return 0;
 }
 
@@ -187,12 +245,16 @@ static int serve(const struct server_opts *o)
 		fprintf(stderr, "strata-server: %s\n", strerror(errno));
 		goto out;
 	}
+	if (o->diag_window_ms && o->replica_id && start_replicas(&srv, o))
+		goto out;
 	if (o->diag_window_ms) {
 		struct diag_engine_opts dopts = {
 			.sz = sizeof(dopts),
 			.window_ns = (uint64_t)o->diag_window_ms * 1000000ull,
 			.delay_ns = (uint64_t)o->diag_delay_ms * 1000000ull,
 			.interval_ns = o->diag_on_query ? UINT64_MAX : 0,
+			.owns = srv.replicas ? owns_job : NULL,
+			.owns_ctx = srv.replicas,
 		};
 
 		struct hang_opts hopts = {
@@ -229,6 +291,8 @@ static int serve(const struct server_opts *o)
 			fprintf(stderr, "strata-server: diagnosis: %s\n", strerror(ENOMEM));
 			goto out;
 		}
+		if (srv.replicas && start_shared(&srv, o))
+			goto out;
 	}
 	d = http__start(&srv, o->listen, (int)o->threads, &port, err, sizeof(err));
 	if (!d) {
@@ -259,10 +323,12 @@ static int serve(const struct server_opts *o)
 	ret = 0;
 out:
 	http__stop(d);
+	diag_shared__free(srv.shared);
 	diag_live__free(srv.live);
 	capture_triggers__free(triggers);
 	kernel_paths__fini(&srv.kpaths);
 	diag_engine__free(srv.diag);
+	replicas__free(srv.replicas);
 	central_sym__free(srv.sym);
 	buildid_store__free(srv.bids);
 	sym_asks__free(srv.asks);
@@ -299,6 +365,9 @@ int main(int argc, char **argv)
 		OPT_CAPTURE_ACTIVE,
 		OPT_CAPTURE_EVERY,
 		OPT_NO_CAPTURE_TRIGGERS,
+		OPT_REPLICA_ID,
+		OPT_REPLICA_TTL,
+		OPT_REPLICA_LOOKBACK,
 	};
 	static const struct option longopts[] = {
 		{ "listen", required_argument, NULL, 'l' },
@@ -331,6 +400,9 @@ int main(int argc, char **argv)
 		{ "capture-max-active", required_argument, NULL, OPT_CAPTURE_ACTIVE },
 		{ "capture-every-s", required_argument, NULL, OPT_CAPTURE_EVERY },
 		{ "no-capture-triggers", no_argument, NULL, OPT_NO_CAPTURE_TRIGGERS },
+		{ "replica-id", required_argument, NULL, OPT_REPLICA_ID },
+		{ "replica-ttl-ms", required_argument, NULL, OPT_REPLICA_TTL },
+		{ "replica-lookback-s", required_argument, NULL, OPT_REPLICA_LOOKBACK },
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
@@ -346,6 +418,8 @@ int main(int argc, char **argv)
 		.capture_max_s = 60,
 		.capture_lead_ms = 15000,
 		.capture_max_active = 8,
+		.replica_ttl_ms = 10000,
+		.replica_lookback_s = 30,
 	};
 	int c, bad = 0;
 	char oname[64];
@@ -445,6 +519,17 @@ int main(int argc, char **argv)
 		case OPT_CAPTURE_ACTIVE:
 			bad |= cli_parse_u32(optarg, CAPTURE_KEEP, &o.capture_max_active) ||
 			       !o.capture_max_active;
+			break;
+		case OPT_REPLICA_ID:
+			o.replica_id = optarg;
+			break;
+		case OPT_REPLICA_TTL:
+			bad |= cli_parse_u32(optarg, 3600000, &o.replica_ttl_ms) ||
+			       o.replica_ttl_ms < 500;
+			break;
+		case OPT_REPLICA_LOOKBACK:
+			bad |= cli_parse_u32(optarg, 3600, &o.replica_lookback_s) ||
+			       !o.replica_lookback_s;
 			break;
 		case 'h':
 			usage(stdout);

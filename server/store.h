@@ -336,6 +336,9 @@ typedef int (*store_collstat_fn)(void *ctx, const struct store_collstat *c);
 typedef int (*store_hang_fn)(void *ctx, const struct store_hang *h);
 typedef int (*store_capture_fn)(void *ctx, const struct store_capture *c);
 typedef int (*store_capture_run_fn)(void *ctx, const struct store_capture_run *r);
+/* A server replica that wrote a heartbeat to the shared store
+ * (server/replicas.h): its id and its latest beat (its own wall clock). */
+typedef int (*store_replica_fn)(void *ctx, const char *id, uint64_t beat_ns);
 
 /* ---- the vtable ------------------------------------------------------------- */
 
@@ -388,6 +391,11 @@ struct store_ops {
 			void *ctx);
 	int (*capture_runs)(struct store *s, const char *capture, store_capture_run_fn fn,
 			    void *ctx);
+	/* Server replicas sharing this store (NULL: a store only one server
+	 * uses): writes replica id's heartbeat at now_ns, then hands every
+	 * replica whose latest beat is at since_ns or later to fn. */
+	int (*replicas)(struct store *s, const char *id, uint64_t now_ns, uint64_t since_ns,
+			store_replica_fn fn, void *ctx);
 };
 
 /* Backends embed this first. */

@@ -424,8 +424,14 @@ int proc_tracker__on_event(struct proc_tracker *t, const struct strata_proc_even
 			p->start_ticks = ns_to_ticks(t, e->start_ns);
 		/* At exec only the executable and ld.so are mapped: read now
 		 * anyway (the process may die soon); a miss re-reads later.
-		 * A failed read is counted; exit-time VMA records may cover. */
+		 * A failed read is counted; exit-time VMA records may cover.
+		 * This early read does not spend the drain's refresh: the
+		 * first miss (a library ld.so mapped since) re-reads at once,
+		 * or the libraries of a process that starts early in a drain
+		 * stayed unknown for up to a whole drain (test_unwind_eviction:
+		 * 60% of a 2-s program's stacks cut short). */
 		read_maps(t, p);
+		p->refreshed_epoch = 0;
 		return 0;
 	case PROC_EV_VMA:
 		return on_exit_vma(t, e);

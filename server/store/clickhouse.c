@@ -441,6 +441,8 @@ static int create_schema_on(struct ch_store *s, struct ch_client *c, int first)
 		err = create_table(s, c, "batches", BATCHES_DDL, "cityHash64(node)");
 	if (!err)
 		err = create_table(s, c, "stack_frames", STACKS_DDL, "stack_id");
+	if (!err && s->cluster[0])
+		err = create_table(s, c, "replicas", CH_REPLICAS_BODY, "cityHash64(replica_id)");
 	return err ? err : add_missing_columns(s, c, first);
 }
 

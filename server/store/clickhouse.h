@@ -127,5 +127,13 @@ extern const struct store_ops clickhouse_store_ops;
 int ch_retain(struct store *base, uint64_t before_ns, uint64_t *deleted);
 int ch_stats(struct store *base, struct store_stats *st);
 void ch_close(struct store *base);
+/* Heartbeats of server replicas (clickhouse_replicas.c), in table
+ * replicas; on a cluster made at open with the other tables, sharded by
+ * replica id (a table made at the first beat would be on one shard). */
+#define CH_REPLICAS_BODY                                                                     \
+	"(replica_id String, beat_ns UInt64) ENGINE = ReplacingMergeTree(beat_ns) ORDER BY " \
+	"replica_id"
+int ch_replicas(struct store *base, const char *id, uint64_t now_ns, uint64_t since_ns,
+		store_replica_fn fn, void *ctx);
 
 #endif /* STRATA_SERVER_STORE_CLICKHOUSE_H */

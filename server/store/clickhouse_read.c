@@ -513,4 +513,5 @@ const struct store_ops clickhouse_store_ops = {
 	.hangs = ch_hangs,
 	.captures = ch_captures,
 	.capture_runs = ch_capture_runs,
+	.replicas = ch_replicas,
 };

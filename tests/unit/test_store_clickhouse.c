@@ -662,6 +662,13 @@ static uint64_t rows_on(struct fixture *f, const char *host, const char *table)
 	return n;
 }
 
+static int count_replica(void *ctx, const char *id, uint64_t beat_ns)
+{
+	(void)id, (void)beat_ns;
+	++*(int *)ctx;
+	return 0;
+}
+
 /*
  * Two stores on one database (two strata-server replicas): a batch stored
  * through one is a duplicate when retried through the other, whichever
@@ -707,6 +714,16 @@ static void test_either_server(void **state)
 	struct prof p = { 0 };
 	assert_int_equal(other->ops->profile(other, &win, STORE_PROFILE_CPU, on_sample, &p), 0);
 	assert_int_equal(p.total, 8 * 52);
+	/* Each sees the other's heartbeat (server/replicas.c). */
+	int seen = 0;
+	assert_int_equal(
+		f->st->ops->replicas(f->st, "replica-a", T_NOW, T_NOW - NS, count_replica, &seen),
+		0);
+	seen = 0;
+	assert_int_equal(
+		other->ops->replicas(other, "replica-b", T_NOW, T_NOW - NS, count_replica, &seen),
+		0);
+	assert_int_equal(seen, 2);
 	store__close(other);
 	if (!ch_test_cluster())
 		return;

@@ -1,0 +1,284 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The owner's straggler diagnosis from the shared store (diag_shared.h):
+ * poll -> owned active jobs -> their collectives of the last lookback ->
+ * the ones not fed before -> diag_live__feed.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/clock.h"
+#include "lib/hash.h"
+#include "server/diag_inputs.h"
+#include "server/diag_shared.h"
+
+struct shared_job {
+	char job[DIAG_NAME_LEN];
+	uint64_t *seen; /* keys of the previous read's events, sorted */
+	size_t nseen;
+	int mark;
+};
+
+struct diag_shared {
+	struct diag_shared_opts o;
+	pthread_mutex_t lock; /* one poll at a time; everything below */
+	struct shared_job *jobs;
+	uint32_t njobs;
+	uint64_t polls, poll_errors, events_read, events_fed, reads_truncated, jobs_dropped;
+	uint64_t handed_over; /* jobs dropped because another replica owns them now */
+	pthread_t thread;
+	int running, stop;
+	pthread_cond_t wake;
+};
+
+struct diag_shared *diag_shared__new(const struct diag_shared_opts *o)
+{
+	struct diag_shared *d;
+
+	if (!o || !o->store || !o->live || !o->replicas)
+		return NULL;
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return NULL;
+	d->o = *o;
+	if (!d->o.poll_ns)
+		d->o.poll_ns = 2000000000ULL;
+	if (!d->o.lookback_ns)
+		d->o.lookback_ns = 30000000000ULL;
+	if (!d->o.max_jobs)
+		d->o.max_jobs = 64;
+	if (!d->o.max_events)
+		d->o.max_events = 500000;
+	d->jobs = calloc(d->o.max_jobs, sizeof(*d->jobs));
+	if (!d->jobs) {
+		free(d);
+		return NULL;
+	}
+	pthread_mutex_init(&d->lock, NULL);
+	pthread_cond_init(&d->wake, NULL);
+	return d;
+}
+
+static void job_drop(struct diag_shared *d, uint32_t i)
+{
+	free(d->jobs[i].seen);
+	d->jobs[i] = d->jobs[--d->njobs];
+}
+
+void diag_shared__free(struct diag_shared *d)
+{
+	if (!d)
+		return;
+	if (d->running) {
+		pthread_mutex_lock(&d->lock);
+		d->stop = 1;
+		pthread_cond_signal(&d->wake);
+		pthread_mutex_unlock(&d->lock);
+		pthread_join(d->thread, NULL);
+	}
+	while (d->njobs)
+		job_drop(d, 0);
+	free(d->jobs);
+	pthread_mutex_destroy(&d->lock);
+	pthread_cond_destroy(&d->wake);
+	free(d);
+}
+
+/* ---- one poll -------------------------------------------------------------------- */
+
+struct active {
+	char (*v)[DIAG_NAME_LEN];
+	size_t n, max;
+	uint64_t from_ns;
+};
+
+static int on_job(void *ctx, const struct store_job *j)
+{
+	struct active *a = ctx;
+
+	if (j->last_ns < a->from_ns || !j->job || !j->job[0] || a->n == a->max)
+		return 0;
+	snprintf(a->v[a->n++], DIAG_NAME_LEN, "%s", j->job);
+	return 0;
+}
+
+/* One collective of one process: what makes an event the same event in
+ * two reads. */
+static uint64_t ev_key(const struct diag_coll_event *e)
+{
+	uint64_t k[4] = { e->comm_hash, e->seq, ((uint64_t)e->rank << 32) | e->pid, 0 };
+
+	k[3] = hash_bytes(e->node, strlen(e->node), 0);
+	return hash_bytes(k, sizeof(k), 0x73686172);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static int was_seen(const struct shared_job *j, uint64_t key)
+{
+	return j->nseen && bsearch(&key, j->seen, j->nseen, sizeof(key), cmp_u64);
+}
+
+static struct shared_job *job_get(struct diag_shared *d, const char *job)
+{
+	for (uint32_t i = 0; i < d->njobs; i++)
+		if (!strcmp(d->jobs[i].job, job))
+			return &d->jobs[i];
+	if (d->njobs == d->o.max_jobs) {
+		d->jobs_dropped++;
+		return NULL;
+	}
+	d->jobs[d->njobs] = (struct shared_job){ 0 };
+	snprintf(d->jobs[d->njobs].job, DIAG_NAME_LEN, "%s", job);
+	return &d->jobs[d->njobs++];
+}
+
+/* Reads job's recent collectives and feeds the new ones. */
+static int poll_job(struct diag_shared *d, struct shared_job *j, uint64_t now_ns)
+{
+	uint64_t from = now_ns > d->o.lookback_ns ? now_ns - d->o.lookback_ns : 1;
+	struct diag_coll_read c;
+	uint64_t *keys = NULL;
+	size_t nfeed = 0;
+	int trunc = 0;
+	int err = diag_coll_read__load(&c, d->o.store, j->job, from, 0, d->o.max_events, &trunc);
+
+	if (!err && c.n && !(keys = malloc(c.n * sizeof(*keys))))
+		err = -ENOMEM;
+	/* the new events, in the store's order (oldest first), moved to the front */
+	for (size_t i = 0; !err && i < c.n; i++) {
+		keys[i] = ev_key(&c.ev[i]);
+		if (!was_seen(j, keys[i]))
+			c.ev[nfeed++] = c.ev[i];
+	}
+	if (!err)
+		err = diag_live__feed(d->o.live, j->job, c.ev, nfeed, now_ns);
+	if (!err) {
+		if (c.n)
+			qsort(keys, c.n, sizeof(*keys), cmp_u64);
+		free(j->seen);
+		j->seen = keys;
+		j->nseen = c.n;
+		keys = NULL;
+		d->events_read += c.n;
+		d->events_fed += nfeed;
+		d->reads_truncated += trunc != 0;
+	}
+	free(keys);
+	diag_coll_read__fini(&c);
+	return err;
+}
+
+int diag_shared__poll(struct diag_shared *d, uint64_t now_ns)
+{
+	struct active a = { .max = d->o.max_jobs * 4 };
+	int err;
+
+	a.from_ns = now_ns > d->o.lookback_ns ? now_ns - d->o.lookback_ns : 1;
+	a.v = calloc(a.max, sizeof(*a.v));
+	if (!a.v)
+		return -ENOMEM;
+	pthread_mutex_lock(&d->lock);
+	d->polls++;
+	err = d->o.store->ops->jobs(d->o.store, &(struct store_filter){ .from_ns = a.from_ns },
+				    on_job, &a);
+	for (uint32_t i = 0; i < d->njobs; i++)
+		d->jobs[i].mark = 0;
+	for (size_t i = 0; !err && i < a.n; i++) {
+		struct shared_job *j;
+
+		if (!replicas__owns(d->o.replicas, a.v[i], now_ns) || !(j = job_get(d, a.v[i])))
+			continue;
+		j->mark = 1;
+		err = poll_job(d, j, now_ns);
+	}
+	/* Jobs no longer owned (another replica, or this one cut off from the
+	 * store) go silently: the owner carries them on.  Jobs gone quiet
+	 * keep their detector, which clears its stragglers as missing. */
+	for (uint32_t i = 0; i < d->njobs;) {
+		struct shared_job *j = &d->jobs[i];
+
+		if (!replicas__owns(d->o.replicas, j->job, now_ns)) {
+			diag_live__forget(d->o.live, j->job);
+			d->handed_over++;
+		} else if (j->mark || err) {
+			i++;
+			continue;
+		}
+		job_drop(d, i);
+	}
+	if (err)
+		d->poll_errors++;
+	pthread_mutex_unlock(&d->lock);
+	free(a.v);
+	return err;
+}
+
+/* ---- the thread and metrics ----------------------------------------------------- */
+
+static void *poll_thread(void *arg)
+{
+	struct diag_shared *d = arg;
+
+	pthread_mutex_lock(&d->lock);
+	while (!d->stop) {
+		struct timespec ts = realtime_deadline(d->o.poll_ns);
+
+		pthread_mutex_unlock(&d->lock);
+		diag_shared__poll(d, realtime_ns());
+		pthread_mutex_lock(&d->lock);
+		if (!d->stop)
+			pthread_cond_timedwait(&d->wake, &d->lock, &ts);
+	}
+	pthread_mutex_unlock(&d->lock);
+	return NULL;
+}
+
+int diag_shared__start(struct diag_shared *d)
+{
+	int err = pthread_create(&d->thread, NULL, poll_thread, d);
+
+	if (err)
+		return -err;
+	d->running = 1;
+	return 0;
+}
+
+void diag_shared__metrics(struct diag_shared *d, FILE *o)
+{
+	pthread_mutex_lock(&d->lock);
+	fprintf(o,
+		"# HELP strata_replica_jobs_owned active jobs this replica diagnoses\n"
+		"# TYPE strata_replica_jobs_owned gauge\n"
+		"strata_replica_jobs_owned %" PRIu32 "\n"
+		"# HELP strata_replica_polls_total reads of the owned jobs' collectives from the "
+		"store, by outcome\n"
+		"# TYPE strata_replica_polls_total counter\n"
+		"strata_replica_polls_total{outcome=\"ok\"} %" PRIu64 "\n"
+		"strata_replica_polls_total{outcome=\"failed\"} %" PRIu64 "\n"
+		"# HELP strata_replica_events_total collective events read from the store, and "
+		"fed (new) to the detectors\n"
+		"# TYPE strata_replica_events_total counter\n"
+		"strata_replica_events_total{what=\"read\"} %" PRIu64 "\n"
+		"strata_replica_events_total{what=\"fed\"} %" PRIu64 "\n"
+		"# HELP strata_replica_jobs_handed_over_total jobs dropped because another replica "
+		"owns them now\n"
+		"# TYPE strata_replica_jobs_handed_over_total counter\n"
+		"strata_replica_jobs_handed_over_total %" PRIu64 "\n"
+		"# HELP strata_replica_drops_total bounded-table refusals of the replicated "
+		"diagnosis\n"
+		"# TYPE strata_replica_drops_total counter\n"
+		"strata_replica_drops_total{what=\"jobs\"} %" PRIu64 "\n"
+		"strata_replica_drops_total{what=\"truncated_reads\"} %" PRIu64 "\n",
+		d->njobs, d->polls - d->poll_errors, d->poll_errors, d->events_read, d->events_fed,
+		d->handed_over, d->jobs_dropped, d->reads_truncated);
+	pthread_mutex_unlock(&d->lock);
+}

@@ -1,0 +1,164 @@
+# Two strata-server replicas on one ClickHouse store (issue 17; docs/server.md
+# "Replicas"): a 4-rank job (tests/fixtures/gen_scenario.c, rank 2 late to
+# every all-reduce from its 5th window on, sent live: each 1-s window's
+# batches when the window has ended) sends ranks 0 and 1 to replica a and
+# ranks 2 and 3 to replica b.  Exactly one replica (the job's owner)
+# reports the straggler, in /api/v1/stragglers, in /metrics
+# (strata_straggler_confirmed) and with one webhook; the other reports
+# nothing.  Then the owner is killed (SIGKILL); its batches go to the
+# survivor (any replica takes any batch), which must report the straggler
+# within the replica ttl (10 s) + a beat (2 s) + a poll (2 s) + the store
+# read (20 s allowed); its webhook carries the same alert fingerprint.
+# Server defaults apart from the store, the replica id and the webhook.
+source "$(dirname "$0")/lib.sh"
+source "$ROOT/tests/integration/clickhouse.sh"
+SERVER=$ROOT/build/strata-server
+SCEN=$ROOT/build/fixtures/gen_scenario
+[ -x "$SERVER" ] || fail "$SERVER not built"
+[ -x "$SCEN" ] || fail "$SCEN not built (make fixtures)"
+ch_start
+
+PIDS=()
+cleanup() {
+	for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+	ch_stop
+	rm -rf "$T"
+}
+trap cleanup EXIT
+
+free_port() {
+	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+HOOK_PORT=$(free_port)
+python3 "$ROOT/tests/integration/webhook_receiver.py" "$HOOK_PORT" "$T/hooks" > "$T/hook.log" 2>&1 &
+PIDS+=($!)
+
+declare -A PORT PID
+start_replica() { # ID
+	local id=$1
+	PORT[$id]=$(free_port)
+	"$SERVER" --listen "127.0.0.1:${PORT[$id]}" --store "clickhouse://127.0.0.1:$CH_PORT/strata_rep" \
+		--no-debuginfod --buildid-dir "$T/bids-$id" --replica-id "$id" \
+		--alert-webhook "http://127.0.0.1:$HOOK_PORT/hook" > "$T/server-$id.log" 2>&1 &
+	PID[$id]=$!
+	PIDS+=($!)
+	for _ in $(seq 100); do
+		curl -sf "http://127.0.0.1:${PORT[$id]}/healthz" > /dev/null 2>&1 && return 0
+		kill -0 "${PID[$id]}" 2>/dev/null || { cat "$T/server-$id.log"; fail "replica $id exited"; }
+		sleep 0.1
+	done
+	fail "replica $id did not answer"
+}
+start_replica a
+start_replica b
+
+# confirmed stragglers of the job at replica ID (their ranks, one a line)
+confirmed() {
+	curl -sf "http://127.0.0.1:${PORT[$1]}/api/v1/stragglers?job=scenario" 2>/dev/null |
+		python3 -c 'import json, sys; [print(s["rank"]) for s in json.load(sys.stdin) if s["state"] == "confirmed"]' 2>/dev/null
+}
+metric_confirmed() { # ID: strata_straggler_confirmed series at 1
+	curl -sf "http://127.0.0.1:${PORT[$1]}/metrics" | grep -c '^strata_straggler_confirmed{job="scenario".*} 1$' || true
+}
+
+# The job, live: window w's batches are sent once it has ended, each rank
+# by a sender of its own (as its agent would); ranks 0, 1 to a, ranks 2, 3
+# to b; a replica that does not answer: the other one.
+echo "${PORT[a]}" > "$T/port-a"
+echo "${PORT[b]}" > "$T/port-b"
+now=$(date +%s)
+start=$((now - 4))
+mkdir -p "$T/b"
+"$SCEN" "$T/b" --fault cpu --rank 2 --windows 90 --onset 5 --start "$start" > "$T/onset"
+send_rank() { # RANK FIRST SECOND
+	local r=$1 f id
+	for w in $(seq 0 89); do
+		while [ "$(date +%s)" -lt $((start + w + 1)) ]; do sleep 0.2; done
+		f=$(printf '%s/%04d-%d.zst' "$T/b" "$w" "$r")
+		for id in "$2" "$3"; do
+			curl -sf --max-time 5 --data-binary @"$f" \
+				"http://127.0.0.1:$(cat "$T/port-$id")/api/v1/batches" > /dev/null &&
+				{ echo "$w $r $id" >> "$T/sent"; break; }
+		done
+	done
+}
+SENDERS=()
+for r in 0 1 2 3; do
+	if [ "$r" -lt 2 ]; then send_rank "$r" a b & else send_rank "$r" b a & fi
+	SENDERS+=($!)
+	PIDS+=($!)
+done
+
+# The straggler, found once.
+owner=
+for _ in $(seq 60); do
+	na=$(confirmed a | wc -l)
+	nb=$(confirmed b | wc -l)
+	[ $((na + nb)) -gt 0 ] && break
+	sleep 1
+done
+[ $((na + nb)) -gt 0 ] || { tail -5 "$T/sent" "$T"/server-*.log; fail "no replica confirmed the straggler"; }
+sleep 6 # both replicas polled the store again since
+na=$(confirmed a | tr '\n' ' ')
+nb=$(confirmed b | tr '\n' ' ')
+echo "confirmed at a: [${na}] at b: [${nb}]"
+found=$(date +%s.%N)
+if [ "$na" = "2 " ] && [ -z "$nb" ]; then owner=a other=b
+elif [ "$nb" = "2 " ] && [ -z "$na" ]; then owner=b other=a
+else fail "the straggler (rank 2) must be confirmed by exactly one replica: a [$na] b [$nb]"; fi
+[ "$(metric_confirmed "$owner")" = 1 ] || fail "/metrics of the owner ($owner): no strata_straggler_confirmed 1"
+[ "$(metric_confirmed "$other")" = 0 ] || fail "/metrics of $other: strata_straggler_confirmed although not the owner"
+curl -sf "http://127.0.0.1:${PORT[$other]}/metrics" | grep -q '^strata_straggler_confirmed{' &&
+	fail "/metrics of $other exports straggler series"
+firing=$(grep -c '"status": *"firing"' "$T/hooks" 2>/dev/null || true)
+[ "$firing" = 1 ] || { cat "$T/hooks"; fail "$firing firing webhooks, want 1"; }
+for id in a b; do
+	curl -sf "http://127.0.0.1:${PORT[$id]}/metrics" | grep -E '^strata_(replica_(members|jobs_owned|events_total)|store_ingest_seconds_(sum|count))' |
+		sed "s/^/$id: /"
+done
+decided=$(curl -sf "http://127.0.0.1:${PORT[$owner]}/api/v1/stragglers?job=scenario" |
+	python3 -c 'import json, sys; print(json.load(sys.stdin)[0]["decided_at"])')
+python3 -c "print(f'owner $owner: decided {$decided - $(cat "$T/onset") / 1e9:.1f} s after the onset (data time); seen by the test {$found - 6 - $(cat "$T/onset") / 1e9:.1f} s after it (wall)')"
+echo "ok: replica $owner owns job scenario: the straggler (rank 2) confirmed once, one webhook; replica $other reports none"
+
+# The owner dies: the survivor takes over.
+kill -KILL "${PID[$owner]}"
+killed=$(date +%s.%N)
+echo 0 > "$T/port-$owner" # its batches go to the survivor
+nsent=$(wc -l < "$T/sent")
+taken=
+for _ in $(seq 60); do
+	if [ "$(confirmed "$other" | tr '\n' ' ')" = "2 " ]; then
+		taken=$(date +%s.%N)
+		break
+	fi
+	sleep 0.5
+done
+[ -n "$taken" ] || { tail -20 "$T/server-$other.log"; fail "replica $other did not take over the straggler in 30 s"; }
+secs=$(python3 -c "print(f'{$taken - $killed:.1f}')")
+echo "takeover: replica $other confirmed the straggler ${secs} s after replica $owner was killed (ttl 10 s, beat 2 s, poll 2 s)"
+python3 -c "import sys; sys.exit(0 if $taken - $killed <= 20 else 1)" || fail "takeover took ${secs} s (> 20)"
+[ "$(metric_confirmed "$other")" = 1 ] || fail "/metrics of $other after takeover"
+curl -sf "http://127.0.0.1:${PORT[$other]}/metrics" | grep -q '^strata_replica_members 1$' ||
+	fail "replica $other still counts the killed replica"
+python3 - "$T/hooks" <<'EOF' || fail "webhooks after takeover"
+import json, sys
+fps = set()
+for line in open(sys.argv[1]):
+    h = json.loads(line.split(' ', 1)[1])
+    for a in h['alerts']:
+        if a['status'] == 'firing':
+            assert a['labels']['rank'] == '2', a
+            fps.add(a['fingerprint'])
+assert len(fps) == 1, fps  # the survivor's alert is the same alert
+print(f'ok: webhooks name one alert (fingerprint {fps.pop()})')
+EOF
+# any replica takes any batch: the killed owner's ranks went to the survivor
+late=$(tail -n +$((nsent + 5)) "$T/sent") # those stored after the kill (4 in flight)
+[ -n "$late" ] || fail "no batch sent after the kill"
+echo "$late" | awk -v o="$owner" '$3 == o { bad = 1 } END { exit bad }' ||
+	fail "a batch was stored by the killed replica"
+echo "ok: $(echo "$late" | wc -l) batches after the kill, all stored by replica $other"
+for p in "${SENDERS[@]}"; do kill "$p" 2>/dev/null || true; done
+echo "ok: two replicas, one straggler, one alert; takeover in ${secs} s"
