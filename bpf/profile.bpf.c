@@ -579,3 +579,65 @@ int BPF_PROG(on_exit_early_kept, struct task_struct *tsk, struct mm_struct *mm)
 {
 	return process_exit(false);
 }
+
+/* The memory cgroup of task (its kernfs id: the directory's inode number,
+ * cgroup v1 or v2), 0 when the kernel has no memory controller. */
+static __always_inline __u64 memcg_id(struct task_struct *task)
+{
+	struct cgroup_subsys_state *css = NULL;
+	struct css_set *cgs;
+	int id;
+
+	if (!bpf_core_enum_value_exists(enum cgroup_subsys_id, memory_cgrp_id))
+		return 0;
+	id = bpf_core_enum_value(enum cgroup_subsys_id, memory_cgrp_id);
+	cgs = BPF_CORE_READ(task, cgroups);
+	/* the index is the running kernel's: no CO-RE access string for it */
+	if (bpf_probe_read_kernel(&css, sizeof(css), &cgs->subsys[0] + id) || !css)
+		return 0;
+	return BPF_CORE_READ(css, cgroup, kn, id);
+}
+
+/*
+ * The OOM killer chose a process (docs/diagnosis.md "Deep capture",
+ * trigger oom_kill): user space starts a capture of it with what it kept
+ * of its last seconds.  A classic tracepoint, not tp_btf: the raw
+ * arguments changed in 2024 (6.1: int pid; 6.18: the task and uid), the
+ * record's pid did not move.  The fields added then (rss, total VM, comm)
+ * are read where the kernel has them.  Attached apart (agent/core/
+ * sampler.c): a kernel without the tracepoint loses this trigger alone.
+ * Host-wide every kill is sent (rare, one record): user space keeps those
+ * of the processes it follows.
+ */
+SEC("tracepoint/oom/mark_victim")
+int on_oom_victim(struct trace_event_raw_mark_victim *ctx)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct strata_proc_event *e;
+	__u32 pid;
+
+	if (!bpf_core_type_exists(struct trace_event_raw_mark_victim))
+		return 0; /* never attached there; keeps the object loadable */
+	pid = (__u32)ctx->pid;
+	if (filter_mode == STRATA_FILTER_TGIDS && !is_target(pid))
+		return 0;
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count(STRATA_CNT_EVENTS_LOST);
+		return 0;
+	}
+	proc_event_fill(e, PROC_EV_OOM_KILL, task, pid, 0);
+	e->start_ns = 0; /* the filler's is the invoking task's */
+	__builtin_memset(e->comm, 0, sizeof(e->comm));
+	e->start = memcg_id(task);
+	e->pgoff = task->tgid;
+	if (bpf_core_field_exists(ctx->anon_rss)) {
+		unsigned int loc = ctx->__data_loc_comm;
+
+		e->end = ctx->anon_rss + ctx->file_rss + ctx->shmem_rss;
+		e->ino = ctx->total_vm;
+		bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), (void *)ctx + (loc & 0xffff));
+	}
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}

@@ -69,6 +69,16 @@ enum proc_event_type {
 				  * lately (start = its id in py_stacks of
 				  * generation flags): symbolize them now,
 				  * before they are freed (module bodies) */
+	PROC_EV_OOM_KILL = 7,	 /* the kernel's OOM killer chose tgid (the
+				  * victim; oom:mark_victim).  start: the
+				  * memory cgroup (kernfs id = the directory's
+				  * inode) of the task whose allocation invoked
+				  * the killer (for a memcg OOM, the cgroup at
+				  * its limit or below); pgoff: that task's
+				  * tgid; end: the victim's resident set in
+				  * KiB, ino: its total VM in KiB (0: the
+				  * kernel's tracepoint has no such field,
+				  * as on 6.1); comm: the victim's ("" then) */
 };
 
 #define PROC_EV_F_SAMPLED 1 /* EXIT: the address space had samples */
@@ -84,7 +94,7 @@ struct strata_proc_event {
 			 * the process across PID reuse (/proc/PID/stat field
 			 * 22 is the same instant in clock ticks) */
 	char comm[STRATA_COMM_LEN];
-	/* PROC_EV_VMA only */
+	/* PROC_EV_VMA (and PROC_EV_OOM_KILL, see there) */
 	__u64 start, end, pgoff, ino;
 	__u32 dev; /* kernel dev_t (major << 20 | minor) */
 	__u32 pad2;

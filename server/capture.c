@@ -21,7 +21,7 @@
 
 #define S_NS 1000000000ULL
 
-static const char *const TRIGGERS[] = { "api", "straggler", "hang", "oom", "schedule" };
+static const char *const TRIGGERS[] = { "api", "straggler", "hang", "oom", "schedule", "oom_kill" };
 
 struct capture_registry {
 	pthread_mutex_t lock;
@@ -394,7 +394,10 @@ size_t capture_registry__orders(struct capture_registry *r, const char *node, ui
 }
 
 /* A capture an agent started itself (CaptureRun.trigger_str set: a CUDA
- * out-of-memory return), recorded the first time the server hears of it. */
+ * out-of-memory return, oom; a process the OOM killer chose, oom_kill),
+ * recorded the first time the server hears of it.  Its job: the batch's
+ * process row's, else the one the agent knew (a killed process may be gone
+ * before the agent read its labels). */
 static void adopt(struct capture_registry *r, const Strata__V1__Batch *b,
 		  const Strata__V1__CaptureRun *run, uint64_t now_ns)
 {
@@ -411,9 +414,14 @@ static void adopt(struct capture_registry *r, const Strata__V1__Batch *b,
 		if (b->processes[i]->pid == run->pid)
 			snprintf(c.s.job, sizeof(c.s.job), "%s",
 				 store_process__job(b, b->processes[i]));
+	if (!c.s.job[0])
+		snprintf(c.s.job, sizeof(c.s.job), "%s", S[run->job_str]);
 	snprintf(c.s.trigger, sizeof(c.s.trigger), "%s", trigger);
 	snprintf(c.s.reason, sizeof(c.s.reason), "started by the agent on %s: process %u (%s)",
-		 b->node, run->pid, !strcmp(trigger, "oom") ? "CUDA out of memory" : trigger);
+		 b->node, run->pid,
+		 !strcmp(trigger, "oom")	? "CUDA out of memory"
+		 : !strcmp(trigger, "oom_kill") ? "chosen by the kernel's OOM killer"
+						: trigger);
 	snprintf(c.s.targets[0].node, sizeof(c.s.targets[0].node), "%s", b->node);
 	c.s.targets[0].pid = run->pid;
 	c.s.ntargets = 1;

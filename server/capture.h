@@ -47,7 +47,7 @@ struct capture_spec {
 	uint32_t freq_hz;  /* timed CPU samples (0: none) */
 	bool offcpu;	   /* off-CPU stacks */
 	bool gpu_calls;	   /* every GPU call, duty cycle off */
-	char trigger[16];  /* api, straggler, hang, oom, schedule */
+	char trigger[16];  /* api, straggler, hang, oom, schedule, oom_kill */
 	char reason[256];  /* in words */
 };
 
@@ -64,7 +64,7 @@ struct capture_opts {
 };
 
 struct capture_stats {
-	uint64_t created[5]; /* by trigger: api, straggler, hang, oom, schedule */
+	uint64_t created[6]; /* by trigger: api, straggler, hang, oom, schedule, oom_kill */
 	uint64_t refused;    /* over the bounds */
 	uint64_t orders;     /* orders handed to agents */
 	uint64_t store_errors;

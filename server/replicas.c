@@ -20,7 +20,8 @@ struct replicas {
 	pthread_mutex_t lock; /* everything below */
 	char (*live)[REPLICA_ID_LEN];
 	size_t nlive;
-	uint64_t view_ns; /* when the view was last read (0: never) */
+	uint64_t view_ns;  /* when the view was last read (0: never) */
+	uint64_t first_ns; /* the first view: owning starts two beats later */
 	uint64_t refreshes, refresh_errors, members_dropped, changes;
 	pthread_t thread;
 	int running, stop;
@@ -110,6 +111,8 @@ int replicas__refresh(struct replicas *r, uint64_t now_ns)
 		memcpy(r->live, v.ids, v.n * REPLICA_ID_LEN);
 		r->nlive = v.n;
 		r->view_ns = now_ns;
+		if (!r->first_ns)
+			r->first_ns = now_ns;
 		r->members_dropped += v.dropped;
 	}
 	pthread_mutex_unlock(&r->lock);
@@ -141,8 +144,12 @@ int replicas__owns(struct replicas *r, const char *job, uint64_t now_ns)
 	if (!r)
 		return 1;
 	pthread_mutex_lock(&r->lock);
-	/* a stale view (store unreachable): the others have taken over */
-	if (r->nlive && r->view_ns && now_ns < r->view_ns + r->o.ttl_ns)
+	/* A stale view (store unreachable): the others have taken over.  A
+	 * newcomer waits two beats: by then every replica has seen its beat
+	 * and let go of the jobs it takes, so a job has no owner for a
+	 * moment rather than two. */
+	if (r->nlive && r->view_ns && now_ns < r->view_ns + r->o.ttl_ns &&
+	    now_ns >= r->first_ns + 2 * r->o.beat_ns)
 		owns = !strcmp(r->live[replicas__owner_of((const char(*)[REPLICA_ID_LEN])r->live,
 							  r->nlive, job)],
 			       r->id);

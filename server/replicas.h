@@ -9,7 +9,9 @@
  * owner without talking to the others, and a replica that leaves or joins
  * moves only the jobs it owned or now owns.  A replica whose own view is
  * older than ttl (the store unreachable) owns nothing: it could not read
- * the job's data anyway, and the others have taken over by then.  Why a
+ * the job's data anyway, and the others have taken over by then.  A
+ * replica that just started owns nothing for two beats, until every other
+ * replica has seen it (no job with two owners as it joins).  Why a
  * heartbeat and not a lease row, failures, split brain and takeover time:
  * docs/server.md "Replicas".
  */

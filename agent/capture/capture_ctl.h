@@ -3,7 +3,8 @@
  * Triggered deep capture in the agent (docs/diagnosis.md "Deep capture"):
  * the captures strata-server orders in its answers to this node's batches
  * (proto CaptureOrder), and the ones the agent starts itself (a CUDA
- * out-of-memory return), each applied for its bounded time:
+ * out-of-memory return, a process the OOM killer chose), each applied
+ * for its bounded time:
  *
  *   - an order's start and end are turned into this agent's monotonic
  *     clock when it arrives: a capture starts and ENDS on that clock, with
@@ -44,7 +45,7 @@ enum capture_state { CAP_PENDING = 1, CAP_RUNNING, CAP_ENDED };
 struct capture_run {
 	char id[33];
 	char job[128];
-	char trigger[16];		   /* "" ordered by the server; "oom": the agent's own */
+	char trigger[16]; /* "" ordered by the server; "oom", "oom_kill": the agent's own */
 	uint32_t pids[CAPTURE_AGENT_PIDS]; /* 0 in pids[0] with npids 1: every process of the job */
 	uint32_t npids;
 	uint32_t freq_hz;
@@ -80,8 +81,9 @@ void capture_ctl__post(struct capture_ctl *c, Strata__V1__CaptureOrder *const *o
 		       uint64_t now_mono, uint64_t now_real);
 
 /* A capture the agent starts itself (trigger "oom": a CUDA out-of-memory
- * return of tgid, of job: "" unknown), secs long from now, with data from
- * from_real (what it kept before).  0 or -ENOSPC. */
+ * return of tgid; "oom_kill": the OOM killer chose tgid; of job: ""
+ * unknown), secs long from now, with data from from_real (what it kept
+ * before).  0 or -ENOSPC. */
 int capture_ctl__start_own(struct capture_ctl *c, const char *trigger, uint32_t tgid,
 			   const char *job, uint32_t secs, uint32_t freq_hz, uint64_t from_real,
 			   uint64_t now_mono, uint64_t now_real, char *id_out);

@@ -123,6 +123,8 @@ struct sampler *sampler__new(const struct sampler_opts *opts, sampler_event_fn o
 			for (int k = 0; k < 2; k++)
 				bpf_program__set_autoload(exits[e][k], e == early && k == !vmas);
 	}
+	/* attached apart (sampler__start): the trigger is not worth failing for */
+	bpf_program__set_autoattach(s->skel->progs.on_oom_victim, false);
 	err = profile_bpf__load(s->skel);
 	if (err) {
 		pr_err("sampler: cannot load BPF programs: %s (run with -v for the verifier log)",
@@ -243,6 +245,24 @@ static int read_online_cpus(bool *online, int n)
 	return err;
 }
 
+/*
+ * The OOM killer's choice (oom:mark_victim: PROC_EV_OOM_KILL), the
+ * oom_kill capture's trigger.  A kernel without the tracepoint (or without
+ * tracefs mounted) loses that trigger alone: said once, then on without.
+ */
+static void attach_oom_victim(struct sampler *s)
+{
+	struct bpf_link *l = bpf_program__attach(s->skel->progs.on_oom_victim);
+
+	if (!l) {
+		pr_info("sampler: no oom:mark_victim tracepoint (%s): processes the OOM killer "
+			"ends start no capture",
+			strerror(errno));
+		return;
+	}
+	s->skel->links.on_oom_victim = l; /* destroyed with the skeleton */
+}
+
 int sampler__start(struct sampler *s)
 {
 	bool online[s->ncpus];
@@ -274,9 +294,12 @@ int sampler__start(struct sampler *s)
 		s->ncpus_online++;
 	}
 	err = profile_bpf__attach(s->skel); /* the process tracepoints */
-	if (err)
+	if (err) {
 		pr_err("sampler: attach tracepoints: %s", strerror(-err));
-	return err;
+		return err;
+	}
+	attach_oom_victim(s);
+	return 0;
 }
 
 int sampler__event_fd(const struct sampler *s)

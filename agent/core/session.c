@@ -47,6 +47,8 @@ struct session {
 	uint64_t window_start_ns;  /* CLOCK_REALTIME */
 	struct rlimit nofile_orig; /* for children: they run as without us */
 	uint64_t events_failed;
+	uint64_t oom_kills, oom_kills_other; /* of processes followed / not */
+	bool targeted;		   /* STRATA_FILTER_TGIDS: BPF sends only the targets' kills */
 	struct sampler_stats base; /* counters at the last window's end */
 	/* deep capture: the processes raised now (sorted), what is raised */
 	uint32_t *raised;
@@ -67,12 +69,41 @@ static void python_stack_seen(struct session *s, const struct strata_proc_event 
 	free(st);
 }
 
+/* PROC_EV_OOM_KILL: the OOM killer chose e->tgid.  Host-wide BPF sends
+ * every kill; the sink hears of the processes the session follows (a GPU
+ * process, even one that exited this window, a training target, or with
+ * --pid a target: BPF sent only theirs). */
+static void oom_killed(struct session *s, const struct strata_proc_event *e)
+{
+	const struct gpu_data *d = s->gpu ? gpu__data(s->gpu) : NULL;
+	bool followed = s->targeted || (d && gpu_data__proc(d, e->tgid)) ||
+			(s->targets && sched_targets__is(s->targets, e->tgid));
+
+	if (!followed) { /* another's process: no word at the default level */
+		pr_debug("session: the OOM killer chose process %u, not followed", e->tgid);
+		s->oom_kills_other++;
+		return;
+	}
+	pr_info("session: the OOM killer chose process %u (%s, resident %llu KiB, memory cgroup "
+		"%llu, "
+		"invoked by process %llu)",
+		e->tgid, e->comm[0] ? e->comm : "?", (unsigned long long)e->end,
+		(unsigned long long)e->start, (unsigned long long)e->pgoff);
+	s->oom_kills++;
+	if (s->sink.oom_kill)
+		s->sink.oom_kill(s->sink.ctx, d, e);
+}
+
 static int on_event(void *ctx, const struct strata_proc_event *e)
 {
 	struct session *s = ctx;
 
 	if (e->type == PROC_EV_PY_STACK) {
 		python_stack_seen(s, e);
+		return 0;
+	}
+	if (e->type == PROC_EV_OOM_KILL) {
+		oom_killed(s, e);
 		return 0;
 	}
 
@@ -148,6 +179,7 @@ struct session *session__new(const struct session_opts *opts)
 	s->epfd = s->sigfd = -1;
 	s->freq_hz = opts->sampler.freq_hz;
 	s->drain_ms = opts->drain_ms ? opts->drain_ms : 1000;
+	s->targeted = opts->sampler.filter == STRATA_FILTER_TGIDS;
 	s->next_drain_ms = mono_ms() + s->drain_ms;
 	raise_nofile(&s->nofile_orig);
 
@@ -692,14 +724,16 @@ void session__report_counters(struct session *s)
 	fprintf(stderr,
 		"  procs: instances=%llu found_dead=%llu refused=%llu maps_read=%llu failed=%llu "
 		"refreshes=%llu refreshes_limited=%llu maps_dropped=%llu exit_vmas=%llu "
-		"unlocated=%llu events_failed=%llu attach_deferred=%llu attach_queue_full=%llu\n",
+		"unlocated=%llu events_failed=%llu attach_deferred=%llu attach_queue_full=%llu "
+		"oom_kills=%llu oom_kills_other=%llu\n",
 		(unsigned long long)pt.instances, (unsigned long long)pt.found_dead,
 		(unsigned long long)pt.refused, (unsigned long long)pt.maps_read,
 		(unsigned long long)pt.maps_read_failed, (unsigned long long)pt.refreshes,
 		(unsigned long long)pt.refreshes_limited, (unsigned long long)pt.maps_dropped,
 		(unsigned long long)pt.exit_vmas, (unsigned long long)pt.exit_vmas_unlocated,
 		(unsigned long long)s->events_failed, (unsigned long long)pt.attach_deferred,
-		(unsigned long long)pt.attach_queue_full);
+		(unsigned long long)pt.attach_queue_full, (unsigned long long)s->oom_kills,
+		(unsigned long long)s->oom_kills_other);
 	fprintf(stderr,
 		"  modules=%llu dropped=%llu evicted=%llu open_failed=%llu not_regular=%llu "
 		"located=%llu not_located=%llu\n",

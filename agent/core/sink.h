@@ -13,6 +13,7 @@
  *                      timed one (deep capture), then gpu_drained()
  *   a window's end:    then gpu_window(), sched_window()
  *                      (session__end_window: the period's last drain)
+ *   at once:           oom_kill(), outside any drain, when the event comes
  * A NULL member is not called, nor a layer's members when it is off; the
  * first error of a window callback skips the rest and is returned by
  * session__end_window.
@@ -50,6 +51,11 @@ struct session_sink {
 	/* A window's end: the scheduler layer's window (thread counters,
 	 * the off-CPU aggregate drained, irq and CPU counters). */
 	int (*sched_window)(void *ctx, struct sched_collector *c, const struct session_window *w);
+	/* At once: the kernel's OOM killer chose e->tgid, a process the
+	 * session follows (the GPU layer's, or a training target); e is a
+	 * PROC_EV_OOM_KILL (bpf/strata_cpu.h).  d: the GPU layer's tables
+	 * (NULL: the layer is off). */
+	void (*oom_kill)(void *ctx, const struct gpu_data *d, const struct strata_proc_event *e);
 };
 
 #endif /* STRATA_AGENT_SINK_H */

@@ -16,6 +16,7 @@
 
 struct oom {
 	uint32_t tgid;
+	bool killed;		  /* by the OOM killer (oom_kill), else a CUDA return (oom) */
 	uint64_t since_ns, at_ns; /* the ring from since_ns; the failure at at_ns */
 };
 
@@ -89,11 +90,18 @@ static int out_of_memory(const struct gpu_event *e)
 	return gpu_api_kind(e->api) == GPU_KIND_ALLOC && e->ret == 2;
 }
 
-static void oom_capture(struct batch_capture *bc, const struct gpu_data *d,
-			const struct gpu_event *e)
+/*
+ * Starts the agent's own capture of tgid, which ran out of memory at at_ns
+ * (CLOCK_REALTIME): killed, the kernel's OOM killer chose it (trigger
+ * oom_kill), else a CUDA allocation failed (oom).  Its ring's last
+ * OOM_BEFORE_S seconds go with the window (batch_capture__gpu_window).
+ * One per process and kind per OOM_REPEAT_S, OOM_PENDING per window.
+ */
+static void oom_capture(struct batch_capture *bc, const struct gpu_data *d, uint32_t tgid,
+			bool killed, uint64_t at_ns)
 {
-	const struct gpu_proc_info *pi = gpu_data__proc(d, e->tgid);
-	uint64_t since = e->start_ns > OOM_BEFORE_S * S_NS ? e->start_ns - OOM_BEFORE_S * S_NS : 0;
+	const struct gpu_proc_info *pi = d ? gpu_data__proc(d, tgid) : NULL;
+	uint64_t since = at_ns > OOM_BEFORE_S * S_NS ? at_ns - OOM_BEFORE_S * S_NS : 0;
 	const char *job = pi ? gpu_proc_info__job(pi) : "";
 	struct proc_labels *l = NULL;
 	struct oom *last = NULL;
@@ -101,10 +109,9 @@ static void oom_capture(struct batch_capture *bc, const struct gpu_data *d,
 	int err;
 
 	for (int i = 0; i < RING_PROCS && !last; i++)
-		if (bc->last[i].tgid == e->tgid)
+		if (bc->last[i].tgid == tgid && bc->last[i].killed == killed)
 			last = &bc->last[i];
-	if ((last && e->start_ns < last->at_ns + OOM_REPEAT_S * S_NS) ||
-	    bc->npending == OOM_PENDING) {
+	if ((last && at_ns < last->at_ns + OOM_REPEAT_S * S_NS) || bc->npending == OOM_PENDING) {
 		bc->st.oom_skipped++;
 		return;
 	}
@@ -114,27 +121,43 @@ static void oom_capture(struct batch_capture *bc, const struct gpu_data *d,
 			if (bc->last[i].at_ns < last->at_ns)
 				last = &bc->last[i];
 	}
-	/* its environment was not read yet: now, while the process lives */
+	/* its environment was not read yet: now, while the process lives (a
+	 * killed one may be gone already: the server then takes the job its
+	 * batch's process row names) */
 	if (!job[0] && (l = malloc(sizeof(*l))) &&
-	    !proc_labels__read(e->tgid, proc_labels__boot_epoch_ns(), l))
+	    !proc_labels__read(tgid, proc_labels__boot_epoch_ns(), l))
 		job = l->job;
-	err = capture_ctl__start_own(bc->ctl, "oom", e->tgid, job, OOM_AFTER_S, OOM_FREQ_HZ, since,
+	err = capture_ctl__start_own(bc->ctl, killed ? "oom_kill" : "oom", tgid, job,
+				     killed ? OOM_KILL_AFTER_S : OOM_AFTER_S, OOM_FREQ_HZ, since,
 				     mono_ns(), realtime_ns(), id);
 	free(l);
 	if (err) {
 		bc->st.oom_skipped++;
 		return;
 	}
-	*last = (struct oom){ .tgid = e->tgid, .at_ns = e->start_ns };
+	*last = (struct oom){ .tgid = tgid, .killed = killed, .at_ns = at_ns };
 	bc->pending[bc->npending++] = (struct oom){
-		.tgid = e->tgid,
+		.tgid = tgid,
+		.killed = killed,
 		.since_ns = since,
-		.at_ns = e->start_ns,
+		.at_ns = at_ns,
 	};
-	bc->st.ooms++;
-	pr_info("capture %s: process %u ran out of device memory: its last %d s of allocations "
-		"and a %d s capture",
-		id, e->tgid, OOM_BEFORE_S, OOM_AFTER_S);
+	if (killed)
+		bc->st.oom_kills++;
+	else
+		bc->st.ooms++;
+	pr_info("capture %s: process %u %s: its last %d s of allocations and a %d s capture", id,
+		tgid, killed ? "chosen by the OOM killer" : "ran out of device memory",
+		OOM_BEFORE_S, killed ? OOM_KILL_AFTER_S : OOM_AFTER_S);
+}
+
+void batch_capture__oom_kill(struct batch_capture *bc, const struct gpu_data *d,
+			     const struct strata_proc_event *e)
+{
+	/* the event's stamp is CLOCK_MONOTONIC; the ring's, realtime */
+	uint64_t mono = mono_ns(), ago = mono > e->ts_ns ? mono - e->ts_ns : 0;
+
+	oom_capture(bc, d, e->tgid, true, realtime_ns() - ago);
 }
 
 static void ring_push(struct batch_capture *bc, const struct gpu_data *d, const struct gpu_event *e)
@@ -145,7 +168,7 @@ static void ring_push(struct batch_capture *bc, const struct gpu_data *d, const 
 		return;
 	alloc_ring__push(bc->ring, e);
 	if (out_of_memory(e))
-		oom_capture(bc, d, e);
+		oom_capture(bc, d, e->tgid, false, e->start_ns);
 }
 
 void batch_capture__drained(struct batch_capture *bc, const struct gpu_data *d)

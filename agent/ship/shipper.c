@@ -56,6 +56,14 @@ static void gpu_drained(void *ctx, struct gpu *g, const struct gpu_data *d)
 	gpu__alloc_calls_taken(g);
 }
 
+/* The OOM killer chose a followed process: its capture, at once. */
+static void oom_kill(void *ctx, const struct gpu_data *d, const struct strata_proc_event *e)
+{
+	struct shipper *sh = ctx;
+
+	batch_capture__oom_kill(sh->bcap, d, e);
+}
+
 /* The uploader's thread: the captures the server orders now. */
 static void on_reply(void *ctx, const Strata__V1__IngestReply *r)
 {
@@ -152,6 +160,7 @@ struct shipper *shipper__new(const struct shipper_opts *o, struct session *s)
 				     .gpu_drained = gpu_drained,
 				     .gpu_window = gpu_window,
 				     .sched_window = sched_window,
+				     .oom_kill = oom_kill,
 			     });
 	return sh;
 err_out:

@@ -119,6 +119,18 @@ scenario_start() {
 	fi
 }
 
+# capture_of JOB TRIGGER: the id of JOB's capture by TRIGGER (an agent's
+# own: oom, oom_kill) once the server lists it (40 s at most; "" then).
+capture_of() {
+	local id=
+	for _ in $(seq 40); do
+		id=$(api "/api/v1/captures?job=$1" | python3 -c 'import json,sys; c=[x for x in json.load(sys.stdin) if x["trigger"] == sys.argv[1]]; print(c[0]["id"] if c else "")' "$2")
+		[ -n "$id" ] && break
+		sleep 1
+	done
+	echo "$id"
+}
+
 # scenario_check MODE [RANK LAYER]: see scenario_check.py.
 scenario_check() {
 	python3 "$ROOT/tests/integration/scenario_check.py" --port "$PORT" --dir "$T" \

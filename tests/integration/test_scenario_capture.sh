@@ -147,13 +147,7 @@ sleep 3
 OOM_JOB=oom-$$
 SIM_INIT_MS=2000 SIM_LINGER_MS=2000 STRATA_JOB=$OOM_JOB "$FIX/gpu_workload" leak 40 > "$T/oom.out" 2>&1 ||
 	fail "gpu_workload leak: $(cat "$T/oom.out")"
-OOM_ID=
-for _ in $(seq 40); do
-	OOM_ID=$(api "/api/v1/captures?job=$OOM_JOB" |
-		python3 -c 'import json,sys; c=[x for x in json.load(sys.stdin) if x["trigger"] == "oom"]; print(c[0]["id"] if c else "")')
-	[ -n "$OOM_ID" ] && break
-	sleep 1
-done
+OOM_ID=$(capture_of "$OOM_JOB" oom)
 [ -n "$OOM_ID" ] || fail "no oom capture: $(grep -i 'memory' "$T/agent.log" | tail -n 3)"
 wait_run_end "$OOM_ID"
 api "/api/v1/captures/$OOM_ID" > "$T/oom.json"

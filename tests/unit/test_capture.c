@@ -335,6 +335,46 @@ static void test_records_clickhouse(void **state)
 	check_on_clickhouse(records_check, "strata_capture");
 }
 
+/* An agent's own capture of a process the OOM killer chose: recorded under
+ * the job the agent knew (the batch has no row of the dead process), once,
+ * and counted under its trigger. */
+static void test_adopt_oom_kill(void **state)
+{
+	struct capture_registry *r = capture_registry__new(NULL, &(struct capture_opts){ 0 });
+	char *strings[] = { "", "0123456789abcdef0123456789abcdef", "oom_kill", "job-k" };
+	Strata__V1__CaptureRun run = STRATA__V1__CAPTURE_RUN__INIT, *runs[] = { &run };
+	Strata__V1__Batch b = STRATA__V1__BATCH__INIT;
+	struct capture_stats st;
+	struct capture c[2];
+
+	(void)state;
+	assert_non_null(r);
+	run.capture_str = 1;
+	run.trigger_str = 2;
+	run.job_str = 3;
+	run.pid = 4242;
+	run.start_ns = T0;
+	run.from_ns = T0 - 10 * NS;
+	run.until_ns = T0 + NS;
+	run.freq_hz = 99;
+	b.node = "n1";
+	b.strings = strings;
+	b.n_strings = 4;
+	b.capture_runs = runs;
+	b.n_capture_runs = 1;
+	capture_registry__note_batch(r, &b, T0);
+	capture_registry__note_batch(r, &b, T0 + NS); /* the next batch: known */
+	assert_int_equal(capture_registry__list(r, "job-k", c, 2), 1);
+	assert_string_equal(c[0].s.trigger, "oom_kill");
+	assert_int_equal(c[0].s.targets[0].pid, 4242);
+	assert_int_equal(c[0].s.start_ns, T0 - 10 * NS);
+	assert_non_null(strstr(c[0].s.reason, "OOM killer"));
+	capture_registry__stats(r, T0, &st);
+	assert_int_equal(st.created[capture__trigger_index("oom_kill")], 1);
+	assert_int_equal(st.created[capture__trigger_index("oom")], 0);
+	capture_registry__free(r);
+}
+
 /* ---- triggers ----------------------------------------------------------------------- */
 
 static void test_triggers(void **state)
@@ -503,6 +543,7 @@ int main(void)
 		cmocka_unit_test(test_restart_sqlite),	cmocka_unit_test(test_restart_clickhouse),
 		cmocka_unit_test(test_records_sqlite),	cmocka_unit_test(test_records_clickhouse),
 		cmocka_unit_test(test_trace_flame),	cmocka_unit_test(test_triggers),
+		cmocka_unit_test(test_adopt_oom_kill),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -7,7 +7,8 @@
  * store (as if its ranks had sent their batches to either) find the
  * straggler exactly once, at the owner, and after the owner stops beating
  * the other takes over within ttl + one beat and finds it from the
- * store's recent past.
+ * store's recent past; a replica that joins takes its jobs over without
+ * a step at which both hold one.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -160,7 +161,8 @@ static void stale_view(void **state)
 	assert_non_null(r);
 	assert_false(replicas__owns(r, "train", T0)); /* no view yet */
 	assert_int_equal(replicas__refresh(r, T0), 0);
-	assert_true(replicas__owns(r, "train", T0 + S)); /* alone */
+	assert_false(replicas__owns(r, "train", T0 + S));    /* joining: two beats */
+	assert_true(replicas__owns(r, "train", T0 + 4 * S)); /* alone */
 	f.fail = 1;
 	assert_int_equal(replicas__refresh(r, T0 + 2 * S), -EIO);
 	assert_true(replicas__owns(r, "train", T0 + 9 * S));
@@ -263,12 +265,59 @@ static void straggler_once_then_takeover(void **state)
 	node_free(&n[1]);
 }
 
+/* A replica joins and takes the job over: at no step do both hold it. */
+static void join_without_two_owners(void **state)
+{
+	struct fake f = { .base.ops = &fake_ops, .data_end = T0 + 3600 * S };
+	char ids[2][REPLICA_ID_LEN] = { "server-a", "" };
+	struct straggler_rank sr[4];
+	struct node n[2];
+	uint64_t t = T0, joined, taken = 0;
+
+	(void)state;
+	/* a newcomer id that owns the job once it is in */
+	for (int i = 0;
+	     !ids[1][0] || replicas__owner_of((const char(*)[REPLICA_ID_LEN])ids, 2, "train") != 1;
+	     i++)
+		snprintf(ids[1], REPLICA_ID_LEN, "server-%d", i);
+	node_new(&n[0], ids[0], &f);
+	for (; t < T0 + 30 * S; t += 2 * S) {
+		f.visible = t - S;
+		replicas__refresh(n[0].r, t);
+		assert_int_equal(diag_shared__poll(n[0].d, t), 0);
+	}
+	assert_int_equal(confirmed(&n[0], sr), 1); /* alone: a owns it */
+	node_new(&n[1], ids[1], &f);
+	joined = t;
+	for (; t < joined + 30 * S; t += 2 * S) {
+		size_t ka, kb;
+
+		f.visible = t - S;
+		for (int i = 0; i < 2; i++) {
+			replicas__refresh(n[i].r, t);
+			assert_int_equal(diag_shared__poll(n[i].d, t), 0);
+		}
+		ka = confirmed(&n[0], sr);
+		kb = confirmed(&n[1], sr);
+		assert_false(ka && kb);
+		if (kb && !taken)
+			taken = t;
+	}
+	assert_true(taken);
+	assert_int_equal(confirmed(&n[0], sr), 0);
+	print_message("join: %s took the job over %.0f s after its first beat, never two owners\n",
+		      ids[1], (double)(taken - joined) / 1e9);
+	node_free(&n[0]);
+	node_free(&n[1]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(rendezvous),
 		cmocka_unit_test(stale_view),
 		cmocka_unit_test(straggler_once_then_takeover),
+		cmocka_unit_test(join_without_two_owners),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
