@@ -157,6 +157,7 @@ static int start_shared(struct server *srv, const struct server_opts *o)
 				       .store = srv->store,
 				       .live = srv->live,
 				       .replicas = srv->replicas,
+				       .captures = srv->captures,
 				       .lookback_ns =
 					       (uint64_t)o->replica_lookback_s * 1000000000ull };
 
