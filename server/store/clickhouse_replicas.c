@@ -8,6 +8,12 @@
  * row per replica once parts merge, so the table stays as small as the
  * set of replicas.  The table is made at the first beat (CREATE ... IF NOT
  * EXISTS, cheap), so a store no replica uses has none.
+ *
+ * Every replica must read the same table: on a ClickHouse of several
+ * shards (servers talking to different shards) it has to be a Distributed
+ * table over a local one per shard, like the record tables; a local table
+ * per shard would give each replica a view of only those on its shard,
+ * and two owners per job.
  */
 #include <errno.h>
 #include <inttypes.h>
