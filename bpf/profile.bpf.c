@@ -602,7 +602,8 @@ static __always_inline __u64 memcg_id(struct task_struct *task)
  * The OOM killer chose a process (docs/diagnosis.md "Deep capture",
  * trigger oom_kill): user space starts a capture of it with what it kept
  * of its last seconds.  A classic tracepoint, not tp_btf: the raw
- * arguments changed in 2024 (6.1: int pid; 6.18: the task and uid), the
+ * arguments changed in 2024 (int pid, then the task and uid; stable
+ * kernels took it: Debian's 6.1.0-56 has it, older 6.1 builds not), the
  * record's pid did not move.  The fields added then (rss, total VM, comm)
  * are read where the kernel has them.  Attached apart (agent/core/
  * sampler.c): a kernel without the tracepoint loses this trigger alone.

@@ -78,7 +78,8 @@ enum proc_event_type {
 				  * tgid; end: the victim's resident set in
 				  * KiB, ino: its total VM in KiB (0: the
 				  * kernel's tracepoint has no such field,
-				  * as on 6.1); comm: the victim's ("" then) */
+				  * before a 2024 change); comm: the
+				  * victim's ("" then) */
 };
 
 #define PROC_EV_F_SAMPLED 1 /* EXIT: the address space had samples */

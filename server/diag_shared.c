@@ -24,11 +24,14 @@ struct shared_job {
 
 struct diag_shared {
 	struct diag_shared_opts o;
-	pthread_mutex_t lock; /* one poll at a time; everything below */
+	pthread_mutex_t lock; /* one poll at a time; the jobs, the thread */
 	struct shared_job *jobs;
 	uint32_t njobs;
-	uint64_t polls, poll_errors, events_read, events_fed, reads_truncated, jobs_dropped;
-	uint64_t handed_over; /* jobs dropped because another replica owns them now */
+	/* counters: written by the poll, read by /metrics without waiting
+	 * for a poll (atomics) */
+	uint64_t owned, polls, poll_errors, events_read, events_fed, reads_truncated, jobs_dropped;
+	uint64_t handed_over;	 /* jobs dropped because another replica owns them now */
+	uint64_t capture_errors; /* capture records not read back */
 	pthread_t thread;
 	int running, stop;
 	pthread_cond_t wake;
@@ -60,6 +63,16 @@ struct diag_shared *diag_shared__new(const struct diag_shared_opts *o)
 	pthread_mutex_init(&d->lock, NULL);
 	pthread_cond_init(&d->wake, NULL);
 	return d;
+}
+
+static void count(uint64_t *c, uint64_t n)
+{
+	__atomic_fetch_add(c, n, __ATOMIC_RELAXED);
+}
+
+static uint64_t ld(const uint64_t *c)
+{
+	return __atomic_load_n(c, __ATOMIC_RELAXED);
 }
 
 static void job_drop(struct diag_shared *d, uint32_t i)
@@ -133,7 +146,7 @@ static struct shared_job *job_get(struct diag_shared *d, const char *job)
 		if (!strcmp(d->jobs[i].job, job))
 			return &d->jobs[i];
 	if (d->njobs == d->o.max_jobs) {
-		d->jobs_dropped++;
+		count(&d->jobs_dropped, 1);
 		return NULL;
 	}
 	d->jobs[d->njobs] = (struct shared_job){ 0 };
@@ -168,9 +181,9 @@ static int poll_job(struct diag_shared *d, struct shared_job *j, uint64_t now_ns
 		j->seen = keys;
 		j->nseen = c.n;
 		keys = NULL;
-		d->events_read += c.n;
-		d->events_fed += nfeed;
-		d->reads_truncated += trunc != 0;
+		count(&d->events_read, c.n);
+		count(&d->events_fed, nfeed);
+		count(&d->reads_truncated, trunc != 0);
 	}
 	free(keys);
 	diag_coll_read__fini(&c);
@@ -187,7 +200,7 @@ int diag_shared__poll(struct diag_shared *d, uint64_t now_ns)
 	if (!a.v)
 		return -ENOMEM;
 	pthread_mutex_lock(&d->lock);
-	d->polls++;
+	count(&d->polls, 1);
 	err = d->o.store->ops->jobs(d->o.store, &(struct store_filter){ .from_ns = a.from_ns },
 				    on_job, &a);
 	for (uint32_t i = 0; i < d->njobs; i++)
@@ -208,16 +221,19 @@ int diag_shared__poll(struct diag_shared *d, uint64_t now_ns)
 
 		if (!replicas__owns(d->o.replicas, j->job, now_ns)) {
 			diag_live__forget(d->o.live, j->job);
-			d->handed_over++;
+			count(&d->handed_over, 1);
 		} else if (j->mark || err) {
 			i++;
 			continue;
 		}
 		job_drop(d, i);
 	}
-	if (err)
-		d->poll_errors++;
+	__atomic_store_n(&d->owned, d->njobs, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&d->lock);
+	if (d->o.captures && capture_registry__load(d->o.captures, now_ns))
+		count(&d->capture_errors, 1);
+	if (err)
+		count(&d->poll_errors, 1);
 	free(a.v);
 	return err;
 }
@@ -254,11 +270,12 @@ int diag_shared__start(struct diag_shared *d)
 
 void diag_shared__metrics(struct diag_shared *d, FILE *o)
 {
-	pthread_mutex_lock(&d->lock);
+	uint64_t polls = ld(&d->polls), failed = ld(&d->poll_errors);
+
 	fprintf(o,
 		"# HELP strata_replica_jobs_owned active jobs this replica diagnoses\n"
 		"# TYPE strata_replica_jobs_owned gauge\n"
-		"strata_replica_jobs_owned %" PRIu32 "\n"
+		"strata_replica_jobs_owned %" PRIu64 "\n"
 		"# HELP strata_replica_polls_total reads of the owned jobs' collectives from the "
 		"store, by outcome\n"
 		"# TYPE strata_replica_polls_total counter\n"
@@ -277,8 +294,9 @@ void diag_shared__metrics(struct diag_shared *d, FILE *o)
 		"diagnosis\n"
 		"# TYPE strata_replica_drops_total counter\n"
 		"strata_replica_drops_total{what=\"jobs\"} %" PRIu64 "\n"
-		"strata_replica_drops_total{what=\"truncated_reads\"} %" PRIu64 "\n",
-		d->njobs, d->polls - d->poll_errors, d->poll_errors, d->events_read, d->events_fed,
-		d->handed_over, d->jobs_dropped, d->reads_truncated);
-	pthread_mutex_unlock(&d->lock);
+		"strata_replica_drops_total{what=\"truncated_reads\"} %" PRIu64 "\n"
+		"strata_replica_drops_total{what=\"capture_reloads\"} %" PRIu64 "\n",
+		ld(&d->owned), polls - failed, failed, ld(&d->events_read), ld(&d->events_fed),
+		ld(&d->handed_over), ld(&d->jobs_dropped), ld(&d->reads_truncated),
+		ld(&d->capture_errors));
 }

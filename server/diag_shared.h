@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "server/capture.h"
 #include "server/diag_live.h"
 #include "server/replicas.h"
 #include "server/store.h"
@@ -31,6 +32,10 @@ struct diag_shared_opts {
 	uint64_t lookback_ns;	   /* 30 s */
 	uint32_t max_jobs;	   /* 64 */
 	uint32_t max_events;	   /* per job and read (500000) */
+	/* deep captures: reloaded from the store every poll, so a capture
+	 * made at one replica (API, or a trigger at a job's owner) is
+	 * ordered by all, whichever an agent sends to (NULL: none) */
+	struct capture_registry *captures;
 };
 
 struct diag_shared;

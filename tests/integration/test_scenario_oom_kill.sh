@@ -89,4 +89,4 @@ PY
 api /metrics > "$T/metrics.txt"
 grep -q '^strata_captures_total{trigger="oom_kill"} 1$' "$T/metrics.txt" ||
 	fail "capture metrics: $(grep captures_total "$T/metrics.txt")"
-echo "ok: OOM kill capture"
+echo "ok: OOM kill capture (the test: ${SECONDS} s)"

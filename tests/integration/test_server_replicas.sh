@@ -122,6 +122,20 @@ decided=$(curl -sf "http://127.0.0.1:${PORT[$owner]}/api/v1/stragglers?job=scena
 python3 -c "print(f'owner $owner: decided {$decided - $(cat "$T/onset") / 1e9:.1f} s after the onset (data time); seen by the test {$found - 6 - $(cat "$T/onset") / 1e9:.1f} s after it (wall)')"
 echo "ok: replica $owner owns job scenario: the straggler (rank 2) confirmed once, one webhook; replica $other reports none"
 
+# Deep captures reach every replica (agents send to any): the owner's
+# capture of the straggler, and one asked of the other replica.
+id=$(curl -sf -X POST "http://127.0.0.1:${PORT[$other]}/api/v1/captures?job=scenario&duration_s=5" |
+	python3 -c 'import json, sys; print(json.load(sys.stdin)["id"])') || fail "POST capture at $other"
+for _ in $(seq 20); do
+	curl -sf "http://127.0.0.1:${PORT[$owner]}/api/v1/captures/$id" > /dev/null && break
+	sleep 0.5
+done
+curl -sf "http://127.0.0.1:${PORT[$owner]}/api/v1/captures/$id" > /dev/null ||
+	fail "capture $id made at $other unknown at $owner after 10 s"
+curl -sf "http://127.0.0.1:${PORT[$other]}/api/v1/captures?job=scenario" | grep -q '"trigger":"straggler"' ||
+	fail "the owner's straggler capture is unknown at $other"
+echo "ok: captures made at either replica are known at both"
+
 # The owner dies: the survivor takes over.
 kill -KILL "${PID[$owner]}"
 killed=$(date +%s.%N)
