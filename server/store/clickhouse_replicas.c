@@ -25,10 +25,8 @@ static int create_table(struct ch_store *s, struct ch_client *c)
 	struct ch_sql q = { 0 };
 	int err;
 
-	ch_sql__add(&q,
-		    "CREATE TABLE IF NOT EXISTS %s.replicas (replica_id String, beat_ns UInt64)"
-		    " ENGINE = ReplacingMergeTree(beat_ns) ORDER BY replica_id",
-		    s->db);
+	/* On a cluster the store made it at open (clickhouse.c): this finds it. */
+	ch_sql__add(&q, "CREATE TABLE IF NOT EXISTS %s.replicas " CH_REPLICAS_BODY, s->db);
 	err = ch_store__exec(c, &q, "replicas table");
 	ch_sql__free(&q);
 	return err;
