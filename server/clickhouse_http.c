@@ -120,8 +120,9 @@ struct ch_client *ch_client__new(const struct ch_opts *o)
 	 * whose body ends in an exception.  max_execution_time: the server
 	 * gives up when the client would.
 	 */
-	n = asprintf(&c->base, "%s/?wait_end_of_query=1&max_execution_time=%u%s%s", o->url,
-		     (c->timeout_ms + 999) / 1000, db ? "&database=" : "", db ? db : "");
+	n = asprintf(&c->base, "%s/?wait_end_of_query=1&max_execution_time=%u%s%s%s%s", o->url,
+		     (c->timeout_ms + 999) / 1000, db ? "&database=" : "", db ? db : "",
+		     o->settings ? "&" : "", o->settings ? o->settings : "");
 	curl_free(db);
 	if (n < 0) {
 		c->base = NULL;

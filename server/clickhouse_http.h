@@ -29,6 +29,9 @@ struct ch_opts {
 	uint32_t timeout_ms;	     /* whole request; 0: 30000 */
 	uint32_t connect_timeout_ms; /* 0: 3000 */
 	size_t max_result_bytes;     /* 0: 256 MiB */
+	/* NULL, or settings for every request as URL parameters,
+	 * "name=value&name=value" (constant text, not escaped here) */
+	const char *settings;
 };
 
 /*

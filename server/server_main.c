@@ -28,6 +28,7 @@
 
 struct server_opts {
 	const char *listen, *store, *buildid_dir;
+	const char *ch_cluster;		/* --clickhouse-cluster */
 	struct server_cred_files creds; /* server/server_creds.h */
 	uint32_t retention_h, threads, max_batch_mb, max_symbol_mb, buildid_max_mb, max_buffered_mb;
 	int debuginfod;
@@ -58,6 +59,10 @@ static void usage(FILE *f)
 	      "      --metrics-token-file F  /metrics needs one of these (or a read token)\n"
 	      "      --tls-cert F --tls-key F  serve HTTPS (PEM files; TLS 1.2 and 1.3)\n"
 	      "      --store-password-file F  ClickHouse password (--store clickhouse://USER@...)\n"
+	      "      --clickhouse-cluster NAME  the store is ClickHouse cluster NAME (its\n"
+	      "                           remote_servers): --store clickhouse://HOST:PORT,...\n"
+	      "                           names every server; local tables on each shard,\n"
+	      "                           Distributed tables over them (docs/server.md)\n"
 	      "  -b, --buildid-dir DIR    uploaded binaries (default: PATH.buildids / ./buildids)\n"
 	      "  -r, --retention-hours H  delete data older than H hours (default 72)\n"
 	      "  -j, --threads N          HTTP worker threads (default 4)\n"
@@ -93,6 +98,27 @@ static void usage(FILE *f)
 	      "      --replica-lookback-s N  the owner reads each job's collectives this far\n"
 	      "                           back (default 30)\n",
 	      f);
+}
+
+/* --clickhouse-cluster NAME: the store spec (*spec, replaced) gains
+ * "?cluster=NAME" (server/store/clickhouse_cluster.c reads it). */
+static int with_cluster(char **spec, const char *name, char *err, size_t errsz)
+{
+	char *s = NULL;
+
+	if (strncmp(*spec, "clickhouse://", 13) || strchr(*spec, '?')) {
+		snprintf(err, errsz,
+			 "--clickhouse-cluster wants --store clickhouse://HOST:PORT,.../DB");
+		return -EINVAL;
+	}
+	if (asprintf(&s, "%s?cluster=%s", *spec, name) < 0) {
+		snprintf(err, errsz, "out of memory");
+		return -ENOMEM;
+	}
+	explicit_bzero(*spec, strlen(*spec));
+	free(*spec);
+	*spec = s;
+	return 0;
 }
 
 /* The windowed diagnosis judges only the jobs this replica owns. */
@@ -166,6 +192,11 @@ static int serve(const struct server_opts *o)
 		fprintf(stderr, "strata-server: %s\n", err);
 		server_creds__free(&srv, spec);
 		return 1;
+	}
+	if (o->ch_cluster && with_cluster(&spec, o->ch_cluster, err, sizeof(err))) {
+		fprintf(stderr, "strata-server: %s\n", err);
+		server_creds__free(&srv, spec);
+		return 2;
 	}
 	srv.limits.max_wire = (size_t)o->max_batch_mb << 20;
 	srv.limits.max_raw = srv.limits.max_wire * 8;
@@ -327,6 +358,7 @@ int main(int argc, char **argv)
 		OPT_TLS_CERT,
 		OPT_TLS_KEY,
 		OPT_STORE_PASSWORD,
+		OPT_CH_CLUSTER,
 		OPT_HANG_MIN,
 		OPT_HANG_PERIODS,
 		OPT_CAPTURE_MAX_S,
@@ -348,6 +380,7 @@ int main(int argc, char **argv)
 		{ "tls-cert", required_argument, NULL, OPT_TLS_CERT },
 		{ "tls-key", required_argument, NULL, OPT_TLS_KEY },
 		{ "store-password-file", required_argument, NULL, OPT_STORE_PASSWORD },
+		{ "clickhouse-cluster", required_argument, NULL, OPT_CH_CLUSTER },
 		{ "buildid-dir", required_argument, NULL, 'b' },
 		{ "retention-hours", required_argument, NULL, 'r' },
 		{ "threads", required_argument, NULL, 'j' },
@@ -420,6 +453,9 @@ int main(int argc, char **argv)
 			break;
 		case OPT_STORE_PASSWORD:
 			o.creds.store_password = optarg;
+			break;
+		case OPT_CH_CLUSTER:
+			o.ch_cluster = optarg;
 			break;
 		case 'b':
 			o.buildid_dir = optarg;

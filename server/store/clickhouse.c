@@ -35,18 +35,26 @@
 
 /* ---- schema ---------------------------------------------------------------- */
 
-int ch_store__table_ddl(const struct store_table *t, const char *db, char *buf, size_t size)
+int ch_store__table_body(const struct store_table *t, char *buf, size_t size)
 {
 	char cols[1024];
 	int n;
 
 	if (store_table__columns(t, STORE_CLICKHOUSE, 1, cols, sizeof(cols)) >= sizeof(cols))
 		return -E2BIG;
-	n = snprintf(buf, size,
-		     "CREATE TABLE IF NOT EXISTS %s.%s (%s, %s) ENGINE = MergeTree"
-		     " PARTITION BY day ORDER BY (%s)",
-		     db, t->name, t->per_process ? CH_PROC_COLS_DDL : CH_NODE_COLS_DDL, cols,
-		     t->order_by);
+	n = snprintf(buf, size, "(%s, %s) ENGINE = MergeTree PARTITION BY day ORDER BY (%s)",
+		     t->per_process ? CH_PROC_COLS_DDL : CH_NODE_COLS_DDL, cols, t->order_by);
+	return n < 0 || (size_t)n >= size ? -E2BIG : 0;
+}
+
+int ch_store__table_ddl(const struct store_table *t, const char *db, char *buf, size_t size)
+{
+	char body[2048];
+	int n, err = ch_store__table_body(t, body, sizeof(body));
+
+	if (err)
+		return err;
+	n = snprintf(buf, size, "CREATE TABLE IF NOT EXISTS %s.%s %s", db, t->name, body);
 	return n < 0 || (size_t)n >= size ? -E2BIG : 0;
 }
 
@@ -152,6 +160,50 @@ static int wait_mutations(struct ch_store *s, struct ch_client *c, const char *t
 	return -ETIMEDOUT;
 }
 
+/* Retention on one server: whole days before the cut-off dropped from
+ * every local table, the commit records before the cut-off deleted. */
+static int retain_on(struct ch_store *s, struct ch_client *c, const char *day, uint64_t before_ns)
+{
+	const char *sfx = s->cluster[0] ? CH_LOCAL_SUFFIX : "";
+	struct ch_sql q = { 0 };
+	struct ch_result r = { 0 };
+	int err;
+
+	/* Whole days before the cut-off, in every table (a Distributed
+	 * table has no parts). */
+	ch_sql__add(&q, "SELECT DISTINCT table, partition_id FROM system.parts"
+			" WHERE active AND database = ");
+	ch_sql__quote(&q, s->db);
+	ch_sql__add(&q, " AND partition_id < ");
+	ch_sql__quote(&q, day);
+	err = ch_store__query(c, &q, &r, "retention partitions");
+	ch_sql__free(&q);
+	for (size_t i = 0; !err && i < r.rows; i++) {
+		ch_sql__add(&q, "ALTER TABLE %s.", s->db);
+		/* table names come from our schema: identifiers */
+		ch_sql__add(&q, "%s DROP PARTITION ID ", ch_result__str(&r, i, 0));
+		ch_sql__quote(&q, ch_result__str(&r, i, 1));
+		err = ch_store__exec(c, &q, "drop partition");
+		ch_sql__free(&q);
+	}
+	ch_result__free(&r);
+	/* Within the boundary day: remove the commit records; their rows turn
+	 * invisible and go when their day is dropped. */
+	if (!err) {
+		ch_sql__add(&q, "ALTER TABLE %s.batches%s DELETE WHERE end_ns < %" PRIu64, s->db,
+			    sfx, before_ns);
+		err = ch_store__exec(c, &q, "retention delete");
+		ch_sql__free(&q);
+	}
+	if (!err) {
+		char table[64];
+
+		snprintf(table, sizeof(table), "batches%s", sfx);
+		err = wait_mutations(s, c, table);
+	}
+	return err;
+}
+
 int ch_retain(struct store *base, uint64_t before_ns, uint64_t *deleted)
 {
 	struct ch_store *s = (struct ch_store *)base;
@@ -176,37 +228,12 @@ int ch_retain(struct store *base, uint64_t before_ns, uint64_t *deleted)
 	n = err ? 0 : ch_result__u64(&r, 0, 0, NULL);
 	ch_result__free(&r);
 	ch_sql__free(&q);
-
-	/* Whole days before the cut-off, in every table. */
-	if (!err) {
-		ch_sql__add(&q, "SELECT DISTINCT table, partition_id FROM system.parts"
-				" WHERE active AND database = ");
-		ch_sql__quote(&q, s->db);
-		ch_sql__add(&q, " AND partition_id < ");
-		ch_sql__quote(&q, day);
-		err = ch_store__query(c, &q, &r, "retention partitions");
-		ch_sql__free(&q);
-	}
-	for (size_t i = 0; !err && i < r.rows; i++) {
-		ch_sql__add(&q, "ALTER TABLE %s.", s->db);
-		/* table names come from our schema: identifiers */
-		ch_sql__add(&q, "%s DROP PARTITION ID ", ch_result__str(&r, i, 0));
-		ch_sql__quote(&q, ch_result__str(&r, i, 1));
-		err = ch_store__exec(c, &q, "drop partition");
-		ch_sql__free(&q);
-	}
-	ch_result__free(&r);
-	/* Within the boundary day: remove the commit records; their rows turn
-	 * invisible and go when their day is dropped. */
-	if (!err) {
-		ch_sql__add(&q, "ALTER TABLE %s.batches DELETE WHERE end_ns < %" PRIu64, s->db,
-			    before_ns);
-		err = ch_store__exec(c, &q, "retention delete");
-		ch_sql__free(&q);
-	}
-	if (!err)
-		err = wait_mutations(s, c, "batches");
 	ch_store__put(s, c);
+	for (unsigned i = 0; i < s->nnodes && !err; i++) {
+		c = ch_client__new(&s->nodes[i].opts);
+		err = c ? retain_on(s, c, day, before_ns) : -ENOMEM;
+		ch_client__free(c);
+	}
 	if (!err) {
 		store_counts__retained(&s->counts, n);
 		if (deleted)
@@ -231,8 +258,14 @@ int ch_stats(struct store *base, struct store_stats *out)
 		    " (SELECT count() FROM %s.cpu_samples),"
 		    " (SELECT count() FROM %s.nccl_collectives) + (SELECT count() FROM "
 		    "%s.cuda_transfers),"
-		    " (SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND database = ",
+		    " (SELECT sum(bytes_on_disk) FROM ",
 		    s->db, s->db, s->db, s->db);
+	/* every shard's parts on a cluster */
+	if (s->cluster[0])
+		ch_sql__add(&q, "cluster('%s', system.parts)", s->cluster);
+	else
+		ch_sql__add(&q, "system.parts");
+	ch_sql__add(&q, " WHERE active AND database = ");
 	ch_sql__quote(&q, s->db);
 	ch_sql__add(&q, ")");
 	err = ch_store__query(c, &q, &r, "stats");
@@ -295,9 +328,10 @@ static int has_column(const struct ch_result *r, const char *table, const char *
 }
 
 /* Adds column col (its "name TYPE DEFAULT v") to table; 0 also when
- * another server added it first. */
+ * another server added it first.  Counted when count (the logical table's
+ * column, once on a cluster). */
 static int add_column(struct ch_store *s, struct ch_client *c, const char *table, const char *name,
-		      const char *col)
+		      const char *col, int count)
 {
 	struct ch_sql q = { 0 };
 	struct ch_result r;
@@ -307,7 +341,8 @@ static int add_column(struct ch_store *s, struct ch_client *c, const char *table
 	err = ch_store__exec(c, &q, table);
 	ch_sql__free(&q);
 	if (!err) {
-		store_counts__column_added(&s->counts, "clickhouse", table, col);
+		if (count)
+			store_counts__column_added(&s->counts, "clickhouse", table, col);
 		return 0;
 	}
 	if (!load_columns(s, c, table, &r) && has_column(&r, table, name))
@@ -322,35 +357,72 @@ static int add_column(struct ch_store *s, struct ch_client *c, const char *table
  * TABLE IF NOT EXISTS leaves its tables as they are; every schema column a
  * table lacks is added (the parts already written read the column's
  * default), logged and counted.  ClickHouse 18.16 has no ADD COLUMN IF NOT
- * EXISTS: what is there comes from system.columns.
+ * EXISTS: what is there comes from system.columns.  On a cluster both the
+ * shard's local table and the Distributed table gain it (counted once, on
+ * the first server's local table: first).
  */
-static int add_missing_columns(struct ch_store *s, struct ch_client *c)
+static int add_missing_columns(struct ch_store *s, struct ch_client *c, int first)
 {
 	struct ch_result r;
 	int err = load_columns(s, c, NULL, &r);
 
 	for (size_t t = 0; !err && t < STORE_NTABLES; t++) {
 		const struct store_table *tb = &STORE_TABLES[t];
+		char local[128];
 
+		snprintf(local, sizeof(local), "%s%s", tb->name,
+			 s->cluster[0] ? CH_LOCAL_SUFFIX : "");
 		for (size_t i = 0; !err && i < tb->ncols; i++) {
 			const char *name = store_column__name(&tb->cols[i], STORE_CLICKHOUSE);
 			char col[256];
 
-			if (!name || has_column(&r, tb->name, name))
+			if (!name || (has_column(&r, local, name) &&
+				      (!s->cluster[0] || has_column(&r, tb->name, name))))
 				continue;
 			err = store_column__add_ddl(tb, &tb->cols[i], STORE_CLICKHOUSE, col,
 						    sizeof(col));
-			if (!err)
-				err = add_column(s, c, tb->name, name, col);
+			if (!err && !has_column(&r, local, name))
+				err = add_column(s, c, local, name, col, first);
+			if (!err && s->cluster[0] && !has_column(&r, tb->name, name))
+				err = add_column(s, c, tb->name, name, col, 0);
 		}
 	}
 	ch_result__free(&r);
 	return err;
 }
 
-/* CREATE DATABASE and every table, idempotent; then the columns an older
- * database lacks. */
-static int create_schema(struct ch_store *s, struct ch_client *c)
+/*
+ * Table name (body: its columns and engine) on one server; on a cluster,
+ * the server's shard of it (name_local) and the Distributed table name
+ * over every shard's, which sends a row to the shard that key picks.
+ */
+static int create_table(struct ch_store *s, struct ch_client *c, const char *name, const char *body,
+			const char *key)
+{
+	struct ch_sql q = { 0 };
+	int err;
+
+	ch_sql__add(&q, "CREATE TABLE IF NOT EXISTS %s.%s%s %s", s->db, name,
+		    s->cluster[0] ? CH_LOCAL_SUFFIX : "", body);
+	err = ch_store__exec(c, &q, name);
+	ch_sql__free(&q);
+	if (err || !s->cluster[0])
+		return err;
+	ch_sql__add(&q,
+		    "CREATE TABLE IF NOT EXISTS %s.%s AS %s.%s" CH_LOCAL_SUFFIX
+		    " ENGINE = Distributed(%s, %s, %s" CH_LOCAL_SUFFIX ", %s)",
+		    s->db, name, s->db, name, s->cluster, s->db, name, key);
+	err = ch_store__exec(c, &q, name);
+	ch_sql__free(&q);
+	return err;
+}
+
+/*
+ * CREATE DATABASE and every table on one server, idempotent; then the
+ * columns an older database lacks.  The shard key: a batch's node, for
+ * every table of a batch (docs/server.md says why), the stacks' id.
+ */
+static int create_schema_on(struct ch_store *s, struct ch_client *c, int first)
 {
 	struct ch_sql q = { 0 };
 	int err;
@@ -359,26 +431,40 @@ static int create_schema(struct ch_store *s, struct ch_client *c)
 	err = ch_store__exec(c, &q, "create database");
 	ch_sql__free(&q);
 	for (size_t t = 0; !err && t < STORE_NTABLES; t++) {
-		char ddl[2048];
+		char body[2048];
 
-		err = ch_store__table_ddl(&STORE_TABLES[t], s->db, ddl, sizeof(ddl));
-		if (!err) {
-			ch_sql__add(&q, "%s", ddl);
-			err = ch_store__exec(c, &q, STORE_TABLES[t].name);
-			ch_sql__free(&q);
+		err = ch_store__table_body(&STORE_TABLES[t], body, sizeof(body));
+		if (!err)
+			err = create_table(s, c, STORE_TABLES[t].name, body, "cityHash64(node)");
+	}
+	if (!err)
+		err = create_table(s, c, "batches", BATCHES_DDL, "cityHash64(node)");
+	if (!err)
+		err = create_table(s, c, "stack_frames", STACKS_DDL, "stack_id");
+	if (!err && s->cluster[0])
+		err = create_table(s, c, "replicas", CH_REPLICAS_BODY, "cityHash64(replica_id)");
+	return err ? err : add_missing_columns(s, c, first);
+}
+
+/* The schema on every server of the store. */
+static int create_schema(struct ch_store *s, char *errbuf, size_t errsz)
+{
+	int err = 0;
+
+	for (unsigned i = 0; i < s->nnodes && !err; i++) {
+		struct ch_client *c = ch_client__new(&s->nodes[i].opts);
+
+		if (!c) {
+			snprintf(errbuf, errsz, "clickhouse: out of memory");
+			return -ENOMEM;
 		}
+		err = create_schema_on(s, c, i == 0);
+		if (err)
+			snprintf(errbuf, errsz, "%s: %s", s->nodes[i].opts.url,
+				 ch_client__error(c));
+		ch_client__free(c);
 	}
-	if (!err) {
-		ch_sql__add(&q, "CREATE TABLE IF NOT EXISTS %s.batches %s", s->db, BATCHES_DDL);
-		err = ch_store__exec(c, &q, "batches");
-		ch_sql__free(&q);
-	}
-	if (!err) {
-		ch_sql__add(&q, "CREATE TABLE IF NOT EXISTS %s.stack_frames %s", s->db, STACKS_DDL);
-		err = ch_store__exec(c, &q, "stack_frames");
-		ch_sql__free(&q);
-	}
-	return err ? err : add_missing_columns(s, c);
+	return err;
 }
 
 struct store *store_clickhouse__open(const char *url, char *err, size_t errsz)
@@ -396,28 +482,20 @@ struct store *store_clickhouse__open(const char *url, char *err, size_t errsz)
 	pthread_mutex_init(&s->lock, NULL);
 	store_counts__init(&s->counts);
 	pthread_cond_init(&s->pool_cond, NULL);
-	s->opts.sz = sizeof(s->opts);
-	rc = ch_parse_url(url, &s->opts, s->optbuf, sizeof(s->optbuf));
-	if (rc || strlen(s->opts.database) >= sizeof(s->db)) {
-		snprintf(err, errsz,
-			 "bad store \"%s\": want clickhouse://[USER[:PASSWORD]@]HOST:PORT/DB", url);
-		rc = -EINVAL;
+	rc = ch_store__parse_spec(s, url, err, errsz);
+	if (rc)
 		goto fail;
-	}
-	snprintf(s->db, sizeof(s->db), "%s", s->opts.database);
-	/* The database may not exist yet: the schema is made without it. */
-	s->opts.database = NULL;
 	c = ch_store__client(s);
 	if (!c) {
 		snprintf(err, errsz, "clickhouse: out of memory");
 		rc = -ENOMEM;
 		goto fail;
 	}
-	rc = create_schema(s, c);
-	if (rc) {
-		snprintf(err, errsz, "%s", ch_client__error(c));
+	rc = ch_store__check_cluster(s, c, err, errsz);
+	if (!rc)
+		rc = create_schema(s, err, errsz);
+	if (rc)
 		goto fail;
-	}
 	ch_store__put(s, c);
 	return &s->base;
 fail:

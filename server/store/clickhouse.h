@@ -19,6 +19,27 @@
 #define CH_POOL_MAX 8		       /* connections (one query each at a time) */
 #define CH_INFLIGHT_MAX 64	       /* concurrent ingests */
 #define CH_KNOWN_STACKS_CAP (1u << 20) /* (stack, day) pairs remembered */
+#define CH_NODES_MAX 16		       /* servers of a cluster the spec names */
+
+/*
+ * A cluster (spec "clickhouse://H:P,H:P/DB?cluster=NAME", docs/server.md):
+ * every shard holds local MergeTree tables NAME_local, and every server a
+ * Distributed table NAME over them, so queries and inserts name the same
+ * tables as on a single server.  Rows go to the shard of their node (all
+ * of a batch on one shard: its rows, its commit record, the retries' and
+ * racing attempts' commit records), stacks to the shard of their id.
+ * Inserts are synchronous (the commit record is written after the rows
+ * are on their shard) and IN/JOIN subqueries read each shard's local
+ * tables (their rows' commit records are on the same shard).
+ */
+#define CH_LOCAL_SUFFIX "_local"
+#define CH_CLUSTER_SETTINGS "insert_distributed_sync=1&distributed_product_mode=local"
+
+/* One server of the store: DDL and retention run on each. */
+struct ch_node {
+	char buf[512];
+	struct ch_opts opts;
+};
 
 struct ch_known_stacks {
 	uint64_t *keys; /* 0 = empty; open addressing */
@@ -27,9 +48,11 @@ struct ch_known_stacks {
 
 struct ch_store {
 	struct store base;
-	char optbuf[512];
-	struct ch_opts opts;
+	struct ch_opts opts; /* the pool's: the first server's */
 	char db[64];
+	char cluster[64]; /* "": one server */
+	struct ch_node nodes[CH_NODES_MAX];
+	unsigned nnodes;
 
 	pthread_mutex_t lock; /* everything below */
 	pthread_cond_t pool_cond;
@@ -55,6 +78,15 @@ struct ch_store {
 /* A record table's CREATE TABLE in database db, for create_schema and
  * tests; 0 or -E2BIG. */
 int ch_store__table_ddl(const struct store_table *t, const char *db, char *buf, size_t size);
+/* Its columns and engine, "(...) ENGINE = ..."; 0 or -E2BIG. */
+int ch_store__table_body(const struct store_table *t, char *buf, size_t size);
+
+/* The store's spec parsed into s (db, cluster, nodes, the pool's opts);
+ * 0 or -EINVAL (a message in err). */
+int ch_store__parse_spec(struct ch_store *s, const char *spec, char *err, size_t errsz);
+/* On a cluster: 0 when the servers named are the cluster's (as many as
+ * its remote_servers lists), else -EINVAL or -errno (a message in err). */
+int ch_store__check_cluster(struct ch_store *s, struct ch_client *c, char *err, size_t errsz);
 
 /* A pooled connection (NULL: out of memory), and giving it back. */
 struct ch_client *ch_store__client(struct ch_store *s);
@@ -95,7 +127,12 @@ extern const struct store_ops clickhouse_store_ops;
 int ch_retain(struct store *base, uint64_t before_ns, uint64_t *deleted);
 int ch_stats(struct store *base, struct store_stats *st);
 void ch_close(struct store *base);
-/* Heartbeats of server replicas (clickhouse_replicas.c). */
+/* Heartbeats of server replicas (clickhouse_replicas.c), in table
+ * replicas; on a cluster made at open with the other tables, sharded by
+ * replica id (a table made at the first beat would be on one shard). */
+#define CH_REPLICAS_BODY                                                                     \
+	"(replica_id String, beat_ns UInt64) ENGINE = ReplacingMergeTree(beat_ns) ORDER BY " \
+	"replica_id"
 int ch_replicas(struct store *base, const char *id, uint64_t now_ns, uint64_t since_ns,
 		store_replica_fn fn, void *ctx);
 

@@ -202,8 +202,9 @@ static int ch_tally(struct store *base, const struct store_filter *f, store_tall
 
 #define EV_COLS(tid) "node, pid, " tid " AS t_id, job, has_rank, rank, "
 /* the GPU call's kind, detail and return code; the stack id */
-#define EV_TAIL(kind, detail, ret) \
-	" " kind " AS ck, " detail " AS de, toInt64(" ret ") AS rt, stack_id AS sid"
+#define EV_TAIL(kind, detail, ret)                                     \
+	" materialize(" kind ") AS ck, materialize(" detail ") AS de," \
+	" materialize(toInt64(" ret ")) AS rt, stack_id AS sid"
 
 static int ch_events(struct store *base, const struct store_filter *f, uint32_t kinds,
 		     uint32_t limit, int *truncated, store_event_fn fn, void *ctx)
@@ -223,15 +224,17 @@ static int ch_events(struct store *base, const struct store_filter *f, uint32_t 
 		/* The communicator's rank/size from its latest init record. */
 		ch_sql__add(
 			&q,
-			"SELECT toUInt32(%u) AS k," EV_COLS(
+			"SELECT materialize(toUInt32(%u)) AS k," EV_COLS(
 				"tid") " op AS name, entry_ns AS start,"
 				       " toUInt64(if(exit_ns > entry_ns, exit_ns - entry_ns, "
 				       "0)) AS dur,"
-				       " bytes AS b, toUInt64(1) AS cnt, comm_hash AS ch, seq "
+				       " bytes AS b, materialize(toUInt64(1)) AS cnt, comm_hash AS "
+				       "ch, seq "
 				       "AS sq,"
 				       " if(known = 1, crank, -1) AS cr, if(known = 1, cn, -1) "
 				       "AS cnr,"
-				       " dtype AS dt, toUInt8(0) AS tk, toUInt8(0) AS dir," EV_TAIL(
+				       " dtype AS dt, materialize(toUInt8(0)) AS tk, "
+				       "materialize(toUInt8(0)) AS dir," EV_TAIL(
 					       "'collective'", "''",
 					       "toInt64(0)") " FROM %s.nccl_collectives ANY LEFT "
 							     "JOIN"
@@ -252,11 +255,13 @@ static int ch_events(struct store *base, const struct store_filter *f, uint32_t 
 	if (kinds & STORE_EVENT_TRANSFER) {
 		ch_sql__add(
 			&q,
-			"%sSELECT toUInt32(%u) AS k," EV_COLS(
+			"%sSELECT materialize(toUInt32(%u)) AS k," EV_COLS(
 				"tid") " api AS name, start_ns AS start, ns AS dur, bytes AS b, "
 				       "count AS cnt,"
-				       " toUInt64(0) AS ch, toUInt64(0) AS sq, toInt32(-1) AS cr,"
-				       " toInt32(-1) AS cnr, '' AS dt, kind AS tk, direction AS "
+				       " materialize(toUInt64(0)) AS ch, materialize(toUInt64(0)) "
+				       "AS sq, materialize(toInt32(-1)) AS cr,"
+				       " materialize(toInt32(-1)) AS cnr, materialize('') AS dt, "
+				       "kind AS tk, direction AS "
 				       "dir," EV_TAIL("''", "''",
 						      "toInt64(0)") " FROM %s.cuda_transfers WHERE "
 								    "start_ns > 0",
@@ -265,29 +270,41 @@ static int ch_events(struct store *base, const struct store_filter *f, uint32_t 
 		sep = " UNION ALL ";
 	}
 	if (kinds & STORE_EVENT_LAUNCH) {
-		ch_sql__add(&q,
-			    "%sSELECT toUInt32(%u) AS k," EV_COLS(
-				    "toUInt32(0)") " kernel AS name, b_start AS start, ns_in_call "
-						   "AS dur, toUInt64(0) AS b,"
-						   " count AS cnt, toUInt64(0) AS ch, toUInt64(0) "
-						   "AS sq, toInt32(-1) AS cr,"
-						   " toInt32(-1) AS cnr, '' AS dt, toUInt8(0) AS "
-						   "tk, toUInt8(0) AS dir," EV_TAIL(
-							   "'launch'", "''",
-							   "toInt64(0)") " FROM %s.cuda_launches "
-									 "WHERE 1",
-			    sep, STORE_EVENT_LAUNCH, s->db);
+		ch_sql__add(
+			&q,
+			"%sSELECT materialize(toUInt32(%u)) AS k," EV_COLS(
+				"materialize(toUInt32(0))") " kernel AS name, b_start AS start, "
+							    "ns_in_call "
+							    "AS dur, materialize(toUInt64(0)) AS b,"
+							    " count AS cnt, "
+							    "materialize(toUInt64(0)) AS ch, "
+							    "toUInt64(0) "
+							    "AS sq, materialize(toInt32(-1)) AS cr,"
+							    " materialize(toInt32(-1)) AS cnr, "
+							    "materialize('') AS dt, "
+							    "materialize(toUInt8(0)) AS "
+							    "tk, materialize(toUInt8(0)) AS "
+							    "dir," EV_TAIL("'launch'", "''",
+									   "toInt64(0)") " FROM "
+											 "%s.cuda_"
+											 "launches "
+											 "WHERE 1",
+			sep, STORE_EVENT_LAUNCH, s->db);
 		ch_filter(s, &q, f, "b_start", 1);
 		sep = " UNION ALL ";
 	}
 	if (kinds & STORE_EVENT_CPU_SAMPLE) {
 		ch_sql__add(
 			&q,
-			"%sSELECT toUInt32(%u) AS k," EV_COLS(
-				"tid") " 'cpu' AS name, time_ns AS start, toUInt64(0) AS dur,"
-				       " toUInt64(0) AS b, toUInt64(1) AS cnt, toUInt64(0) AS ch,"
-				       " toUInt64(0) AS sq, toInt32(-1) AS cr, toInt32(-1) AS cnr,"
-				       " '' AS dt, toUInt8(0) AS tk, toUInt8(0) AS dir," EV_TAIL(
+			"%sSELECT materialize(toUInt32(%u)) AS k," EV_COLS(
+				"tid") " materialize('cpu') AS name, time_ns AS start, "
+				       "materialize(toUInt64(0)) AS dur,"
+				       " materialize(toUInt64(0)) AS b, materialize(toUInt64(1)) "
+				       "AS cnt, materialize(toUInt64(0)) AS ch,"
+				       " materialize(toUInt64(0)) AS sq, materialize(toInt32(-1)) "
+				       "AS cr, materialize(toInt32(-1)) AS cnr,"
+				       " materialize('') AS dt, materialize(toUInt8(0)) AS tk, "
+				       "materialize(toUInt8(0)) AS dir," EV_TAIL(
 					       "'cpu'", "''",
 					       "toInt64(0)") " FROM %s.capture_samples WHERE 1",
 			sep, STORE_EVENT_CPU_SAMPLE, s->db);
@@ -297,13 +314,16 @@ static int ch_events(struct store *base, const struct store_filter *f, uint32_t 
 	if (kinds & STORE_EVENT_GPU_CALL) {
 		ch_sql__add(
 			&q,
-			"%sSELECT toUInt32(%u) AS k," EV_COLS(
+			"%sSELECT materialize(toUInt32(%u)) AS k," EV_COLS(
 				"tid") " api AS name, start_ns AS start,"
 				       " toUInt64(if(end_ns > start_ns, end_ns - start_ns, 0)) AS "
 				       "dur,"
-				       " bytes AS b, toUInt64(1) AS cnt, toUInt64(0) AS ch,"
-				       " toUInt64(0) AS sq, toInt32(-1) AS cr, toInt32(-1) AS cnr,"
-				       " '' AS dt, toUInt8(0) AS tk, toUInt8(0) AS dir," EV_TAIL(
+				       " bytes AS b, materialize(toUInt64(1)) AS cnt, "
+				       "materialize(toUInt64(0)) AS ch,"
+				       " materialize(toUInt64(0)) AS sq, materialize(toInt32(-1)) "
+				       "AS cr, materialize(toInt32(-1)) AS cnr,"
+				       " materialize('') AS dt, materialize(toUInt8(0)) AS tk, "
+				       "materialize(toUInt8(0)) AS dir," EV_TAIL(
 					       "kind", "kernel",
 					       "ret") " FROM %s.gpu_calls WHERE 1",
 			sep, STORE_EVENT_GPU_CALL, s->db);
@@ -332,8 +352,9 @@ static int ch_thread_times(struct store *base, const struct store_filter *f,
 
 		store_thread_part__sql(part, &ps);
 		ch_sql__add(&q,
-			    "%sSELECT node, pid, tid, job, has_rank, rank, toUInt32(%u) AS kind,"
-			    " toUInt32(%s) AS ix, sum(%s) AS v FROM %s.%s WHERE 1%s",
+			    "%sSELECT node, pid, tid, job, has_rank, rank, "
+			    "materialize(toUInt32(%u)) AS kind,"
+			    " materialize(toUInt32(%s)) AS ix, sum(%s) AS v FROM %s.%s WHERE 1%s",
 			    k ? " UNION ALL " : "", part->kind, ps.ix, part->value, s->db,
 			    part->table, ps.cond);
 		ch_filter(s, &q, &g, NULL, 1);
@@ -351,11 +372,16 @@ static int ch_cpu_times(struct store *base, const struct store_filter *f, store_
 		const char *cols, *table, *group;
 		int per_process;
 	} parts[] = {
-		{ STORE_CPU_TARGET, "cpu, pid, toUInt32(0), any(comm), job, has_rank, rank",
+		{ STORE_CPU_TARGET,
+		  "cpu, pid, materialize(toUInt32(0)), any(comm), job, has_rank, rank",
 		  "target_cpus", "node, pid, pstart, job, has_rank, rank, cpu", 1 },
-		{ STORE_CPU_FOREIGN, "cpu, fpid, toUInt32(0), comm, '', toUInt8(0), toInt32(-1)",
+		{ STORE_CPU_FOREIGN,
+		  "cpu, fpid, materialize(toUInt32(0)), comm, materialize(''),"
+		  " materialize(toUInt8(0)), materialize(toInt32(-1))",
 		  "foreign_runs", "node, cpu, fpid, comm", 0 },
-		{ STORE_CPU_SOFTIRQ, "cpu, toUInt32(0), vector, '', '', toUInt8(0), toInt32(-1)",
+		{ STORE_CPU_SOFTIRQ,
+		  "cpu, materialize(toUInt32(0)), vector, materialize(''), materialize(''),"
+		  " materialize(toUInt8(0)), materialize(toInt32(-1))",
 		  "softirq_vectors", "node, cpu, vector", 0 },
 	};
 	struct ch_store *s = (struct ch_store *)base;
@@ -365,9 +391,11 @@ static int ch_cpu_times(struct store *base, const struct store_filter *f, store_
 	g.batch_by_end = 1;
 	ch_sql__add(&q, "SELECT * FROM (");
 	for (size_t k = 0; k < sizeof(parts) / sizeof(parts[0]); k++) {
-		ch_sql__add(&q, "%sSELECT node, toUInt32(%u), %s, sum(ns) FROM %s.%s WHERE 1",
-			    k ? " UNION ALL " : "", parts[k].kind, parts[k].cols, s->db,
-			    parts[k].table);
+		ch_sql__add(
+			&q,
+			"%sSELECT node, materialize(toUInt32(%u)), %s, sum(ns) FROM %s.%s WHERE 1",
+			k ? " UNION ALL " : "", parts[k].kind, parts[k].cols, s->db,
+			parts[k].table);
 		ch_filter(s, &q, &g, NULL, parts[k].per_process);
 		ch_sql__add(&q, " GROUP BY %s", parts[k].group);
 	}

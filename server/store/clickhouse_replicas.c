@@ -8,6 +8,12 @@
  * row per replica once parts merge, so the table stays as small as the
  * set of replicas.  The table is made at the first beat (CREATE ... IF NOT
  * EXISTS, cheap), so a store no replica uses has none.
+ *
+ * Every replica must read the same table: on a ClickHouse of several
+ * shards (servers talking to different shards) it has to be a Distributed
+ * table over a local one per shard, like the record tables; a local table
+ * per shard would give each replica a view of only those on its shard,
+ * and two owners per job.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -19,10 +25,8 @@ static int create_table(struct ch_store *s, struct ch_client *c)
 	struct ch_sql q = { 0 };
 	int err;
 
-	ch_sql__add(&q,
-		    "CREATE TABLE IF NOT EXISTS %s.replicas (replica_id String, beat_ns UInt64)"
-		    " ENGINE = ReplacingMergeTree(beat_ns) ORDER BY replica_id",
-		    s->db);
+	/* On a cluster the store made it at open (clickhouse.c): this finds it. */
+	ch_sql__add(&q, "CREATE TABLE IF NOT EXISTS %s.replicas " CH_REPLICAS_BODY, s->db);
 	err = ch_store__exec(c, &q, "replicas table");
 	ch_sql__free(&q);
 	return err;

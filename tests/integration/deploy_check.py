@@ -440,10 +440,46 @@ def check_flags(build, objs, resolved, execs, extra=()):
         print(f"ok: {binary} --help lists {' '.join(sorted(flags))}")
 
 
+def check_clickhouse_cluster(cl):
+    """The clustered ClickHouse overlay: the server's --store names one host
+    per StatefulSet pod (through its headless Service), --clickhouse-cluster
+    names a cluster of remote_servers with one shard per pod on those pods'
+    native port, which the container declares."""
+    where = "clickhouse-cluster overlay"
+    dep, sts = cl.get(("Deployment", "strata-server")), cl.get(("StatefulSet", "clickhouse"))
+    cm = cl.get(("ConfigMap", "clickhouse-config"))
+    if dep is None or sts is None or cm is None:
+        fail(f"{where}: no server Deployment, clickhouse StatefulSet or ConfigMap")
+        return
+    args = containers(dep)[0].get("args", [])
+    store, name = flag_value(args, "--store") or "", flag_value(args, "--clickhouse-cluster")
+    m = re.fullmatch(r"clickhouse://(\w+)@([^/@]+)/(\w+)", store)
+    if not m or not name:
+        fail(f"{where}: --store {store} / --clickhouse-cluster {name} is not a cluster store")
+        return
+    hosts = [h.split(":") for h in m.group(2).split(",")]
+    replicas, svc = sts["spec"].get("replicas", 1), sts["spec"]["serviceName"]
+    headless = cl.get(("Service", svc))
+    if headless is None or headless["spec"].get("clusterIP") != "None":
+        fail(f"{where}: the StatefulSet's Service {svc} is not headless")
+    want = [f"{sts['metadata']['name']}-{i}.{svc}.{sts['metadata']['namespace']}.svc" for i in range(replicas)]
+    if [h[0] for h in hosts] != want:
+        fail(f"{where}: --store hosts {[h[0] for h in hosts]} are not the pods {want}")
+    xml = "".join(v for v in cm.get("data", {}).values() if f"<{name}>" in v)
+    shards = re.findall(r"<shard>.*?<host>([^<]+)</host>\s*<port>(\d+)</port>", xml, re.S)
+    if [h for h, _ in shards] != want:
+        fail(f"{where}: cluster {name}'s shards {shards} are not the pods {want}")
+    ports = [p["containerPort"] for p in containers(sts)[0].get("ports", [])]
+    if any(int(p) not in ports for _, p in shards):
+        fail(f"{where}: a shard's native port is not a container port ({ports})")
+
+
 def main():
     root, build = sys.argv[1], sys.argv[2]
     objs = objects_in(root)
     resolved = kustomize(root, os.path.join(root, "deploy", "kubernetes", "clickhouse"), objs)
+    cluster = kustomize(root, os.path.join(root, "deploy", "kubernetes", "clickhouse-cluster"), objs)
+    check_clickhouse_cluster(cluster)
     base = kustomize(root, os.path.join(root, "deploy", "kubernetes", "base"), objs)
     tls = kustomize(root, os.path.join(root, "deploy", "kubernetes", "tls"), objs)
     for key in base:
@@ -451,12 +487,14 @@ def main():
             fail(f"clickhouse overlay lost {key}")
         if key not in tls:
             fail(f"tls overlay lost {key}")
+        if key not in cluster:
+            fail(f"clickhouse-cluster overlay lost {key}")
     check_tls(tls)
     check_no_privileged(objs)
     ds = check_agent(objs)
     check_server(objs, resolved, ds)
     execs = check_units(root)
-    check_flags(build, objs, resolved, execs, tls.values())
+    check_flags(build, objs, resolved, execs, list(tls.values()) + list(cluster.values()))
     print(f"checked {len(objs)} objects: {', '.join(f'{k}/{n}' for k, n in sorted(objs))}")
     for n in notes:
         print("skip:", n)

@@ -1,7 +1,8 @@
 # End to end on loopback with the ClickHouse store: strata-agent ships
 # batches (no symbol names) to strata-server --store clickhouse://..., and
 # the server's folded export for the workload holds its call chain,
-# symbolized centrally.  Skips until strata-server and the agent's uploader
+# symbolized centrally.  With CH_SHARDS=2 (test_server_clickhouse_cluster.sh)
+# the store is a 2-shard cluster (--clickhouse-cluster).  Skips until strata-server and the agent's uploader
 # are built in this tree (branches server/uploader), or when ClickHouse
 # cannot run.
 source "$(dirname "$0")/lib.sh"
@@ -12,7 +13,9 @@ require_bpf
 ch_start
 
 head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$T/token"
-"$SERVER" --listen 127.0.0.1:0 --store "clickhouse://127.0.0.1:$CH_PORT/strata_e2e" \
+cluster=()
+[ -n "$CH_STORE_QUERY" ] && cluster=(--clickhouse-cluster "$CH_CLUSTER")
+"$SERVER" --listen 127.0.0.1:0 --store "clickhouse://$CH_STORE_HOSTS/strata_e2e" "${cluster[@]}" \
 	--token-file "$T/token" --buildid-dir "$T/buildids" > "$T/server.log" 2>&1 &
 srv=$!
 port=
@@ -48,6 +51,17 @@ echo "ok: $chain of $total samples of pid $w carry main;a;b;c, symbolized by the
 # The rows really are in ClickHouse.
 rows=$(ch_query "SELECT count() FROM strata_e2e.cpu_samples WHERE pid = $w")
 [ "$rows" -gt 0 ] || fail "no cpu_samples rows for pid $w in ClickHouse"
+if [ -n "$CH_STORE_QUERY" ]; then
+	# The node's rows are on one shard (its node's), all of them.
+	IFS=, read -r -a hosts <<< "$CH_HOSTS"
+	local_rows=0
+	for h in "${hosts[@]}"; do
+		n=$(CH_URL=http://$h ch_query "SELECT count() FROM strata_e2e.cpu_samples_local WHERE pid = $w")
+		echo "shard $h: $n cpu_samples rows of pid $w"
+		local_rows=$((local_rows + n))
+	done
+	[ "$local_rows" = "$rows" ] || fail "shards hold $local_rows rows, the Distributed table $rows"
+fi
 kill -TERM "$srv"
 wait "$srv" || true
 echo "ok: $rows cpu_samples rows in ClickHouse"

@@ -28,16 +28,43 @@ static inline void check_on_sqlite(void (*check)(struct store *))
 	assert_int_equal(system(cmd), 0);
 }
 
+/*
+ * The store spec of database db on the ClickHouse the test runs against:
+ * STRATA_TEST_CLICKHOUSE_HOSTS (HOST:PORT, or a cluster's HOST:PORT,...)
+ * and STRATA_TEST_CLICKHOUSE_QUERY ("?cluster=NAME" for a cluster), as
+ * tests/integration/clickhouse.sh sets them; without them the server of
+ * STRATA_TEST_CLICKHOUSE.  0 when no ClickHouse was named.
+ */
+static inline int ch_test_spec(char *spec, size_t size, const char *db)
+{
+	const char *url = getenv("STRATA_TEST_CLICKHOUSE");
+	const char *hosts = getenv("STRATA_TEST_CLICKHOUSE_HOSTS");
+	const char *query = getenv("STRATA_TEST_CLICKHOUSE_QUERY");
+
+	if (!url || strncmp(url, "http://", 7))
+		return 0;
+	snprintf(spec, size, "clickhouse://%s/%s%s", hosts && hosts[0] ? hosts : url + 7, db,
+		 query ? query : "");
+	return 1;
+}
+
+/* 1 when the tests run against a cluster (clickhouse.sh, CH_SHARDS). */
+static inline int ch_test_cluster(void)
+{
+	const char *query = getenv("STRATA_TEST_CLICKHOUSE_QUERY");
+
+	return query && query[0];
+}
+
 /* db_prefix names the database, suffixed with the pid: runs never meet. */
 static inline void check_on_clickhouse(void (*check)(struct store *), const char *db_prefix)
 {
-	const char *url = getenv("STRATA_TEST_CLICKHOUSE");
-	char spec[256], err[512] = "";
+	char db[128], spec[512], err[512] = "";
 	struct store *st;
 
-	if (!url || strncmp(url, "http://", 7))
+	snprintf(db, sizeof(db), "%s_%d", db_prefix, (int)getpid());
+	if (!ch_test_spec(spec, sizeof(spec), db))
 		skip();
-	snprintf(spec, sizeof(spec), "clickhouse://%s/%s_%d", url + 7, db_prefix, (int)getpid());
 	st = store_clickhouse__open(spec, err, sizeof(err));
 	if (!st)
 		fail_msg("%s: %s", spec, err);

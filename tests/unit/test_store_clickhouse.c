@@ -4,7 +4,9 @@
  * frames round-trip exactly, every filter, exactly-once ingest (retries,
  * failed and racing attempts), leaks, tally, events, retention, and
  * concurrent ingest.  Needs STRATA_TEST_CLICKHOUSE=http://HOST:PORT
- * (tests/integration/test_store_clickhouse.sh); skipped without it.
+ * (tests/integration/test_store_clickhouse.sh); skipped without it.  On
+ * a cluster (test_store_clickhouse_cluster.sh) the same, and exactly-once
+ * ingest through either server, rows on every shard.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -23,10 +25,13 @@
 #include "server/clickhouse_http.h"
 #include "server/store.h"
 #include "tests/unit/store_test_batch.h"
+#include "tests/unit/store_test_util.h"
 
 /* 2024-03-01 12:00:00 UTC and 2020-01-01 12:00:00 UTC */
 #define T_NOW (1709294400ULL * NS)
 #define T_OLD (1577880000ULL * NS)
+
+#define CLUSTER_SETTINGS "insert_distributed_sync=1&distributed_product_mode=local"
 
 struct fixture {
 	struct store *st;
@@ -44,20 +49,26 @@ static struct fixture *F(void **state)
 static int setup(void **state)
 {
 	const char *url = getenv("STRATA_TEST_CLICKHOUSE");
-	char spec[256], err[512] = "";
+	char spec[512], err[512] = "";
 	struct fixture *f;
+	char db[64];
 
 	*state = NULL;
-	if (!url || strncmp(url, "http://", 7))
+	snprintf(db, sizeof(db), "strata_test_%d", (int)getpid());
+	if (!ch_test_spec(spec, sizeof(spec), db))
 		return 0;
 	f = calloc(1, sizeof(*f));
 	assert_non_null(f);
-	snprintf(f->db, sizeof(f->db), "strata_test_%d", (int)getpid());
-	snprintf(spec, sizeof(spec), "clickhouse://%s/%s", url + 7, f->db);
+	snprintf(f->db, sizeof(f->db), "%s", db);
 	f->st = store_clickhouse__open(spec, err, sizeof(err));
 	if (!f->st)
 		fail_msg("store__open(%s): %s", spec, err);
-	struct ch_opts o = { .sz = sizeof(o), .url = url, .database = f->db };
+	/* On a cluster the direct inserts below go through the Distributed
+	 * tables as the store's do: synchronously. */
+	struct ch_opts o = { .sz = sizeof(o),
+			     .url = url,
+			     .database = f->db,
+			     .settings = ch_test_cluster() ? CLUSTER_SETTINGS : NULL };
 	f->c = ch_client__new(&o);
 	assert_non_null(f->c);
 	*state = f;
@@ -534,6 +545,21 @@ static uint64_t count_rows(struct fixture *f, const char *sql)
 	return n;
 }
 
+/* Parts of 2019-12-31 in the test's database, of every shard on a cluster. */
+static uint64_t old_parts(struct fixture *f)
+{
+	const char *query = getenv("STRATA_TEST_CLICKHOUSE_QUERY");
+	char sql[512];
+
+	snprintf(sql, sizeof(sql),
+		 "SELECT count() FROM %s%s%s WHERE active AND database = '%s'"
+		 " AND partition_id = '20191231'",
+		 ch_test_cluster() ? "cluster('" : "system.parts",
+		 ch_test_cluster() ? query + strlen("?cluster=") : "",
+		 ch_test_cluster() ? "', system.parts)" : "", f->db);
+	return count_rows(f, sql);
+}
+
 static void test_retention(void **state)
 {
 	struct fixture *f = F(state);
@@ -552,18 +578,13 @@ static void test_retention(void **state)
 	tb_standard(&t, 43, "node-r", T_OLD + 60 * NS);
 	assert_int_equal(f->st->ops->ingest(f->st, &t.sb), 0);
 	assert_int_equal(profile_total(f, &old), 4 * 52);
-	assert_true(count_rows(f,
-			       "SELECT count() FROM system.parts WHERE active AND"
-			       " database = currentDatabase() AND partition_id = '20191231'") > 0);
+	assert_true(old_parts(f) > 0);
 
 	assert_int_equal(f->st->ops->retain(f->st, T_OLD, &deleted), 0);
 	assert_int_equal(deleted, 3);
 	assert_int_equal(profile_total(f, &old), 52);
 	/* The earlier day's partitions are gone from every table. */
-	assert_int_equal(count_rows(f,
-				    "SELECT count() FROM system.parts WHERE active AND"
-				    " database = currentDatabase() AND partition_id = '20191231'"),
-			 0);
+	assert_int_equal(old_parts(f), 0);
 	/* The stacks of the kept batch are still there. */
 	struct prof p = { 0 };
 	assert_int_equal(f->st->ops->profile(f->st, &old, STORE_PROFILE_CPU, on_sample, &p), 0);
@@ -621,6 +642,107 @@ static void test_concurrent_ingest(void **state)
 	assert_int_equal(profile_total(f, &flt), 13 * 52);
 }
 
+/* Rows of db.table on the server at host (HOST:PORT). */
+static uint64_t rows_on(struct fixture *f, const char *host, const char *table)
+{
+	char url[128], sql[256];
+	struct ch_opts o = { .sz = sizeof(o), .url = url };
+	struct ch_client *c;
+	struct ch_result r;
+	uint64_t n;
+
+	snprintf(url, sizeof(url), "http://%s", host);
+	snprintf(sql, sizeof(sql), "SELECT count() FROM %s.%s", f->db, table);
+	c = ch_client__new(&o);
+	assert_non_null(c);
+	assert_int_equal(ch_client__query(c, sql, &r), 0);
+	n = ch_result__u64(&r, 0, 0, NULL);
+	ch_result__free(&r);
+	ch_client__free(c);
+	return n;
+}
+
+static int count_replica(void *ctx, const char *id, uint64_t beat_ns)
+{
+	(void)id, (void)beat_ns;
+	++*(int *)ctx;
+	return 0;
+}
+
+/*
+ * Two stores on one database (two strata-server replicas): a batch stored
+ * through one is a duplicate when retried through the other, whichever
+ * went first; both read the same.  On a cluster the second store talks to
+ * the other server first, and the batch's commit records and rows all go
+ * to its node's shard whichever server takes it; every shard holds rows.
+ */
+static void test_either_server(void **state)
+{
+	struct fixture *f = F(state);
+	const char *hosts = getenv("STRATA_TEST_CLICKHOUSE_HOSTS");
+	const char *query = getenv("STRATA_TEST_CLICKHOUSE_QUERY");
+	char spec[512], err[512] = "", first[128], node[32];
+	struct store_filter win = { .from_ns = T_NOW + 39000 * NS, .to_ns = T_NOW + 41000 * NS };
+	uint64_t batches = 0;
+	struct store *other;
+	const char *comma;
+	struct tb t;
+
+	if (ch_test_cluster()) {
+		comma = strchr(hosts, ',');
+		assert_non_null(comma);
+		assert_null(strchr(comma + 1, ',')); /* two servers */
+		snprintf(first, sizeof(first), "%.*s", (int)(comma - hosts), hosts);
+		snprintf(spec, sizeof(spec), "clickhouse://%s,%s/%s%s", comma + 1, first, f->db,
+			 query);
+	} else {
+		assert_true(ch_test_spec(spec, sizeof(spec), f->db));
+	}
+	other = store_clickhouse__open(spec, err, sizeof(err));
+	if (!other)
+		fail_msg("%s: %s", spec, err);
+	for (int i = 0; i < 8; i++) {
+		struct store *a = i % 2 ? other : f->st, *b = i % 2 ? f->st : other;
+
+		snprintf(node, sizeof(node), "node-x%d", i);
+		tb_standard(&t, (uint8_t)(0xc0 + i), node, T_NOW + 40000 * NS);
+		assert_int_equal(a->ops->ingest(a, &t.sb), 0);
+		assert_int_equal(b->ops->ingest(b, &t.sb), 1); /* the retry */
+		assert_int_equal(a->ops->ingest(a, &t.sb), 1);
+	}
+	assert_int_equal(profile_total(f, &win), 8 * 52);
+	struct prof p = { 0 };
+	assert_int_equal(other->ops->profile(other, &win, STORE_PROFILE_CPU, on_sample, &p), 0);
+	assert_int_equal(p.total, 8 * 52);
+	/* Each sees the other's heartbeat (server/replicas.c). */
+	int seen = 0;
+	assert_int_equal(
+		f->st->ops->replicas(f->st, "replica-a", T_NOW, T_NOW - NS, count_replica, &seen),
+		0);
+	seen = 0;
+	assert_int_equal(
+		other->ops->replicas(other, "replica-b", T_NOW, T_NOW - NS, count_replica, &seen),
+		0);
+	assert_int_equal(seen, 2);
+	store__close(other);
+	if (!ch_test_cluster())
+		return;
+	for (const char *h = hosts; h; h = strchr(h, ',') ? strchr(h, ',') + 1 : NULL) {
+		char host[128];
+		uint64_t n;
+
+		snprintf(host, sizeof(host), "%.*s", (int)strcspn(h, ","), h);
+		n = rows_on(f, host, "batches_local");
+		print_message("shard %s: %" PRIu64 " commit records, %" PRIu64 " cpu rows\n", host,
+			      n, rows_on(f, host, "cpu_samples_local"));
+		assert_true(n > 0);
+		assert_true(rows_on(f, host, "cpu_samples_local") > 0);
+		batches += n;
+	}
+	/* the Distributed table reads every shard's */
+	assert_int_equal(batches, rows_on(f, first, "batches"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -632,6 +754,7 @@ int main(void)
 		cmocka_unit_test(test_events),
 		cmocka_unit_test(test_retention),
 		cmocka_unit_test(test_concurrent_ingest),
+		cmocka_unit_test(test_either_server),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

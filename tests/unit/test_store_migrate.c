@@ -24,12 +24,13 @@
 #include "server/store.h"
 #include "server/store/schema.h"
 #include "tests/unit/store_test_batch.h"
+#include "tests/unit/store_test_util.h"
 
 #define T_BASE (1709294400ULL * NS) /* 2024-03-01 12:00:00 UTC */
 
 /* One backend: its store spec, and how the test makes its database older. */
 struct backend {
-	char spec[256];
+	char spec[512];
 	/* drops column col of table (as if the field did not exist yet) */
 	void (*drop)(const struct backend *be, const char *table, const char *col);
 	char path[128];	     /* SQLite */
@@ -200,14 +201,38 @@ static void test_sqlite_every_table(void **state)
 
 /* ---- ClickHouse ------------------------------------------------------------------ */
 
-static void ch_drop(const struct backend *be, const char *table, const char *col)
+static void ch_drop_on(struct ch_client *c, const char *db, const char *table, const char *col)
 {
 	struct ch_sql q = { 0 };
 
-	ch_sql__add(&q, "ALTER TABLE %s.%s DROP COLUMN %s", be->db, table, col);
-	if (ch_client__exec(be->c, q.p))
-		fail_msg("%s: %s", q.p, ch_client__error(be->c));
+	ch_sql__add(&q, "ALTER TABLE %s.%s DROP COLUMN %s", db, table, col);
+	if (ch_client__exec(c, q.p))
+		fail_msg("%s: %s", q.p, ch_client__error(c));
 	ch_sql__free(&q);
+}
+
+/* On a cluster: from every server's local and Distributed table. */
+static void ch_drop(const struct backend *be, const char *table, const char *col)
+{
+	const char *hosts = getenv("STRATA_TEST_CLICKHOUSE_HOSTS");
+
+	if (!ch_test_cluster()) {
+		ch_drop_on(be->c, be->db, table, col);
+		return;
+	}
+	for (const char *h = hosts; h; h = strchr(h, ',') ? strchr(h, ',') + 1 : NULL) {
+		char url[160], local[128];
+		struct ch_opts o = { .sz = sizeof(o), .url = url };
+		struct ch_client *c;
+
+		snprintf(url, sizeof(url), "http://%.*s", (int)strcspn(h, ","), h);
+		snprintf(local, sizeof(local), "%s_local", table);
+		c = ch_client__new(&o);
+		assert_non_null(c);
+		ch_drop_on(c, be->db, local, col);
+		ch_drop_on(c, be->db, table, col);
+		ch_client__free(c);
+	}
 }
 
 static void test_clickhouse_cuda_allocs(void **state)
@@ -220,7 +245,7 @@ static void test_clickhouse_cuda_allocs(void **state)
 	if (!url || strncmp(url, "http://", 7))
 		skip();
 	snprintf(be.db, sizeof(be.db), "strata_migrate_%d", (int)getpid());
-	snprintf(be.spec, sizeof(be.spec), "clickhouse://%s/%s", url + 7, be.db);
+	assert_true(ch_test_spec(be.spec, sizeof(be.spec), be.db));
 	struct ch_opts o = { .sz = sizeof(o), .url = url };
 	be.c = ch_client__new(&o);
 	assert_non_null(be.c);
