@@ -35,3 +35,25 @@ uint64_t proc_stat__start_ticks(const char *root, uint32_t pid, char *comm, size
 		snprintf(comm, commsz, "%.*s", (int)(p - c - 1), c + 1);
 	return start ? start : 1; /* a process started at tick 0 (init) is live */
 }
+
+uint32_t proc_stat__tgid(const char *root, uint32_t tid)
+{
+	char path[128], buf[512], *p;
+	unsigned int tgid = 0;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%u/status", root ? root : "/proc", tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1); /* Tgid is the fourth line */
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	p = strstr(buf, "\nTgid:");
+	if (!p || sscanf(p + 6, "%u", &tgid) != 1)
+		return 0;
+	return tgid;
+}
