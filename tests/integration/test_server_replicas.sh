@@ -114,7 +114,7 @@ curl -sf "http://127.0.0.1:${PORT[$other]}/metrics" | grep -q '^strata_straggler
 firing=$(grep -c '"status": *"firing"' "$T/hooks" 2>/dev/null || true)
 [ "$firing" = 1 ] || { cat "$T/hooks"; fail "$firing firing webhooks, want 1"; }
 for id in a b; do
-	curl -sf "http://127.0.0.1:${PORT[$id]}/metrics" | grep -E '^strata_(replica_(members|jobs_owned|events_total)|store_ingest_seconds_(sum|count))' |
+	curl -sf "http://127.0.0.1:${PORT[$id]}/metrics" | grep -E '^strata_(replica_(members|jobs_owned|events_total|polls_total|poll_seconds_total)|store_ingest_seconds_(sum|count))' |
 		sed "s/^/$id: /"
 done
 decided=$(curl -sf "http://127.0.0.1:${PORT[$owner]}/api/v1/stragglers?job=scenario" |
