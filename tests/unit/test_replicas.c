@@ -300,6 +300,34 @@ static void late_batches_fed_once(void **state)
 	node_free(&n);
 }
 
+/* The owner loses the store: once its view is older than the ttl (when
+ * the others take over) it holds the job no more, so it stops exporting
+ * and alerting about it. */
+static void cut_off_owner_lets_go(void **state)
+{
+	struct fake f = { .base.ops = &fake_ops, .data_end = T0 + 3600 * S };
+	struct straggler_rank sr[4];
+	struct node n;
+	uint64_t t = T0, cut;
+
+	(void)state;
+	node_new(&n, "server-a", &f);
+	for (; t < T0 + 30 * S; t += 2 * S) {
+		f.visible = t - S;
+		replicas__refresh(n.r, t);
+		assert_int_equal(diag_shared__poll(n.d, t), 0);
+	}
+	assert_int_equal(confirmed(&n, sr), 1);
+	f.fail = 1;
+	cut = t - 2 * S; /* its last view */
+	for (; t < cut + 20 * S; t += 2 * S) {
+		assert_int_equal(replicas__refresh(n.r, t), -EIO);
+		assert_int_equal(diag_shared__poll(n.d, t), -EIO);
+		assert_int_equal(confirmed(&n, sr), t < cut + 10 * S);
+	}
+	node_free(&n);
+}
+
 /* A replica joins and takes the job over: at no step do both hold it. */
 static void join_without_two_owners(void **state)
 {
@@ -354,6 +382,7 @@ int main(void)
 		cmocka_unit_test(straggler_once_then_takeover),
 		cmocka_unit_test(join_without_two_owners),
 		cmocka_unit_test(late_batches_fed_once),
+		cmocka_unit_test(cut_off_owner_lets_go),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
