@@ -9,8 +9,8 @@
 #     per-thread site cache).  The calls are made DEPTH (default 30) frames
 #     down a stack built without frame pointers, so a walk has ~DEPTH + 5
 #     frames.  Prints ns/call (median of RUNS), the probe cost above no
-#     profiler, and full vs floor; then the same for calls whose site
-#     changes every call (walked every time: the cache's worst case).
+#     profiler, and full vs floor; launch_alt launches from two sites in
+#     turn (each site's walk cached apart: keyed by thread and call site).
 #  2. Throughput of a launch-heavy loop (gpu_workload loop) with the probe
 #     budget off (unlimited) and on (default 1% of a CPU): launches/s and
 #     the sampling ratio strata reports (the duty cycle engaging).
@@ -53,7 +53,7 @@ for k in launch launch_alt malloc_free memcpy sync allreduce; do
 		printf "| %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.2fx |\n",
 			k, o, e, n, f, f - o, e - o, ((e - o) > 0 ? (f - o) / (e - o) : 0) }'
 done
-echo "(launch_alt: two launch sites in turn, every stack walked; malloc_free is"
+echo "(launch_alt: two launch sites in turn, each one's walk cached; malloc_free is"
 echo " two probed calls per iteration; allreduce includes the stand-in's futex"
 echo " barrier, so its difference is noisy)"
 
@@ -84,7 +84,7 @@ for m in nostack full; do
 	done
 done
 echo "(launch: one site, the stack reused once its slots are checked; launch_alt:"
-echo " two sites in turn, a walk of ~DEPTH + 6 frames every call)"
+echo " two sites in turn, each site's walk of ~DEPTH + 6 frames cached apart)"
 
 echo
 # each launch spins 1 us of CPU (SIM_LAUNCH_US), as a framework's launch

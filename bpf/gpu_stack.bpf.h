@@ -8,11 +8,14 @@
  * them keep no frame pointers: a frame-pointer walk from there skipped the
  * immediate caller and then followed whatever rbp held.
  *
- * A walk costs ~100 ns a frame; GPU APIs are called in tight loops from the
- * same sites, so each thread keeps its last walk with the stack slots its
- * frames came from (struct unwind_log), and the next call from the same
- * registers reuses the stack only if every one of those slots still holds
- * the same value: a different caller, at any depth, misses.
+ * A walk costs ~100 ns a frame; GPU APIs are called in tight loops from a
+ * set of sites, so each thread keeps its last walk from each call site
+ * (the return address at the entry's rsp) with the stack slots its frames
+ * came from (struct unwind_log), and the next call from the same registers
+ * reuses the stack only if every one of those slots still holds the same
+ * value: a different caller, at any depth, misses.  Keyed by thread alone,
+ * a loop launching from two sites in turn walked every call (2.3x the
+ * empty-probe floor); a training step launches from hundreds.
  */
 #ifndef STRATA_BPF_GPU_STACK_BPF_H
 #define STRATA_BPF_GPU_STACK_BPF_H
@@ -54,12 +57,21 @@ struct {
 	__type(value, struct gpu_site_window);
 } gpu_site_windows SEC(".maps");
 
-/* LRU: a thread that stops calling ages out; an evicted entry costs one
- * walk.  ~3 KiB each. */
+/* A thread's call site: the return address at the API's entry (a probe
+ * inside a function, a USDT site: its own ip). */
+struct gpu_site_cache_key {
+	__u64 site;
+	__u32 tid;
+	__u32 pad;
+};
+_Static_assert(sizeof(struct gpu_site_cache_key) == 16, "gpu_site_cache_key layout");
+
+/* LRU: a site a thread stops calling from ages out; an evicted entry costs
+ * one walk.  ~3 KiB each: 8192 hold e.g. 16 threads x 512 sites (24 MiB). */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 2048);
-	__type(key, __u32);
+	__uint(max_entries, 8192);
+	__type(key, struct gpu_site_cache_key);
 	__type(value, struct gpu_site_cache);
 } gpu_site_cache SEC(".maps");
 
@@ -205,9 +217,16 @@ __noinline int gpu_walk(__u64 ip, __u64 sp, __u64 rbp, __u64 mm_id, int entry)
 static __always_inline __u64 gpu_native_stack(struct pt_regs *ctx, __u64 mm_id, bool entry)
 {
 	__u64 ip = PT_REGS_IP(ctx), sp = PT_REGS_SP(ctx), rbp = PT_REGS_FP(ctx);
-	__u32 tid = (__u32)bpf_get_current_pid_tgid(), zero = 0;
-	struct gpu_site_cache *e = bpf_map_lookup_elem(&gpu_site_cache, &tid);
+	struct gpu_site_cache_key key = { .site = ip, .tid = (__u32)bpf_get_current_pid_tgid() };
+	struct gpu_site_cache *e;
 	struct strata_stack *t;
+	__u32 zero = 0;
+
+	/* An unreadable return address keys as 0: the slot check still
+	 * decides whether the entry is this call's stack. */
+	if (entry && bpf_probe_read_user(&key.site, sizeof(key.site), (const void *)sp))
+		key.site = 0;
+	e = bpf_map_lookup_elem(&gpu_site_cache, &key);
 
 	if (e && gpu_site_same(e, ip, sp, rbp)) {
 		gpu_count(GPU_CNT_STACK_REUSED);
@@ -237,7 +256,7 @@ static __always_inline __u64 gpu_native_stack(struct pt_regs *ctx, __u64 mm_id, 
 	e->expires_ns = e->log.flags & UNWIND_LOG_UNTRACKED
 				? bpf_ktime_get_ns() + GPU_SITE_UNTRACKED_TTL_NS
 				: 0;
-	bpf_map_update_elem(&gpu_site_cache, &tid, e, BPF_ANY); /* LRU: never full */
+	bpf_map_update_elem(&gpu_site_cache, &key, e, BPF_ANY); /* LRU: never full */
 	return e->stack_id;
 }
 
