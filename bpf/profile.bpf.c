@@ -620,6 +620,10 @@ int on_oom_victim(struct trace_event_raw_mark_victim *ctx)
 	if (!bpf_core_type_exists(struct trace_event_raw_mark_victim))
 		return 0; /* never attached there; keeps the object loadable */
 	pid = (__u32)ctx->pid;
+	/* the record names a thread (the group leader unless that one had
+	 * dropped its memory); the victim is often the allocating task */
+	if (pid == (__u32)task->pid)
+		pid = task->tgid;
 	if (filter_mode == STRATA_FILTER_TGIDS && !is_target(pid))
 		return 0;
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);

@@ -30,6 +30,7 @@ struct diag_shared {
 	/* counters: written by the poll, read by /metrics without waiting
 	 * for a poll (atomics) */
 	uint64_t owned, polls, poll_errors, events_read, events_fed, reads_truncated, jobs_dropped;
+	uint64_t poll_ns;	 /* time spent in polls */
 	uint64_t handed_over;	 /* jobs dropped because another replica owns them now */
 	uint64_t capture_errors; /* capture records not read back */
 	pthread_t thread;
@@ -193,6 +194,7 @@ static int poll_job(struct diag_shared *d, struct shared_job *j, uint64_t now_ns
 int diag_shared__poll(struct diag_shared *d, uint64_t now_ns)
 {
 	struct active a = { .max = d->o.max_jobs * 4 };
+	uint64_t t0 = mono_ns();
 	int err;
 
 	a.from_ns = now_ns > d->o.lookback_ns ? now_ns - d->o.lookback_ns : 1;
@@ -234,6 +236,7 @@ int diag_shared__poll(struct diag_shared *d, uint64_t now_ns)
 		count(&d->capture_errors, 1);
 	if (err)
 		count(&d->poll_errors, 1);
+	count(&d->poll_ns, mono_ns() - t0);
 	free(a.v);
 	return err;
 }
@@ -281,6 +284,10 @@ void diag_shared__metrics(struct diag_shared *d, FILE *o)
 		"# TYPE strata_replica_polls_total counter\n"
 		"strata_replica_polls_total{outcome=\"ok\"} %" PRIu64 "\n"
 		"strata_replica_polls_total{outcome=\"failed\"} %" PRIu64 "\n"
+		"# HELP strata_replica_poll_seconds_total time spent reading the owned jobs "
+		"from the store (/ polls: the mean poll)\n"
+		"# TYPE strata_replica_poll_seconds_total counter\n"
+		"strata_replica_poll_seconds_total %.3f\n"
 		"# HELP strata_replica_events_total collective events read from the store, and "
 		"fed (new) to the detectors\n"
 		"# TYPE strata_replica_events_total counter\n"
@@ -296,7 +303,7 @@ void diag_shared__metrics(struct diag_shared *d, FILE *o)
 		"strata_replica_drops_total{what=\"jobs\"} %" PRIu64 "\n"
 		"strata_replica_drops_total{what=\"truncated_reads\"} %" PRIu64 "\n"
 		"strata_replica_drops_total{what=\"capture_reloads\"} %" PRIu64 "\n",
-		ld(&d->owned), polls - failed, failed, ld(&d->events_read), ld(&d->events_fed),
-		ld(&d->handed_over), ld(&d->jobs_dropped), ld(&d->reads_truncated),
-		ld(&d->capture_errors));
+		ld(&d->owned), polls - failed, failed, (double)ld(&d->poll_ns) / 1e9,
+		ld(&d->events_read), ld(&d->events_fed), ld(&d->handed_over), ld(&d->jobs_dropped),
+		ld(&d->reads_truncated), ld(&d->capture_errors));
 }

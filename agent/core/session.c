@@ -14,6 +14,7 @@
 
 #include "agent/core/features.h"
 #include "agent/proc/modules.h"
+#include "agent/proc/proc_stat.h"
 #include "agent/proc/proc_tracker.h"
 #include "agent/proc/proc_tree.h"
 #include "agent/proc/unwind_loader.h"
@@ -73,20 +74,33 @@ static void python_stack_seen(struct session *s, const struct strata_proc_event 
  * every kill; the sink hears of the processes the session follows (a GPU
  * process, even one that exited this window, a training target, or with
  * --pid a target: BPF sent only theirs). */
-static void oom_killed(struct session *s, const struct strata_proc_event *e)
+static bool follows(struct session *s, const struct gpu_data *d, uint32_t tgid)
+{
+	return s->targeted || (d && gpu_data__proc(d, tgid)) ||
+	       (s->targets && sched_targets__is(s->targets, tgid));
+}
+
+static void oom_killed(struct session *s, const struct strata_proc_event *in)
 {
 	const struct gpu_data *d = s->gpu ? gpu__data(s->gpu) : NULL;
-	bool followed = s->targeted || (d && gpu_data__proc(d, e->tgid)) ||
-			(s->targets && sched_targets__is(s->targets, e->tgid));
+	struct strata_proc_event ev = *in, *e = &ev;
+	bool followed = follows(s, d, e->tgid);
+	uint32_t tgid;
+
+	/* the record names the thread the killer picked: the group leader,
+	 * unless that one had dropped its memory already */
+	if (!followed && (tgid = proc_stat__tgid("/proc", e->tgid)) && tgid != e->tgid) {
+		e->tgid = tgid;
+		followed = follows(s, d, tgid);
+	}
 
 	if (!followed) { /* another's process: no word at the default level */
 		pr_debug("session: the OOM killer chose process %u, not followed", e->tgid);
 		s->oom_kills_other++;
 		return;
 	}
-	pr_info("session: the OOM killer chose process %u (%s, resident %llu KiB, memory cgroup "
-		"%llu, "
-		"invoked by process %llu)",
+	pr_info("session: the OOM killer chose process %u (%s, resident %llu KiB, "
+		"memory cgroup %llu, invoked by process %llu)",
 		e->tgid, e->comm[0] ? e->comm : "?", (unsigned long long)e->end,
 		(unsigned long long)e->start, (unsigned long long)e->pgoff);
 	s->oom_kills++;

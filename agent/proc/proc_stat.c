@@ -6,22 +6,33 @@
 #include <string.h>
 #include <unistd.h>
 
-uint64_t proc_stat__start_ticks(const char *root, uint32_t pid, char *comm, size_t commsz)
+/* The start of root/PID/name into buf (NUL-terminated): its length, or 0
+ * when it is gone or empty. */
+static ssize_t read_head(const char *root, uint32_t pid, const char *name, char *buf, size_t size)
 {
-	char path[128], buf[1024], *p, *c;
-	unsigned long long start = 0;
+	char path[128];
 	ssize_t n;
 	int fd;
 
-	snprintf(path, sizeof(path), "%s/%u/stat", root ? root : "/proc", pid);
+	snprintf(path, sizeof(path), "%s/%u/%s", root ? root : "/proc", pid, name);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
+	n = read(fd, buf, size - 1);
 	close(fd);
 	if (n <= 0)
 		return 0;
 	buf[n] = '\0';
+	return n;
+}
+
+uint64_t proc_stat__start_ticks(const char *root, uint32_t pid, char *comm, size_t commsz)
+{
+	char buf[1024], *p, *c;
+	unsigned long long start = 0;
+
+	if (!read_head(root, pid, "stat", buf, sizeof(buf)))
+		return 0;
 	c = strchr(buf, '(');
 	p = strrchr(buf, ')');
 	/* After ") ": state is field 3, starttime field 22. */
@@ -34,4 +45,17 @@ uint64_t proc_stat__start_ticks(const char *root, uint32_t pid, char *comm, size
 	if (comm && commsz)
 		snprintf(comm, commsz, "%.*s", (int)(p - c - 1), c + 1);
 	return start ? start : 1; /* a process started at tick 0 (init) is live */
+}
+
+uint32_t proc_stat__tgid(const char *root, uint32_t tid)
+{
+	char buf[512], *p; /* Tgid is the fourth line */
+	unsigned int tgid = 0;
+
+	if (!read_head(root, tid, "status", buf, sizeof(buf)))
+		return 0;
+	p = strstr(buf, "\nTgid:");
+	if (!p || sscanf(p + 6, "%u", &tgid) != 1)
+		return 0;
+	return tgid;
 }

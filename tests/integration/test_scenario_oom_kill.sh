@@ -74,15 +74,17 @@ ev = tr["traceEvents"]
 calls = [e for e in ev if e["ph"] == "X" and e.get("cat") in ("alloc", "free")]
 allocs = [e for e in calls if e["cat"] == "alloc"]
 frees = [e for e in calls if e["cat"] == "free"]
-# 40 steps: a balanced 64 KiB allocation freed (never shed) and a leaked
-# 1 MiB one (the duty cycle may shed some), none failed: host memory ran out
-assert len(frees) >= 40 and len(allocs) >= 40, (len(allocs), len(frees))
+# 40 steps: a balanced 64 KiB allocation freed and a leaked 1 MiB one, none
+# failed: host memory ran out.  Frees are never shed; allocations may be,
+# all of them when another GPU process on the node keeps the probe budget's
+# duty cycle busy (a benchmark run beside this test: 0 of 80 once)
+assert len(frees) >= 40, (len(allocs), len(frees))
 assert all(e["args"]["ret"] == 0 for e in calls), [e for e in calls if e["args"]["ret"]]
 # each with its call-site stack (stored as sent: symbolized when read)
 db = sqlite3.connect(sys.argv[4])
 rows, stacked = db.execute("SELECT COUNT(*), SUM(g.stack_id != 0) FROM gpu_calls g "
                            "JOIN processes p ON p.id = g.process WHERE p.pid = ?", (pid,)).fetchone()
-assert rows >= 80 and stacked == rows, (rows, stacked)
+assert rows == len(calls) and stacked == rows, (rows, len(calls), stacked)
 print("ok: oom_kill capture %s of job %s: %d allocations and %d frees, %d of %d with stacks (%s)"
       % (cap["id"], cap["job"], len(allocs), len(frees), stacked, rows, cap["reason"]))
 PY

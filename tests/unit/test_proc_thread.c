@@ -3,7 +3,8 @@
  * A thread's state from /proc (agent/proc/proc_thread.h) on a fake tree:
  * state after a comm holding ") ", wchan, the system call and the user
  * stack pointer of a blocked thread (none while it runs), the kernel stack
- * reversed to names; a thread that is gone.
+ * reversed to names; a thread that is gone.  And the process of a thread
+ * id (agent/proc/proc_stat.h, status).
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -18,6 +19,7 @@
 
 #include <cmocka.h>
 
+#include "agent/proc/proc_stat.h"
 #include "agent/proc/proc_thread.h"
 
 static char root[64];
@@ -114,12 +116,34 @@ static void test_running_and_gone(void **state)
 	assert_int_equal(proc_thread__user_sp(root, 7, 11, &sp), -ENOENT);
 }
 
+/* An OOM kill names a thread: its process from root/TID/status. */
+static void test_tgid_of_thread(void **state)
+{
+	char path[256];
+	FILE *f;
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/9", root);
+	mkdir(path, 0700);
+	snprintf(path, sizeof(path), "%s/9/status", root);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs("Name:\tpt_main_thread\nUmask:\t0022\nState:\tR (running)\nTgid:\t7\n"
+	      "Ngid:\t0\nPid:\t9\n",
+	      f);
+	fclose(f);
+	assert_int_equal(proc_stat__tgid(root, 9), 7);
+	assert_int_equal(proc_stat__tgid(root, 10), 0); /* gone */
+	assert_int_equal(proc_stat__tgid(NULL, (uint32_t)getpid()), (uint32_t)getpid());
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_blocked_in_read),
 		cmocka_unit_test(test_blocked_outside_syscall),
 		cmocka_unit_test(test_running_and_gone),
+		cmocka_unit_test(test_tgid_of_thread),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -37,9 +37,10 @@ struct fake {
 	char ids[4][REPLICA_ID_LEN];
 	uint64_t beats[4];
 	size_t n;
-	int fail;	   /* the store is unreachable */
-	uint64_t visible;  /* collectives entered before this are stored */
-	uint64_t data_end; /* the job's last collective */
+	int fail;	      /* the store is unreachable */
+	uint64_t visible;     /* collectives entered before this are stored */
+	uint64_t data_end;    /* the job's last collective */
+	uint64_t lag[NRANKS]; /* a rank's batches are stored this much later */
 };
 
 static int f_replicas(struct store *base, const char *id, uint64_t now, uint64_t since,
@@ -110,6 +111,8 @@ static int f_events(struct store *base, const struct store_filter *flt, uint32_t
 			};
 			int err;
 
+			if (e.start_ns + f->lag[r] >= f->visible || e.start_ns < flt->from_ns)
+				continue;
 			snprintf(node, sizeof(node), "node-%d", r);
 			err = fn(ctx, &e);
 			if (err)
@@ -265,6 +268,66 @@ static void straggler_once_then_takeover(void **state)
 	node_free(&n[1]);
 }
 
+/* One rank's batches reach the store 8 s after the others' (its node
+ * uploads late): each event is fed once, whenever it shows up, and the
+ * late rank is not taken for a straggler. */
+static void late_batches_fed_once(void **state)
+{
+	struct fake f = { .base.ops = &fake_ops, .data_end = T0 + 3600 * S };
+	struct straggler_rank sr[4];
+	struct diag_live_stats st;
+	struct node n;
+	uint64_t t = T0, stored = 0;
+
+	(void)state;
+	f.lag[3] = 8 * S;
+	node_new(&n, "server-a", &f);
+	for (; t < T0 + 40 * S; t += 2 * S) {
+		f.visible = t - S;
+		replicas__refresh(n.r, t);
+		assert_int_equal(diag_shared__poll(n.d, t), 0);
+	}
+	/* every event stored by the last poll, counted once */
+	for (uint64_t k = 0; T0 + k * PERIOD < f.visible; k++)
+		for (int r = 0; r < NRANKS; r++)
+			stored += T0 + k * PERIOD + (r == BAD ? 12 * MS : 0) + f.lag[r] +
+					  (k * 7 + (uint64_t)r * 13) % 300 * 1000 <
+				  f.visible;
+	diag_live__stats(n.l, &st);
+	assert_int_equal(st.events, stored);
+	assert_int_equal(confirmed(&n, sr), 1);
+	assert_int_equal(sr[0].rank, BAD);
+	node_free(&n);
+}
+
+/* The owner loses the store: once its view is older than the ttl (when
+ * the others take over) it holds the job no more, so it stops exporting
+ * and alerting about it. */
+static void cut_off_owner_lets_go(void **state)
+{
+	struct fake f = { .base.ops = &fake_ops, .data_end = T0 + 3600 * S };
+	struct straggler_rank sr[4];
+	struct node n;
+	uint64_t t = T0, cut;
+
+	(void)state;
+	node_new(&n, "server-a", &f);
+	for (; t < T0 + 30 * S; t += 2 * S) {
+		f.visible = t - S;
+		replicas__refresh(n.r, t);
+		assert_int_equal(diag_shared__poll(n.d, t), 0);
+	}
+	assert_int_equal(confirmed(&n, sr), 1);
+	f.fail = 1;
+	cut = t - 2 * S; /* its last view */
+	for (; t < cut + 20 * S; t += 2 * S) {
+		assert_int_equal(replicas__refresh(n.r, t), -EIO);
+		assert_int_equal(diag_shared__poll(n.d, t), -EIO);
+		assert_int_equal(confirmed(&n, sr), t < cut + 10 * S);
+	}
+	node_free(&n);
+}
+
 /* A replica joins and takes the job over: at no step do both hold it. */
 static void join_without_two_owners(void **state)
 {
@@ -318,6 +381,8 @@ int main(void)
 		cmocka_unit_test(stale_view),
 		cmocka_unit_test(straggler_once_then_takeover),
 		cmocka_unit_test(join_without_two_owners),
+		cmocka_unit_test(late_batches_fed_once),
+		cmocka_unit_test(cut_off_owner_lets_go),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
