@@ -9,6 +9,8 @@
 # survivor (any replica takes any batch), which must report the straggler
 # within the replica ttl (10 s) + a beat (2 s) + a poll (2 s) + the store
 # read (20 s allowed); its webhook carries the same alert fingerprint.
+# Besides: a past range (?from=&to=) is answered by any replica, and deep
+# captures made at either replica are known at both.
 # Server defaults apart from the store, the replica id and the webhook.
 source "$(dirname "$0")/lib.sh"
 source "$ROOT/tests/integration/clickhouse.sh"
@@ -121,6 +123,13 @@ decided=$(curl -sf "http://127.0.0.1:${PORT[$owner]}/api/v1/stragglers?job=scena
 	python3 -c 'import json, sys; print(json.load(sys.stdin)[0]["decided_at"])')
 python3 -c "print(f'owner $owner: decided {$decided - $(cat "$T/onset") / 1e9:.1f} s after the onset (data time); seen by the test {$found - 6 - $(cat "$T/onset") / 1e9:.1f} s after it (wall)')"
 echo "ok: replica $owner owns job scenario: the straggler (rank 2) confirmed once, one webhook; replica $other reports none"
+
+# A past range is judged again from the store: any replica answers it.
+on=$(($(cat "$T/onset") / 1000000000))
+curl -sf "http://127.0.0.1:${PORT[$other]}/api/v1/stragglers?job=scenario&from=$((on - 10))&to=$(date +%s)" |
+	python3 -c 'import json, sys; e = json.load(sys.stdin); assert [x["rank"] for x in e] == [2], e' ||
+	fail "/api/v1/stragglers?from=&to= at $other"
+echo "ok: replica $other finds the episode of a past range from the store"
 
 # Deep captures reach every replica (agents send to any): the owner's
 # capture of the straggler, and one asked of the other replica.
