@@ -16,6 +16,8 @@ source "$(dirname "$0")/scenario_lib.sh"
 # --- a cgroup the workload fills ------------------------------------------------
 LIMIT_MB=64
 CG=
+# a bare system (the test VM, tests/vm/vm.sh) has no cgroup mounted yet
+mountpoint -q /sys/fs/cgroup || mount -t cgroup2 none /sys/fs/cgroup 2> /dev/null || true
 if grep -qw memory /sys/fs/cgroup/cgroup.controllers 2> /dev/null; then
 	# v2: the parent delegates the memory controller to its children
 	grep -qw memory /sys/fs/cgroup/cgroup.subtree_control ||
