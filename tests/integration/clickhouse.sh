@@ -122,8 +122,7 @@ ch_start() {
 	[ -x "$CH_BIN" ] || skip "clickhouse-server not installed (make deps installs Debian's)"
 	command -v curl >/dev/null || skip "curl missing"
 	[ "$CH_SHARDS" -gt 1 ] && { ch_start_cluster; return; }
-	local try
-	for try in 1 2 3; do
+	for _ in 1 2 3; do
 		CH_PORT=$(ch_free_port) || skip "no free loopback port"
 		if ch_start_one "$T/clickhouse" "$CH_PORT"; then
 			CH_URL=http://127.0.0.1:$CH_PORT CH_HOSTS=127.0.0.1:$CH_PORT
@@ -137,8 +136,8 @@ ch_start() {
 # CH_SHARDS servers, one shard each, of cluster CH_CLUSTER; the Distributed
 # tables reach them by their native (TCP) ports.
 ch_start_cluster() {
-	local i try xml http=() tcp=() pids=()
-	for try in 1 2 3; do
+	local i xml http=() tcp=()
+	for _ in 1 2 3; do
 		http=() tcp=()
 		xml="<remote_servers><$CH_CLUSTER>"
 		for i in $(seq 1 "$CH_SHARDS"); do
