@@ -19,7 +19,9 @@ struct launch_config_head {
 
 /* Launch-ex entry: the config may not outlive the call, so its fields are
  * read now, into the event layout (a[0] kernel ... a[5] stream). */
-static __always_inline void launch_ex_enter(struct gpu_call *c)
+/* Not inlined: the config copy stays off gpu_enter's frame (as
+ * nccl_init_enter). */
+static __noinline void launch_ex_enter(struct gpu_call *c)
 {
 	struct launch_config_head h;
 	__u64 kernel = c->a[1];

@@ -11,7 +11,9 @@
 
 /* ncclCommInitRank(comm*, nranks, ncclUniqueId id (128 bytes, passed in
  * memory: on the stack above the return address), rank[, config]). */
-static __always_inline void nccl_init_enter(struct pt_regs *ctx, struct gpu_call *c)
+/* Not inlined: its 128-byte id buffer stays off gpu_enter's frame, which
+ * the stack walk's frames sit on (the walk's comment in gpu_stack.bpf.h). */
+static __noinline void nccl_init_enter(struct pt_regs *ctx, struct gpu_call *c)
 {
 	__u64 w[16];
 

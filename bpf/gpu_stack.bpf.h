@@ -266,7 +266,7 @@ static __always_inline __u64 gpu_native_stack(struct pt_regs *ctx, __u64 mm_id, 
  * the pair recorded for user space to stitch (agent/core/resolve.c).  Returns
  * native unchanged when there are no Python frames.
  */
-static __always_inline __u64 gpu_stack_with_python(__u64 native, __u64 mm_id)
+static __noinline __u64 gpu_stack_with_python(__u64 native, __u64 mm_id)
 {
 	struct strata_py_stack *py;
 	struct gpu_stack_pair pair;
