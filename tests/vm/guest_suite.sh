@@ -21,7 +21,7 @@ xfail_reason() {
 	case $1 in
 	test_gpu_leak)
 		[ "$(path exit_mappings)" = kept_maps ] && [ "${STRATA_VM_ACCEL:-}" = tcg ] &&
-			echo "no exit-time mappings (VMA iterator: 6.7), and under emulation the leaking process exits before the agent reads its /proc maps"
+			echo "under emulation the static runtime's calls can all come before the agent has built the process's unwind tables (the walk stops after the entry rule: cudaMalloc <- leaky_site), and without exit-time mappings (VMA iterator: 6.7) a stack whose maps were never read stays unresolved"
 		;;
 	test_hybrid_unwind)
 		[ "${STRATA_VM_ACCEL:-}" = tcg ] &&
