@@ -263,6 +263,9 @@ int api_profile(struct server *srv, const struct request *r, FILE *out, const ch
 
 	if (hz == 0 || hz > 100000)
 		return json_error(out, 400, "freq: want the agents' sampling rate in Hz");
+	/* folded and SVG show comm and frames only: let the store sum the
+	 * threads (pprof and JSON keep pid and tid) */
+	f.merge_threads = !strcmp(fmt, "folded") || !strcmp(fmt, "svg");
 	err = server__load_profile(srv, &f, kind, &p);
 	if (err)
 		return json_error(out, 503, "store query failed: %s", strerror(-err));

@@ -88,6 +88,12 @@ struct store_filter {
 	 * so consecutive ranges split the batches between them and shares of
 	 * the range length stay exact (<= 1); the diagnosis sets it. */
 	int batch_by_end;
+	/* Profile queries: rows of every process and thread with the same
+	 * comm and stack summed in the store (pid, tid, rank 0; node empty),
+	 * for outputs that cannot show them (folded, SVG): a 1-hour profile
+	 * of a 100-node job was 347 MB of per-thread rows, over the
+	 * ClickHouse client's result limit. */
+	int merge_threads;
 };
 
 /* ---- query rows ---------------------------------------------------------------- */

@@ -94,13 +94,21 @@ static int ch_profile(struct store *base, const struct store_filter *f,
 	struct ch_store *s = (struct ch_store *)base;
 	struct ch_sql q = { 0 };
 
+	/* materialize(): ClickHouse 18.16's Distributed reads stumble on
+	 * constant columns (docs/clickhouse.md). */
 	ch_sql__add(&q,
-		    "SELECT node, pid, tid, comm, has_rank, rank, stack_id, sum(%s) FROM %s.%s"
-		    " WHERE 1",
+		    f->merge_threads
+			    ? "SELECT materialize(''), materialize(toUInt32(0)),"
+			      " materialize(toUInt32(0)), comm, materialize(toUInt8(0)),"
+			      " materialize(toInt32(0)), stack_id, sum(%s) FROM %s.%s WHERE 1"
+			    : "SELECT node, pid, tid, comm, has_rank, rank, stack_id, sum(%s)"
+			      " FROM %s.%s WHERE 1",
 		    kind == STORE_PROFILE_OFFCPU ? "ns" : "count", s->db,
 		    kind == STORE_PROFILE_OFFCPU ? "offcpu_samples" : "cpu_samples");
 	ch_filter(s, &q, f, NULL, 1);
-	ch_sql__add(&q, " GROUP BY node, pid, tid, comm, has_rank, rank, stack_id");
+	ch_sql__add(&q, f->merge_threads
+				? " GROUP BY comm, stack_id"
+				: " GROUP BY node, pid, tid, comm, has_rank, rank, stack_id");
 	return ch_query_rows(s, &q, "profile", 6, store_emit__sample, (void *)fn, ctx);
 }
 

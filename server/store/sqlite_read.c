@@ -78,15 +78,24 @@ static int sq_profile(struct store *base, const struct store_filter *f,
 	struct sqlite_store *s = (struct sqlite_store *)base;
 	struct sq_query q = { .len = 0 };
 
-	if (kind == STORE_PROFILE_OFFCPU)
-		sq_add(&q, "SELECT p.node, p.pid, t.tid, p.comm, p.has_rank, p.rank, t.stack_id,"
-			   " SUM(t.ns)" FROM_PROC_BATCH("offcpu_samples"));
+	const char *comm = kind == STORE_PROFILE_OFFCPU ? "p.comm" : "t.comm";
+
+	if (f->merge_threads)
+		sq_add(&q, "SELECT '', 0, 0, %s, 0, 0, t.stack_id, SUM(t.%s)", comm,
+		       kind == STORE_PROFILE_OFFCPU ? "ns" : "count");
 	else
-		sq_add(&q, "SELECT p.node, p.pid, t.tid, t.comm, p.has_rank, p.rank, t.stack_id,"
-			   " SUM(t.count)" FROM_PROC_BATCH("cpu_samples"));
+		sq_add(&q,
+		       "SELECT p.node, p.pid, t.tid, %s, p.has_rank, p.rank, t.stack_id, SUM(t.%s)",
+		       comm, kind == STORE_PROFILE_OFFCPU ? "ns" : "count");
+	if (kind == STORE_PROFILE_OFFCPU)
+		sq_add(&q, FROM_PROC_BATCH("offcpu_samples"));
+	else
+		sq_add(&q, FROM_PROC_BATCH("cpu_samples"));
 	sq_filter(&q, f, NULL);
-	sq_add(&q, " GROUP BY p.node, p.pid, t.tid, %s, t.stack_id",
-	       kind == STORE_PROFILE_OFFCPU ? "p.comm" : "t.comm");
+	if (f->merge_threads)
+		sq_add(&q, " GROUP BY %s, t.stack_id", comm);
+	else
+		sq_add(&q, " GROUP BY p.node, p.pid, t.tid, %s, t.stack_id", comm);
 	return sq_query_rows(s, &q, store_emit__sample, (void *)fn, ctx, 1);
 }
 
