@@ -20,6 +20,18 @@ require_bpf() {
 
 # Sum of counts of folded lines (for comm $2, or all when empty) in file $1
 # matching the extended regex $3 (applied to the stack part).
+# Waits until the strata-server on PORT (pid PID, log LOG) answers
+# /healthz; fails naming it WHAT, with its log if it exited.
+wait_healthz() {
+	local port=$1 pid=$2 log=$3 what=$4
+	for _ in $(seq 100); do
+		curl -sf "http://127.0.0.1:$port/healthz" > /dev/null 2>&1 && return 0
+		kill -0 "$pid" 2> /dev/null || { cat "$log"; fail "$what exited"; }
+		sleep 0.1
+	done
+	fail "$what did not answer on port $port"
+}
+
 # Undelivered batches in an agent's spool directory. The spool also keeps
 # nccl_comms.state (communicator identity across agent restarts), which is
 # not a batch and stays.

@@ -20,12 +20,7 @@ start_server() {
 	"${env[@]}" "$SERVER" --listen "127.0.0.1:$port" --store "sqlite:$T/server.db" \
 		"${dbgd[@]}" "$@" >> "$T/server.log" 2>&1 &
 	SRV_PID=$!
-	for _ in $(seq 100); do
-		curl -sf "http://127.0.0.1:$port/healthz" > /dev/null 2>&1 && return 0
-		kill -0 "$SRV_PID" 2> /dev/null || { cat "$T/server.log"; fail "server exited"; }
-		sleep 0.1
-	done
-	fail "server did not answer on port $port"
+	wait_healthz "$port" "$SRV_PID" "$T/server.log" server
 }
 
 stop_server() {

@@ -45,12 +45,7 @@ start_replica() { # ID
 		--alert-webhook "http://127.0.0.1:$HOOK_PORT/hook" > "$T/server-$id.log" 2>&1 &
 	PID[$id]=$!
 	PIDS+=($!)
-	for _ in $(seq 100); do
-		curl -sf "http://127.0.0.1:${PORT[$id]}/healthz" > /dev/null 2>&1 && return 0
-		kill -0 "${PID[$id]}" 2>/dev/null || { cat "$T/server-$id.log"; fail "replica $id exited"; }
-		sleep 0.1
-	done
-	fail "replica $id did not answer"
+	wait_healthz "${PORT[$id]}" "${PID[$id]}" "$T/server-$id.log" "replica $id"
 }
 start_replica a
 start_replica b
