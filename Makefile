@@ -84,11 +84,14 @@ all: $(BINS)
 
 # --- BPF ---------------------------------------------------------------------
 # Every program's instruction count is printed so verifier-complexity growth
-# shows up in review.
-$(BPFOUT)/%.bpf.o: bpf/%.bpf.c | $(BPFOUT)
+# shows up in review.  An object whose worst call chain needs more than the
+# 512 bytes of stack that kernels before 6.13 allow (the development host's
+# verifier would accept it) is refused here: scripts/check_bpf_stack.py.
+$(BPFOUT)/%.bpf.o: bpf/%.bpf.c scripts/check_bpf_stack.py | $(BPFOUT)
 	$(call msg,BPF,$@)
 	$(Q)$(CLANG) $(BPF_CFLAGS) $(DEPFLAGS) -MF $(@:.o=.d) -MT $@ -c $< -o $@.tmp
 	$(Q)$(BPFTOOL) gen object $@ $@.tmp && rm -f $@.tmp
+	$(Q)scripts/check_bpf_stack.py $@ || { rm -f $@; exit 1; }
 	$(Q)llvm-objdump -h $@ | while read -r idx name size rest; do \
 		case "$$name" in perf_event*|tp*|tracepoint*|raw_tp*|uprobe*|uretprobe*|kprobe*|fentry*|iter*) \
 		printf '  %-8s %s: %d insns\n' INSNS "$$name" $$(( 0x$$size / 8 ));; esac; done

@@ -43,6 +43,10 @@ const volatile __u32 filter_mode = STRATA_FILTER_TGIDS; /* enum strata_filter */
 /* Written by user space after each detach of the sheddable probes (the duty
  * cycle): a sheddable call entered before it may never see its return. */
 volatile __u32 gpu_shed_epoch = 0;
+/* All zero and never written: a thread's first gpu_inflight value is
+ * copied from here, not built on the stack (120 bytes that the combined
+ * stack limit of kernels before 6.13 cannot spare: check_bpf_stack.py). */
+static struct gpu_call gpu_call_zero;
 
 #include "bpf/gpu_maps.bpf.h"
 #include "bpf/python_capture.bpf.h" /* py_procs: the sampler's, shared by fd */

@@ -102,9 +102,7 @@ static __always_inline struct gpu_call *call_enter(struct pt_regs *ctx, __u32 ap
 	if (c && c->active && mark_layers)
 		api_layer_exit(); /* the stale call's layer, never popped */
 	if (!c) {
-		struct gpu_call z = {};
-
-		if (bpf_map_update_elem(&gpu_inflight, &tid, &z, BPF_ANY)) {
+		if (bpf_map_update_elem(&gpu_inflight, &tid, &gpu_call_zero, BPF_ANY)) {
 			gpu_count(GPU_CNT_STATE_FULL);
 			return NULL;
 		}
