@@ -8,8 +8,11 @@ own, and retry the SAME body (same batch id) until it is acknowledged, as
 the real uploader does.  During the run the server is killed with SIGKILL
 twice (back DOWN_S later) and its filesystem is filled once for FULL_S
 seconds.  At the end every batch an agent got a 2xx for must be in the
-store exactly once (by node and window start: batches table), and every
-batch made must have been acknowledged.  One "result:" line per measure.
+store exactly once (by node and window start: batches table) and whole (its
+200 samples in the batch row and in its cpu_samples rows), every batch made
+must have been acknowledged, the database must pass integrity_check and
+foreign_key_check, and the server must never have died but by our SIGKILLs.
+One "result:" line per measure.
 
 Usage (as root, from the repository root):
   bench/server_soak.py MINUTES AGENTS WORKDIR SERVER
@@ -34,6 +37,7 @@ SERVER = sys.argv[4]
 GEN = "build/fixtures/gen_batch"
 PERIOD = 10.0
 FULL_S = 30.0
+SAMPLES = 200  # CPU samples per batch
 DOWN_S = 5.0  # a killed server is back after this long (a pod restart)
 MNT = os.path.join(WORK, "mnt")
 DB = os.path.join(MNT, "strata.db")
@@ -54,7 +58,7 @@ stats = {"acked": 0, "stored": 0, "duplicate": 0, "retries": 0, "gen_failed": 0}
 errors = {}         # kind -> count
 acked = {}          # (node, start_ns) -> times acknowledged
 made = set()        # (node, start_ns) of every batch made
-server = {"proc": None, "starts": 0}
+server = {"proc": None, "starts": 0, "crashes": 0}
 log = open(os.path.join(WORK, "server.log"), "ab")
 
 
@@ -111,7 +115,7 @@ def agent_step(i, window):
     start_s = BASE_S + int(window * PERIOD)
     out = os.path.join(WORK, "b", "%s-%d.zst" % (node, window))
     r = subprocess.run([GEN, "write", out, "--node", node, "--job", "soak", "--ranks", "1",
-                        "--stacks", "20", "--depth", "12", "--samples", "200", "--libs", "3",
+                        "--stacks", "20", "--depth", "12", "--samples", str(SAMPLES), "--libs", "3",
                         "--start", str(start_s)], stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL)
     if r.returncode != 0:
@@ -210,7 +214,8 @@ while time.time() < end:
     if restart_at and now >= restart_at:
         restart_at = 0
         start_server()
-    if not restart_at and server["proc"].poll() is not None:
+    if not restart_at and server["proc"].poll() is not None:  # a crash: FAIL
+        server["crashes"] += 1
         count_error("server_died_%d" % server["proc"].returncode)
         start_server()
     time.sleep(0.05)
@@ -224,10 +229,21 @@ died = p.poll()
 p.send_signal(signal.SIGTERM)
 p.wait()
 
-rows = sqlite3.connect(DB).execute(
+db = sqlite3.connect(DB)
+rows = db.execute(
     "SELECT node, start_ns, count(*) FROM batches WHERE node LIKE 'soak-%' GROUP BY node, start_ns"
 ).fetchall()
 stored = {(n, s): c for n, s, c in rows}
+# "stored" means whole: the batch row's count and its sample rows' (one
+# transaction per batch in the store; a retry of a half-stored batch would
+# be answered "duplicate" and its samples lost for good)
+partial = db.execute(
+    "SELECT count(*) FROM batches b WHERE node LIKE 'soak-%' AND (cpu_samples != ?1 OR"
+    " (SELECT coalesce(sum(count), 0) FROM cpu_samples c WHERE c.batch = b.id) != ?1)",
+    (SAMPLES,)).fetchone()[0]
+integrity = " ".join(r[0] for r in db.execute("PRAGMA integrity_check").fetchall())
+fk_bad = len(db.execute("PRAGMA foreign_key_check").fetchall())
+db.close()
 lost = [k for k in acked if k not in stored]
 dups = [k for k, c in stored.items() if c > 1]
 unacked = [k for k in made if k not in acked]
@@ -239,8 +255,11 @@ print("result: agents=%d minutes=%.1f windows=%d batches_made=%d acked=%d stored
       (AGENTS, MINUTES, max(windows), len(made), len(acked), sum(stored.values()), stats["stored"],
        stats["duplicate"], stats["retries"], server["starts"], stats["gen_failed"]))
 print("result: errors %s" % json.dumps(errors, sort_keys=True))
-print("result: lost=%d duplicates=%d unacknowledged=%d server_alive_at_end=%s" %
-      (len(lost), len(dups), len(unacked), died is None))
-ok = not lost and not dups and not unacked and died is None and not stats["gen_failed"]
+print("result: lost=%d duplicates=%d partial=%d unacknowledged=%d integrity=%s "
+      "foreign_key_violations=%d server_crashes=%d server_alive_at_end=%s" %
+      (len(lost), len(dups), partial, len(unacked), integrity, fk_bad, server["crashes"],
+       died is None))
+ok = (not lost and not dups and not partial and not unacked and integrity == "ok" and
+      not fk_bad and not server["crashes"] and died is None and not stats["gen_failed"])
 print("result: verdict=%s" % ("ok" if ok else "FAIL"))
 sys.exit(0 if ok else 1)
