@@ -12,6 +12,8 @@ store exactly once (by node and window start: batches table) and whole (its
 200 samples in the batch row and in its cpu_samples rows), every batch made
 must have been acknowledged, the database must pass integrity_check and
 foreign_key_check, and the server must never have died but by our SIGKILLs.
+Every 20th batch is posted again after its acknowledgement (a lost answer)
+and must be answered "duplicate".
 One "result:" line per measure.
 
 Usage (as root, from the repository root):
@@ -38,6 +40,7 @@ GEN = "build/fixtures/gen_batch"
 PERIOD = 10.0
 FULL_S = 30.0
 SAMPLES = 200  # CPU samples per batch
+REPLAY_EVERY = 20  # batches sent again after their acknowledgement
 DOWN_S = 5.0  # a killed server is back after this long (a pod restart)
 MNT = os.path.join(WORK, "mnt")
 DB = os.path.join(MNT, "strata.db")
@@ -54,7 +57,8 @@ def free_port():
 PORT = free_port()
 URL = "http://127.0.0.1:%d" % PORT
 lock = threading.Lock()
-stats = {"acked": 0, "stored": 0, "duplicate": 0, "retries": 0, "gen_failed": 0}
+stats = {"acked": 0, "stored": 0, "duplicate": 0, "retries": 0, "gen_failed": 0, "replays": 0,
+         "replays_duplicate": 0}
 errors = {}         # kind -> count
 acked = {}          # (node, start_ns) -> times acknowledged
 made = set()        # (node, start_ns) of every batch made
@@ -83,8 +87,9 @@ def count_error(kind):
         errors[kind] = errors.get(kind, 0) + 1
 
 
-def post_until_acked(body, key, deadline):
-    """Posts body until a 2xx or deadline; True when acknowledged."""
+def post_until_acked(body, key, deadline, replay=False):
+    """Posts body until a 2xx or deadline; True when acknowledged.  replay:
+    body was acknowledged before (its answer "lost"): counted apart."""
     tries = 0
     while time.time() < deadline:
         tries += 1
@@ -95,6 +100,10 @@ def post_until_acked(body, key, deadline):
             with urllib.request.urlopen(req, timeout=30) as r:
                 ans = json.loads(r.read() or b"{}")
             with lock:
+                if replay:
+                    stats["replays"] += 1
+                    stats["replays_duplicate"] += ans.get("status") == "duplicate"
+                    return True
                 stats["acked"] += 1
                 stats["retries"] += tries - 1
                 acked[key] = acked.get(key, 0) + 1
@@ -127,7 +136,12 @@ def agent_step(i, window):
         made.add(key)
     body = open(out, "rb").read()
     os.unlink(out)
-    post_until_acked(body, key, time.time() + 300)
+    # Every REPLAY_EVERY-th batch is sent again once acknowledged, as by an
+    # agent that lost the answer (the server's dedupe path, which SIGKILLs
+    # alone rarely reach): it must be answered "duplicate", not stored twice.
+    if (post_until_acked(body, key, time.time() + 300) and
+            (window * AGENTS + i) % REPLAY_EVERY == 0):
+        post_until_acked(body, key, time.time() + 300, replay=True)
 
 
 def sample(t0, minute_rows):
@@ -255,11 +269,14 @@ print("result: agents=%d minutes=%.1f windows=%d batches_made=%d acked=%d stored
       (AGENTS, MINUTES, max(windows), len(made), len(acked), sum(stored.values()), stats["stored"],
        stats["duplicate"], stats["retries"], server["starts"], stats["gen_failed"]))
 print("result: errors %s" % json.dumps(errors, sort_keys=True))
+print("result: replayed_after_ack=%d answered_duplicate=%d" %
+      (stats["replays"], stats["replays_duplicate"]))
 print("result: lost=%d duplicates=%d partial=%d unacknowledged=%d integrity=%s "
       "foreign_key_violations=%d server_crashes=%d server_alive_at_end=%s" %
       (len(lost), len(dups), partial, len(unacked), integrity, fk_bad, server["crashes"],
        died is None))
 ok = (not lost and not dups and not partial and not unacked and integrity == "ok" and
-      not fk_bad and not server["crashes"] and died is None and not stats["gen_failed"])
+      not fk_bad and not server["crashes"] and died is None and not stats["gen_failed"] and
+      stats["replays"] == stats["replays_duplicate"])
 print("result: verdict=%s" % ("ok" if ok else "FAIL"))
 sys.exit(0 if ok else 1)
