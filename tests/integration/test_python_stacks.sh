@@ -24,7 +24,14 @@ for py in $(py_interpreters); do
 	# Stitched in place: nothing native above <module> but the interpreter's
 	# entry path, and the Python frames below PyEval_EvalCode.
 	placed=$(folded_sum "$out" "" ';PyEval_EvalCode;([^;]*;)*<module> \(py_chain\.py')
-	assert_ratio "$placed" "$chain" 90 "$py: <module> under PyEval_EvalCode"
+	# Placing needs the native walk through the interpreter, which has no
+	# frame pointers (pyenv's -O3): its CFI tables.  Under emulation they
+	# are built seconds into the run (test_hybrid_unwind's xfail in the VM),
+	# and until then a walk stops early: 80-88% placed in 15 s on 6.1 under
+	# TCG, 100% on the host.
+	want_placed=90
+	[ "${STRATA_VM_ACCEL:-}" = tcg ] && want_placed=70
+	assert_ratio "$placed" "$chain" $want_placed "$py: <module> under PyEval_EvalCode"
 	# Under emulation (the TCG VM of test_vm_kernels) the interpreter's
 	# start-up runs 10-20x slower and is half the samples: there, the
 	# share is of the samples taken once the script runs (any frame of it).

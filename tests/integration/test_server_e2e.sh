@@ -46,9 +46,10 @@ grep -aq "e2e-job" "$T/wire.bin" ||
 echo "ok: $(spooled_batches "$T/spool") spooled batches, no native names on the wire"
 
 start_server "$PORT"
-# The agent's retry back-off, then the uploads: seconds here, over 15 s in
-# an emulated VM (tests/vm): wait up to 60 s.
-for _ in $(seq 600); do
+# The agent's retry back-off, then the uploads: seconds here; in an
+# emulated VM (tests/vm) the server was down long enough for the back-off to
+# reach its 60-s cap: wait up to 150 s.
+for _ in $(seq 1500); do
 	[ "$(spooled_batches "$T/spool")" = 0 ] && break
 	sleep 0.1
 done
