@@ -53,7 +53,7 @@ for _ in $(seq 1500); do
 	[ "$(spooled_batches "$T/spool")" = 0 ] && break
 	sleep 0.1
 done
-[ "$(spooled_batches "$T/spool")" = 0 ] || fail "spool not drained after the server came up"
+[ "$(spooled_batches "$T/spool")" = 0 ] || fail "spool not drained after the server came up: $(spooled_batches "$T/spool") left; agent: $(grep -E 'uploader|spool' "$T/agent.log" | tail -6); server: $(tail -4 "$T/server.log" 2> /dev/null)"
 sleep 2 # the symbol files the server asked for follow the batches
 kill -INT "$AGENT_PID"
 wait "$AGENT_PID" || fail "agent exited with an error: $(tail -5 "$T/agent.log")"

@@ -26,7 +26,7 @@ xfail_reason() {
 		;;
 	test_server_e2e)
 		[ "$(path exit_mappings)" = kept_maps ] && [ "${STRATA_VM_ACCEL:-}" = tcg ] &&
-			echo "on 6.1 under emulation on a loaded host (2 of 2 runs, each run twice): the job label missing from the batches (/proc reads of the exited chain failed: proc_read_failed=47) or the spool not drained 150 s after the server came up; it passes on 6.12 (149 s) and on the host; cause not found yet"
+			echo "on 6.1 under emulation (4 of 4 runs): the job label is read from /proc at batch time and the 3-s chain has exited before the emulated agent's first read (proc_read_failed=78, quiet host), or (loaded host) the spool was not drained in the test's wait; passes on 6.12 and on the host. Fix: read labels at exec, as the maps are"
 		;;
 	test_hybrid_unwind)
 		[ "${STRATA_VM_ACCEL:-}" = tcg ] &&
