@@ -96,6 +96,10 @@ $(BPFOUT)/%.bpf.o: bpf/%.bpf.c scripts/check_bpf_stack.py | $(BPFOUT)
 		case "$$name" in perf_event*|tp*|tracepoint*|raw_tp*|uprobe*|uretprobe*|kprobe*|fentry*|iter*) \
 		printf '  %-8s %s: %d insns\n' INSNS "$$name" $$(( 0x$$size / 8 ));; esac; done
 
+# Kept after the skeletons are made (make would delete them as
+# intermediates): test_bpf_stack_check and llvm-objdump read them.
+.SECONDARY: $(BPF_OBJS)
+
 $(BPFOUT)/%.skel.h: $(BPFOUT)/%.bpf.o
 	$(call msg,SKEL,$@)
 	$(Q)$(BPFTOOL) gen skeleton $< > $@

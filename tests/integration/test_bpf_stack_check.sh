@@ -7,7 +7,9 @@
 source "$(dirname "$0")/lib.sh"
 command -v clang > /dev/null && command -v llvm-objdump > /dev/null || skip "needs clang and llvm-objdump"
 check=$ROOT/scripts/check_bpf_stack.py
-for o in "$ROOT"/build/bpf/*.bpf.o; do
+objs=("$ROOT"/build/bpf/*.bpf.o)
+[ -e "${objs[0]}" ] || fail "no build/bpf/*.bpf.o: make all"
+for o in "${objs[@]}"; do
 	"$check" "$o" -v > "$T/ok.txt" || fail "$(basename "$o") over the limit"
 	echo "ok: $(basename "$o"), worst: $(sort -t: -k2 -n "$T/ok.txt" | tail -1)"
 done
