@@ -9,6 +9,7 @@
 
 #include "lib/hash.h"
 #include "server/batch_decode.h"
+#include "server/diag_hang.h"
 #include "server/diag_collstats.h"
 
 #define MAX_OPS 16 /* distinct op names of one window ("AllReduce", ...) */
@@ -20,13 +21,6 @@ struct read_ctx {
 	uint32_t nops;
 	struct diag_collstats_counts *k;
 };
-
-/* Point-to-point calls count their own sequence and involve two ranks:
- * not a collective every rank enters. */
-static int is_p2p(const char *op)
-{
-	return !strcmp(op, "Send") || !strcmp(op, "Recv");
-}
 
 static const char *op_of(struct read_ctx *r, const char *op)
 {
@@ -45,7 +39,7 @@ static int on_call(void *ctx, const struct store_event *e)
 	const char *op = e->name ? e->name : "";
 	uint64_t who[2];
 
-	if (is_p2p(op))
+	if (diag_hang__is_p2p(op))
 		return 0;
 	if (!e->comm_hash) { /* no communicator identity: cannot be placed */
 		r->k->no_communicator++;

@@ -22,7 +22,7 @@ static const char *str_of(const Strata__V1__Batch *b, uint32_t i)
 	return i < b->n_strings ? b->strings[i] : "";
 }
 
-static int is_p2p(const char *op)
+int diag_hang__is_p2p(const char *op)
 {
 	return !strcmp(op, "Send") || !strcmp(op, "Recv");
 }
@@ -72,7 +72,7 @@ size_t diag_hang__feed(struct hang_detector *hd, const Strata__V1__Batch *b, con
 				       .entry_ns = (int64_t)c->entry_ns,
 				       .exit_ns = c->exit_ns ? (int64_t)c->exit_ns : 1 };
 
-		if (strcmp(store_process__job(b, p), job) || is_p2p(op) || !c->comm_hash ||
+		if (strcmp(store_process__job(b, p), job) || diag_hang__is_p2p(op) || !c->comm_hash ||
 		    rank_of(ctx, b->node, p->pid, &k.comm_hash, &k.seq, &k.rank, &k.nranks))
 			continue;
 		hang_detector__call(hd, &k);
@@ -100,7 +100,7 @@ size_t diag_hang__feed(struct hang_detector *hd, const Strata__V1__Batch *b, con
 						as_of);
 			continue;
 		}
-		if (is_p2p(api))
+		if (diag_hang__is_p2p(api))
 			continue;
 		int32_t rank = k.rank, nranks = k.nranks;
 		int known = rank_of(ctx, b->node, p->pid, &k.comm_hash, &k.seq, &k.rank, &k.nranks);

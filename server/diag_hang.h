@@ -32,6 +32,11 @@ typedef int (*diag_rank_fn)(void *ctx, const char *node, uint32_t pid, uint64_t 
 size_t diag_hang__feed(struct hang_detector *hd, const Strata__V1__Batch *b, const char *job,
 		       diag_rank_fn rank_of, void *ctx);
 
+/* Send and Recv: point-to-point calls count their own sequence and
+ * involve two ranks, not a collective every rank enters (no hang, no
+ * straggler, no collective statistics). */
+int diag_hang__is_p2p(const char *op);
+
 /* The report as one JSON object; st (may be NULL) adds each missing
  * rank's current CPU stack. */
 void diag_hang__json(FILE *o, struct store *st, const struct hang_report *h);

@@ -293,13 +293,6 @@ static const char *proc_job(const Strata__V1__Batch *b, const Strata__V1__Proces
 	return job;
 }
 
-/* Point-to-point calls count their own sequence and involve two ranks:
- * not a collective every rank enters. */
-static int is_p2p(const char *op)
-{
-	return !strcmp(op, "Send") || !strcmp(op, "Recv");
-}
-
 /* A recovered communicator's call: to the job's aligner, which places it
  * (returns 1, *out filled) once its ranks are matched, or holds it. */
 static int align_call(struct live_job *j, const Strata__V1__Batch *b,
@@ -339,7 +332,7 @@ static void feed_job(struct diag_live *l, const Strata__V1__Batch *b, const char
 		const Strata__V1__Process *p = b->processes[c->process];
 		struct rank_slot *rs;
 
-		if (strcmp(proc_job(b, p), job) || is_p2p(str_of(b, c->op_str)))
+		if (strcmp(proc_job(b, p), job) || diag_hang__is_p2p(str_of(b, c->op_str)))
 			continue;
 		rs = rank_find(l, rank_key(b->node, p->pid, c->comm_hash), 0);
 		if (!rs || rs->rank < 0 || rs->nranks <= 0) {
@@ -517,6 +510,29 @@ int diag_live__feed(struct diag_live *l, const char *job, const struct diag_coll
 	}
 	pthread_mutex_unlock(&l->lock);
 	return k < 0 ? k : 0;
+}
+
+int diag_live__feed_hangs(struct diag_live *l, const char *job, int create, diag_hang_feed_fn fn,
+			  void *ctx, uint64_t now_ns)
+{
+	struct hang_transition tr[64];
+	struct live_job *j;
+	size_t n;
+
+	pthread_mutex_lock(&l->lock);
+	j = create ? job_of(l, job) : job_find(l, job);
+	if (j) {
+		if (fn(ctx, j->hd))
+			j->last_ns = now_ns; /* ranks in (or done with) collectives: not idle */
+		n = hang_detector__evaluate(j->hd, tr, 64);
+		if (n > 64) {
+			l->st.hangs_dropped += n - 64;
+			n = 64;
+		}
+		enqueue_hangs(l, tr, n);
+	}
+	pthread_mutex_unlock(&l->lock);
+	return j || !create ? 0 : -ENOSPC;
 }
 
 void diag_live__forget(struct diag_live *l, const char *job)

@@ -76,6 +76,19 @@ int diag_live__batch(struct diag_live *l, const Strata__V1__Batch *b, uint64_t n
 int diag_live__feed(struct diag_live *l, const char *job, const struct diag_coll_event *ev,
 		    size_t n, uint64_t now_ns);
 
+/*
+ * The hang detection of a job whose inputs were read from the store
+ * (server/diag_shared.c): fn feeds job's hang detector under the lock and
+ * returns how many NCCL calls it fed (non-zero: the job is not idle);
+ * then the detector decides, and its confirmations and clearings go out
+ * as those of diag_live__batch (store, webhook, captures).  create: make
+ * the job's state when it has none (else only an existing job is fed).
+ * 0, or -ENOSPC when the job table is full (counted).
+ */
+typedef size_t (*diag_hang_feed_fn)(void *ctx, struct hang_detector *hd);
+int diag_live__feed_hangs(struct diag_live *l, const char *job, int create, diag_hang_feed_fn fn,
+			  void *ctx, uint64_t now_ns);
+
 /* Frees job's state without a transition (another replica owns it now and
  * carries its decisions on). */
 void diag_live__forget(struct diag_live *l, const char *job);
@@ -111,11 +124,19 @@ int diag_live__replay(struct store *st, const char *job, uint64_t from_ns, uint6
 		      const struct straggler_opts *o, struct diag_episode *out, size_t max,
 		      int *truncated);
 
+/* What the hang detection needs of a collective besides its event. */
+struct diag_coll_call {
+	const char *op; /* lives as long as the reader */
+	uint64_t bytes;
+	int64_t exit_ns; /* its return (stored collectives returned) */
+};
+
 /* A job's stored collectives as detector events (point-to-point calls and
- * calls without a rank left out), oldest first; the events' node names
- * live as long as the reader. */
+ * calls without a rank left out), oldest first, and call[i] of each ev[i];
+ * the events' node names live as long as the reader. */
 struct diag_coll_read {
 	struct diag_coll_event *ev;
+	struct diag_coll_call *call;
 	size_t n, cap;
 	struct diag_clocks *clocks;
 	struct diag_strings *names;
@@ -126,6 +147,10 @@ struct diag_coll_read {
  * 0 or -errno; diag_coll_read__fini in every case. */
 int diag_coll_read__load(struct diag_coll_read *c, struct store *st, const char *job,
 			 uint64_t from_ns, uint64_t to_ns, uint32_t limit, int *truncated);
+/* The same, of each process's latest collective per communicator entered
+ * in [from_ns, to_ns) (STORE_EVENT_LAST_COLLECTIVE). */
+int diag_coll_read__load_last(struct diag_coll_read *c, struct store *st, const char *job,
+			      uint64_t from_ns, uint64_t to_ns, uint32_t limit, int *truncated);
 void diag_coll_read__fini(struct diag_coll_read *c);
 
 void diag_live__stats(struct diag_live *l, struct diag_live_stats *st);

@@ -32,8 +32,19 @@ static int on_collective(void *ctx, const struct store_event *e)
 		if (!p)
 			return -ENOMEM;
 		c->ev = p;
+		p = realloc(c->call, cap * sizeof(*c->call));
+		if (!p)
+			return -ENOMEM;
+		c->call = p;
 		c->cap = cap;
 	}
+	c->call[c->n] = (struct diag_coll_call){
+		.op = diag_strings__add(c->names, e->name),
+		.bytes = e->bytes,
+		/* stored collectives returned (the live path's rule: exit 1
+		 * when the agent had none) */
+		.exit_ns = e->start_ns + e->dur_ns ? (int64_t)(e->start_ns + e->dur_ns) : 1,
+	};
 	c->ev[c->n] = (struct diag_coll_event){
 		.comm_hash = e->comm_hash,
 		.seq = e->seq,
@@ -44,14 +55,14 @@ static int on_collective(void *ctx, const struct store_event *e)
 		.pid = e->pid,
 		.node = diag_strings__add(c->names, e->node),
 	};
-	if (!c->ev[c->n].node)
+	if (!c->ev[c->n].node || !c->call[c->n].op)
 		return -ENOMEM;
 	c->n++;
 	return 0;
 }
 
-int diag_coll_read__load(struct diag_coll_read *c, struct store *st, const char *job,
-			 uint64_t from_ns, uint64_t to_ns, uint32_t limit, int *truncated)
+static int load_kind(struct diag_coll_read *c, struct store *st, const char *job, uint32_t kind,
+		     uint64_t from_ns, uint64_t to_ns, uint32_t limit, int *truncated)
 {
 	struct store_filter f = { .job = job, .from_ns = from_ns, .to_ns = to_ns };
 	int err;
@@ -63,14 +74,27 @@ int diag_coll_read__load(struct diag_coll_read *c, struct store *st, const char 
 			c->clocks, st,
 			&(struct store_filter){ .from_ns = from_ns, .to_ns = to_ns });
 	if (!err)
-		err = st->ops->events(st, &f, STORE_EVENT_COLLECTIVE, limit, truncated,
-				      on_collective, c);
+		err = st->ops->events(st, &f, kind, limit, truncated, on_collective, c);
 	return err;
+}
+
+int diag_coll_read__load(struct diag_coll_read *c, struct store *st, const char *job,
+			 uint64_t from_ns, uint64_t to_ns, uint32_t limit, int *truncated)
+{
+	return load_kind(c, st, job, STORE_EVENT_COLLECTIVE, from_ns, to_ns, limit, truncated);
+}
+
+int diag_coll_read__load_last(struct diag_coll_read *c, struct store *st, const char *job,
+			      uint64_t from_ns, uint64_t to_ns, uint32_t limit, int *truncated)
+{
+	return load_kind(c, st, job, STORE_EVENT_LAST_COLLECTIVE, from_ns, to_ns, limit,
+			 truncated);
 }
 
 void diag_coll_read__fini(struct diag_coll_read *c)
 {
 	free(c->ev);
+	free(c->call);
 	diag_clocks__free(c->clocks);
 	diag_strings__free(c->names);
 	*c = (struct diag_coll_read){ 0 };

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * The owner's straggler diagnosis from the shared store (diag_shared.h):
- * poll -> owned active jobs -> their collectives of the last lookback ->
- * the ones not fed before -> diag_live__feed.
+ * The owner's straggler and hang diagnosis from the shared store
+ * (diag_shared.h): poll -> owned active jobs -> their collectives and hang
+ * inputs of the last lookback -> the collectives not fed before ->
+ * diag_live__feed, and with the hang inputs -> diag_live__feed_hangs.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -14,12 +15,14 @@
 #include "lib/hash.h"
 #include "server/diag_inputs.h"
 #include "server/diag_shared.h"
+#include "server/diag_shared_hang.h"
 
 struct shared_job {
 	char job[DIAG_NAME_LEN];
 	uint64_t *seen; /* keys of the previous read's events, sorted */
 	size_t nseen;
 	int mark;
+	int seeded; /* the hang detector has each rank's last collective */
 };
 
 struct diag_shared {
@@ -56,6 +59,8 @@ struct diag_shared *diag_shared__new(const struct diag_shared_opts *o)
 		d->o.max_jobs = 64;
 	if (!d->o.max_events)
 		d->o.max_events = 500000;
+	if (!d->o.seed_ns)
+		d->o.seed_ns = 3600000000000ULL;
 	d->jobs = calloc(d->o.max_jobs, sizeof(*d->jobs));
 	if (!d->jobs) {
 		free(d);
@@ -155,26 +160,66 @@ static struct shared_job *job_get(struct diag_shared *d, const char *job)
 	return &d->jobs[d->njobs++];
 }
 
-/* Reads job's recent collectives and feeds the new ones. */
+/* A job new to this replica: each rank's last collective entered before
+ * the lookback (from_ns) to its hang detector, once. */
+static int seed_job(struct diag_shared *d, struct shared_job *j, uint64_t from_ns)
+{
+	struct diag_coll_read c;
+	int trunc = 0;
+	int err = diag_coll_read__load_last(&c, d->o.store, j->job,
+					    from_ns > d->o.seed_ns ? from_ns - d->o.seed_ns : 1,
+					    from_ns, d->o.max_events, &trunc);
+
+	if (!err && c.n) {
+		struct shared_hang_feed hf = { .ev = c.ev, .call = c.call, .n = c.n };
+
+		diag_live__feed_hangs(d->o.live, j->job, 1, shared_hang__feed, &hf, realtime_ns());
+	}
+	if (!err)
+		j->seeded = 1;
+	count(&d->reads_truncated, trunc != 0);
+	diag_coll_read__fini(&c);
+	return err;
+}
+
+/* Reads job's recent collectives and hang inputs; feeds the new
+ * collectives to the straggler detector, and them with the hang inputs to
+ * the hang detector. */
 static int poll_job(struct diag_shared *d, struct shared_job *j, uint64_t now_ns)
 {
 	uint64_t from = now_ns > d->o.lookback_ns ? now_ns - d->o.lookback_ns : 1;
 	struct diag_coll_read c;
+	struct shared_hang_read *h = NULL;
 	uint64_t *keys = NULL;
 	size_t nfeed = 0;
-	int trunc = 0;
-	int err = diag_coll_read__load(&c, d->o.store, j->job, from, 0, d->o.max_events, &trunc);
+	int trunc = 0, htrunc = 0;
+	/* the hang inputs first: their nodes' ends come before the collectives */
+	int err = shared_hang__load(&h, d->o.store, j->job, from, d->o.max_events, &htrunc);
+	int cerr = diag_coll_read__load(&c, d->o.store, j->job, from, 0, d->o.max_events, &trunc);
 
+	err = err ? err : cerr;
+	if (!err && !j->seeded)
+		err = seed_job(d, j, from);
 	if (!err && c.n && !(keys = malloc(c.n * sizeof(*keys))))
 		err = -ENOMEM;
 	/* the new events, in the store's order (oldest first), moved to the front */
 	for (size_t i = 0; !err && i < c.n; i++) {
 		keys[i] = ev_key(&c.ev[i]);
-		if (!was_seen(j, keys[i]))
+		if (!was_seen(j, keys[i])) {
+			c.call[nfeed] = c.call[i];
 			c.ev[nfeed++] = c.ev[i];
+		}
 	}
 	if (!err)
 		err = diag_live__feed(d->o.live, j->job, c.ev, nfeed, now_ns);
+	if (!err) {
+		struct shared_hang_feed hf = { .read = h, .ev = c.ev, .call = c.call, .n = nfeed };
+
+		/* a full job table is counted there; the events were fed all
+		 * the same, so they are remembered below */
+		diag_live__feed_hangs(d->o.live, j->job, nfeed || shared_hang__has_nccl(h),
+				      shared_hang__feed, &hf, now_ns);
+	}
 	if (!err) {
 		if (c.n)
 			qsort(keys, c.n, sizeof(*keys), cmp_u64);
@@ -184,9 +229,10 @@ static int poll_job(struct diag_shared *d, struct shared_job *j, uint64_t now_ns
 		keys = NULL;
 		count(&d->events_read, c.n);
 		count(&d->events_fed, nfeed);
-		count(&d->reads_truncated, trunc != 0);
+		count(&d->reads_truncated, (trunc != 0) + (htrunc != 0));
 	}
 	free(keys);
+	shared_hang__free(h);
 	diag_coll_read__fini(&c);
 	return err;
 }

@@ -177,6 +177,21 @@ enum store_event_kind {
 	STORE_EVENT_LAUNCH = 1u << 2,	  /* CudaLaunch aggregates (at batch start) */
 	STORE_EVENT_CPU_SAMPLE = 1u << 3, /* CaptureSample: a timed CPU sample */
 	STORE_EVENT_GPU_CALL = 1u << 4,	  /* GpuCall: one traced GPU call */
+	/* What a hang detector needs besides the collectives (the replica
+	 * owning a job rebuilds it from the store: server/diag_shared.c);
+	 * these filter by their batch's end (EXIT: by the exit), not by
+	 * start_ns: */
+	STORE_EVENT_INFLIGHT = 1u << 5, /* InflightCall: start_ns its entry, dur_ns until the
+					 * end of the batch that listed it, comm_rank and
+					 * comm_nranks the call's own */
+	STORE_EVENT_THREAD = 1u << 6,	/* ThreadState: name the state ("S"), start_ns its
+					 * batch's end, detail the wait channel, ret the
+					 * system call (-1: none), stack the kernel stack */
+	STORE_EVENT_EXIT = 1u << 7,	/* a process's exit: start_ns when */
+	/* per process and communicator, its latest collective entered in
+	 * the range (columns as COLLECTIVE): what a new owner's hang
+	 * detector starts from */
+	STORE_EVENT_LAST_COLLECTIVE = 1u << 8,
 	STORE_EVENT_STACKS = 1u << 31,	  /* not a kind: hand out each event's stack */
 };
 

@@ -63,7 +63,7 @@ static const struct store_column PROCESSES[] = {
 	{ .name = "cpu_samples", .kind = STORE_COL_PROC_SAMPLES },
 	SKIP("labels", STORE_REF_NONE),	 /* not stored; the decoder checks them */
 	SKIP("maps", STORE_REF_NONE),	 /* not stored; the decoder checks them */
-	SKIP("exit_ns", STORE_REF_NONE), /* read at ingest by the hang detection */
+	COL("exit_ns", "exit_ns"),	 /* 0: alive; read back by hang detection */
 };
 
 static const struct store_column CPU_SAMPLES[] = {

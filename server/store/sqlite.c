@@ -18,6 +18,9 @@
 
 #define SCHEMA_VERSION "1"
 
+/* Added after the first release: older databases gain it at open. */
+#define PROCESS_EXIT_COL "exit_ns INTEGER NOT NULL DEFAULT 0"
+
 /* The tables that are the store's own; the record tables follow from the
  * schema (make_schema). */
 static const char SCHEMA[] =
@@ -34,7 +37,7 @@ static const char SCHEMA[] =
 	" start_time_ns INTEGER NOT NULL, ppid INTEGER, comm TEXT, cmdline TEXT, cgroup TEXT,"
 	" container TEXT, pod TEXT, job TEXT, has_rank INTEGER, rank INTEGER,"
 	" local_rank INTEGER, world_size INTEGER, first_ns INTEGER, last_ns INTEGER,"
-	" UNIQUE(node, pid, start_time_ns));"
+	" " PROCESS_EXIT_COL ", UNIQUE(node, pid, start_time_ns));"
 	"CREATE INDEX IF NOT EXISTS processes_job ON processes(job, rank);"
 	"CREATE TABLE IF NOT EXISTS stacks(id INTEGER PRIMARY KEY, nframes INTEGER);"
 	"CREATE TABLE IF NOT EXISTS stack_frames("
@@ -161,6 +164,26 @@ static int add_missing_columns(struct sqlite_store *s, char *err, size_t errsz)
 	    sqlite3_prepare_v2(db, "SELECT 1 FROM pragma_table_info(?1) WHERE name = ?2", -1, &has,
 			       NULL) != SQLITE_OK)
 		rc = -EIO;
+	/* The store's own processes table: exit_ns (a replicated server's
+	 * hang detection reads exits back) */
+	if (!rc) {
+		sqlite3_bind_text(has, 1, "processes", -1, SQLITE_STATIC);
+		sqlite3_bind_text(has, 2, "exit_ns", -1, SQLITE_STATIC);
+		switch (sqlite3_step(has)) {
+		case SQLITE_ROW:
+			break;
+		case SQLITE_DONE:
+			if (sqlite3_exec(db, "ALTER TABLE processes ADD " PROCESS_EXIT_COL, NULL,
+					 NULL, NULL) != SQLITE_OK)
+				rc = -EIO;
+			else
+				store_counts__column_added(&s->counts, "sqlite", "processes",
+							   PROCESS_EXIT_COL);
+			break;
+		default:
+			rc = -EIO;
+		}
+	}
 	for (int t = 0; !rc && t < STORE_NTABLES; t++) {
 		const struct store_table *tb = &STORE_TABLES[t];
 

@@ -101,11 +101,11 @@ static int ingest_processes(struct ingest *in)
 
 	if (stmt(in,
 		 "INSERT INTO processes(node,pid,start_time_ns,ppid,comm,cmdline,cgroup,container,"
-		 "pod,job,has_rank,rank,local_rank,world_size,first_ns,last_ns)"
-		 " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+		 "pod,job,has_rank,rank,local_rank,world_size,first_ns,last_ns,exit_ns)"
+		 " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
 		 " ON CONFLICT(node,pid,start_time_ns) DO UPDATE SET"
 		 " last_ns=max(last_ns,excluded.last_ns), first_ns=min(first_ns,excluded.first_ns),"
-		 " comm=excluded.comm,"
+		 " comm=excluded.comm, exit_ns=max(exit_ns,excluded.exit_ns),"
 		 " job=CASE WHEN excluded.job<>'' THEN excluded.job ELSE job END,"
 		 " container=CASE WHEN excluded.container<>'' THEN excluded.container ELSE "
 		 "container END,"
@@ -139,6 +139,7 @@ static int ingest_processes(struct ingest *in)
 		sqlite3_bind_int(st, 14, p->rank ? p->rank->world_size : -1);
 		sqlite3_bind_int64(st, 15, sq_i64(b->start_ns));
 		sqlite3_bind_int64(st, 16, sq_i64(b->end_ns));
+		sqlite3_bind_int64(st, 17, sq_i64(p->exit_ns));
 		rc = sqlite3_step(st);
 		if (rc == SQLITE_ROW)
 			in->proc_rows[i] = sqlite3_column_int64(st, 0);

@@ -11,6 +11,14 @@
 # read (20 s allowed); its webhook carries the same alert fingerprint.
 # Besides: a past range (?from=&to=) is answered by any replica, and deep
 # captures made at either replica are known at both.
+# NCCL hangs as well: a second job (HANGJOB, split the same way) whose
+# rank 1 never comes to all-reduce 100 (it sleeps in a pipe read) while
+# ranks 0, 2 and 3 wait in it: one replica reports the hang (rank 1
+# missing, blocked on io; 0, 2, 3 waiting) in /api/v1/hangs and /metrics
+# with one webhook, the other nothing.  Its name is one the same replica
+# owns as the straggler job's (rendezvous hashing of the names over a and
+# b), so the kill hands the hang over too: the survivor reports it, the
+# store keeps one episode, and the webhooks name one alert.
 # Server defaults apart from the store, the replica id and the webhook.
 source "$(dirname "$0")/lib.sh"
 source "$ROOT/tests/integration/clickhouse.sh"
@@ -66,25 +74,29 @@ echo "${PORT[a]}" > "$T/port-a"
 echo "${PORT[b]}" > "$T/port-b"
 now=$(date +%s)
 start=$((now - 4))
-mkdir -p "$T/b"
+HANGJOB=hangjob-1
+mkdir -p "$T/b" "$T/h"
 "$SCEN" "$T/b" --fault cpu --rank 2 --windows 90 --onset 5 --start "$start" > "$T/onset"
-send_rank() { # RANK FIRST SECOND
-	local r=$1 f id
+"$SCEN" "$T/h" --fault hang --rank 1 --windows 90 --onset 5 --start "$start" --job "$HANGJOB" > /dev/null
+send_rank() { # DIR RANK FIRST SECOND
+	local r=$2 f id
 	for w in $(seq 0 89); do
 		while [ "$(date +%s)" -lt $((start + w + 1)) ]; do sleep 0.2; done
-		f=$(printf '%s/%04d-%d.zst' "$T/b" "$w" "$r")
-		for id in "$2" "$3"; do
+		f=$(printf '%s/%04d-%d.zst' "$1" "$w" "$r")
+		for id in "$3" "$4"; do
 			curl -sf --max-time 5 --data-binary @"$f" \
 				"http://127.0.0.1:$(cat "$T/port-$id")/api/v1/batches" > /dev/null &&
-				{ echo "$w $r $id" >> "$T/sent"; break; }
+				{ [ "$1" = "$T/b" ] && echo "$w $r $id" >> "$T/sent"; break; }
 		done
 	done
 }
 SENDERS=()
-for r in 0 1 2 3; do
-	if [ "$r" -lt 2 ]; then send_rank "$r" a b & else send_rank "$r" b a & fi
-	SENDERS+=($!)
-	PIDS+=($!)
+for dir in "$T/b" "$T/h"; do
+	for r in 0 1 2 3; do
+		if [ "$r" -lt 2 ]; then send_rank "$dir" "$r" a b & else send_rank "$dir" "$r" b a & fi
+		SENDERS+=($!)
+		PIDS+=($!)
+	done
 done
 
 # The straggler, found once.
@@ -108,8 +120,19 @@ else fail "the straggler (rank 2) must be confirmed by exactly one replica: a [$
 [ "$(metric_confirmed "$other")" = 0 ] || fail "/metrics of $other: strata_straggler_confirmed although not the owner"
 curl -sf "http://127.0.0.1:${PORT[$other]}/metrics" | grep -q '^strata_straggler_confirmed{' &&
 	fail "/metrics of $other exports straggler series"
-firing=$(grep -c '"status": *"firing"' "$T/hooks" 2>/dev/null || true)
-[ "$firing" = 1 ] || { cat "$T/hooks"; fail "$firing firing webhooks, want 1"; }
+# firing alerts named ALERTNAME in the webhooks so far
+firing() {
+	python3 - "$T/hooks" "$1" <<'EOF'
+import json, os, sys
+n = 0
+for line in open(sys.argv[1]) if os.path.exists(sys.argv[1]) else []:
+    h = json.loads(line.split(' ', 1)[1])
+    n += sum(a['status'] == 'firing' and a['labels']['alertname'] == sys.argv[2] for a in h['alerts'])
+print(n)
+EOF
+}
+firing=$(firing StrataStraggler)
+[ "$firing" = 1 ] || { cat "$T/hooks"; fail "$firing firing straggler webhooks, want 1"; }
 for id in a b; do
 	curl -sf "http://127.0.0.1:${PORT[$id]}/metrics" | grep -E '^strata_(replica_(members|jobs_owned|events_total|polls_total|poll_seconds_total)|store_ingest_seconds_(sum|count))' |
 		sed "s/^/$id: /"
@@ -118,6 +141,39 @@ decided=$(curl -sf "http://127.0.0.1:${PORT[$owner]}/api/v1/stragglers?job=scena
 	python3 -c 'import json, sys; print(json.load(sys.stdin)[0]["decided_at"])')
 python3 -c "print(f'owner $owner: decided {$decided - $(cat "$T/onset") / 1e9:.1f} s after the onset (data time); seen by the test {$found - 6 - $(cat "$T/onset") / 1e9:.1f} s after it (wall)')"
 echo "ok: replica $owner owns job scenario: the straggler (rank 2) confirmed once, one webhook; replica $other reports none"
+
+# The hang, found once, by the same owner (see the top).
+# hangs() ID: "KIND missing=R,.. (STATE/REASON) waiting=R,.. seq=N" per live hang of HANGJOB
+hangs() {
+	curl -sf "http://127.0.0.1:${PORT[$1]}/api/v1/hangs?job=$HANGJOB" 2>/dev/null | python3 -c '
+import json, sys
+for h in json.load(sys.stdin):
+    m = h["missing"]
+    print(h["kind"], "missing=" + ",".join(str(r["rank"]) for r in m),
+          "(" + ",".join(r.get("state", "") + "/" + r.get("reason", "") for r in m) + ")",
+          "waiting=" + ",".join(str(r["rank"]) for r in sorted(h["waiting"], key=lambda r: r["rank"])),
+          "seq=%d" % h["seq"])' 2>/dev/null
+}
+WANT_HANG="missing missing=1 (blocked/io) waiting=0,2,3 seq=100"
+for _ in $(seq 30); do
+	[ -n "$(hangs a)$(hangs b)" ] && break
+	sleep 1
+done
+sleep 4 # both replicas polled the store again since
+ha=$(hangs a)
+hb=$(hangs b)
+echo "hangs at a: [${ha}] at b: [${hb}]"
+if [ "$ha" = "$WANT_HANG" ] && [ -z "$hb" ]; then hang_owner=a
+elif [ "$hb" = "$WANT_HANG" ] && [ -z "$ha" ]; then hang_owner=b
+else fail "the hang ($WANT_HANG) must be reported by exactly one replica"; fi
+[ "$hang_owner" = "$owner" ] || fail "$HANGJOB is owned by $hang_owner, the straggler job by $owner: pick a job name the same replica owns"
+curl -sf "http://127.0.0.1:${PORT[$owner]}/metrics" | grep -q "^strata_nccl_hang{job=\"$HANGJOB\".* 1$" ||
+	fail "/metrics of the owner ($owner): no strata_nccl_hang series at 1"
+curl -sf "http://127.0.0.1:${PORT[$other]}/metrics" | grep -q '^strata_nccl_hang{' &&
+	fail "/metrics of $other exports hang series"
+for _ in $(seq 10); do [ "$(firing StrataNcclHang)" = 1 ] && break; sleep 0.5; done
+[ "$(firing StrataNcclHang)" = 1 ] || { cat "$T/hooks"; fail "$(firing StrataNcclHang) firing hang webhooks, want 1"; }
+echo "ok: replica $owner reports the hang of $HANGJOB ($WANT_HANG) once, one webhook; replica $other reports none"
 
 # A past range is judged again from the store: any replica answers it.
 on=$(($(cat "$T/onset") / 1000000000))
@@ -166,7 +222,7 @@ fps = set()
 for line in open(sys.argv[1]):
     h = json.loads(line.split(' ', 1)[1])
     for a in h['alerts']:
-        if a['status'] == 'firing':
+        if a['status'] == 'firing' and a['labels']['alertname'] == 'StrataStraggler':
             assert a['labels']['rank'] == '2', a
             fps.add(a['fingerprint'])
 assert len(fps) == 1, fps  # the survivor's alert is the same alert
@@ -178,5 +234,28 @@ late=$(tail -n +$((nsent + 5)) "$T/sent") # those stored after the kill (4 in fl
 echo "$late" | awk -v o="$owner" '$3 == o { bad = 1 } END { exit bad }' ||
 	fail "a batch was stored by the killed replica"
 echo "ok: $(echo "$late" | wc -l) batches after the kill, all stored by replica $other"
+
+# The hang went over with the job: the survivor reports it, the store
+# keeps its one episode (the new owner's record has the episode's id),
+# and every hang webhook names one alert.
+for _ in $(seq 20); do
+	[ "$(hangs "$other")" = "$WANT_HANG" ] && break
+	sleep 0.5
+done
+[ "$(hangs "$other")" = "$WANT_HANG" ] || fail "replica $other did not take the hang over: [$(hangs "$other")]"
+curl -sf "http://127.0.0.1:${PORT[$other]}/api/v1/hangs?job=$HANGJOB&from=$((start - 10))&to=$(date +%s)" |
+	python3 -c 'import json, sys; e = json.load(sys.stdin); assert len(e) == 1 and e[0]["kind"] == "missing" and e[0]["until"] is None, e' ||
+	fail "the store's hang episodes of $HANGJOB at $other (want one, ongoing)"
+python3 - "$T/hooks" <<'EOF' || fail "hang webhooks after takeover"
+import json, sys
+fps = set()
+for line in open(sys.argv[1]):
+    h = json.loads(line.split(' ', 1)[1])
+    for a in h['alerts']:
+        if a['status'] == 'firing' and a['labels']['alertname'] == 'StrataNcclHang':
+            fps.add(a['fingerprint'])
+assert len(fps) == 1, fps
+print(f'ok: the hang went over to the survivor, one episode in the store, one alert (fingerprint {fps.pop()})')
+EOF
 for p in "${SENDERS[@]}"; do kill "$p" 2>/dev/null || true; done
 echo "ok: two replicas, one straggler, one alert; takeover in ${secs} s"
