@@ -72,7 +72,8 @@ size_t diag_hang__feed(struct hang_detector *hd, const Strata__V1__Batch *b, con
 				       .entry_ns = (int64_t)c->entry_ns,
 				       .exit_ns = c->exit_ns ? (int64_t)c->exit_ns : 1 };
 
-		if (strcmp(store_process__job(b, p), job) || diag_hang__is_p2p(op) || !c->comm_hash ||
+		if (strcmp(store_process__job(b, p), job) || diag_hang__is_p2p(op) ||
+		    !c->comm_hash ||
 		    rank_of(ctx, b->node, p->pid, &k.comm_hash, &k.seq, &k.rank, &k.nranks))
 			continue;
 		hang_detector__call(hd, &k);

@@ -87,8 +87,7 @@ int diag_coll_read__load(struct diag_coll_read *c, struct store *st, const char 
 int diag_coll_read__load_last(struct diag_coll_read *c, struct store *st, const char *job,
 			      uint64_t from_ns, uint64_t to_ns, uint32_t limit, int *truncated)
 {
-	return load_kind(c, st, job, STORE_EVENT_LAST_COLLECTIVE, from_ns, to_ns, limit,
-			 truncated);
+	return load_kind(c, st, job, STORE_EVENT_LAST_COLLECTIVE, from_ns, to_ns, limit, truncated);
 }
 
 void diag_coll_read__fini(struct diag_coll_read *c)

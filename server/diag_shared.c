@@ -33,9 +33,10 @@ struct diag_shared {
 	/* counters: written by the poll, read by /metrics without waiting
 	 * for a poll (atomics) */
 	uint64_t owned, polls, poll_errors, events_read, events_fed, reads_truncated, jobs_dropped;
-	uint64_t poll_ns;	 /* time spent in polls */
-	uint64_t handed_over;	 /* jobs dropped because another replica owns them now */
-	uint64_t capture_errors; /* capture records not read back */
+	uint64_t seeds, events_seeded; /* jobs new to this replica: last collectives read */
+	uint64_t poll_ns;	       /* time spent in polls */
+	uint64_t handed_over;	       /* jobs dropped because another replica owns them now */
+	uint64_t capture_errors;       /* capture records not read back */
 	pthread_t thread;
 	int running, stop;
 	pthread_cond_t wake;
@@ -175,8 +176,11 @@ static int seed_job(struct diag_shared *d, struct shared_job *j, uint64_t from_n
 
 		diag_live__feed_hangs(d->o.live, j->job, 1, shared_hang__feed, &hf, realtime_ns());
 	}
-	if (!err)
+	if (!err) {
 		j->seeded = 1;
+		count(&d->seeds, 1);
+		count(&d->events_seeded, c.n);
+	}
 	count(&d->reads_truncated, trunc != 0);
 	diag_coll_read__fini(&c);
 	return err;
@@ -339,6 +343,11 @@ void diag_shared__metrics(struct diag_shared *d, FILE *o)
 		"# TYPE strata_replica_events_total counter\n"
 		"strata_replica_events_total{what=\"read\"} %" PRIu64 "\n"
 		"strata_replica_events_total{what=\"fed\"} %" PRIu64 "\n"
+		"strata_replica_events_total{what=\"seeded\"} %" PRIu64 "\n"
+		"# HELP strata_replica_seeds_total jobs new to this replica whose ranks' last "
+		"collectives before the lookback were read (hang detection)\n"
+		"# TYPE strata_replica_seeds_total counter\n"
+		"strata_replica_seeds_total %" PRIu64 "\n"
 		"# HELP strata_replica_jobs_handed_over_total jobs dropped because another replica "
 		"owns them now\n"
 		"# TYPE strata_replica_jobs_handed_over_total counter\n"
@@ -350,6 +359,7 @@ void diag_shared__metrics(struct diag_shared *d, FILE *o)
 		"strata_replica_drops_total{what=\"truncated_reads\"} %" PRIu64 "\n"
 		"strata_replica_drops_total{what=\"capture_reloads\"} %" PRIu64 "\n",
 		ld(&d->owned), polls - failed, failed, (double)ld(&d->poll_ns) / 1e9,
-		ld(&d->events_read), ld(&d->events_fed), ld(&d->handed_over), ld(&d->jobs_dropped),
-		ld(&d->reads_truncated), ld(&d->capture_errors));
+		ld(&d->events_read), ld(&d->events_fed), ld(&d->events_seeded), ld(&d->seeds),
+		ld(&d->handed_over), ld(&d->jobs_dropped), ld(&d->reads_truncated),
+		ld(&d->capture_errors));
 }

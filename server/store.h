@@ -192,7 +192,7 @@ enum store_event_kind {
 	 * the range (columns as COLLECTIVE): what a new owner's hang
 	 * detector starts from */
 	STORE_EVENT_LAST_COLLECTIVE = 1u << 8,
-	STORE_EVENT_STACKS = 1u << 31,	  /* not a kind: hand out each event's stack */
+	STORE_EVENT_STACKS = 1u << 31, /* not a kind: hand out each event's stack */
 };
 
 /* A timed event for collectives and the Perfetto trace. */

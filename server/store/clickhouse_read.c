@@ -339,17 +339,19 @@ static int ch_events(struct store *base, const struct store_filter *f, uint32_t 
 		sep = " UNION ALL ";
 	}
 	if (kinds & STORE_EVENT_INFLIGHT) {
-		ch_sql__add(&q,
-			    "%sSELECT materialize(toUInt32(%u)) AS k," EV_COLS(
-				    "tid") " api AS name, entry_ns AS start,"
-					   " toUInt64(if(b_end > entry_ns, b_end - entry_ns, 0)) AS dur,"
-					   " bytes AS b, materialize(toUInt64(1)) AS cnt,"
-					   " comm_hash AS ch, seq AS sq, toInt32(comm_rank) AS cr,"
-					   " toInt32(nranks) AS cnr, materialize('') AS dt,"
-					   " materialize(toUInt8(0)) AS tk, materialize(toUInt8(0)) AS"
-					   " dir," EV_TAIL("'inflight'", "''",
-							   "0") " FROM %s.inflight_calls WHERE 1",
-			    sep, STORE_EVENT_INFLIGHT, s->db);
+		ch_sql__add(
+			&q,
+			"%sSELECT materialize(toUInt32(%u)) AS k," EV_COLS(
+				"tid") " api AS name, entry_ns AS start,"
+				       " toUInt64(if(b_end > entry_ns, b_end - entry_ns, 0)) AS "
+				       "dur,"
+				       " bytes AS b, materialize(toUInt64(1)) AS cnt,"
+				       " comm_hash AS ch, seq AS sq, toInt32(comm_rank) AS cr,"
+				       " toInt32(nranks) AS cnr, materialize('') AS dt,"
+				       " materialize(toUInt8(0)) AS tk, materialize(toUInt8(0)) AS"
+				       " dir," EV_TAIL("'inflight'", "''",
+						       "0") " FROM %s.inflight_calls WHERE 1",
+			sep, STORE_EVENT_INFLIGHT, s->db);
 		ch_filter(s, &q, f, "b_end", 1);
 		sep = " UNION ALL ";
 	}
@@ -357,39 +359,46 @@ static int ch_events(struct store *base, const struct store_filter *f, uint32_t 
 		ch_sql__add(&q,
 			    "%sSELECT materialize(toUInt32(%u)) AS k," EV_COLS(
 				    "tid") " state AS name, b_end AS start,"
-					   " materialize(toUInt64(0)) AS dur, materialize(toUInt64(0))"
+					   " materialize(toUInt64(0)) AS dur, "
+					   "materialize(toUInt64(0))"
 					   " AS b, materialize(toUInt64(1)) AS cnt,"
-					   " materialize(toUInt64(0)) AS ch, materialize(toUInt64(0)) AS"
+					   " materialize(toUInt64(0)) AS ch, "
+					   "materialize(toUInt64(0)) AS"
 					   " sq, materialize(toInt32(-1)) AS cr,"
-					   " materialize(toInt32(-1)) AS cnr, materialize('') AS dt,"
-					   " materialize(toUInt8(0)) AS tk, materialize(toUInt8(0)) AS"
+					   " materialize(toInt32(-1)) AS cnr, materialize('') AS "
+					   "dt,"
+					   " materialize(toUInt8(0)) AS tk, "
+					   "materialize(toUInt8(0)) AS"
 					   " dir," EV_TAIL("'thread'", "wchan",
-							   "if(in_syscall = 1, toInt64(syscall), -1)") " FROM"
-												       " %s.thread_states WHERE 1",
+							   "if(in_syscall = 1, toInt64(syscall), "
+							   "-1)") " FROM"
+								  " %s.thread_states WHERE 1",
 			    sep, STORE_EVENT_THREAD, s->db);
 		ch_filter(s, &q, f, "b_end", 1);
 		sep = " UNION ALL ";
 	}
 	if (kinds & STORE_EVENT_EXIT) {
 		/* every batch's row of the process carries it once it exited */
-		ch_sql__add(&q,
-			    "%sSELECT materialize(toUInt32(%u)) AS k," EV_COLS(
-				    "toUInt32(pid)") " materialize('exit') AS name, exit_ns AS start,"
-						     " materialize(toUInt64(0)) AS dur,"
-						     " materialize(toUInt64(0)) AS b,"
-						     " materialize(toUInt64(1)) AS cnt,"
-						     " materialize(toUInt64(0)) AS ch,"
-						     " materialize(toUInt64(0)) AS sq,"
-						     " materialize(toInt32(-1)) AS cr,"
-						     " materialize(toInt32(-1)) AS cnr,"
-						     " materialize('') AS dt,"
-						     " materialize(toUInt8(0)) AS tk,"
-						     " materialize(toUInt8(0)) AS dir,"
-						     " materialize('exit') AS ck, materialize('') AS de,"
-						     " materialize(toInt64(0)) AS rt,"
-						     " materialize(toUInt64(0)) AS sid"
-						     " FROM %s.processes WHERE exit_ns > 0",
-			    sep, STORE_EVENT_EXIT, s->db);
+		ch_sql__add(
+			&q,
+			"%sSELECT materialize(toUInt32(%u)) AS k," EV_COLS(
+				"toUInt32(pid)") " materialize('exit') AS name, exit_ns AS start,"
+						 " materialize(toUInt64(0)) AS dur,"
+						 " materialize(toUInt64(0)) AS b,"
+						 " materialize(toUInt64(1)) AS cnt,"
+						 " materialize(toUInt64(0)) AS ch,"
+						 " materialize(toUInt64(0)) AS sq,"
+						 " materialize(toInt32(-1)) AS cr,"
+						 " materialize(toInt32(-1)) AS cnr,"
+						 " materialize('') AS dt,"
+						 " materialize(toUInt8(0)) AS tk,"
+						 " materialize(toUInt8(0)) AS dir,"
+						 " materialize('exit') AS ck, materialize('') AS "
+						 "de,"
+						 " materialize(toInt64(0)) AS rt,"
+						 " materialize(toUInt64(0)) AS sid"
+						 " FROM %s.processes WHERE exit_ns > 0",
+			sep, STORE_EVENT_EXIT, s->db);
 		ch_filter(s, &q, f, "exit_ns", 1);
 		sep = " UNION ALL ";
 	}
@@ -400,18 +409,25 @@ static int ch_events(struct store *base, const struct store_filter *f, uint32_t 
 			&q,
 			"%sSELECT materialize(toUInt32(%u)) AS k," EV_COLS(
 				"l_tid") " l_op AS name, l_entry AS start,"
-					 " toUInt64(if(l_exit > l_entry, l_exit - l_entry, 0)) AS dur,"
-					 " l_bytes AS b, materialize(toUInt64(1)) AS cnt, comm_hash AS ch,"
+					 " toUInt64(if(l_exit > l_entry, l_exit - l_entry, 0)) AS "
+					 "dur,"
+					 " l_bytes AS b, materialize(toUInt64(1)) AS cnt, "
+					 "comm_hash AS ch,"
 					 " l_seq AS sq, if(known = 1, crank, -1) AS cr,"
 					 " if(known = 1, cn, -1) AS cnr, l_dtype AS dt,"
-					 " materialize(toUInt8(0)) AS tk, materialize(toUInt8(0)) AS dir,"
+					 " materialize(toUInt8(0)) AS tk, materialize(toUInt8(0)) "
+					 "AS dir,"
 					 " materialize('collective') AS ck, materialize('') AS de,"
 					 " materialize(toInt64(0)) AS rt, l_stack AS sid FROM"
-					 " (SELECT node, pid, pstart, job, has_rank, rank, comm_hash,"
+					 " (SELECT node, pid, pstart, job, has_rank, rank, "
+					 "comm_hash,"
 					 " max(seq) AS l_seq, argMax(tid, seq) AS l_tid,"
-					 " argMax(op, seq) AS l_op, argMax(entry_ns, seq) AS l_entry,"
-					 " argMax(exit_ns, seq) AS l_exit, argMax(bytes, seq) AS l_bytes,"
-					 " argMax(dtype, seq) AS l_dtype, argMax(stack_id, seq) AS l_stack"
+					 " argMax(op, seq) AS l_op, argMax(entry_ns, seq) AS "
+					 "l_entry,"
+					 " argMax(exit_ns, seq) AS l_exit, argMax(bytes, seq) AS "
+					 "l_bytes,"
+					 " argMax(dtype, seq) AS l_dtype, argMax(stack_id, seq) AS "
+					 "l_stack"
 					 " FROM %s.nccl_collectives WHERE 1",
 			sep, STORE_EVENT_LAST_COLLECTIVE, s->db);
 		ch_filter(s, &q, f, "entry_ns", 1);

@@ -61,9 +61,9 @@ static const struct store_column PROCESSES[] = {
 	{ .name = "local_rank", .field = "rank.local_rank", .absent = -1 },
 	{ .name = "world_size", .field = "rank.world_size", .absent = -1 },
 	{ .name = "cpu_samples", .kind = STORE_COL_PROC_SAMPLES },
-	SKIP("labels", STORE_REF_NONE),	 /* not stored; the decoder checks them */
-	SKIP("maps", STORE_REF_NONE),	 /* not stored; the decoder checks them */
-	COL("exit_ns", "exit_ns"),	 /* 0: alive; read back by hang detection */
+	SKIP("labels", STORE_REF_NONE), /* not stored; the decoder checks them */
+	SKIP("maps", STORE_REF_NONE),	/* not stored; the decoder checks them */
+	COL("exit_ns", "exit_ns"),	/* 0: alive; read back by hang detection */
 };
 
 static const struct store_column CPU_SAMPLES[] = {

@@ -179,10 +179,10 @@ static int sq_tally(struct store *base, const struct store_filter *f, store_tall
 
 #define EV_COLS " p.node, p.pid, %s, p.job, p.has_rank, p.rank, "
 /* a collective's rank and communicator size, from its latest init record */
-#define COMM_RANK_COLS                                                       \
-	" (SELECT rank FROM nccl_comms c WHERE c.process = t.process AND"    \
-	"  c.comm_hash = t.comm_hash ORDER BY c.init_ns DESC LIMIT 1),"      \
-	" (SELECT nranks FROM nccl_comms c WHERE c.process = t.process AND"  \
+#define COMM_RANK_COLS                                                      \
+	" (SELECT rank FROM nccl_comms c WHERE c.process = t.process AND"   \
+	"  c.comm_hash = t.comm_hash ORDER BY c.init_ns DESC LIMIT 1),"     \
+	" (SELECT nranks FROM nccl_comms c WHERE c.process = t.process AND" \
 	"  c.comm_hash = t.comm_hash ORDER BY c.init_ns DESC LIMIT 1)"
 
 static int sq_events(struct store *base, const struct store_filter *f, uint32_t kinds,
@@ -246,7 +246,8 @@ static int sq_events(struct store *base, const struct store_filter *f, uint32_t 
 		sq_add(&q,
 		       "%sSELECT %u," EV_COLS "t.api, t.entry_ns,"
 		       " CASE WHEN b.end_ns > t.entry_ns THEN b.end_ns - t.entry_ns ELSE 0 END,"
-		       " t.bytes, 1, t.comm_hash, t.seq, t.rank, t.nranks, '', 0, 0, 'inflight', '',"
+		       " t.bytes, 1, t.comm_hash, t.seq, t.rank, t.nranks, '', 0, 0, 'inflight', "
+		       "'',"
 		       " 0, t.stack_id" FROM_PROC_BATCH("inflight_calls"),
 		       sep, STORE_EVENT_INFLIGHT, "t.tid");
 		sq_filter(&q, f, "b.end_ns");
@@ -254,7 +255,8 @@ static int sq_events(struct store *base, const struct store_filter *f, uint32_t 
 	}
 	if (kinds & STORE_EVENT_THREAD) {
 		sq_add(&q,
-		       "%sSELECT %u," EV_COLS "t.state, b.end_ns, 0, 0, 1, 0, 0, NULL, NULL, '', 0, 0,"
+		       "%sSELECT %u," EV_COLS
+		       "t.state, b.end_ns, 0, 0, 1, 0, 0, NULL, NULL, '', 0, 0,"
 		       " 'thread', t.wchan, CASE WHEN t.in_syscall THEN t.syscall ELSE -1 END,"
 		       " t.stack_id" FROM_PROC_BATCH("thread_states"),
 		       sep, STORE_EVENT_THREAD, "t.tid");
@@ -263,7 +265,8 @@ static int sq_events(struct store *base, const struct store_filter *f, uint32_t 
 	}
 	if (kinds & STORE_EVENT_EXIT) {
 		sq_add(&q,
-		       "%sSELECT %u," EV_COLS "'exit', p.exit_ns, 0, 0, 1, 0, 0, NULL, NULL, '', 0, 0,"
+		       "%sSELECT %u," EV_COLS
+		       "'exit', p.exit_ns, 0, 0, 1, 0, 0, NULL, NULL, '', 0, 0,"
 		       " 'exit', '', 0, 0 FROM processes p WHERE p.exit_ns > 0",
 		       sep, STORE_EVENT_EXIT, "p.pid");
 		sq_filter(&q, f, "p.exit_ns");
@@ -272,8 +275,10 @@ static int sq_events(struct store *base, const struct store_filter *f, uint32_t 
 	if (kinds & STORE_EVENT_LAST_COLLECTIVE) {
 		/* the bare columns come from the row of MAX(seq) */
 		sq_add(&q,
-		       "%sSELECT %u," EV_COLS "t.op, t.entry_ns, t.exit_ns - t.entry_ns, t.bytes, 1,"
-		       " t.comm_hash, MAX(t.seq)," COMM_RANK_COLS ", t.dtype, 0, 0, 'collective', '', 0,"
+		       "%sSELECT %u," EV_COLS
+		       "t.op, t.entry_ns, t.exit_ns - t.entry_ns, t.bytes, 1,"
+		       " t.comm_hash, MAX(t.seq)," COMM_RANK_COLS
+		       ", t.dtype, 0, 0, 'collective', '', 0,"
 		       " t.stack_id" FROM_PROC_BATCH("nccl_collectives"),
 		       sep, STORE_EVENT_LAST_COLLECTIVE, "t.tid");
 		sq_filter(&q, f, "t.entry_ns");

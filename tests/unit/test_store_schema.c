@@ -264,9 +264,10 @@ static void test_clickhouse_ddl(void **state)
 	 * type, the derived sample count */
 	assert_int_equal(
 		ch_store__table_ddl(&STORE_TABLES[STORE_T_PROCESSES], "db", ddl, sizeof(ddl)), 0);
-	assert_non_null(strstr(ddl, " rank Int32, ppid UInt32, comm String, cmdline String,"
-				    " cgroup String, pod String, local_rank Int32,"
-				    " world_size Int32, cpu_samples UInt64) ENGINE"));
+	assert_non_null(strstr(ddl,
+			       " rank Int32, ppid UInt32, comm String, cmdline String,"
+			       " cgroup String, pod String, local_rank Int32,"
+			       " world_size Int32, cpu_samples UInt64, exit_ns UInt64) ENGINE"));
 	assert_int_equal(
 		ch_store__table_ddl(&STORE_TABLES[STORE_T_NCCL_COMMS], "db", ddl, sizeof(ddl)), 0);
 	assert_non_null(strstr(ddl, " rank Int32, comm_hash UInt64, comm_rank Int32,"
