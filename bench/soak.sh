@@ -11,7 +11,7 @@
 # Every minute it prints the agent's RSS and the CPU it used; at the end the
 # RSS growth after the first WARMUP minutes (the bound: <= 5%), the starts
 # achieved and the agent's own counters.  Exits 1 when the bound is broken.
-#   bench/soak.sh [MINUTES (30)] [STARTS per minute (10000)] [WARMUP minutes (5)]
+#   [SOAK_LOADS=starts,churn,train] bench/soak.sh [MINUTES (30)] [STARTS per minute (10000)] [WARMUP minutes (5)]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MINUTES=${1:-30}
@@ -46,12 +46,21 @@ for _ in $(seq 600); do
 done
 secs=$((MINUTES * 60))
 mkdir "$T/libs"
-setsid "$FIX/spawner" "$STARTS" "$secs" /bin/true > "$T/spawner.out" &
-PIDS+=($!)
-setsid "$FIX/truncator" --churn build/strata-server "$T/libs" "$secs" > "$T/churn.out" &
-PIDS+=($!)
-SIM_KERNEL_US=200 SIM_PREP_US=2000 setsid "$FIX/train_sim" 2 100000000 > "$T/train.out" 2>&1 &
-PIDS+=($!)
+# SOAK_LOADS: which of the three loads run (to tell which one an RSS
+# growth follows)
+LOADS=${SOAK_LOADS:-starts,churn,train}
+if [[ ,$LOADS, == *,starts,* ]]; then
+	setsid "$FIX/spawner" "$STARTS" "$secs" /bin/true > "$T/spawner.out" &
+	PIDS+=($!)
+fi
+if [[ ,$LOADS, == *,churn,* ]]; then
+	setsid "$FIX/truncator" --churn build/strata-server "$T/libs" "$secs" > "$T/churn.out" &
+	PIDS+=($!)
+fi
+if [[ ,$LOADS, == *,train,* ]]; then
+	SIM_KERNEL_US=200 SIM_PREP_US=2000 setsid "$FIX/train_sim" 2 100000000 > "$T/train.out" 2>&1 &
+	PIDS+=($!)
+fi
 
 tck=$(getconf CLK_TCK)
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$AGENT/stat"; }
