@@ -163,7 +163,7 @@ static struct shared_job *job_get(struct diag_shared *d, const char *job)
 
 /* A job new to this replica: each rank's last collective entered before
  * the lookback (from_ns) to its hang detector, once. */
-static int seed_job(struct diag_shared *d, struct shared_job *j, uint64_t from_ns)
+static int seed_job(struct diag_shared *d, struct shared_job *j, uint64_t from_ns, uint64_t now_ns)
 {
 	struct diag_coll_read c;
 	int trunc = 0;
@@ -174,7 +174,7 @@ static int seed_job(struct diag_shared *d, struct shared_job *j, uint64_t from_n
 	if (!err && c.n) {
 		struct shared_hang_feed hf = { .ev = c.ev, .call = c.call, .n = c.n };
 
-		diag_live__feed_hangs(d->o.live, j->job, 1, shared_hang__feed, &hf, realtime_ns());
+		diag_live__feed_hangs(d->o.live, j->job, 1, shared_hang__feed, &hf, now_ns);
 	}
 	if (!err) {
 		j->seeded = 1;
@@ -203,7 +203,7 @@ static int poll_job(struct diag_shared *d, struct shared_job *j, uint64_t now_ns
 
 	err = err ? err : cerr;
 	if (!err && !j->seeded)
-		err = seed_job(d, j, from);
+		err = seed_job(d, j, from, now_ns);
 	if (!err && c.n && !(keys = malloc(c.n * sizeof(*keys))))
 		err = -ENOMEM;
 	/* the new events, in the store's order (oldest first), moved to the front */
