@@ -474,12 +474,40 @@ def check_clickhouse_cluster(cl):
         fail(f"{where}: a shard's native port is not a container port ({ports})")
 
 
+def check_replicas(rp):
+    """The replicas overlay: at least two server pods on the clustered
+    store, each named by its pod (--replica-id $(POD_NAME) from the
+    downward API), without a ReadWriteOnce claim every pod would share."""
+    where = "replicas overlay"
+    dep = rp.get(("Deployment", "strata-server"))
+    if dep is None:
+        fail(f"{where}: no server Deployment")
+        return
+    if dep["spec"].get("replicas", 1) < 2:
+        fail(f"{where}: {dep['spec'].get('replicas', 1)} server replica(s)")
+    if dep["spec"].get("strategy", {}).get("type") == "Recreate":
+        fail(f"{where}: Recreate stops every replica at once")
+    c = containers(dep)[0]
+    args = c.get("args", [])
+    if flag_value(args, "--replica-id") != "$(POD_NAME)":
+        fail(f"{where}: --replica-id is {flag_value(args, '--replica-id')!r}, not $(POD_NAME)")
+    env = {e["name"]: e for e in c.get("env", [])}
+    if env.get("POD_NAME", {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") != "metadata.name":
+        fail(f"{where}: POD_NAME is not the pod's name (downward API)")
+    if not (flag_value(args, "--store") or "").startswith("clickhouse://"):
+        fail(f"{where}: replicas need a shared ClickHouse store")
+    if any("persistentVolumeClaim" in v for v in pod_spec(dep).get("volumes", [])):
+        fail(f"{where}: a claim every replica would mount")
+
+
 def main():
     root, build = sys.argv[1], sys.argv[2]
     objs = objects_in(root)
     resolved = kustomize(root, os.path.join(root, "deploy", "kubernetes", "clickhouse"), objs)
     cluster = kustomize(root, os.path.join(root, "deploy", "kubernetes", "clickhouse-cluster"), objs)
     check_clickhouse_cluster(cluster)
+    replicas = kustomize(root, os.path.join(root, "deploy", "kubernetes", "replicas"), objs)
+    check_replicas(replicas)
     base = kustomize(root, os.path.join(root, "deploy", "kubernetes", "base"), objs)
     tls = kustomize(root, os.path.join(root, "deploy", "kubernetes", "tls"), objs)
     for key in base:
@@ -489,12 +517,15 @@ def main():
             fail(f"tls overlay lost {key}")
         if key not in cluster:
             fail(f"clickhouse-cluster overlay lost {key}")
+        if key not in replicas:
+            fail(f"replicas overlay lost {key}")
     check_tls(tls)
     check_no_privileged(objs)
     ds = check_agent(objs)
     check_server(objs, resolved, ds)
     execs = check_units(root)
-    check_flags(build, objs, resolved, execs, list(tls.values()) + list(cluster.values()))
+    check_flags(build, objs, resolved, execs,
+                list(tls.values()) + list(cluster.values()) + list(replicas.values()))
     print(f"checked {len(objs)} objects: {', '.join(f'{k}/{n}' for k, n in sorted(objs))}")
     for n in notes:
         print("skip:", n)
