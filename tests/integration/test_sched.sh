@@ -66,13 +66,25 @@ io = stacks(threads["t_io"]["tid"], "io")
 if not io or not any(o["user"] for o in io):
     fail("t_io: no io stacks with user frames")
 print("ok: t_io io stacks: %d" % len(io))
-# Stacks are walked at most once per ms per thread; long blocks nearly
-# always get theirs (the ms passed while blocked before).
+# Stacks are walked at most once per ms per thread, so long blocks nearly
+# always get theirs (the ms passed while blocked before) and blocks of
+# ~100 us mostly do not: the share over all threads follows the mix (the
+# lock ping-pong's and a fast disk's short blocks: 42% on one run, over
+# 50% on others).  What the layer owes: the threads whose blocks are long
+# (t_sleep 10 ms, t_layer 20 ms) have their stacks.
+def walked_share(comm):
+    tid = threads[comm]["tid"]
+    mine = [o for o in d["offcpu"] if o["tid"] == tid]
+    allns = sum(o["ns"] for o in mine)
+    return 100.0 * sum(o["ns"] for o in mine if o["kernel"]) / max(allns, 1), allns
+for comm in ("t_sleep", "t_layer"):
+    pct, ns = walked_share(comm)
+    if pct < 90:
+        fail("%s: only %.1f%% of its %.2f s off-CPU has a stack" % (comm, pct, ns / 1e9))
+    print("ok: %s: %.1f%% of its %.2f s off-CPU has its stack" % (comm, pct, ns / 1e9))
 walked = sum(o["ns"] for o in d["offcpu"] if o["kernel"])
 allns = sum(o["ns"] for o in d["offcpu"])
-print("ok: %.1f%% of off-CPU time has its stack" % (100.0 * walked / allns))
-if walked < 0.5 * allns:
-    fail("only %.1f%% of off-CPU time has a stack" % (100.0 * walked / allns))
+print("info: %.1f%% of all off-CPU time has its stack" % (100.0 * walked / max(allns, 1)))
 if not d["irq"]:
     fail("no interrupt time at all")
 print("ok: %d cpu/irq entries, counters %s" % (len(d["irq"]), d["counters"]))
