@@ -176,8 +176,8 @@ static void ingest(struct store *st)
 
 static void check_store(struct store *st)
 {
-	const uint32_t hang = STORE_EVENT_INFLIGHT | STORE_EVENT_THREAD | STORE_EVENT_EXIT |
-			      STORE_EVENT_STACKS;
+	const uint32_t hang =
+		STORE_EVENT_INFLIGHT | STORE_EVENT_THREAD | STORE_EVENT_EXIT | STORE_EVENT_STACKS;
 	const struct rows *r;
 	const struct row *w;
 
