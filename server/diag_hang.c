@@ -96,24 +96,20 @@ size_t diag_hang__feed(struct hang_detector *hd, const Strata__V1__Batch *b, con
 
 		if (strcmp(store_process__job(b, p), job))
 			continue;
-		if (!c->comm_hash) { /* a CUDA call, or NCCL without a communicator */
-			hang_detector__gpu_call(hd, b->node, p->pid, api, (int64_t)c->entry_ns,
-						as_of);
-			continue;
-		}
-		if (diag_hang__is_p2p(api))
-			continue;
-		int32_t rank = k.rank, nranks = k.nranks;
-		int known = rank_of(ctx, b->node, p->pid, &k.comm_hash, &k.seq, &k.rank, &k.nranks);
+		/* an NCCL collective's rank: the server's word first */
+		if (c->comm_hash && !diag_hang__is_p2p(api)) {
+			int32_t rank = k.rank, nranks = k.nranks;
+			int known = rank_of(ctx, b->node, p->pid, &k.comm_hash, &k.seq, &k.rank,
+					    &k.nranks);
 
-		if (known == -EAGAIN || (known && (rank < 0 || nranks <= 0)))
-			continue;
-		if (known) { /* the call's own word */
-			k.rank = rank;
-			k.nranks = nranks;
+			if (known == -EAGAIN)
+				continue;
+			if (known) { /* the call's own word */
+				k.rank = rank;
+				k.nranks = nranks;
+			}
 		}
-		hang_detector__call(hd, &k);
-		nccl++;
+		nccl += diag_hang__inflight(hd, &k);
 	}
 	for (size_t i = 0; i < b->n_thread_states; i++) {
 		const Strata__V1__ThreadState *t = b->thread_states[i];
@@ -133,6 +129,18 @@ size_t diag_hang__feed(struct hang_detector *hd, const Strata__V1__Batch *b, con
 			hang_detector__exit(hd, b->node, p->pid, (int64_t)p->exit_ns);
 	}
 	return nccl;
+}
+
+size_t diag_hang__inflight(struct hang_detector *hd, const struct hang_call *k)
+{
+	if (!k->comm_hash) { /* a CUDA call, or NCCL without a communicator */
+		hang_detector__gpu_call(hd, k->node, k->pid, k->op, k->entry_ns, k->as_of_ns);
+		return 0;
+	}
+	if (diag_hang__is_p2p(k->op) || k->rank < 0 || k->nranks <= 0)
+		return 0;
+	hang_detector__call(hd, k);
+	return 1;
 }
 
 /* ---- JSON ---------------------------------------------------------------------- */

@@ -37,6 +37,12 @@ size_t diag_hang__feed(struct hang_detector *hd, const Strata__V1__Batch *b, con
  * straggler, no collective statistics). */
 int diag_hang__is_p2p(const char *op);
 
+/* One call in flight as of k->as_of_ns: an NCCL collective with its rank
+ * to the detector (returns 1), a CUDA call or NCCL without a communicator
+ * as the process's GPU call, a point-to-point call or one without a rank
+ * nowhere (0).  diag_hang__feed's rule, for inputs read from the store. */
+size_t diag_hang__inflight(struct hang_detector *hd, const struct hang_call *k);
+
 /* The report as one JSON object; st (may be NULL) adds each missing
  * rank's current CPU stack. */
 void diag_hang__json(FILE *o, struct store *st, const struct hang_report *h);

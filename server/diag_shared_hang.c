@@ -25,7 +25,8 @@ struct hang_row {
 	const char *wchan, *kstack;
 	uint64_t comm_hash, seq, bytes;
 	int32_t rank, nranks, syscall;
-	int64_t entry_ns, as_of_ns; /* exit: as_of_ns is the exit */
+	int64_t entry_ns; /* in flight: its entry; thread: its batch's end; exit: the exit */
+	int64_t as_of_ns; /* in flight: its batch's end */
 };
 
 struct shared_hang_read {
@@ -132,9 +133,7 @@ int shared_hang__has_nccl(const struct shared_hang_read *r)
 	return r && r->nccl;
 }
 
-/* A call in flight, as diag_hang__feed takes one from a batch: an NCCL
- * collective with its rank, else (a CUDA call, NCCL without a
- * communicator) the process's GPU call. */
+/* A call in flight (diag_hang__inflight's rule). */
 static size_t feed_inflight(struct hang_detector *hd, const struct hang_row *w)
 {
 	struct hang_call k = { .comm_hash = w->comm_hash,
@@ -148,14 +147,7 @@ static size_t feed_inflight(struct hang_detector *hd, const struct hang_row *w)
 			       .entry_ns = w->entry_ns,
 			       .as_of_ns = w->as_of_ns };
 
-	if (!w->comm_hash) {
-		hang_detector__gpu_call(hd, w->node, w->pid, w->name, w->entry_ns, w->as_of_ns);
-		return 0;
-	}
-	if (diag_hang__is_p2p(w->name) || w->rank < 0 || w->nranks <= 0)
-		return 0;
-	hang_detector__call(hd, &k);
-	return 1;
+	return diag_hang__inflight(hd, &k);
 }
 
 size_t shared_hang__feed(void *ctx, struct hang_detector *hd)
