@@ -16,6 +16,11 @@ for py in $(py_interpreters); do
 		own=$(py_frames_sum "$out" \
 			"(Thread\.)?run \(threading\.py:[0-9]+\);run \(py_threads\.py:[0-9]+\);spin_$w \(py_threads\.py:[0-9]+\)\$" "w_$w")
 		other=$(folded_sum "$out" "w_$w" "spin_(alpha|beta|gamma)" )
+		if [ $((100 * own)) -lt $((90 * total)) ]; then
+			echo "$py: w_$w's samples outside spin_$w (the most frequent 8), and strata's report:"
+			grep "^w_$w;" "$out" | grep -v "spin_$w (" | awk '{print $NF, $0}' | sort -rn | head -8 | cut -c1-400
+			cat "$T/err"
+		fi
 		assert_ratio "$own" "$total" 90 "$py: thread w_$w in spin_$w"
 		[ "$other" -eq "$own" ] || fail "$py: w_$w has $((other - own)) samples in another spin function"
 	done

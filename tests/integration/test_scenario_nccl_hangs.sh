@@ -91,8 +91,12 @@ J=hang-io-$$
 # (as a real one imports torch and creates its CUDA context: seconds)
 # until the agent follows every one of them, so it sees their
 # ncclCommInitRank (the communicator's identity and each rank's place).
+# Here that takes about a second; a CI run had only 18 of 20 ranks loaded
+# after 60 s, so the wait is 100 s, the progress is printed every 5 s and
+# a failure shows the ranks' output and state.
 t_start=$(date +%s.%N)
-for _ in $(seq 240); do
+i=0
+for _ in $(seq 400); do
 	pids=$(sed -n 's/^py_nccl_job: rank [0-9]* pid \([0-9]*\) loaded$/\1/p' "$T"/*.out)
 	n=0 traced=0
 	for p in $pids; do
@@ -100,9 +104,15 @@ for _ in $(seq 240); do
 		grep -q "gpu: tracing pid $p " "$T/agent.log" && traced=$((traced + 1))
 	done
 	[ "$n" -eq 20 ] && [ "$traced" -eq 20 ] && break
+	[ $((i % 20)) -eq 0 ] && echo "  $(python3 -c "import time; print('%.1f' % (time.time() - $t_start))") s: $n ranks loaded, $traced followed"
+	i=$((i + 1))
 	sleep 0.25
 done
-[ "$traced" -eq 20 ] || fail "the agent follows $traced of $n ranks: $(tail -3 "$T/agent.log")"
+[ "$traced" -eq 20 ] || {
+	for f in "$T"/*.out; do echo "$f:" && tail -5 "$f"; done
+	ps -eo pid,ppid,stat,etimes,wchan:32,args | grep '[p]y_nccl_job'
+	fail "the agent follows $traced of $n ranks: $(tail -3 "$T/agent.log")"
+}
 echo "ok: the agent follows all 20 ranks $(python3 -c "import time; print('%.1f' % (time.time() - $t_start))") s after the jobs started"
 touch "$T/go"
 
