@@ -172,9 +172,10 @@ static int run(const struct agent_opts *o)
 				goto out;
 			if (log_enabled(LOG_INFO)) {
 				shipper__report(sh);
-				if (stop) /* what each part read, refused, dropped */
+				if (stop) { /* what each part read, refused, dropped */
 					session__report_counters(s);
-				else
+					session__report_gpu(s);
+				} else
 					session__report_sched(s);
 			}
 			err = 0;

@@ -686,6 +686,12 @@ void session__candidates(struct session *s, session_proc_fn fn, void *ctx)
 		sched_targets__each(s->targets, fn, ctx);
 }
 
+void session__report_gpu(struct session *s)
+{
+	if (s->gpu)
+		gpu__report(s->gpu);
+}
+
 void session__report_sched(struct session *s)
 {
 	if (s->sched) { /* scheduler layer */

@@ -113,5 +113,8 @@ void session__report(struct session *s, const struct profile *p);
 void session__report_counters(struct session *s);
 /* The scheduler layer's counters and automatic targets (part of the above). */
 void session__report_sched(struct session *s);
+/* The GPU layer's counters and tables' sizes, when it runs (--server: at
+ * the stop; the local writers print them with each window's GPU files). */
+void session__report_gpu(struct session *s);
 
 #endif /* STRATA_SESSION_H */

@@ -194,6 +194,8 @@ struct gpu {
 	uint64_t adopted;		   /* BPF-admitted targets found without their event */
 	uint64_t links, attach_failed, scans, scan_failed, files_dropped, procs_dropped;
 	uint64_t exits;
+	uint64_t calls_taken_ns; /* CLOCK_REALTIME of the last gpu__calls_taken */
+	uint64_t procs_pruned;	 /* exited processes' rows dropped after a batch told them */
 	struct gpu_recover recover;
 };
 

@@ -38,6 +38,13 @@ kill -INT "$AGENT_PID"
 wait "$AGENT_PID" || fail "agent exited with an error: $(tail -5 "$T/agent.log")"
 AGENT_PID=
 grep -E 'batches:|upload:' "$T/agent.log" | tail -2
+# the rows of exited processes go once a batch told their exit (an
+# always-on agent keeps none for every process it ever traced): the leak
+# process exited seconds before the agent stopped
+gpu_line=$(grep 'gpu: links=' "$T/agent.log" | tail -1)
+pruned=$(echo "$gpu_line" | sed -n 's/.* procs_pruned=\([0-9]*\) .*/\1/p')
+[ "${pruned:-0}" -ge 1 ] || fail "no exited process's row dropped: $gpu_line"
+echo "ok: rows of exited processes dropped: $(echo "$gpu_line" | grep -o 'procs_kept=[0-9]* procs_pruned=[0-9]*')"
 
 api "/api/v1/leaks?pid=$LEAK_PID" > "$T/leaks.json"
 api "/api/v1/tally?pid=$LEAK_PID" > "$T/tally.json"
