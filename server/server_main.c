@@ -51,7 +51,11 @@ static void usage(FILE *f)
 	fputs("usage: strata-server --listen HOST:PORT --store "
 	      "sqlite:PATH|clickhouse://HOST:PORT/DB\n"
 	      "  -l, --listen ADDR        address to serve HTTP on (port 0: any free port)\n"
-	      "  -s, --store SPEC         sqlite:PATH or clickhouse://HOST:PORT/DB\n"
+	      "  -s, --store SPEC         sqlite:PATH or clickhouse://HOST:PORT/DB; "
+	      "sqlite:PATH?sync=normal\n"
+	      "                           syncs at checkpoints only (faster; a host crash may "
+	      "lose\n"
+	      "                           the last acknowledged batches; default ?sync=full)\n"
 	      "  -t, --token-file F       one credential for ingest and read (each line a token)\n"
 	      "      --ingest-token-file F  agents (batches, symbol uploads) need one of these\n"
 	      "      --read-token-file F  queries and pages need one of these (header, or the\n"
@@ -213,7 +217,8 @@ static int serve(const struct server_opts *o)
 	if (o->buildid_dir)
 		snprintf(bdir, sizeof(bdir), "%s", o->buildid_dir);
 	else if (!strncmp(o->store, "sqlite:", 7))
-		snprintf(bdir, sizeof(bdir), "%s.buildids", o->store + 7);
+		snprintf(bdir, sizeof(bdir), "%.*s.buildids",
+			 (int)store_sqlite__path_len(o->store + 7), o->store + 7);
 	else
 		snprintf(bdir, sizeof(bdir), "buildids");
 	srv.store = store__open(spec, err, sizeof(err));

@@ -436,7 +436,11 @@ static inline void store__close(struct store *s)
 }
 
 /* Backend constructors (same contract as store__open). */
-struct store *store_sqlite__open(const char *path, char *err, size_t errsz);
+/* spec: PATH or PATH?sync=full|normal (the writer's synchronous level:
+ * FULL by default, docs/server.md). */
+struct store *store_sqlite__open(const char *spec, char *err, size_t errsz);
+/* The length of spec's PATH (without ?sync=...). */
+size_t store_sqlite__path_len(const char *spec);
 struct store *store_clickhouse__open(const char *url, char *err, size_t errsz);
 
 /* True when the filter's process-level fields (pid, job, rank, container,

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 #include <zstd.h>
 
 #include <cmocka.h>
@@ -364,6 +365,40 @@ static void test_store_and_symbolize(void **state)
 	assert_int_equal(system(cmd), 0);
 }
 
+/* sqlite:PATH?sync=full|normal: the file is PATH; another option is
+ * refused with the reason; a '?' in a directory's name is part of PATH. */
+static void test_sqlite_spec(void **state)
+{
+	char dir[] = "/tmp/strata-spec-XXXXXX", spec[600], path[600], cmd[700], err[256] = "";
+	const char *opts[] = { "", "?sync=normal", "?sync=full" };
+	struct store *st;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++) {
+		snprintf(spec, sizeof(spec), "sqlite:%s/db%zu%s", dir, i, opts[i]);
+		snprintf(path, sizeof(path), "%s/db%zu", dir, i);
+		st = store__open(spec, err, sizeof(err));
+		assert_non_null(st);
+		store__close(st);
+		assert_int_equal(access(path, F_OK), 0);
+		assert_int_equal(store_sqlite__path_len(spec + 7), strlen(path));
+	}
+	snprintf(spec, sizeof(spec), "sqlite:%s/dbx?sync=off", dir);
+	assert_null(store__open(spec, err, sizeof(err)));
+	assert_non_null(strstr(err, "?sync=off"));
+	snprintf(path, sizeof(path), "%s/a?b", dir);
+	assert_int_equal(mkdir(path, 0700), 0);
+	snprintf(spec, sizeof(spec), "sqlite:%s/a?b/db", dir);
+	st = store__open(spec, err, sizeof(err));
+	assert_non_null(st);
+	store__close(st);
+	snprintf(path, sizeof(path), "%s/a?b/db", dir);
+	assert_int_equal(access(path, F_OK), 0);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
 static void test_filter_match(void **state)
 {
 	struct store_filter f = { .node = "n1", .has_rank = 1, .rank = 2 };
@@ -390,11 +425,9 @@ static void test_stack_id(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_decode_limits),
-		cmocka_unit_test(test_validate),
-		cmocka_unit_test(test_store_and_symbolize),
-		cmocka_unit_test(test_filter_match),
-		cmocka_unit_test(test_stack_id),
+		cmocka_unit_test(test_decode_limits),	    cmocka_unit_test(test_validate),
+		cmocka_unit_test(test_store_and_symbolize), cmocka_unit_test(test_sqlite_spec),
+		cmocka_unit_test(test_filter_match),	    cmocka_unit_test(test_stack_id),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
