@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +25,9 @@
 #include "lib/cli.h"
 #include "lib/clock.h"
 #include "lib/log.h"
+
+/* Blocks from this size up are mapped apart and unmapped at free (main). */
+#define AGENT_MMAP_THRESHOLD (128 << 10)
 
 struct agent_opts {
 	struct session_opts session;
@@ -149,6 +153,7 @@ static int run(const struct agent_opts *o)
 	while (!stop) {
 		uint64_t deadline = mono_ms() + (uint64_t)o->period_s * 1000;
 
+		malloc_trim(0); /* the last period's freed pages go back (main) */
 		do {
 			struct session_signal sig = { 0 };
 			/* deep captures start and end on time (agent/capture/) */
@@ -366,6 +371,17 @@ int main(int argc, char **argv)
 	}
 	log_set_level(verbose >= 2 ? LOG_DEBUG : verbose ? LOG_INFO : LOG_WARN);
 	log_route_libbpf();
+	/*
+	 * glibc raises its mmap threshold to the size of each mapped block
+	 * freed (up to 32 MiB), so once a period's big buffers (encoded
+	 * batches, table builds) are freed, their successors come from the
+	 * heaps instead, and the free space they leave between live chunks is
+	 * never given back: the always-on agent's RSS crept up 0.6-1.4 MB a
+	 * minute in the soak (bench/soak.sh, docs/benchmarks.md).  A fixed
+	 * threshold keeps big blocks mapped (returned at free); run() trims
+	 * the heaps after each period.
+	 */
+	mallopt(M_MMAP_THRESHOLD, AGENT_MMAP_THRESHOLD);
 	err = run(&o);
 	if (err) {
 		fprintf(stderr, "strata-agent: %s\n", strerror(-err));
