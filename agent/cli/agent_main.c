@@ -26,7 +26,7 @@
 #include "lib/clock.h"
 #include "lib/log.h"
 
-/* Blocks from this size up are mapped apart and unmapped at free (main). */
+/* Blocks from this size up get their own mapping, unmapped at free (main). */
 #define AGENT_MMAP_THRESHOLD (128 << 10)
 
 struct agent_opts {
@@ -153,7 +153,7 @@ static int run(const struct agent_opts *o)
 	while (!stop) {
 		uint64_t deadline = mono_ms() + (uint64_t)o->period_s * 1000;
 
-		malloc_trim(0); /* the last period's freed pages go back (main) */
+		malloc_trim(0); /* free pages inside the heaps go back (main: mallopt) */
 		do {
 			struct session_signal sig = { 0 };
 			/* deep captures start and end on time (agent/capture/) */
