@@ -173,6 +173,9 @@ query_bench() { # NAME STORE [SERVER ARGS...]: part 1b against one ClickHouse st
 }
 
 ingest sqlite ""
+# the same with checkpoint-only syncs (the default syncs every commit:
+# docs/server.md): what an acknowledgement that survives a host crash costs
+ingest sqlite-sync-normal "sqlite:$T/ingest-sqlite-sync-normal.db?sync=normal"
 CH_BIN=${CH_BIN:-/usr/sbin/clickhouse-server}
 if [ -x "$CH_BIN" ]; then
 	# the helpers of the ClickHouse tests (config, port, start), without their traps
