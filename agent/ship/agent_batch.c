@@ -16,10 +16,21 @@
 #define PROC_CACHE_MAX 4096 /* (tgid, mm) label sets kept across batches */
 #define BB_MAX_FRAMES (2 * STRATA_MAX_STACK_DEPTH + STRATA_PY_MAX_DEPTH + 8)
 
+/* A label set kept across batches, packed (proc_labels__pack: 6.5 MB for
+ * a full cache as struct proc_labels, which filled for the first ten
+ * minutes of the agent soak). */
 struct cached_proc {
 	uint32_t tgid;
 	uint64_t mm_id;
-	int ok; /* labels read */
+	int ok;	      /* labels read */
+	void *packed; /* its struct proc_labels */
+};
+
+/* A cached label set as its users read it (agent_batch.view: valid until
+ * the next lookup). */
+struct cached_view {
+	uint32_t tgid;
+	int ok;
 	struct proc_labels l;
 };
 
@@ -41,7 +52,8 @@ struct agent_batch {
 	struct batch_sources src;
 	struct vec cache; /* struct cached_proc, across batches */
 	struct profile_htab cache_ids;
-	uint64_t boot_epoch_ns; /* fixed: a process's start time reads the same every time */
+	struct cached_view view; /* the last one looked up, unpacked */
+	uint64_t boot_epoch_ns;	 /* fixed: a process's start time reads the same every time */
 	struct agent_batch_stats st;
 	struct frame_out out; /* the sample being converted (too big for the stack) */
 };
@@ -62,6 +74,8 @@ void agent_batch__free(struct agent_batch *ab)
 {
 	if (!ab)
 		return;
+	for (size_t i = 0; i < ab->cache.n; i++)
+		free(((struct cached_proc *)ab->cache.v)[i].packed);
 	free(ab->cache.v);
 	profile_htab__fini(&ab->cache_ids);
 	free(ab);
@@ -84,6 +98,15 @@ static int cache_eq(uint32_t id, const void *key, const void *ctx)
 	const uint64_t *k = key;
 
 	return c->tgid == (uint32_t)k[0] && c->mm_id == k[1];
+}
+
+/* c unpacked into ab->view. */
+static const struct cached_view *view_of(struct agent_batch *ab, const struct cached_proc *c)
+{
+	ab->view.tgid = c->tgid;
+	ab->view.ok = c->ok;
+	proc_labels__unpack(c->packed, &ab->view.l);
+	return &ab->view;
 }
 
 /* The latest label set read from /proc for tgid, or NULL. */
@@ -111,6 +134,8 @@ static int keep_newest_half(struct agent_batch *ab)
 	struct cached_proc *c = ab->cache.v;
 	size_t keep = ab->cache.n / 2;
 
+	for (size_t i = 0; i < ab->cache.n - keep; i++)
+		free(c[i].packed);
 	memmove(c, c + (ab->cache.n - keep), keep * sizeof(*c));
 	ab->cache.n = keep;
 	ab->st.proc_cache_evicted += PROC_CACHE_MAX - keep;
@@ -118,6 +143,8 @@ static int keep_newest_half(struct agent_batch *ab)
 	memset(&ab->cache_ids, 0, sizeof(ab->cache_ids));
 	for (size_t i = 0; i < keep; i++)
 		if (profile_htab__insert(&ab->cache_ids, cache_hash(&c[i]), (uint32_t)i)) {
+			for (size_t j = 0; j < keep; j++)
+				free(c[j].packed);
 			ab->cache.n = 0; /* an empty cache is still a consistent one */
 			profile_htab__fini(&ab->cache_ids);
 			memset(&ab->cache_ids, 0, sizeof(ab->cache_ids));
@@ -127,16 +154,17 @@ static int keep_newest_half(struct agent_batch *ab)
 }
 
 /* Labels of (tgid, mm_id), read from /proc once per address space. */
-static const struct cached_proc *labels_of(struct agent_batch *ab, uint32_t tgid, uint64_t mm_id)
+static const struct cached_view *labels_of(struct agent_batch *ab, uint32_t tgid, uint64_t mm_id)
 {
 	uint64_t key[2] = { tgid, mm_id };
 	uint64_t h = hash_bytes(key, sizeof(key), 0);
 	int64_t id = profile_htab__find(&ab->cache_ids, h, cache_eq, key, ab);
+	struct proc_labels *l = &ab->view.l; /* the read's scratch */
 	struct cached_proc *c;
 	int err;
 
 	if (id >= 0)
-		return &((struct cached_proc *)ab->cache.v)[id];
+		return view_of(ab, &((struct cached_proc *)ab->cache.v)[id]);
 	if (ab->cache.n >= PROC_CACHE_MAX) {
 		err = keep_newest_half(ab);
 		if (err)
@@ -147,7 +175,7 @@ static const struct cached_proc *labels_of(struct agent_batch *ab, uint32_t tgid
 		return NULL;
 	c->tgid = tgid;
 	c->mm_id = mm_id;
-	c->ok = !proc_labels__read(tgid, ab->boot_epoch_ns, &c->l);
+	c->ok = !proc_labels__read(tgid, ab->boot_epoch_ns, l);
 	if (!c->ok) {
 		const struct cached_proc *prev = latest_read(ab, tgid);
 
@@ -159,20 +187,24 @@ static const struct cached_proc *labels_of(struct agent_batch *ab, uint32_t tgid
 			 * identity (pid, start time) and labels.  Without this
 			 * the server saw two processes, the one read with no
 			 * start time holding part of its collectives. */
-			c->l = prev->l;
+			proc_labels__unpack(prev->packed, l);
 			c->ok = 1;
 		} else {
 			/* Gone before we looked: only the pid is known. */
-			memset(&c->l, 0, sizeof(c->l));
-			c->l.pid = tgid;
-			c->l.rank = c->l.local_rank = c->l.world_size = -1;
+			memset(l, 0, sizeof(*l));
+			l->pid = tgid;
+			l->rank = l->local_rank = l->world_size = -1;
 		}
 	}
-	if (profile_htab__insert(&ab->cache_ids, h, ab->cache.n - 1)) {
+	c->packed = proc_labels__pack(l);
+	if (!c->packed || profile_htab__insert(&ab->cache_ids, h, ab->cache.n - 1)) {
+		free(c->packed);
 		ab->cache.n--;
 		return NULL;
 	}
-	return c;
+	ab->view.tgid = tgid;
+	ab->view.ok = c->ok;
+	return &ab->view; /* l: what was packed */
 }
 
 /* A native user frame: (build-id mapping, file offset), no name. */
@@ -249,7 +281,7 @@ static const struct py_stitch_ops out_ops = {
 };
 
 /* The batch's process for a cached label set (comm: when /proc was gone). */
-static int64_t process_of_cached(struct batch_builder *bb, const struct cached_proc *cp,
+static int64_t process_of_cached(struct batch_builder *bb, const struct cached_view *cp,
 				 const char *comm)
 {
 	struct bb_process p = {
@@ -280,14 +312,15 @@ static int64_t process_of_cached(struct batch_builder *bb, const struct cached_p
 int64_t agent_batch__process_tgid(struct agent_batch *ab, uint32_t tgid,
 				  const struct bb_process *fallback)
 {
-	const struct cached_proc *c;
+	const struct cached_proc *read;
+	const struct cached_view *c;
 	int64_t id = batch_builder__find_pid(ab->bb, tgid); /* its samples' instance */
 
 	if (id >= 0)
 		return id;
-	c = latest_read(ab, tgid);
-	if (c)
-		return process_of_cached(ab->bb, c, NULL);
+	read = latest_read(ab, tgid);
+	if (read)
+		return process_of_cached(ab->bb, view_of(ab, read), NULL);
 	c = labels_of(ab, tgid, 0);
 	if (!c)
 		return -ENOMEM;
@@ -301,7 +334,7 @@ int64_t agent_batch__process_tgid(struct agent_batch *ab, uint32_t tgid,
 static int64_t sampled_frames(struct agent_batch *ab, const struct sampler_sample *s)
 {
 	const struct strata_stack_key *k = s->key;
-	const struct cached_proc *cp = labels_of(ab, k->tgid, k->mm_id);
+	const struct cached_view *cp = labels_of(ab, k->tgid, k->mm_id);
 	const struct python_proc *pp = NULL;
 	struct frame_out *o = &ab->out;
 	int64_t proc;

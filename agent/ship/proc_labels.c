@@ -4,6 +4,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -241,4 +242,89 @@ int proc_labels__read(uint32_t pid, uint64_t boot_epoch_ns, struct proc_labels *
 	read_environ(pid, o);
 	bind_identity(o);
 	return 0;
+}
+
+/* The string fields of struct proc_labels, in their packed order. */
+#define LABEL_STR(f)                                                                  \
+	{                                                                             \
+		offsetof(struct proc_labels, f), sizeof(((struct proc_labels *)0)->f) \
+	}
+static const struct {
+	size_t off, size;
+} label_strs[] = {
+	LABEL_STR(comm),
+	LABEL_STR(cmdline),
+	LABEL_STR(cgroup),
+	LABEL_STR(container),
+	LABEL_STR(pod),
+	LABEL_STR(job),
+	LABEL_STR(torchelastic_run_id),
+	LABEL_STR(slurm_job_id),
+	LABEL_STR(identity),
+};
+#define NLABEL_STRS (sizeof(label_strs) / sizeof(label_strs[0]))
+
+/* Packed: the numbers (the two source pointers point at string literals),
+ * then each string of label_strs with its NUL. */
+struct packed_labels {
+	uint32_t pid, ppid;
+	uint64_t start_time_ns;
+	int has_rank;
+	int32_t rank, local_rank, world_size;
+	const char *job_source, *rank_source;
+	char strs[];
+};
+
+void *proc_labels__pack(const struct proc_labels *l)
+{
+	size_t len[NLABEL_STRS], total = sizeof(struct packed_labels);
+	struct packed_labels *p;
+	char *at;
+
+	for (size_t i = 0; i < NLABEL_STRS; i++) {
+		len[i] = strnlen((const char *)l + label_strs[i].off, label_strs[i].size - 1);
+		total += len[i] + 1;
+	}
+	p = malloc(total);
+	if (!p)
+		return NULL;
+	*p = (struct packed_labels){ .pid = l->pid,
+				     .ppid = l->ppid,
+				     .start_time_ns = l->start_time_ns,
+				     .has_rank = l->has_rank,
+				     .rank = l->rank,
+				     .local_rank = l->local_rank,
+				     .world_size = l->world_size,
+				     .job_source = l->job_source,
+				     .rank_source = l->rank_source };
+	at = p->strs;
+	for (size_t i = 0; i < NLABEL_STRS; i++) {
+		memcpy(at, (const char *)l + label_strs[i].off, len[i]);
+		at[len[i]] = 0;
+		at += len[i] + 1;
+	}
+	return p;
+}
+
+void proc_labels__unpack(const void *packed, struct proc_labels *out)
+{
+	const struct packed_labels *p = packed;
+	const char *at = p->strs;
+
+	memset(out, 0, sizeof(*out));
+	out->pid = p->pid;
+	out->ppid = p->ppid;
+	out->start_time_ns = p->start_time_ns;
+	out->has_rank = p->has_rank;
+	out->rank = p->rank;
+	out->local_rank = p->local_rank;
+	out->world_size = p->world_size;
+	out->job_source = p->job_source;
+	out->rank_source = p->rank_source;
+	for (size_t i = 0; i < NLABEL_STRS; i++) {
+		size_t n = strlen(at); /* < the field's size: pack bounded it */
+
+		memcpy((char *)out + label_strs[i].off, at, n);
+		at += n + 1;
+	}
 }

@@ -47,6 +47,15 @@ uint64_t proc_labels__boot_epoch_ns(void);
  * missing).  Unreadable parts (environ of another user) stay empty. */
 int proc_labels__read(uint32_t pid, uint64_t boot_epoch_ns, struct proc_labels *out);
 
+/*
+ * A label set packed for keeping: its numbers and its strings back to back,
+ * malloc'd (a few hundred bytes, where struct proc_labels takes 1.6 KB of
+ * mostly empty arrays); NULL when out of memory.  unpack gives the same
+ * set back.
+ */
+void *proc_labels__pack(const struct proc_labels *l);
+void proc_labels__unpack(const void *packed, struct proc_labels *out);
+
 /* Parses the container and pod ids out of one cgroup path (exposed for
  * tests). */
 void proc_labels__parse_cgroup(const char *path, char *container, size_t csz, char *pod,

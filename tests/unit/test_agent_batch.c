@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "agent/ship/agent_batch.h"
+#include "agent/ship/proc_labels.h"
 #include "server/batch_decode.h"
 #include "uploader/batch_builder.h"
 
@@ -101,6 +102,61 @@ static void test_identity_survives_exit(void **state)
 
 	agent_batch__free(ab);
 	batch_builder__free(bb);
+}
+
+/* A label set packed for the cache comes back the same: every string at
+ * its longest and empty, the numbers and the sources. */
+static void test_labels_pack(void **state)
+{
+	struct proc_labels l, back;
+	char *strs[] = { l.comm,
+			 l.cmdline,
+			 l.cgroup,
+			 l.container,
+			 l.pod,
+			 l.job,
+			 l.torchelastic_run_id,
+			 l.slurm_job_id,
+			 l.identity };
+	size_t sizes[] = { sizeof(l.comm),
+			   sizeof(l.cmdline),
+			   sizeof(l.cgroup),
+			   sizeof(l.container),
+			   sizeof(l.pod),
+			   sizeof(l.job),
+			   sizeof(l.torchelastic_run_id),
+			   sizeof(l.slurm_job_id),
+			   sizeof(l.identity) };
+	void *p;
+
+	(void)state;
+	for (int full = 0; full <= 1; full++) {
+		memset(&l, 0, sizeof(l));
+		l.pid = 4242;
+		l.ppid = 1;
+		l.start_time_ns = 1700000000123456789ull;
+		l.has_rank = 1;
+		l.rank = 3;
+		l.local_rank = -1;
+		l.world_size = 8;
+		l.job_source = "env:STRATA_JOB";
+		l.rank_source = "env:RANK";
+		for (size_t i = 0; full && i < sizeof(strs) / sizeof(strs[0]); i++)
+			memset(strs[i], 'a' + (int)i, sizes[i] - 1);
+		p = proc_labels__pack(&l);
+		assert_non_null(p);
+		memset(&back, 0x5a, sizeof(back));
+		proc_labels__unpack(p, &back);
+		free(p);
+		assert_int_equal(back.pid, 4242);
+		assert_true(back.start_time_ns == l.start_time_ns);
+		assert_int_equal(back.rank, 3);
+		assert_int_equal(back.local_rank, -1);
+		assert_int_equal(back.world_size, 8);
+		assert_ptr_equal(back.job_source, l.job_source);
+		assert_ptr_equal(back.rank_source, l.rank_source);
+		assert_memory_equal(&back, &l, sizeof(l));
+	}
 }
 
 /* 4096 other address spaces read after it: it stays known (the full cache
@@ -211,6 +267,7 @@ static void test_label_provenance(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_labels_pack),
 		cmocka_unit_test(test_label_provenance),
 		cmocka_unit_test(test_no_stack_rows_only),
 		cmocka_unit_test(test_identity_survives_exit),
