@@ -375,11 +375,6 @@ void sq_close(struct store *base)
 	free(s);
 }
 
-/*
- * PATH, or PATH?sync=full|normal: the file (s->path, malloc'd) and the
- * writer's synchronous level in *sync.  -EINVAL (said in err) for another
- * option.
- */
 size_t store_sqlite__path_len(const char *spec)
 {
 	const char *q = strrchr(spec, '?');
@@ -387,6 +382,11 @@ size_t store_sqlite__path_len(const char *spec)
 	return q && !strchr(q, '/') ? (size_t)(q - spec) : strlen(spec); /* '?' in a dir name */
 }
 
+/*
+ * PATH, or PATH?sync=full|normal: the file (s->path, malloc'd) and the
+ * writer's synchronous level in *sync.  -EINVAL (said in err) for another
+ * option.
+ */
 static int parse_spec(struct sqlite_store *s, const char *spec, const char **sync, char *err,
 		      size_t errsz)
 {
