@@ -79,7 +79,7 @@ CXX        ?= c++
 
 BINS       := $(BUILD)/strata $(BUILD)/strata-agent $(BUILD)/strata-server
 
-.PHONY: all test unit demo bench lint deps vmlinux clean fixtures format fuzz
+.PHONY: all test unit demo bench lint deps vmlinux clean fixtures format fuzz fuzz-replay
 all: $(BINS)
 
 # --- BPF ---------------------------------------------------------------------
@@ -230,7 +230,7 @@ vmlinux:
 unit: $(UNIT_BINS)
 
 test: deps
-	@$(MAKE) --no-print-directory all unit fixtures
+	@$(MAKE) --no-print-directory all unit fixtures $(FUZZ_ARCHIVES)
 	@tests/run.sh
 
 demo: deps
@@ -247,6 +247,11 @@ FUZZ_ARCHIVES := $(foreach l,$(LINK_tests),$(BUILD)/fuzz/libstrata-$(l).a)
 fuzz: deps $(SKELS) $(PROTO_H)
 	@$(MAKE) --no-print-directory $(FUZZ_ARCHIVES)
 	@FUZZ_LDLIBS="$(LDLIBS)" tests/fuzz/run.sh $(or $(FUZZ_SECONDS),30)
+
+# Every input of the committed corpora once (the suite's test_fuzz_corpus).
+fuzz-replay: deps $(SKELS) $(PROTO_H)
+	@$(MAKE) --no-print-directory $(FUZZ_ARCHIVES)
+	@FUZZ_LDLIBS="$(LDLIBS)" tests/fuzz/run.sh --replay
 
 lint:
 	@clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h' | grep -v '^vmlinux/')

@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets into build/fuzz/ and runs each for SECONDS
-# (default 20).  Exits non-zero when a target crashes; the reproducer is
-# left in build/fuzz/crash-<target>-*.
-#   tests/fuzz/run.sh [SECONDS]
+# (default 20), starting from the committed corpus (tests/fuzz/corpus/T/)
+# and the seeds made here; what a run finds goes to build/fuzz/corpus/T/.
+# --replay runs every input of both once instead (the regression check the
+# suite makes: what hours of fuzzing found must still pass, under ASan and
+# UBSan).  Exits non-zero when a target crashes; the reproducer is left in
+# build/fuzz/crash-<target>-*.
+#   tests/fuzz/run.sh [SECONDS | --replay]
+# To keep what a campaign found (only inputs that add coverage):
+#   build/fuzz/fuzz_T -merge=1 tests/fuzz/corpus/T build/fuzz/corpus/T
 set -eu
 
 secs=${1:-20}
+runs=-1
+[ "$secs" = --replay ] && { secs=0 runs=0; }
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=$root/build/fuzz
 clang=${CLANG:-clang}
@@ -16,10 +24,10 @@ cflags="-std=gnu11 -g -O1 -Wall -Wextra -Werror -Wno-unused-parameter \
 libs="${FUZZ_LDLIBS:--lbpf -ldw -lelf -lz -lzstd -lprotobuf-c -lstdc++ -lpthread \
 	-lsqlite3 -lmicrohttpd -lcurl -lm}"
 
-mkdir -p "$out/corpus/buildid" "$out/corpus/proc_maps" "$out/corpus/unwind_table" \
-	"$out/corpus/py_linetable" "$out/corpus/diagnose" "$out/corpus/batch_decode" \
-	"$out/corpus/request" "$out/corpus/usdt"
 cd "$root"
+# One target per tests/fuzz/fuzz_T.c.
+targets=$(for f in tests/fuzz/fuzz_*.c; do f=${f##*/fuzz_}; echo "${f%.c}"; done)
+for t in $targets; do mkdir -p "$out/corpus/$t"; done
 
 # Every target links the fuzz build of the layer archives (`make fuzz`
 # builds them: clang, coverage, ASan/UBSan), all of them in link order;
@@ -30,7 +38,6 @@ for l in $(scripts/check_layers.sh --link); do
 	[ -f "$a" ] || { echo "tests/fuzz/run.sh: $a missing: run make fuzz" >&2; exit 1; }
 	archives+=("$a")
 done
-targets="buildid proc_maps unwind_table py_linetable diagnose batch_decode request usdt"
 for t in $targets; do
 	echo "  FUZZ-CC  $out/fuzz_$t"
 	# shellcheck disable=SC2086
@@ -58,26 +65,31 @@ printf '\002a=1&token=ab%%2Fc+d' > "$out/corpus/request/seed-form"
 printf '\003abcdef0123' > "$out/corpus/request/seed-hex"
 printf '\004clickhouse://u:p/w@d@h:8123/db' > "$out/corpus/request/seed-store"
 
-# Seeds: small real ELF files (one of them tiny, with a build-id), and
-# real maps lines.  Re-seeding an existing corpus is harmless.
+# Seeds: small ELF files built here from our own sources (the corpus is
+# committed, so no copies of system binaries): a tiny static executable, a
+# shared object with debug info, a relocatable object and a PIE, all with
+# build-ids; and real maps lines.  Re-seeding an existing corpus is harmless.
 printf 'void _start(void) { for (;;) ; }\n' > "$out/tiny.c"
 $clang -nostdlib -static -Wl,--build-id -o "$out/corpus/buildid/tiny" \
 	"$out/tiny.c" 2>/dev/null || true
-for f in /bin/true /usr/lib/x86_64-linux-gnu/crt1.o; do
-	[ -r "$f" ] && cp "$f" "$out/corpus/buildid/seed-$(basename "$f")"
-done
-cp /proc/self/maps "$out/corpus/proc_maps/seed-self-maps"
-printf '7f0000000000-7f0000001000 r-xp 00001000 fd:01 42  /a b/c.so (deleted)\n' \
-	> "$out/corpus/proc_maps/seed-deleted"
-# Unwind seeds: small static ELFs with .eh_frame (+hdr), with frame
-# pointers, and with .debug_frame for the compiled code.
-cp "$out/corpus/buildid/tiny" "$out/corpus/unwind_table/seed-tiny" 2>/dev/null || true
 cat > "$out/unwind.c" <<'EOF'
 long leaf(long x) { return x * 3 + 1; }
 long mid(long n) { volatile long b[32]; for (long i = 0; i < 32; i++) b[i] = leaf(i + n); return b[n & 31]; }
 long dyn(long n) { volatile char *p = __builtin_alloca(n + 8); p[n] = 1; return p[n] + mid(n); }
 void _start(void) { for (long i = 0;; i++) dyn(i & 63); }
 EOF
+printf 'int main(int argc, char **argv) { return argc > 1 && argv[1][0]; }\n' > "$out/pie.c"
+$clang -O2 -g -fPIC -shared -nostdlib -Wl,--build-id=sha1 \
+	-o "$out/corpus/buildid/seed-dso" "$out/unwind.c" 2>/dev/null || true
+$clang -O2 -g -c -o "$out/corpus/buildid/seed-obj" "$out/unwind.c" 2>/dev/null || true
+$clang -O2 -fPIE -pie -Wl,--build-id=md5 -o "$out/corpus/buildid/seed-pie" \
+	"$out/pie.c" 2>/dev/null || true
+cp /proc/self/maps "$out/corpus/proc_maps/seed-self-maps"
+printf '7f0000000000-7f0000001000 r-xp 00001000 fd:01 42  /a b/c.so (deleted)\n' \
+	> "$out/corpus/proc_maps/seed-deleted"
+# Unwind seeds: small static ELFs with .eh_frame (+hdr), with frame
+# pointers, and with .debug_frame for the compiled code.
+cp "$out/corpus/buildid/tiny" "$out/corpus/unwind_table/seed-tiny" 2>/dev/null || true
 for v in "eh:-O2 -fomit-frame-pointer" "fp:-O1 -fno-omit-frame-pointer" \
 	"dbg:-O2 -g -fno-asynchronous-unwind-tables"; do
 	$clang ${v#*:} -nostdlib -static -Wl,--build-id=none \
@@ -90,10 +102,16 @@ printf '\001\000\010\200\210\351\001\360\006\002\005\011' > "$out/corpus/py_line
 
 fail=0
 for t in $targets; do
-	echo "  FUZZ     $t for ${secs}s"
-	if ! "$out/fuzz_$t" -max_total_time="$secs" -timeout=10 \
+	kept=tests/fuzz/corpus/$t
+	mkdir -p "$kept" # the first directory is where new inputs are written
+	if [ "$runs" -eq 0 ]; then
+		echo "  REPLAY   $t: $(find "$out/corpus/$t" "$kept" -type f | wc -l) inputs"
+	else
+		echo "  FUZZ     $t for ${secs}s"
+	fi
+	if ! "$out/fuzz_$t" -max_total_time="$secs" -runs="$runs" -timeout=10 \
 		-max_len=65536 -rss_limit_mb=2048 -print_final_stats=1 \
-		-artifact_prefix="$out/crash-$t-" "$out/corpus/$t" \
+		-artifact_prefix="$out/crash-$t-" "$out/corpus/$t" "$kept" \
 		> "$out/$t.log" 2>&1; then
 		echo "  FAILED   $t: see $out/$t.log" >&2
 		tail -n 40 "$out/$t.log" >&2
