@@ -102,16 +102,17 @@ printf '\001\000\010\200\210\351\001\360\006\002\005\011' > "$out/corpus/py_line
 
 fail=0
 for t in $targets; do
-	kept=tests/fuzz/corpus/$t
-	mkdir -p "$kept" # the first directory is where new inputs are written
+	# New inputs go to the first directory; the committed one is read only.
+	dirs=("$out/corpus/$t")
+	[ -d "tests/fuzz/corpus/$t" ] && dirs+=("tests/fuzz/corpus/$t")
 	if [ "$runs" -eq 0 ]; then
-		echo "  REPLAY   $t: $(find "$out/corpus/$t" "$kept" -type f | wc -l) inputs"
+		echo "  REPLAY   $t: $(find "${dirs[@]}" -type f | wc -l) inputs"
 	else
 		echo "  FUZZ     $t for ${secs}s"
 	fi
 	if ! "$out/fuzz_$t" -max_total_time="$secs" -runs="$runs" -timeout=10 \
 		-max_len=65536 -rss_limit_mb=2048 -print_final_stats=1 \
-		-artifact_prefix="$out/crash-$t-" "$out/corpus/$t" "$kept" \
+		-artifact_prefix="$out/crash-$t-" "${dirs[@]}" \
 		> "$out/$t.log" 2>&1; then
 		echo "  FAILED   $t: see $out/$t.log" >&2
 		tail -n 40 "$out/$t.log" >&2
