@@ -28,6 +28,7 @@
 #include "symbolize/buildid.h"
 #include "symbolize/debuginfod.h"
 #include "symbolize/debuglink.h"
+#include "symbolize/libdw_guard.h"
 
 /*
  * Backward steps when looking for the symbol containing an address; only
@@ -43,6 +44,14 @@
  * table only.
  */
 #define SYM_DWARF_MAX (64u << 20)
+/*
+ * CU address ranges indexed per file (24 bytes each).  A real binary has
+ * one or a few per CU (libtorch_cuda: ~10^5); a crafted range list
+ * encodes one in a few bytes, so without a cap a file's DWARF could make
+ * the index hundreds of MB.  Ranges past it are not indexed (their
+ * addresses fall back to the symbol table).
+ */
+#define SYM_CU_RANGES_MAX (1u << 20)
 
 struct load_seg {
 	uint64_t off, filesz, vaddr;
@@ -80,6 +89,9 @@ struct elf_module {
 	int debug_found;
 	int debuginfod_tried;
 	int dwarf_too_big; /* its DWARF is over SYM_DWARF_MAX: symbols only */
+	int dwarf_checked; /* dwarf_guard__init ran (on first use) */
+	int dwarf_bad;	   /* and refused it: symbols only */
+	struct dwarf_guard guard;
 	struct debuginfod *dbgd;
 	Elf *pending_elf; /* until libdwfl takes them (find_elf_ours) */
 	int pending_fd;
@@ -393,6 +405,7 @@ static uint32_t sym_pref(const GElf_Sym *sym)
 /* Sorted function symbols, built once: dwfl's own lookup is linear. */
 static int load_symbols(struct elf_module *m)
 {
+	struct symstr_guard strs = { 0 };
 	int total;
 
 	if (m->syms_loaded)
@@ -417,8 +430,10 @@ static int load_symbols(struct elf_module *m)
 		GElf_Word shndx;
 		const char *name;
 		unsigned type;
+		Elf *elf = NULL;
 
-		name = dwfl_module_getsym_info(m->mod, i, &sym, &addr, &shndx, NULL, NULL);
+		name = dwfl_module_getsym_info(m->mod, i, &sym, &addr, &shndx, &elf, NULL);
+		name = symstr_guard__name(&strs, elf, name);
 		if (!name || !*name || shndx == SHN_UNDEF || shndx == SHN_ABS)
 			continue;
 		type = GELF_ST_TYPE(sym.st_info);
@@ -486,7 +501,8 @@ static const char *intern_func(struct strpool *pool, const char *raw)
  * name reads better there.  NULL when the DIE has no name or on ENOMEM
  * (*nomem set).
  */
-static const char *die_func(Dwarf_Die *die, struct strpool *pool, int *nomem)
+static const char *die_func(const struct dwarf_guard *g, Dwarf_Die *die, struct strpool *pool,
+			    int *nomem)
 {
 	Dwarf_Attribute a;
 	const char *linkage = NULL, *name = NULL, *r;
@@ -494,11 +510,11 @@ static const char *die_func(Dwarf_Die *die, struct strpool *pool, int *nomem)
 
 	if (dwarf_attr_integrate(die, DW_AT_linkage_name, &a) ||
 	    dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &a))
-		linkage = dwarf_formstring(&a);
+		linkage = dwarf_guard__formstring(g, &a);
 	if (linkage)
 		dem = sym_demangle(linkage);
 	if (!dem && dwarf_attr_integrate(die, DW_AT_name, &a))
-		name = dwarf_formstring(&a);
+		name = dwarf_guard__formstring(g, &a);
 	if (!dem && !name)
 		name = linkage;
 	if (!dem && !name)
@@ -524,7 +540,8 @@ static void frames_push(struct frames *fs, const struct sym_frame *fr)
 }
 
 /* Where an inlined call was made: the location for the frame below it. */
-static void call_site(Dwarf_Die *inl, const char **file, uint32_t *line)
+static void call_site(const struct dwarf_guard *g, Dwarf_Die *inl, const char **file,
+		      uint32_t *line)
 {
 	Dwarf_Attribute a;
 	Dwarf_Word v;
@@ -538,8 +555,8 @@ static void call_site(Dwarf_Die *inl, const char **file, uint32_t *line)
 		*line = (uint32_t)v;
 	/* The file index refers to the line table of the DIE's own unit. */
 	if (dwarf_formudata(dwarf_attr(inl, DW_AT_call_file, &a), &v) == 0 &&
-	    dwarf_diecu(inl, &cu, NULL, NULL) && dwarf_getsrcfiles(&cu, &files, &nfiles) == 0 &&
-	    v < nfiles)
+	    dwarf_diecu(inl, &cu, NULL, NULL) && dwarf_guard__cu_ok(g, &cu) &&
+	    dwarf_getsrcfiles(&cu, &files, &nfiles) == 0 && v < nfiles)
 		*file = dwarf_filesrc(files, v, NULL, NULL);
 }
 
@@ -582,13 +599,15 @@ static int load_cu_index(struct elf_module *m, Dwarf *dw)
 	if (m->cus_loaded)
 		return 0;
 	m->cus_loaded = 1;
-	while (dwarf_get_units(dw, cu, &cu, NULL, &unit_type, &cudie, NULL) == 0) {
+	while (m->ncus < SYM_CU_RANGES_MAX &&
+	       dwarf_get_units(dw, cu, &cu, NULL, &unit_type, &cudie, NULL) == 0) {
 		Dwarf_Addr base, lo, hi;
 		ptrdiff_t o = 0;
 
 		if (unit_type != DW_UT_compile)
 			continue;
-		while ((o = dwarf_ranges(&cudie, o, &base, &lo, &hi)) > 0) {
+		while (m->ncus < SYM_CU_RANGES_MAX &&
+		       (o = dwarf_ranges(&cudie, o, &base, &lo, &hi)) > 0) {
 			if (hi <= lo)
 				continue;
 			if (m->ncus == cap) {
@@ -613,11 +632,30 @@ static int load_cu_index(struct elf_module *m, Dwarf *dw)
 			};
 		}
 	}
-	qsort(m->cus, m->ncus, sizeof(*m->cus), cmp_cu_range);
+	if (m->ncus) /* qsort's base must not be NULL, even for 0 elements */
+		qsort(m->cus, m->ncus, sizeof(*m->cus), cmp_cu_range);
 	return 0;
 }
 
-/* The CU DIE holding addr (into *buf when not libdw's), or NULL. */
+/* Whether the module's DWARF may be used: checked once, on first use. */
+static int dwarf_usable(struct elf_module *m)
+{
+	Dwarf_Addr bias;
+
+	if (m->dwarf_too_big)
+		return 0;
+	if (!m->dwarf_checked) {
+		m->dwarf_checked = 1;
+		m->dwarf_bad =
+			dwarf_guard__init(&m->guard, dwfl_module_getdwarf(m->mod, &bias)) != 0;
+	}
+	return !m->dwarf_bad;
+}
+
+/*
+ * The CU DIE holding addr (into *buf when not libdw's), or NULL; never one
+ * whose line table libdw cannot read safely (dwarf_guard__cu_ok).
+ */
 static Dwarf_Die *find_cu(struct elf_module *m, Dwarf_Addr addr, Dwarf_Die *buf, Dwarf_Addr *dwbias)
 {
 	Dwarf_Die *cu;
@@ -625,11 +663,11 @@ static Dwarf_Die *find_cu(struct elf_module *m, Dwarf_Addr addr, Dwarf_Die *buf,
 	size_t lo = 0, hi;
 	uint64_t pc;
 
-	if (m->dwarf_too_big)
+	if (!dwarf_usable(m))
 		return NULL;
 	cu = dwfl_module_addrdie(m->mod, addr, dwbias);
 	if (cu)
-		return cu;
+		return dwarf_guard__cu_ok(&m->guard, cu) ? cu : NULL;
 	dw = dwfl_module_getdwarf(m->mod, dwbias);
 	if (!dw || load_cu_index(m, dw) || addr < *dwbias)
 		return NULL;
@@ -645,8 +683,10 @@ static Dwarf_Die *find_cu(struct elf_module *m, Dwarf_Addr addr, Dwarf_Die *buf,
 	}
 	/* CUs do not overlap; a few steps back cover odd producers. */
 	for (size_t i = lo, steps = 0; i-- > 0 && steps < 8; steps++) {
-		if (m->cus[i].lo <= pc && pc < m->cus[i].hi)
-			return dwarf_offdie(dw, m->cus[i].die, buf);
+		if (m->cus[i].lo <= pc && pc < m->cus[i].hi) {
+			cu = dwarf_offdie(dw, m->cus[i].die, buf);
+			return cu && dwarf_guard__cu_ok(&m->guard, cu) ? cu : NULL;
+		}
 	}
 	return NULL;
 }
@@ -691,7 +731,7 @@ static int dwarf_frames(struct elf_module *m, Dwarf_Addr addr, struct strpool *p
 		    tag != DW_TAG_entry_point)
 			continue;
 		outer = tag != DW_TAG_inlined_subroutine;
-		fr.func = die_func(&scopes[i], pool, &nomem);
+		fr.func = die_func(&m->guard, &scopes[i], pool, &nomem);
 		if (!fr.func && !nomem) {
 			const struct msym *s = NULL;
 
@@ -708,7 +748,7 @@ static int dwarf_frames(struct elf_module *m, Dwarf_Addr addr, struct strpool *p
 		}
 		frames_push(fs, &fr);
 		if (!outer)
-			call_site(&scopes[i], &file, &line);
+			call_site(&m->guard, &scopes[i], &file, &line);
 	}
 	free(scopes);
 	if (err)

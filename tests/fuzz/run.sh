@@ -96,6 +96,24 @@ for v in "eh:-O2 -fomit-frame-pointer" "fp:-O1 -fno-omit-frame-pointer" \
 		-o "$out/corpus/unwind_table/seed-${v%%:*}" "$out/unwind.c" 2>/dev/null || true
 done
 
+# Symbolizer seeds (byte 0: the mode, hostile pread or mapped): ELF files
+# with DWARF, inline chains and C++ names to demangle, and one without.
+cat > "$out/inline.cc" <<'EOF'
+namespace ns { template <typename T> struct box { T v; };
+static inline __attribute__((always_inline)) long leaf(long x) { return x * 7 + 3; }
+template <typename T> __attribute__((noinline)) long twice(box<T> b) { return leaf(b.v) + leaf(b.v + 1); } }
+extern "C" long entry(long n) { ns::box<long> b{n}; return ns::twice(b) + ns::twice(ns::box<int>{int(n)}); }
+EOF
+for v in "dwarf4:-gdwarf-4" "dwarf5:-gdwarf-5" "nodebug:-g0"; do
+	if $clang -x c++ -O2 ${v#*:} -fPIC -shared -nostdlib -Wl,--build-id \
+		-o "$out/sym.so" "$out/inline.cc" 2>/dev/null; then
+		{ printf '\000'; cat "$out/sym.so"; } > "$out/corpus/elf_module/seed-${v%%:*}"
+		{ printf '\001'; cat "$out/sym.so"; } > "$out/corpus/elf_module/seed-${v%%:*}-pread"
+	fi
+done
+[ -f "$out/corpus/unwind_table/seed-dbg" ] &&
+	{ printf '\001'; cat "$out/corpus/unwind_table/seed-dbg"; } > "$out/corpus/elf_module/seed-static"
+
 # Python line-table seeds: a 3.10-format and a 3.11-format table.
 printf '\000\000\010\004\001\014\001\012\003' > "$out/corpus/py_linetable/seed-310"
 printf '\001\000\010\200\210\351\001\360\006\002\005\011' > "$out/corpus/py_linetable/seed-311"
