@@ -9,9 +9,9 @@ static double bound_of(uint64_t err_ns)
 }
 
 int64_t collective_judge(const struct coll_arrival *a, size_t n, uint64_t max_skew_ns,
-			 struct coll_lag *lag)
+			 struct coll_lag *lag, int64_t *tmp)
 {
-	int64_t tmp[n], median, err_med, t1 = INT64_MIN, t2 = INT64_MIN;
+	int64_t median, err_med, t1 = INT64_MIN, t2 = INT64_MIN;
 	size_t latest = 0;
 
 	for (size_t i = 0; i < n; i++)

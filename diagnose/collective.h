@@ -31,9 +31,10 @@ struct coll_lag {
 
 /*
  * Judges a[0..n) (distinct ranks, n >= 2): writes lag[i] for each arrival
- * and returns the median entry time.
+ * and returns the median entry time.  scratch: n values of working space
+ * (n is as large as an agent's batch makes it, never a stack array).
  */
 int64_t collective_judge(const struct coll_arrival *a, size_t n, uint64_t max_skew_ns,
-			 struct coll_lag *lag);
+			 struct coll_lag *lag, int64_t *scratch);
 
 #endif /* STRATA_DIAGNOSE_COLLECTIVE_H */

@@ -57,6 +57,19 @@ struct straggler_detector {
 	struct keymap comm_index; /* (comm, instance) -> comm */
 	char (*nodes)[DIAG_NAME_LEN];
 	uint32_t nnodes, nodes_cap;
+	/*
+	 * judge's working arrays, grown to the largest collective seen.  One
+	 * collective can hold max_pending events (262144 by default, from
+	 * one agent batch): as stack arrays they took 14 MB of a 8 MB HTTP
+	 * worker's stack and a crafted batch crashed the server.
+	 */
+	struct {
+		struct coll_arrival *a;
+		struct coll_lag *lag;
+		const struct pend **who;
+		int64_t *tmp;
+		size_t cap;
+	} judge;
 	struct straggler_stats st;
 };
 
@@ -153,6 +166,10 @@ void straggler_detector__free(struct straggler_detector *d)
 	free(d->comms);
 	free(d->pend);
 	free(d->nodes);
+	free(d->judge.a);
+	free(d->judge.lag);
+	free(d->judge.who);
+	free(d->judge.tmp);
 	keymap__fini(&d->index);
 	keymap__fini(&d->comm_index);
 	free(d);
@@ -373,17 +390,50 @@ static void observe(struct straggler_detector *d, struct rank_state *s, const st
 	}
 }
 
+/* Room for n arrivals in d->judge; 0 or -ENOMEM. */
+static int judge_reserve(struct straggler_detector *d, size_t n)
+{
+	size_t cap = d->judge.cap;
+	void *p;
+
+	if (n <= cap)
+		return 0;
+	while (cap < n)
+		cap = cap ? 2 * cap : 64;
+#define GROW(f)                                                             \
+	do {                                                                \
+		p = realloc((void *)d->judge.f, cap * sizeof(*d->judge.f)); \
+		if (!p)                                                     \
+			return -ENOMEM;                                     \
+		d->judge.f = p;                                             \
+	} while (0)
+	GROW(a);
+	GROW(lag);
+	GROW(who);
+	GROW(tmp);
+#undef GROW
+	d->judge.cap = cap;
+	return 0;
+}
+
 /* Judges the collective g[0..n) (sorted by rank, then entry time). */
 static void judge(struct straggler_detector *d, const struct pend *g, size_t n, bool complete,
 		  struct outbuf *ob)
 {
-	struct coll_arrival a[n];
-	struct coll_lag lag[n];
-	const struct pend *who[n];
+	struct coll_arrival *a;
+	struct coll_lag *lag;
+	const struct pend **who;
 	uint32_t present = 0, nranks = 0;
 	int64_t median, ci;
 	struct comm_state *c;
 
+	if (judge_reserve(d, n)) {
+		d->st.collectives_nomem++;
+		return;
+	}
+	a = d->judge.a;
+	lag = d->judge.lag;
+	who = d->judge.who;
 	for (size_t i = 0; i < n; i++) {
 		if (i && g[i].rank == g[i - 1].rank) {
 			d->st.events_duplicate++; /* never merged: the first one counts */
@@ -404,7 +454,7 @@ static void judge(struct straggler_detector *d, const struct pend *g, size_t n, 
 	if (ci < 0)
 		return;
 	c = &d->comms[ci];
-	median = collective_judge(a, present, d->o.max_skew_ns, lag);
+	median = collective_judge(a, present, d->o.max_skew_ns, lag, d->judge.tmp);
 	d->st.collectives++;
 	if (!complete)
 		d->st.collectives_timeout++;

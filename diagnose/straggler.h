@@ -128,6 +128,7 @@ struct straggler_stats {
 	uint64_t tracked_dropped;     /* (comm, rank) states refused: full */
 	uint64_t comms_dropped;	      /* communicators refused: table full */
 	uint64_t transitions_dropped; /* out[] too small */
+	uint64_t collectives_nomem;   /* not judged: no memory for its arrivals */
 	uint64_t pending;	      /* arrivals held now */
 	uint64_t tracked;	      /* states held now */
 };

@@ -114,6 +114,7 @@ static void add_stats(struct straggler_stats *a, const struct straggler_stats *b
 	a->comms_dropped += b->comms_dropped;
 	a->pending_dropped += b->pending_dropped;
 	a->transitions_dropped += b->transitions_dropped;
+	a->collectives_nomem += b->collectives_nomem;
 }
 
 static void add_align_stats(struct comm_align_stats *a, const struct comm_align_stats *b)
@@ -827,6 +828,7 @@ static void collect(struct diag_live *l, struct diag_live_stats *st)
 	st->comms_dropped = sum.comms_dropped;
 	st->pending_dropped = sum.pending_dropped;
 	st->transitions_dropped = sum.transitions_dropped;
+	st->collectives_nomem = sum.collectives_nomem;
 }
 
 void diag_live__stats(struct diag_live *l, struct diag_live_stats *st)
@@ -942,6 +944,7 @@ void diag_live__metrics(struct diag_live *l, FILE *o)
 		"strata_straggler_collectives_total{outcome=\"without_every_rank\"} %" PRIu64 "\n"
 		"strata_straggler_collectives_total{outcome=\"too_few_ranks\"} %" PRIu64 "\n"
 		"strata_straggler_collectives_total{outcome=\"before_period_known\"} %" PRIu64 "\n"
+		"strata_straggler_collectives_total{outcome=\"no_memory\"} %" PRIu64 "\n"
 		"# HELP strata_straggler_events_unplaced_total collective events not judged\n"
 		"# TYPE strata_straggler_events_unplaced_total counter\n"
 		"strata_straggler_events_unplaced_total{why=\"no_job\"} %" PRIu64 "\n"
@@ -962,9 +965,9 @@ void diag_live__metrics(struct diag_live *l, FILE *o)
 		"strata_alert_webhooks_total{outcome=\"sent\"} %" PRIu64 "\n"
 		"strata_alert_webhooks_total{outcome=\"failed\"} %" PRIu64 "\n",
 		st.collectives, st.collectives_timeout, st.collectives_partial,
-		st.collectives_warmup, st.events_no_job, st.events_no_rank, st.events_unaligned,
-		st.states_dropped, st.comms_dropped, st.pending_dropped, st.transitions_dropped,
-		st.jobs_dropped, st.alerts_dropped, st.rank_cache_resets, st.alerts_sent,
-		st.alerts_failed);
+		st.collectives_warmup, st.collectives_nomem, st.events_no_job, st.events_no_rank,
+		st.events_unaligned, st.states_dropped, st.comms_dropped, st.pending_dropped,
+		st.transitions_dropped, st.jobs_dropped, st.alerts_dropped, st.rank_cache_resets,
+		st.alerts_sent, st.alerts_failed);
 	align_metrics(&st.align, o);
 }

@@ -52,6 +52,7 @@ struct diag_live_stats {
 	uint64_t jobs, jobs_dropped, jobs_expired, rank_cache_resets;
 	uint64_t collectives, collectives_partial, collectives_timeout, collectives_warmup;
 	uint64_t states_dropped, comms_dropped, pending_dropped, transitions_dropped;
+	uint64_t collectives_nomem; /* not judged: no memory for their arrivals */
 	uint64_t alerts_sent, alerts_failed, alerts_dropped;
 	uint64_t hangs, hang_clears, mismatches, hangs_dropped, hang_store_errors;
 	struct comm_align_stats align; /* recovered communicators (comm_align.h) */

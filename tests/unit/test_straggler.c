@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -490,6 +491,58 @@ static void duplicate_rank_counted(void **state)
 	straggler_detector__free(d);
 }
 
+/*
+ * One collective with as many ranks as a batch can carry, judged on a
+ * thread with a small stack (the server judges on its HTTP workers): the
+ * detector's working arrays were stack arrays of that size (14 MB for
+ * 262144 arrivals) and such a batch crashed the server.
+ */
+#define HUGE_RANKS 200000u
+static void *judge_huge(void *arg)
+{
+	struct straggler_detector *d = arg;
+	struct diag_coll_event *ev = calloc(HUGE_RANKS, sizeof(*ev));
+	struct straggler_transition tr[4];
+	int r;
+
+	if (!ev)
+		return (void *)(intptr_t)-1;
+	for (uint32_t i = 0; i < HUGE_RANKS; i++)
+		ev[i] = (struct diag_coll_event){ .comm_hash = 7,
+						  .seq = 1,
+						  .rank = i,
+						  .nranks = HUGE_RANKS,
+						  .entry_ns = T0 + i,
+						  .clock_err_ns = MS,
+						  .pid = i + 1,
+						  .node = "n" };
+	r = straggler_detector__add(d, ev, HUGE_RANKS, tr, 4);
+	free(ev);
+	return (void *)(intptr_t)r;
+}
+
+static void huge_collective_on_a_small_stack(void **state)
+{
+	struct straggler_detector *d = straggler_detector__new("job", NULL);
+	struct straggler_stats st;
+	pthread_attr_t attr;
+	pthread_t th;
+	void *ret;
+
+	assert_non_null(d);
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 256 << 10);
+	assert_int_equal(pthread_create(&th, &attr, judge_huge, d), 0);
+	assert_int_equal(pthread_join(th, &ret), 0);
+	pthread_attr_destroy(&attr);
+	assert_int_equal((intptr_t)ret, 0);
+	straggler_detector__stats(d, &st);
+	assert_int_equal(st.events, HUGE_RANKS);
+	assert_int_equal(st.collectives, 1); /* complete: every rank is there */
+	assert_int_equal(st.collectives_nomem, 0);
+	straggler_detector__free(d);
+}
+
 static void partial_participation_and_expire(void **state)
 {
 	struct straggler_detector *d = straggler_detector__new("job", NULL);
@@ -566,6 +619,7 @@ int main(void)
 		cmocka_unit_test(three_communicators),
 		cmocka_unit_test(duplicate_rank_counted),
 		cmocka_unit_test(partial_participation_and_expire),
+		cmocka_unit_test(huge_collective_on_a_small_stack),
 		cmocka_unit_test(full_tables_and_bad_events),
 	};
 
