@@ -234,8 +234,9 @@ int py_offsets__from_debug(const void *buf, size_t n, const struct py_offsets *b
 	err |= dbg_set(&out->co_code_adaptive, dbg_field(b, DBG_CO_CODE_ADAPTIVE), 0xffff);
 	err |= dbg_set(&out->bytes_size, dbg_field(b, DBG_BYTES_OB_SIZE), 0xffff);
 	err |= dbg_set(&out->bytes_sval, dbg_field(b, DBG_BYTES_OB_SVAL), 0xffff);
-	err |= dbg_set(&out->uni_state, dbg_field(b, DBG_UNI_STATE), 0xffff);
-	err |= dbg_set(&out->uni_length, dbg_field(b, DBG_UNI_LENGTH), 0xffff);
+	/* Fields of the str header the agent reads whole (uni_compact_size). */
+	err |= dbg_set(&out->uni_state, dbg_field(b, DBG_UNI_STATE), out->uni_compact_size - 3);
+	err |= dbg_set(&out->uni_length, dbg_field(b, DBG_UNI_LENGTH), out->uni_compact_size - 7);
 	err |= dbg_set(&out->uni_ascii_size, dbg_field(b, DBG_UNI_ASCII_SIZE), 0xffff);
 	return err ? -EINVAL : 0;
 }

@@ -21,10 +21,13 @@ static int read_line(const char *root, uint32_t pid, uint32_t tid, const char *n
 	f = fopen(path, "re");
 	if (!f)
 		return -errno;
-	if (!fgets(buf, (int)size, f))
+	if (!fgets(buf, (int)size, f)) {
 		err = ferror(f) ? -EIO : -ENODATA;
+		buf[0] = '\0'; /* fgets leaves buf as it was: maybe never written */
+	} else {
+		buf[strcspn(buf, "\n")] = '\0';
+	}
 	fclose(f);
-	buf[strcspn(buf, "\n")] = '\0';
 	return err;
 }
 

@@ -2,6 +2,7 @@
 #include "agent/python/python_symbols.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -133,7 +134,11 @@ static int read_str(uint32_t pid, const struct py_offsets *o, uint64_t addr, cha
 	size_t off, n;
 	int err;
 
-	if (o->uni_compact_size > sizeof(hdr))
+	/* The offsets come from the target (3.13's _Py_DebugOffsets): the
+	 * fields must lie inside the header read. */
+	if (o->uni_compact_size > sizeof(hdr) ||
+	    o->uni_length + sizeof(length) > o->uni_compact_size ||
+	    o->uni_state + sizeof(state) > o->uni_compact_size)
 		return -EINVAL;
 	err = proc_mem__read(pid, addr, hdr, o->uni_compact_size);
 	if (err)
@@ -248,7 +253,7 @@ int py_symbols__resolve(struct py_symbols *c, uint32_t pid, uint64_t mm_id,
 	out->filename = s->filename;
 	/* Line tables count bytes: two per code unit. */
 	out->line = py_line_for(s->minor, s->lines, s->nlines, s->firstlineno,
-				f->lasti < 0 ? -1 : f->lasti * 2);
+				f->lasti < 0 || f->lasti > INT_MAX / 2 ? -1 : f->lasti * 2);
 	if (out->line < 0)
 		c->st.no_line++;
 	return 0;

@@ -116,6 +116,24 @@ static void test_running_and_gone(void **state)
 	assert_int_equal(proc_thread__user_sp(root, 7, 11, &sp), -ENOENT);
 }
 
+/* Files a thread's exit (or a hostile root) leaves empty: an error, and
+ * nothing parsed from a buffer fgets never wrote (it was used
+ * uninitialised before). */
+static void test_empty_files(void **state)
+{
+	struct proc_thread_state ts;
+	uint64_t sp = 1;
+
+	(void)state;
+	put(12, "stat", "");
+	put(12, "wchan", "");
+	put(12, "syscall", "");
+	put(12, "stack", "");
+	assert_true(proc_thread__read(root, 7, 12, &ts) < 0);
+	assert_true(proc_thread__user_sp(root, 7, 12, &sp) < 0);
+	assert_int_equal(sp, 0);
+}
+
 /* An OOM kill names a thread: its process from root/TID/status. */
 static void test_tgid_of_thread(void **state)
 {
@@ -143,6 +161,7 @@ int main(void)
 		cmocka_unit_test(test_blocked_in_read),
 		cmocka_unit_test(test_blocked_outside_syscall),
 		cmocka_unit_test(test_running_and_gone),
+		cmocka_unit_test(test_empty_files),
 		cmocka_unit_test(test_tgid_of_thread),
 	};
 

@@ -289,6 +289,16 @@ static void debug_offsets(void **state)
 	assert_int_equal(o.co_qualname, 120);
 	put_u64(b, 296, 4000); /* outside the walker's window */
 	assert_int_equal(py_offsets__from_debug(b, sizeof(b), t, &o), -EINVAL);
+	/* str fields outside the header the agent reads (it read past a
+	 * 128-byte stack buffer with these) */
+	debug_image(b, t, 0x030d00f0);
+	put_u64(b, 552, 0xfff0); /* uni_length */
+	assert_int_equal(py_offsets__from_debug(b, sizeof(b), t, &o), -EINVAL);
+	debug_image(b, t, 0x030d00f0);
+	put_u64(b, 544, t->uni_compact_size - 3); /* uni_state, 4 bytes past the end */
+	assert_int_equal(py_offsets__from_debug(b, sizeof(b), t, &o), -EINVAL);
+	put_u64(b, 544, t->uni_compact_size - 4); /* its last 4 bytes: inside */
+	assert_int_equal(py_offsets__from_debug(b, sizeof(b), t, &o), 0);
 	debug_image(b, t, 0x030e00a1); /* 3.14: another layout */
 	assert_int_equal(py_offsets__from_debug(b, sizeof(b), t, &o), -ENOTSUP);
 	debug_image(b, t, 0x030d00f0);
