@@ -146,6 +146,26 @@ static int search_dir(const char *dir, const char *link, const struct stat *self
 	return -ENOENT;
 }
 
+/*
+ * Whether dir is a process's fd directory ("/proc/self/fd", "/proc/PID/fd"):
+ * the agent names the files it symbolizes "/proc/self/fd/N", and a debug
+ * link "7" beside such a name is its own fd 7, not a file beside the binary.
+ */
+static int is_fd_dir(const char *dir)
+{
+	const char *p;
+
+	if (strncmp(dir, "/proc/", 6))
+		return 0;
+	p = dir + 6;
+	if (!strncmp(p, "self", 4) || !strncmp(p, "thread-self", 11))
+		p += p[0] == 's' ? 4 : 11;
+	else
+		while (*p >= '0' && *p <= '9')
+			p++;
+	return !strcmp(p, "/fd") || !strncmp(p, "/task/", 6);
+}
+
 int debuglink_find(const char *file_name, const char *debuglink, uint32_t crc, const uint8_t *bid,
 		   size_t bid_len, char **path)
 {
@@ -166,9 +186,11 @@ int debuglink_find(const char *file_name, const char *debuglink, uint32_t crc, c
 	slash = strrchr(dir, '/');
 	if (slash)
 		*slash = '\0';
-	fd = search_dir(slash ? dir : ".", debuglink, selfp, crc, bid, bid_len, path);
-	if (fd != -ENOENT)
-		goto out;
+	if (!is_fd_dir(slash ? dir : ".")) {
+		fd = search_dir(slash ? dir : ".", debuglink, selfp, crc, bid, bid_len, path);
+		if (fd != -ENOENT)
+			goto out;
+	}
 	/* Debug files follow the real location of a symlinked binary. */
 	real = realpath(file_name, NULL);
 	if (real && strcmp(real, file_name)) {

@@ -16,11 +16,13 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <cmocka.h>
 
 #include "agent/proc/proc_maps.h"
 #include "symbolize/buildid.h"
+#include "symbolize/debuglink.h"
 #include "symbolize/symbolize.h"
 
 /* --- code under test: known names and lines --------------------------- */
@@ -532,6 +534,21 @@ static void test_debuginfod_unreachable(void **state)
 	unlink(tmp);
 }
 
+/* The .gnu_debuglink CRC (zlib's CRC-32) of a whole file. */
+static uint32_t file_crc(int fd)
+{
+	unsigned char buf[65536];
+	uLong crc = crc32(0L, Z_NULL, 0);
+	ssize_t r;
+	off_t at = 0;
+
+	while ((r = pread(fd, buf, sizeof(buf), at)) > 0) {
+		crc = crc32(crc, buf, (uInt)r);
+		at += r;
+	}
+	return (uint32_t)crc;
+}
+
 /*
  * Debug info split off with a .gnu_debuglink: found next to the binary
  * (checked by build-id), in .debug/ (checked by CRC when there is no
@@ -579,6 +596,36 @@ static void test_debuglink(void **state)
 	assert_string_equal(f[0].func, "sym_target");
 	assert_null(f[0].file);
 	symbolizer__free(s);
+
+	/*
+	 * The agent names files "/proc/self/fd/N": a debug link "M" (a
+	 * target's choice, with the right CRC) must not be the agent's own
+	 * fd M.
+	 */
+	char self_name[64], link[16], *found = NULL;
+	int exe_fd, dbg_fd, got;
+	uint32_t crc;
+
+	snprintf(bin, sizeof(bin), "%s/.debug/nb.debug", dir);
+	dbg_fd = open(bin, O_RDONLY | O_CLOEXEC);
+	snprintf(bin, sizeof(bin), "%s/nb", dir);
+	exe_fd = open(bin, O_RDONLY | O_CLOEXEC);
+	assert_true(dbg_fd >= 0 && exe_fd >= 0);
+	crc = file_crc(dbg_fd);
+	snprintf(self_name, sizeof(self_name), "/proc/self/fd/%d", exe_fd);
+	snprintf(link, sizeof(link), "%d", dbg_fd);
+	got = debuglink_find(self_name, link, crc, NULL, 0, &found);
+	assert_int_equal(got, -ENOENT);
+	assert_null(found);
+	/* beside the file the fd is (its real path), it is found */
+	got = debuglink_find(self_name, "nb.debug", crc, NULL, 0, &found);
+	assert_true(got >= 0);
+	assert_non_null(found);
+	assert_true(suffix(found, "/.debug/nb.debug"));
+	free(found);
+	close(got);
+	close(exe_fd);
+	close(dbg_fd);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	assert_int_equal(system(cmd), 0);
 }
