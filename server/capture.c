@@ -426,6 +426,9 @@ static void adopt(struct capture_registry *r, const Strata__V1__Batch *b,
 	c.s.targets[0].pid = run->pid;
 	c.s.ntargets = 1;
 	c.s.start_ns = run->from_ns && run->from_ns < run->start_ns ? run->from_ns : run->start_ns;
+	/* The agent's times: a window that would wrap is not a capture. */
+	if (c.s.start_ns > UINT64_MAX - ((uint64_t)r->o.max_s + 1) * S_NS)
+		return;
 	c.s.end_ns = run->until_ns > c.s.start_ns ? run->until_ns : c.s.start_ns + S_NS;
 	if (c.s.end_ns - c.s.start_ns > (uint64_t)r->o.max_s * S_NS)
 		c.s.end_ns = c.s.start_ns + (uint64_t)r->o.max_s * S_NS;

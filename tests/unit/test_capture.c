@@ -372,6 +372,18 @@ static void test_adopt_oom_kill(void **state)
 	capture_registry__stats(r, T0, &st);
 	assert_int_equal(st.created[capture__trigger_index("oom_kill")], 1);
 	assert_int_equal(st.created[capture__trigger_index("oom")], 0);
+
+	/* an agent's run at the end of time: its window would wrap (end
+	 * before start), so it is not adopted */
+	strings[1] = "fedcba9876543210fedcba9876543210";
+	run.start_ns = UINT64_MAX - NS;
+	run.from_ns = 0;
+	run.until_ns = 0;
+	capture_registry__note_batch(r, &b, T0 + 2 * NS);
+	capture_registry__note_batch(r, &b, T0 + 3 * NS);
+	assert_int_equal(capture_registry__list(r, "job-k", c, 2), 1);
+	capture_registry__stats(r, T0, &st);
+	assert_int_equal(st.created[capture__trigger_index("oom_kill")], 1);
 	capture_registry__free(r);
 }
 
