@@ -22,14 +22,14 @@ Q := @
 msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
-PKGS       := libbpf libdw libelf zlib libzstd
+PKGS       := libbpf libdw libelf zlib libzstd liblzma
 CFLAGS     ?= -O2 -g
 CFLAGS     += -std=gnu11 -Wall -Wextra -Werror -Wno-unused-parameter \
 	      -Wno-missing-field-initializers -fno-omit-frame-pointer \
 	      -D_GNU_SOURCE -I. -I$(GEN) -I$(BPFOUT) \
 	      $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 DEPFLAGS    = -MMD -MP
-LDLIBS     := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lbpf -ldw -lelf -lz -lzstd) \
+LDLIBS     := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lbpf -ldw -lelf -lz -lzstd -llzma) \
 	      -lprotobuf-c -lstdc++ -lpthread -lsqlite3 -lmicrohttpd -lcurl -lm
 SAN_FLAGS  := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 

@@ -2,7 +2,7 @@
 # Installs the Debian packages strata needs to build, test and benchmark.
 # Idempotent, and quiet when everything is already there.
 set -euo pipefail
-pkgs=(make gcc clang llvm pkg-config libbpf-dev bpftool libelf-dev libdw-dev
+pkgs=(make gcc clang llvm pkg-config libbpf-dev bpftool libelf-dev libdw-dev liblzma-dev
       libdebuginfod-dev libunwind-dev zlib1g-dev libzstd-dev
       libcurl4-openssl-dev protobuf-c-compiler libprotobuf-c-dev
       libmicrohttpd-dev libsqlite3-dev libcmocka-dev libclang-rt-14-dev

@@ -28,6 +28,7 @@
 #include "symbolize/buildid.h"
 #include "symbolize/debuginfod.h"
 #include "symbolize/debuglink.h"
+#include "symbolize/elf_bounds.h"
 #include "symbolize/libdw_guard.h"
 
 /*
@@ -88,9 +89,10 @@ struct elf_module {
 	int main_has_dwarf; /* debuginfo lookups are then for the dwz file */
 	int debug_found;
 	int debuginfod_tried;
-	int dwarf_too_big; /* its DWARF is over SYM_DWARF_MAX: symbols only */
-	int dwarf_checked; /* dwarf_guard__init ran (on first use) */
-	int dwarf_bad;	   /* and refused it: symbols only */
+	int dwarf_too_big;  /* its DWARF is over SYM_DWARF_MAX: symbols only */
+	int dwarf_checked;  /* dwarf_guard__init ran (on first use) */
+	int dwarf_bad;	    /* and refused it: symbols only */
+	int symtab_too_big; /* symbol tables past elf_bounds.h: DWARF only */
 	struct dwarf_guard guard;
 	struct debuginfod *dbgd;
 	Elf *pending_elf; /* until libdwfl takes them (find_elf_ours) */
@@ -308,6 +310,7 @@ int elf_module__open(const char *path, const uint8_t *bid, size_t bid_len, struc
 	}
 	m->main_has_dwarf = has_dwarf(elf, &dwarf_bytes);
 	m->dwarf_too_big = hostile && dwarf_bytes > SYM_DWARF_MAX;
+	m->symtab_too_big = (hostile && !elf_symtabs_bounded(elf)) || !elf_debugdata_bounded(elf);
 	err = load_segments(m, elf);
 	if (err)
 		goto err_free;
@@ -408,7 +411,7 @@ static int load_symbols(struct elf_module *m)
 	struct symstr_guard strs = { 0 };
 	int total;
 
-	if (m->syms_loaded)
+	if (m->syms_loaded || m->symtab_too_big)
 		return 0;
 	m->syms_loaded = 1;
 	total = dwfl_module_getsymtab(m->mod);

@@ -10,10 +10,7 @@
 #include "agent/gpu/gpu_names.h"
 #include "agent/gpu/nccl_comm.h"
 #include "agent/proc/elf_addr.h"
-
-/* A symbol table read at most (a heap copy: see elf_begin below);
- * a larger one is not scanned. */
-#define ELF_SCAN_SECTION_MAX (512u << 20)
+#include "symbolize/elf_bounds.h"
 
 static void add_probe(struct gpu_elf_probes *out, uint32_t api, uint64_t off)
 {
@@ -90,7 +87,7 @@ int gpu_elf_scan(int fd, struct gpu_elf_probes *out)
 
 		if (gelf_getshdr(scn, &sh) &&
 		    (sh.sh_type == SHT_DYNSYM || sh.sh_type == SHT_SYMTAB) &&
-		    sh.sh_size <= ELF_SCAN_SECTION_MAX)
+		    elf_symtab_bounded(e, &sh))
 			scan_symtab(fd, e, scn, &sh, out);
 	}
 	elf_end(e);

@@ -8,9 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-/* A symbol table read at most (a heap copy: see elf_begin below);
- * a larger one is not scanned. */
-#define ELF_SCAN_SECTION_MAX (512u << 20)
+#include "symbolize/elf_bounds.h"
 
 #define MAX_SEGS 16
 
@@ -98,7 +96,7 @@ static int read_elf(int fd, struct elf_syms *s)
 
 		if (gelf_getshdr(scn, &sh) &&
 		    (sh.sh_type == SHT_DYNSYM || sh.sh_type == SHT_SYMTAB) &&
-		    sh.sh_size <= ELF_SCAN_SECTION_MAX)
+		    elf_symtab_bounded(elf, &sh))
 			scan_symtab(elf, scn, &sh, s);
 	}
 	if (!elf_getphdrnum(elf, &nph)) {

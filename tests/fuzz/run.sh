@@ -21,7 +21,7 @@ cflags="-std=gnu11 -g -O1 -Wall -Wextra -Werror -Wno-unused-parameter \
 	-D_GNU_SOURCE -I$root -I$root/build/gen -I$root/build/bpf -fno-omit-frame-pointer \
 	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined"
 # What the layers' code needs from the system (the Makefile's LDLIBS).
-libs="${FUZZ_LDLIBS:--lbpf -ldw -lelf -lz -lzstd -lprotobuf-c -lstdc++ -lpthread \
+libs="${FUZZ_LDLIBS:--lbpf -ldw -lelf -lz -lzstd -llzma -lprotobuf-c -lstdc++ -lpthread \
 	-lsqlite3 -lmicrohttpd -lcurl -lm}"
 
 cd "$root"

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -630,6 +631,48 @@ static void test_debuglink(void **state)
 	assert_int_equal(system(cmd), 0);
 }
 
+/*
+ * MiniDebugInfo that inflates to 256 MiB (a few KB of xz): libdwfl would
+ * inflate it whole when it loads the symbol table, on the agent (a
+ * target's library) and on the server (an agent's upload) alike.  The
+ * file's symbols are refused instead, and memory stays flat.
+ */
+static void test_debugdata_bomb(void **state)
+{
+	char exe[PROC_MAP_PATH_MAX], dir[] = "/tmp/strata-test-xzbomb-XXXXXX";
+	char cmd[4 * PROC_MAP_PATH_MAX], bin[PROC_MAP_PATH_MAX];
+	struct sym_frame f[4];
+	struct rusage before, after;
+	uint64_t off;
+
+	locate((uintptr_t)&sym_target, exe, sizeof(exe), &off);
+	assert_non_null(mkdtemp(dir));
+	snprintf(cmd, sizeof(cmd),
+		 "set -e; cd %s; head -c 268435456 /dev/zero | xz -1 -T1 > bomb.xz;"
+		 "objcopy --strip-all --add-section .gnu_debugdata=bomb.xz '%s' x",
+		 dir, exe);
+	if (system(cmd) != 0) {
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+		assert_int_equal(system(cmd), 0);
+		skip(); /* no xz or objcopy */
+	}
+	snprintf(bin, sizeof(bin), "%s/x", dir);
+	getrusage(RUSAGE_SELF, &before);
+	for (int hostile = 0; hostile < 2; hostile++) {
+		struct symbolizer_opts o = { .sz = sizeof(o), .hostile_files = hostile };
+		struct symbolizer *s = symbolizer__new(&o);
+
+		assert_non_null(s);
+		/* no DWARF left, symbols refused: unresolved, not inflated */
+		assert_int_equal(symbolizer__resolve(s, bin, NULL, 0, off, f, 4), 0);
+		symbolizer__free(s);
+	}
+	getrusage(RUSAGE_SELF, &after);
+	assert_true(after.ru_maxrss - before.ru_maxrss < 64 * 1024); /* KiB */
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
 /* --- demangling ------------------------------------------------------------ */
 
 static void test_demangle(void **state)
@@ -826,6 +869,7 @@ int main(void)
 		cmocka_unit_test(test_build_id_key),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_debuglink),
+		cmocka_unit_test(test_debugdata_bomb),
 		cmocka_unit_test(test_debuginfod_unreachable),
 		cmocka_unit_test(test_demangle),
 		cmocka_unit_test(test_ksyms_real),
