@@ -28,7 +28,7 @@
 #include "symbolize/buildid.h"
 #include "symbolize/debuginfod.h"
 #include "symbolize/debuglink.h"
-#include "symbolize/elf_bounds.h"
+#include "lib/elf_bounds.h"
 #include "symbolize/libdw_guard.h"
 
 /*
@@ -45,6 +45,12 @@
  * table only.
  */
 #define SYM_DWARF_MAX (64u << 20)
+/*
+ * DWARF inflated into the heap at most per file of the server's store (its
+ * files are mapped, but compressed sections are inflated by libdw): an
+ * upload of a few MB of compressed zeros would otherwise take GBs.
+ */
+#define SYM_INFLATE_MAX (1ull << 30)
 /*
  * CU address ranges indexed per file (24 bytes each).  A real binary has
  * one or a few per CU (libtorch_cuda: ~10^5); a crafted range list
@@ -93,6 +99,7 @@ struct elf_module {
 	int dwarf_checked;  /* dwarf_guard__init ran (on first use) */
 	int dwarf_bad;	    /* and refused it: symbols only */
 	int symtab_too_big; /* symbol tables past elf_bounds.h: DWARF only */
+	int hostile;	    /* a profiled process's file (elf_module__open) */
 	struct dwarf_guard guard;
 	struct debuginfod *dbgd;
 	Elf *pending_elf; /* until libdwfl takes them (find_elf_ours) */
@@ -121,6 +128,28 @@ static int find_elf_ours(Dwfl_Module *mod, void **ud, const char *name, Dwarf_Ad
 	m->pending_elf = NULL;
 	m->pending_fd = -1;
 	return fd;
+}
+
+/* Whether DWARF of that size may be opened for m (see SYM_DWARF_MAX and
+ * SYM_INFLATE_MAX). */
+static int dwarf_fits(const struct elf_module *m, const struct elf_dwarf_bytes *b)
+{
+	return m->hostile ? b->total <= SYM_DWARF_MAX : b->inflated <= SYM_INFLATE_MAX;
+}
+
+/* Whether the debug file open on fd fits (libdw would read it next). */
+static int debug_file_fits(const struct elf_module *m, int fd)
+{
+	struct elf_dwarf_bytes b;
+	Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	int ok = e && elf_kind(e) == ELF_K_ELF;
+
+	if (ok) {
+		elf_dwarf_bytes(e, &b);
+		ok = dwarf_fits(m, &b);
+	}
+	elf_end(e);
+	return ok;
 }
 
 /*
@@ -154,6 +183,12 @@ static int find_debuginfo(Dwfl_Module *mod, void **ud, const char *modname, Dwar
 	}
 	if (fd < 0)
 		return -1;
+	if (!debug_file_fits(m, fd)) {
+		close(fd);
+		free(*dbg_name);
+		*dbg_name = NULL;
+		return -1;
+	}
 	m->debug_found = 1;
 	return fd;
 }
@@ -163,32 +198,6 @@ static const Dwfl_Callbacks callbacks = {
 	.find_debuginfo = find_debuginfo,
 	.section_address = dwfl_offline_section_address,
 };
-
-/* Whether elf has DWARF (.debug_info); *bytes: the size of all its debug
- * sections (what libdw would read). */
-static int has_dwarf(Elf *elf, uint64_t *bytes)
-{
-	Elf_Scn *scn = NULL;
-	size_t shstrndx;
-	int found = 0;
-
-	*bytes = 0;
-	if (elf_getshdrstrndx(elf, &shstrndx))
-		return 0;
-	while ((scn = elf_nextscn(elf, scn))) {
-		GElf_Shdr sh;
-		const char *name;
-
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS)
-			continue;
-		name = elf_strptr(elf, shstrndx, sh.sh_name);
-		if (!name || (strncmp(name, ".debug_", 7) && strncmp(name, ".zdebug_", 8)))
-			continue;
-		*bytes += sh.sh_size;
-		found |= !strcmp(name, ".debug_info") || !strcmp(name, ".zdebug_info");
-	}
-	return found;
-}
 
 /* [lo, hi): where libdwfl places the file (base 0, add_p_vaddr: its
  * link-time addresses, as dwfl_report_elf would). */
@@ -246,7 +255,7 @@ int elf_module__open(const char *path, const uint8_t *bid, size_t bid_len, struc
 	struct elf_module *m = NULL;
 	const unsigned char *bits;
 	GElf_Addr bits_vaddr, lo, hi;
-	uint64_t dwarf_bytes;
+	struct elf_dwarf_bytes dwarf;
 	struct stat st;
 	void **ud;
 	Elf *elf;
@@ -263,6 +272,7 @@ int elf_module__open(const char *path, const uint8_t *bid, size_t bid_len, struc
 	}
 	m->dbgd = dbgd;
 	m->pending_fd = -1;
+	m->hostile = hostile;
 	elf_version(EV_CURRENT);
 	/* a target's file: ELF_C_READ, never mmap (see find_elf_ours) */
 	m->pending_elf = elf_begin(fd, hostile ? ELF_C_READ : ELF_C_READ_MMAP, NULL);
@@ -308,8 +318,9 @@ int elf_module__open(const char *path, const uint8_t *bid, size_t bid_len, struc
 			goto err_free;
 		}
 	}
-	m->main_has_dwarf = has_dwarf(elf, &dwarf_bytes);
-	m->dwarf_too_big = hostile && dwarf_bytes > SYM_DWARF_MAX;
+	elf_dwarf_bytes(elf, &dwarf);
+	m->main_has_dwarf = dwarf.has_info;
+	m->dwarf_too_big = !dwarf_fits(m, &dwarf);
 	m->symtab_too_big = (hostile && !elf_symtabs_bounded(elf)) || !elf_debugdata_bounded(elf);
 	err = load_segments(m, elf);
 	if (err)

@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/elf_bounds.h"
 #include "unwind/fde_ranges.h"
 #include "unwind/frame_rule.h"
 
@@ -398,7 +399,8 @@ static int find_sections(Elf *elf, struct cfi_sections *cs)
 static int builder__open_eh(struct builder *b, const unsigned char *ident,
 			    const struct cfi_sections *cs, Elf_Data *eh, size_t *refused)
 {
-	Elf_Data *hdr = cs->hdr ? elf_rawdata(cs->hdr, NULL) : NULL;
+	Elf_Data *hdr =
+		cs->hdr && cs->hdr_sh.sh_size <= ELF_CFI_MAX ? elf_rawdata(cs->hdr, NULL) : NULL;
 	int err;
 
 	err = fde_ranges__scan(&b->fdes, ident, eh, true, cs->eh_sh.sh_addr, UNWIND_TABLE_MAX_FDES);
@@ -419,6 +421,19 @@ static int builder__open_eh(struct builder *b, const unsigned char *ident,
 	return 0;
 }
 
+/*
+ * Whether libdw may open the file's DWARF for its .debug_frame:
+ * dwarf_begin_elf reads every .debug_* section (inflating the compressed
+ * ones), not only the CFI.
+ */
+static int dwarf_bounded(Elf *elf)
+{
+	struct elf_dwarf_bytes db;
+
+	elf_dwarf_bytes(elf, &db);
+	return db.total <= ELF_CFI_MAX;
+}
+
 /* Opens both CFI sources and reads their FDE ranges. */
 static int builder__open_cfi(struct builder *b, const unsigned char *ident)
 {
@@ -430,6 +445,11 @@ static int builder__open_cfi(struct builder *b, const unsigned char *ident)
 	err = find_sections(b->elf, &cs);
 	if (err)
 		return err;
+	/* libelf reads (and inflates) a section whole, to the size its header
+	 * claims: a target's file must not make us allocate gigabytes. */
+	if ((cs.eh && elf_section_bytes(cs.eh, &cs.eh_sh, ".eh_frame") > ELF_CFI_MAX) ||
+	    (cs.dbg && elf_section_bytes(cs.dbg, &cs.dbg_sh, ".debug_frame") > ELF_CFI_MAX))
+		return -E2BIG;
 	/* Other types (NOBITS in a debug file, say) libdw refuses. */
 	if (cs.eh && (cs.eh_sh.sh_type == SHT_PROGBITS || cs.eh_sh.sh_type == SHT_X86_64_UNWIND) &&
 	    (eh = section_data(cs.eh, &cs.eh_sh)))
@@ -450,7 +470,7 @@ static int builder__open_cfi(struct builder *b, const unsigned char *ident)
 		err = fde_ranges__scan(&b->fdes, ident, dbg, false, 0, 2 * UNWIND_TABLE_MAX_FDES);
 		if (err)
 			return err;
-		if (b->fdes.n > before) {
+		if (b->fdes.n > before && dwarf_bounded(b->elf)) {
 			b->dwarf = dwarf_begin_elf(b->elf, DWARF_C_READ, NULL);
 			b->debug_cfi = b->dwarf ? dwarf_getcfi(b->dwarf) : NULL;
 		}

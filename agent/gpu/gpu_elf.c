@@ -10,7 +10,7 @@
 #include "agent/gpu/gpu_names.h"
 #include "agent/gpu/nccl_comm.h"
 #include "agent/proc/elf_addr.h"
-#include "symbolize/elf_bounds.h"
+#include "lib/elf_bounds.h"
 
 static void add_probe(struct gpu_elf_probes *out, uint32_t api, uint64_t off)
 {

@@ -2,6 +2,7 @@
 #include "agent/proc/usdt.h"
 
 #include "agent/proc/elf_addr.h"
+#include "lib/elf_bounds.h"
 
 #include <asm/ptrace.h>
 #include <errno.h>
@@ -253,6 +254,10 @@ static int scan_elf(Elf *e, usdt_probe_fn fn, void *ctx, struct usdt_stats *st)
 
 		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE)
 			continue;
+		if (elf_section_bytes(scn, &sh, NULL) > ELF_NOTES_MAX) {
+			st->malformed++; /* read whole by libelf: not for a target's claim */
+			continue;
+		}
 		while ((d = elf_getdata(scn, d))) {
 			size_t off = 0, name_off, desc_off;
 			GElf_Nhdr nh;

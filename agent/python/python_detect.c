@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "symbolize/elf_bounds.h"
+#include "lib/elf_bounds.h"
 
 #define MAX_SEGS 16
 

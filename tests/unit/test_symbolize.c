@@ -673,6 +673,47 @@ static void test_debugdata_bomb(void **state)
 	assert_int_equal(system(cmd), 0);
 }
 
+/*
+ * A profiled process's library whose compressed .debug_str inflates to
+ * 300 MiB: its size counted inflated (not as stored), its DWARF is not
+ * opened on the agent (SYM_DWARF_MAX); the symbol table still names it.
+ */
+static void test_dwarf_inflate_bomb(void **state)
+{
+	char exe[PROC_MAP_PATH_MAX], dir[] = "/tmp/strata-test-zbomb-XXXXXX";
+	char cmd[4 * PROC_MAP_PATH_MAX], bin[PROC_MAP_PATH_MAX];
+	struct symbolizer_opts o = { .sz = sizeof(o), .hostile_files = 1 };
+	struct sym_frame f[4];
+	struct rusage before, after;
+	struct symbolizer *s;
+	uint64_t off;
+
+	locate((uintptr_t)&sym_target, exe, sizeof(exe), &off);
+	assert_non_null(mkdtemp(dir));
+	snprintf(cmd, sizeof(cmd),
+		 "set -e; cd %s; head -c 314572800 /dev/zero > z;"
+		 "objcopy --remove-section .debug_str --add-section .debug_str=z"
+		 " --compress-debug-sections=zlib '%s' x; rm z",
+		 dir, exe);
+	if (system(cmd) != 0) {
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+		assert_int_equal(system(cmd), 0);
+		skip(); /* no objcopy */
+	}
+	snprintf(bin, sizeof(bin), "%s/x", dir);
+	s = symbolizer__new(&o);
+	assert_non_null(s);
+	getrusage(RUSAGE_SELF, &before);
+	assert_int_equal(symbolizer__resolve(s, bin, NULL, 0, off, f, 4), 1);
+	getrusage(RUSAGE_SELF, &after);
+	assert_string_equal(f[0].func, "sym_target");
+	assert_null(f[0].file); /* from the symbol table, not DWARF */
+	assert_true(after.ru_maxrss - before.ru_maxrss < 64 * 1024); /* KiB */
+	symbolizer__free(s);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
 /* --- demangling ------------------------------------------------------------ */
 
 static void test_demangle(void **state)
@@ -870,6 +911,7 @@ int main(void)
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_debuglink),
 		cmocka_unit_test(test_debugdata_bomb),
+		cmocka_unit_test(test_dwarf_inflate_bomb),
 		cmocka_unit_test(test_debuginfod_unreachable),
 		cmocka_unit_test(test_demangle),
 		cmocka_unit_test(test_ksyms_real),

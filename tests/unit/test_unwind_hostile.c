@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -260,12 +261,47 @@ static void test_bad_eh_frame_hdr(void **state)
 	free(orig);
 }
 
+/*
+ * A .debug_frame of a few hundred KB that inflates to 300 MiB (zeros):
+ * libelf allocates and inflates whatever the compression header claims,
+ * and dwarf_begin_elf does the same for every .debug_* section.  Refused
+ * (-E2BIG) before anything is inflated; memory stays flat.
+ */
+static void test_inflate_bomb(void **state)
+{
+	struct fixtures *fx = *state;
+	struct unwind_table *t = NULL;
+	struct rusage before, after;
+	char cmd[2048], path[192];
+	int fd, err;
+
+	snprintf(path, sizeof(path), "%s/bomb", fx->dir);
+	snprintf(cmd, sizeof(cmd),
+		 "set -e; head -c 314572800 /dev/zero > %s.zero;"
+		 "objcopy --remove-section .debug_frame --add-section .debug_frame=%s.zero"
+		 " --compress-debug-sections=zlib '%s' %s; rm -f %s.zero",
+		 path, path, fx->nofp, path, path);
+	if (system(cmd) != 0)
+		skip(); /* no objcopy */
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	getrusage(RUSAGE_SELF, &before);
+	err = unwind_table__build(fd, &t);
+	getrusage(RUSAGE_SELF, &after);
+	close(fd);
+	unlink(path);
+	assert_int_equal(err, -E2BIG);
+	assert_null(t);
+	assert_true(after.ru_maxrss - before.ru_maxrss < 64 * 1024); /* KiB */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_corrupt_files),
 		cmocka_unit_test(test_mutated_cfi),
 		cmocka_unit_test(test_bad_eh_frame_hdr),
+		cmocka_unit_test(test_inflate_bomb),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

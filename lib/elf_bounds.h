@@ -8,8 +8,8 @@
  * Real tables are far smaller: libtorch_cuda.so's .dynsym is a few MB and
  * its .dynstr tens of MB.
  */
-#ifndef STRATA_ELF_BOUNDS_H
-#define STRATA_ELF_BOUNDS_H
+#ifndef STRATA_LIB_ELF_BOUNDS_H
+#define STRATA_LIB_ELF_BOUNDS_H
 
 #include <gelf.h>
 
@@ -19,6 +19,30 @@
  * which libdwfl inflates whole into memory: compressed and inflated. */
 #define ELF_DEBUGDATA_MAX (16ull << 20)
 #define ELF_DEBUGDATA_INFLATED_MAX (64ull << 20)
+
+/* CFI (.eh_frame, .debug_frame) the agent reads from a file, inflated:
+ * libtorch_cuda.so's .eh_frame is tens of MB. */
+#define ELF_CFI_MAX (256ull << 20)
+/* Notes (USDT probes: a few KB in real files). */
+#define ELF_NOTES_MAX (16ull << 20)
+
+/*
+ * What reading scn's data costs: its size in the file, or for a compressed
+ * section (SHF_COMPRESSED, or GNU ".zdebug_*" named name) the size it
+ * inflates to, taken from its header before anything is inflated (libelf
+ * allocates that much and inflates into it).  UINT64_MAX when the header
+ * cannot be read.
+ */
+uint64_t elf_section_bytes(Elf_Scn *scn, const GElf_Shdr *sh, const char *name);
+
+/* What libdw's dwarf_begin_elf takes of a file: its .debug_* and .zdebug_*
+ * sections, all of them read, the compressed ones inflated. */
+struct elf_dwarf_bytes {
+	uint64_t total;	   /* held in memory once read (or mapped) */
+	uint64_t inflated; /* of which inflated into the heap */
+	int has_info;	   /* a .debug_info: there is DWARF */
+};
+void elf_dwarf_bytes(Elf *e, struct elf_dwarf_bytes *out);
 
 /*
  * Whether the symbol table with header sh (SHT_SYMTAB or SHT_DYNSYM, in e)
@@ -38,4 +62,4 @@ int elf_symtabs_bounded(Elf *e);
  */
 int elf_debugdata_bounded(Elf *e);
 
-#endif /* STRATA_ELF_BOUNDS_H */
+#endif /* STRATA_LIB_ELF_BOUNDS_H */
