@@ -535,6 +535,25 @@ static void test_debuginfod_unreachable(void **state)
 	unlink(tmp);
 }
 
+/* Removes the scratch directory dir and everything in it. */
+static void remove_dir(const char *dir)
+{
+	char cmd[PROC_MAP_PATH_MAX + 16];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
+/* Runs the shell command that makes a test's files in dir; skips the test
+ * (removing dir) when it fails: a tool it needs (objcopy, xz) is missing. */
+static void make_files_or_skip(const char *dir, const char *cmd)
+{
+	if (system(cmd) != 0) {
+		remove_dir(dir);
+		skip();
+	}
+}
+
 /* The .gnu_debuglink CRC (zlib's CRC-32) of a whole file. */
 static uint32_t file_crc(int fd)
 {
@@ -576,11 +595,7 @@ static void test_debuglink(void **state)
 		 "objcopy --strip-debug --add-gnu-debuglink=.debug/bad.debug nb.full bad;"
 		 "echo tampered >> .debug/bad.debug; rm nb.full",
 		 dir, exe, exe, exe);
-	if (system(cmd) != 0) {
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-		assert_int_equal(system(cmd), 0);
-		skip(); /* no objcopy */
-	}
+	make_files_or_skip(dir, cmd);
 
 	s = new_sym(0, 0, 0);
 	snprintf(bin, sizeof(bin), "%s/x", dir);
@@ -627,8 +642,7 @@ static void test_debuglink(void **state)
 	close(got);
 	close(exe_fd);
 	close(dbg_fd);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	assert_int_equal(system(cmd), 0);
+	remove_dir(dir);
 }
 
 /*
@@ -651,11 +665,7 @@ static void test_debugdata_bomb(void **state)
 		 "set -e; cd %s; head -c 268435456 /dev/zero | xz -1 -T1 > bomb.xz;"
 		 "objcopy --strip-all --add-section .gnu_debugdata=bomb.xz '%s' x",
 		 dir, exe);
-	if (system(cmd) != 0) {
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-		assert_int_equal(system(cmd), 0);
-		skip(); /* no xz or objcopy */
-	}
+	make_files_or_skip(dir, cmd);
 	snprintf(bin, sizeof(bin), "%s/x", dir);
 	getrusage(RUSAGE_SELF, &before);
 	for (int hostile = 0; hostile < 2; hostile++) {
@@ -669,8 +679,7 @@ static void test_debugdata_bomb(void **state)
 	}
 	getrusage(RUSAGE_SELF, &after);
 	assert_true(after.ru_maxrss - before.ru_maxrss < 64 * 1024); /* KiB */
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	assert_int_equal(system(cmd), 0);
+	remove_dir(dir);
 }
 
 /*
@@ -695,11 +704,7 @@ static void test_dwarf_inflate_bomb(void **state)
 		 "objcopy --remove-section .debug_str --add-section .debug_str=z"
 		 " --compress-debug-sections=zlib '%s' x; rm z",
 		 dir, exe);
-	if (system(cmd) != 0) {
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-		assert_int_equal(system(cmd), 0);
-		skip(); /* no objcopy */
-	}
+	make_files_or_skip(dir, cmd);
 	snprintf(bin, sizeof(bin), "%s/x", dir);
 	s = symbolizer__new(&o);
 	assert_non_null(s);
@@ -710,8 +715,7 @@ static void test_dwarf_inflate_bomb(void **state)
 	assert_null(f[0].file); /* from the symbol table, not DWARF */
 	assert_true(after.ru_maxrss - before.ru_maxrss < 64 * 1024); /* KiB */
 	symbolizer__free(s);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	assert_int_equal(system(cmd), 0);
+	remove_dir(dir);
 }
 
 /* --- demangling ------------------------------------------------------------ */
