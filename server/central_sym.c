@@ -387,13 +387,14 @@ int central_sym__batch(struct central_sym *c, const Strata__V1__Batch *b, struct
 					      ? native_frames(c, b, sb, mf, wf)
 					      : other_frame(b, sb, wf);
 			}
-			sb->stacks[i].id = store_stack__id(sb->frames + first[i],
-							   (uint32_t)(sb->nframes - first[i]));
+			/* no frames at all yet: no array (NULL + 0 is undefined) */
+			struct store_frame *fr = sb->frames ? sb->frames + first[i] : NULL;
+
+			sb->stacks[i].id = store_stack__id(fr, (uint32_t)(sb->nframes - first[i]));
 			/* A failed put (bound reached) only costs a lookup later. */
 			if (!err && !sb->uncacheable) {
 				struct store_stack st = { sb->stacks[i].id,
-							  (uint32_t)(sb->nframes - first[i]),
-							  sb->frames + first[i] };
+							  (uint32_t)(sb->nframes - first[i]), fr };
 
 				sym_cache__put(c->stacks, key, &st);
 			}

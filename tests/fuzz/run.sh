@@ -49,8 +49,10 @@ if [ -x build/fixtures/gen_batch ]; then
 	for g in "--stacks 3 --depth 4 --ranks 2 --samples 50" "--gpu --stacks 2 --depth 3 --ranks 2 --samples 20"; do
 		# shellcheck disable=SC2086
 		build/fixtures/gen_batch write "$out/seed.zst" $g > /dev/null
-		{ printf '\001'; cat "$out/seed.zst"; } > "$out/corpus/batch_decode/seed-wire-${#g}"
-		{ printf '\000'; zstd -dcq "$out/seed.zst"; } > "$out/corpus/batch_decode/seed-pb-${#g}"
+		for t in batch_decode ingest; do # the same framing
+			{ printf '\001'; cat "$out/seed.zst"; } > "$out/corpus/$t/seed-wire-${#g}"
+			{ printf '\000'; zstd -dcq "$out/seed.zst"; } > "$out/corpus/$t/seed-pb-${#g}"
+		done
 	done
 fi
 
