@@ -116,6 +116,11 @@ done
 [ -f "$out/corpus/unwind_table/seed-dbg" ] &&
 	{ printf '\001'; cat "$out/corpus/unwind_table/seed-dbg"; } > "$out/corpus/elf_module/seed-static"
 
+# Text seeds (byte 0: the XML writer's limit): markup, entities, controls,
+# invalid and overlong UTF-8, a surrogate, U+FFFE.
+printf '\100<a href="x">&amp;\t\001\177\377\300\257\355\240\200\357\277\276\303\251' \
+	> "$out/corpus/text/seed-markup"
+
 # Python line-table seeds: a 3.10-format and a 3.11-format table.
 printf '\000\000\010\004\001\014\001\012\003' > "$out/corpus/py_linetable/seed-310"
 printf '\001\000\010\200\210\351\001\360\006\002\005\011' > "$out/corpus/py_linetable/seed-311"
