@@ -36,7 +36,7 @@ uint64_t proc_stat__start_ticks(const char *root, uint32_t pid, char *comm, size
 	c = strchr(buf, '(');
 	p = strrchr(buf, ')');
 	/* After ") ": state is field 3, starttime field 22. */
-	if (!c || !p || c > p ||
+	if (!c || !p || c > p || !p[1] ||
 	    sscanf(p + 2,
 		   "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u "
 		   "%*d %*d %*d %*d %*d %*d %llu",
