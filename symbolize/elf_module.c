@@ -705,6 +705,81 @@ static Dwarf_Die *find_cu(struct elf_module *m, Dwarf_Addr addr, Dwarf_Die *buf,
 	return NULL;
 }
 
+/*
+ * DIEs visited at most per lookup looking for the scope that holds a pc,
+ * and how deep: a real CU's tree is a few levels deep, and the walk stops
+ * early in the subtree that holds the pc.
+ */
+#define SCOPE_VISITS_MAX (1u << 20)
+#define SCOPE_DEPTH_MAX 64
+
+/* Tags whose DIEs can hold code ranges or DIEs that do (libdw's own list
+ * in __libdw_visit_scopes). */
+static int may_hold_scopes(int tag)
+{
+	switch (tag) {
+	case DW_TAG_compile_unit:
+	case DW_TAG_partial_unit:
+	case DW_TAG_module:
+	case DW_TAG_lexical_block:
+	case DW_TAG_with_stmt:
+	case DW_TAG_catch_block:
+	case DW_TAG_try_block:
+	case DW_TAG_entry_point:
+	case DW_TAG_inlined_subroutine:
+	case DW_TAG_subprogram:
+	case DW_TAG_namespace:
+	case DW_TAG_class_type:
+	case DW_TAG_structure_type:
+	case DW_TAG_union_type:
+		return 1;
+	}
+	return 0;
+}
+
+/*
+ * The innermost DIE under parent whose ranges hold pc, into *out: 1 found,
+ * 0 not.  Imported (dwz partial) units are searched where they are
+ * imported.  This is what dwarf_getscopes finds first, without it: on a
+ * corrupt abstract origin libdw 0.188 returns an error and leaks the array
+ * it had made (found by fuzz_elf_module: 64 bytes per such lookup).
+ */
+static int innermost_scope(Dwarf_Die *parent, Dwarf_Addr pc, int depth, unsigned *visits,
+			   Dwarf_Die *out)
+{
+	Dwarf_Die child, unit;
+	Dwarf_Attribute a;
+
+	if (depth >= SCOPE_DEPTH_MAX || dwarf_child(parent, &child) != 0)
+		return 0;
+	do {
+		int tag = dwarf_tag(&child);
+
+		if (++*visits > SCOPE_VISITS_MAX)
+			return 0;
+		if (tag == DW_TAG_imported_unit) {
+			if (dwarf_formref_die(dwarf_attr(&child, DW_AT_import, &a), &unit) &&
+			    innermost_scope(&unit, pc, depth + 1, visits, out))
+				return 1;
+			continue;
+		}
+		if (!may_hold_scopes(tag))
+			continue;
+		if (dwarf_haspc(&child, pc) == 1) {
+			*out = child;
+			innermost_scope(&child, pc, depth + 1, visits, out);
+			return 1;
+		}
+		/* types and namespaces have no ranges but hold functions */
+		if ((tag == DW_TAG_namespace || tag == DW_TAG_class_type ||
+		     tag == DW_TAG_structure_type || tag == DW_TAG_union_type ||
+		     tag == DW_TAG_module) &&
+		    innermost_scope(&child, pc, depth + 1, visits, out))
+			return 1;
+	} while (dwarf_siblingof(&child, &child) == 0);
+	return 0;
+}
+
 /* Inline chain from DWARF: 1 found, 0 no DWARF function here, -ENOMEM. */
 static int dwarf_frames(struct elf_module *m, Dwarf_Addr addr, struct strpool *pool,
 			struct frames *fs)
@@ -714,23 +789,17 @@ static int dwarf_frames(struct elf_module *m, Dwarf_Addr addr, struct strpool *p
 	Dwarf_Addr dwbias;
 	uint32_t line;
 	int ns, err = 0, outer = 0, nomem = 0;
+	unsigned visits = 0;
 
 	cu = find_cu(m, addr, &cubuf, &dwbias);
 	if (!cu)
 		return 0;
 	/*
-	 * dwarf_getscopes stops at the innermost inline instance and then
-	 * follows its abstract origin; the concrete chain of inlined calls
-	 * comes from dwarf_getscopes_die on the innermost scope.
+	 * The innermost scope holding the pc; the concrete chain of inlined
+	 * calls around it comes from dwarf_getscopes_die.
 	 */
-	ns = dwarf_getscopes(cu, addr - dwbias, &scopes);
-	if (ns <= 0) {
-		free(scopes);
+	if (!innermost_scope(cu, addr - dwbias, 0, &visits, &inner))
 		return 0;
-	}
-	inner = scopes[0];
-	free(scopes);
-	scopes = NULL;
 	ns = dwarf_getscopes_die(&inner, &scopes);
 	if (ns <= 0) {
 		free(scopes);
