@@ -27,13 +27,13 @@
 #define ELF_NOTES_MAX (16ull << 20)
 
 /*
- * What reading scn's data costs: its size in the file, or for a compressed
- * section (SHF_COMPRESSED, or GNU ".zdebug_*" named name) the size it
- * inflates to, taken from its header before anything is inflated (libelf
- * allocates that much and inflates into it).  UINT64_MAX when the header
- * cannot be read.
+ * What reading a section (header sh, of e) costs: its size in the file,
+ * or for a compressed one (SHF_COMPRESSED, or GNU ".zdebug_*" named name)
+ * the larger of that and the size it inflates to, read from its header
+ * alone (libelf allocates that much and inflates into it).  UINT64_MAX
+ * when the header cannot be read.
  */
-uint64_t elf_section_bytes(Elf_Scn *scn, const GElf_Shdr *sh, const char *name);
+uint64_t elf_section_bytes(Elf *e, const GElf_Shdr *sh, const char *name);
 
 /* What libdw's dwarf_begin_elf takes of a file: its .debug_* and .zdebug_*
  * sections, all of them read, the compressed ones inflated. */

@@ -439,6 +439,7 @@ static int builder__open_cfi(struct builder *b, const unsigned char *ident)
 {
 	struct cfi_sections cs = { 0 };
 	Elf_Data *eh = NULL, *dbg = NULL;
+	bool too_big = false;
 	size_t refused = 0;
 	int err;
 
@@ -446,9 +447,13 @@ static int builder__open_cfi(struct builder *b, const unsigned char *ident)
 	if (err)
 		return err;
 	/* libelf reads (and inflates) a section whole, to the size its header
-	 * claims: a target's file must not make us allocate gigabytes. */
-	if ((cs.eh && elf_section_bytes(cs.eh, &cs.eh_sh, ".eh_frame") > ELF_CFI_MAX) ||
-	    (cs.dbg && elf_section_bytes(cs.dbg, &cs.dbg_sh, ".debug_frame") > ELF_CFI_MAX))
+	 * claims: a target's file must not make us allocate gigabytes.  A
+	 * source past the bound is left out; the other one still serves. */
+	if (cs.eh && elf_section_bytes(b->elf, &cs.eh_sh, ".eh_frame") > ELF_CFI_MAX)
+		cs.eh = NULL, too_big = true;
+	if (cs.dbg && elf_section_bytes(b->elf, &cs.dbg_sh, ".debug_frame") > ELF_CFI_MAX)
+		cs.dbg = NULL, too_big = true;
+	if (too_big && !cs.eh && !cs.dbg)
 		return -E2BIG;
 	/* Other types (NOBITS in a debug file, say) libdw refuses. */
 	if (cs.eh && (cs.eh_sh.sh_type == SHT_PROGBITS || cs.eh_sh.sh_type == SHT_X86_64_UNWIND) &&

@@ -254,7 +254,7 @@ static int scan_elf(Elf *e, usdt_probe_fn fn, void *ctx, struct usdt_stats *st)
 
 		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE)
 			continue;
-		if (elf_section_bytes(scn, &sh, NULL) > ELF_NOTES_MAX) {
+		if (elf_section_bytes(e, &sh, NULL) > ELF_NOTES_MAX) {
 			st->malformed++; /* read whole by libelf: not for a target's claim */
 			continue;
 		}

@@ -663,15 +663,18 @@ static void test_debugdata_bomb(void **state)
 	assert_non_null(mkdtemp(dir));
 	snprintf(cmd, sizeof(cmd),
 		 "set -e; cd %s; head -c 268435456 /dev/zero | xz -1 -T1 > bomb.xz;"
-		 "objcopy --strip-all --add-section .gnu_debugdata=bomb.xz '%s' x",
-		 dir, exe);
+		 "objcopy --strip-all --add-section .gnu_debugdata=bomb.xz '%s' x;"
+		 "head -c 268435456 /dev/zero | xz -1 -T1 --format=lzma > bomb.lzma;"
+		 "objcopy --strip-all --add-section .gnu_debugdata=bomb.lzma '%s' y",
+		 dir, exe, exe);
 	make_files_or_skip(dir, cmd);
-	snprintf(bin, sizeof(bin), "%s/x", dir);
 	getrusage(RUSAGE_SELF, &before);
-	for (int hostile = 0; hostile < 2; hostile++) {
-		struct symbolizer_opts o = { .sz = sizeof(o), .hostile_files = hostile };
+	/* xz, and raw LZMA (which libdwfl inflates too) */
+	for (int i = 0; i < 4; i++) {
+		struct symbolizer_opts o = { .sz = sizeof(o), .hostile_files = i & 1 };
 		struct symbolizer *s = symbolizer__new(&o);
 
+		snprintf(bin, sizeof(bin), "%s/%s", dir, i < 2 ? "x" : "y");
 		assert_non_null(s);
 		/* no DWARF left, symbols refused: unresolved, not inflated */
 		assert_int_equal(symbolizer__resolve(s, bin, NULL, 0, off, f, 4), 0);
