@@ -246,12 +246,12 @@ bench: deps
 FUZZ_ARCHIVES := $(foreach l,$(LINK_tests),$(BUILD)/fuzz/libstrata-$(l).a)
 fuzz: deps $(SKELS) $(PROTO_H)
 	@$(MAKE) --no-print-directory $(FUZZ_ARCHIVES)
-	@FUZZ_LDLIBS="$(LDLIBS)" tests/fuzz/run.sh $(or $(FUZZ_SECONDS),30)
+	@CLANG="$(CLANG)" FUZZ_LDLIBS="$(LDLIBS)" tests/fuzz/run.sh $(or $(FUZZ_SECONDS),30)
 
 # Every input of the committed corpora once (the suite's test_fuzz_corpus).
 fuzz-replay: deps $(SKELS) $(PROTO_H)
 	@$(MAKE) --no-print-directory $(FUZZ_ARCHIVES)
-	@FUZZ_LDLIBS="$(LDLIBS)" tests/fuzz/run.sh --replay
+	@CLANG="$(CLANG)" FUZZ_LDLIBS="$(LDLIBS)" tests/fuzz/run.sh --replay
 
 lint:
 	@clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h' | grep -v '^vmlinux/')

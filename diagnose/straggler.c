@@ -416,6 +416,23 @@ static int judge_reserve(struct straggler_detector *d, size_t n)
 	return 0;
 }
 
+/*
+ * Gives judge's arrays back once they grew past what real communicators
+ * need (a job's detector lives as long as the job: one crafted batch must
+ * not keep megabytes per job).
+ */
+#define JUDGE_KEEP 16384
+static void judge_trim(struct straggler_detector *d)
+{
+	if (d->judge.cap <= JUDGE_KEEP)
+		return;
+	free(d->judge.a);
+	free(d->judge.lag);
+	free((void *)d->judge.who);
+	free(d->judge.tmp);
+	memset(&d->judge, 0, sizeof(d->judge));
+}
+
 /* Judges the collective g[0..n) (sorted by rank, then entry time). */
 static void judge(struct straggler_detector *d, const struct pend *g, size_t n, bool complete,
 		  struct outbuf *ob)
@@ -542,6 +559,7 @@ static void process(struct straggler_detector *d, bool all, struct outbuf *ob)
 		i = j;
 	}
 	d->npend = w;
+	judge_trim(d);
 }
 
 /* A confirmed rank its communicator went on without for missing_ns: its

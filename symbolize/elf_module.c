@@ -100,6 +100,7 @@ struct elf_module {
 	int dwarf_bad;	    /* and refused it: symbols only */
 	int symtab_too_big; /* symbol tables past elf_bounds.h: DWARF only */
 	int hostile;	    /* a profiled process's file (elf_module__open) */
+	int in_getdwarf;    /* dwfl_module_getdwarf is running (find_debuginfo) */
 	struct dwarf_guard guard;
 	struct debuginfod *dbgd;
 	Elf *pending_elf; /* until libdwfl takes them (find_elf_ours) */
@@ -184,10 +185,16 @@ static int find_debuginfo(Dwfl_Module *mod, void **ud, const char *modname, Dwar
 	if (fd < 0)
 		return -1;
 	if (!debug_file_fits(m, fd)) {
-		close(fd);
-		free(*dbg_name);
-		*dbg_name = NULL;
-		return -1;
+		/* Its symbols are still worth having (a stripped binary has only
+		 * .dynsym); its DWARF is not to be opened.  Asked for the DWARF
+		 * itself, libdwfl would read it at once: refused then. */
+		m->dwarf_too_big = 1;
+		if (m->in_getdwarf) {
+			close(fd);
+			free(*dbg_name);
+			*dbg_name = NULL;
+			return -1;
+		}
 	}
 	m->debug_found = 1;
 	return fd;
@@ -656,14 +663,23 @@ static int dwarf_usable(struct elf_module *m)
 {
 	Dwarf_Addr bias;
 
+	Dwarf *dw;
+
 	if (m->dwarf_too_big)
 		return 0;
 	if (!m->dwarf_checked) {
 		m->dwarf_checked = 1;
-		m->dwarf_bad =
-			dwarf_guard__init(&m->guard, dwfl_module_getdwarf(m->mod, &bias)) != 0;
+		/* The symbol table first: a debug file libdwfl finds for it
+		 * keeps its symbols even when its DWARF is too big. */
+		(void)load_symbols(m);
+		if (m->dwarf_too_big)
+			return 0;
+		m->in_getdwarf = 1;
+		dw = dwfl_module_getdwarf(m->mod, &bias);
+		m->in_getdwarf = 0;
+		m->dwarf_bad = dwarf_guard__init(&m->guard, dw) != 0;
 	}
-	return !m->dwarf_bad;
+	return !m->dwarf_bad && !m->dwarf_too_big;
 }
 
 /*
@@ -707,14 +723,14 @@ static Dwarf_Die *find_cu(struct elf_module *m, Dwarf_Addr addr, Dwarf_Die *buf,
 
 /*
  * DIEs visited at most per lookup looking for the scope that holds a pc,
- * and how deep: a real CU's tree is a few levels deep, and the walk stops
- * early in the subtree that holds the pc.
+ * and how deep: the walk descends only into what holds the pc, as libdw's
+ * does, so a real CU costs its top-level DIEs and one path down.
  */
 #define SCOPE_VISITS_MAX (1u << 20)
-#define SCOPE_DEPTH_MAX 64
+#define SCOPE_DEPTH_MAX 256
 
-/* Tags whose DIEs can hold code ranges or DIEs that do (libdw's own list
- * in __libdw_visit_scopes). */
+/* Tags whose DIEs can hold code ranges (libdw's list in
+ * __libdw_visit_scopes). */
 static int may_hold_scopes(int tag)
 {
 	switch (tag) {
@@ -737,15 +753,29 @@ static int may_hold_scopes(int tag)
 	return 0;
 }
 
+/* Namespaces and types: no ranges of their own, but functions nested in
+ * them (Rust, some C++ producers) have. */
+static int is_container(int tag)
+{
+	return tag == DW_TAG_namespace || tag == DW_TAG_class_type ||
+	       tag == DW_TAG_structure_type || tag == DW_TAG_union_type || tag == DW_TAG_module;
+}
+
+struct scope_walk {
+	Dwarf_Addr pc;
+	int containers; /* also descend into namespaces and types */
+	unsigned visits;
+	Dwarf_Die *out;
+};
+
 /*
- * The innermost DIE under parent whose ranges hold pc, into *out: 1 found,
- * 0 not.  Imported (dwz partial) units are searched where they are
+ * The innermost DIE under parent whose ranges hold pc, into w->out: 1
+ * found, 0 not.  Imported (dwz partial) units are searched where they are
  * imported.  This is what dwarf_getscopes finds first, without it: on a
  * corrupt abstract origin libdw 0.188 returns an error and leaks the array
  * it had made (found by fuzz_elf_module: 64 bytes per such lookup).
  */
-static int innermost_scope(Dwarf_Die *parent, Dwarf_Addr pc, int depth, unsigned *visits,
-			   Dwarf_Die *out)
+static int innermost_scope(Dwarf_Die *parent, int depth, struct scope_walk *w)
 {
 	Dwarf_Die child, unit;
 	Dwarf_Attribute a;
@@ -755,29 +785,38 @@ static int innermost_scope(Dwarf_Die *parent, Dwarf_Addr pc, int depth, unsigned
 	do {
 		int tag = dwarf_tag(&child);
 
-		if (++*visits > SCOPE_VISITS_MAX)
+		if (++w->visits > SCOPE_VISITS_MAX)
 			return 0;
 		if (tag == DW_TAG_imported_unit) {
 			if (dwarf_formref_die(dwarf_attr(&child, DW_AT_import, &a), &unit) &&
-			    innermost_scope(&unit, pc, depth + 1, visits, out))
+			    innermost_scope(&unit, depth + 1, w))
 				return 1;
 			continue;
 		}
 		if (!may_hold_scopes(tag))
 			continue;
-		if (dwarf_haspc(&child, pc) == 1) {
-			*out = child;
-			innermost_scope(&child, pc, depth + 1, visits, out);
+		if (dwarf_haspc(&child, w->pc) == 1) {
+			*w->out = child;
+			innermost_scope(&child, depth + 1, w);
 			return 1;
 		}
-		/* types and namespaces have no ranges but hold functions */
-		if ((tag == DW_TAG_namespace || tag == DW_TAG_class_type ||
-		     tag == DW_TAG_structure_type || tag == DW_TAG_union_type ||
-		     tag == DW_TAG_module) &&
-		    innermost_scope(&child, pc, depth + 1, visits, out))
+		if (w->containers && is_container(tag) && innermost_scope(&child, depth + 1, w))
 			return 1;
 	} while (dwarf_siblingof(&child, &child) == 0);
 	return 0;
+}
+
+/* The innermost scope holding pc in cu: first as libdw looks (only into
+ * what holds it), then through namespaces and types too. */
+static int find_scope(Dwarf_Die *cu, Dwarf_Addr pc, Dwarf_Die *out)
+{
+	struct scope_walk w = { .pc = pc, .out = out };
+
+	if (innermost_scope(cu, 0, &w))
+		return 1;
+	w.containers = 1;
+	w.visits = 0;
+	return innermost_scope(cu, 0, &w);
 }
 
 /* Inline chain from DWARF: 1 found, 0 no DWARF function here, -ENOMEM. */
@@ -789,7 +828,6 @@ static int dwarf_frames(struct elf_module *m, Dwarf_Addr addr, struct strpool *p
 	Dwarf_Addr dwbias;
 	uint32_t line;
 	int ns, err = 0, outer = 0, nomem = 0;
-	unsigned visits = 0;
 
 	cu = find_cu(m, addr, &cubuf, &dwbias);
 	if (!cu)
@@ -798,7 +836,7 @@ static int dwarf_frames(struct elf_module *m, Dwarf_Addr addr, struct strpool *p
 	 * The innermost scope holding the pc; the concrete chain of inlined
 	 * calls around it comes from dwarf_getscopes_die.
 	 */
-	if (!innermost_scope(cu, addr - dwbias, 0, &visits, &inner))
+	if (!find_scope(cu, addr - dwbias, &inner))
 		return 0;
 	ns = dwarf_getscopes_die(&inner, &scopes);
 	if (ns <= 0) {

@@ -8,13 +8,16 @@
 #include <string.h>
 
 /*
- * One Elf: string sections must end in NUL; remembers where .debug_info's
- * data is.  The Elf_Data is the one libdw took when it opened the file,
- * already decompressed (SHF_COMPRESSED, .zdebug_*).
+ * One Elf: string sections must end in NUL; remembers where the sections
+ * strings come from are (the first of each name: the one libdw uses).  The
+ * Elf_Data is the one libdw took when it opened the file, already
+ * decompressed (SHF_COMPRESSED, .zdebug_*).
  */
 static int check_elf(struct dwarf_guard *g, Elf *elf)
 {
+	static const char *const names[] = { "debug_info", "debug_str", "debug_line_str" };
 	Elf_Scn *scn = NULL;
+	unsigned seen = 0;
 	size_t shstrndx;
 
 	if (!elf || elf_getshdrstrndx(elf, &shstrndx))
@@ -23,6 +26,7 @@ static int check_elf(struct dwarf_guard *g, Elf *elf)
 		GElf_Shdr sh;
 		const char *name;
 		Elf_Data *d;
+		size_t k = 0;
 
 		if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS)
 			continue;
@@ -33,20 +37,20 @@ static int check_elf(struct dwarf_guard *g, Elf *elf)
 			name += 2;
 		else if (!strncmp(name, ".debug_", 7))
 			name += 1;
-		if (strcmp(name, "debug_str") && strcmp(name, "debug_line_str") &&
-		    strcmp(name, "debug_info"))
+		while (k < 3 && strcmp(name, names[k]))
+			k++;
+		if (k == 3)
 			continue;
 		d = elf_getdata(scn, NULL);
 		if (!d || !d->d_buf || !d->d_size)
 			continue;
-		if (!strcmp(name, "debug_info")) {
-			if (g->ninfo < 2) {
-				g->info_lo[g->ninfo] = d->d_buf;
-				g->info_hi[g->ninfo++] = (const char *)d->d_buf + d->d_size;
-			}
-		} else if (((const char *)d->d_buf)[d->d_size - 1] != '\0') {
-			return -EBADMSG;
+		if (k > 0 && ((const char *)d->d_buf)[d->d_size - 1] != '\0')
+			return -EBADMSG; /* a string section: valid ones end in NUL */
+		if (!(seen & 1u << k) && g->n < DWARF_GUARD_SPANS) {
+			g->lo[g->n] = d->d_buf;
+			g->hi[g->n++] = (const char *)d->d_buf + d->d_size;
 		}
+		seen |= 1u << k;
 	}
 	return 0;
 }
@@ -68,12 +72,15 @@ const char *dwarf_guard__formstring(const struct dwarf_guard *g, Dwarf_Attribute
 {
 	const char *s = dwarf_formstring(a);
 
-	if (!s || dwarf_whatform(a) != DW_FORM_string)
-		return s; /* offsets into string sections init checked */
-	for (int i = 0; i < g->ninfo; i++)
-		if (s >= g->info_lo[i] && s < g->info_hi[i])
-			return memchr(s, '\0', (size_t)(g->info_hi[i] - s)) ? s : NULL;
-	return NULL; /* not where libdw keeps .debug_info: not trusted */
+	/*
+	 * Whatever the form: the string must lie in a section strings come
+	 * from and end inside it.  (libdw 0.188 can hand out a pointer just
+	 * past a string section's end: found by fuzz_elf_module.)
+	 */
+	for (int i = 0; s && i < g->n; i++)
+		if (s >= g->lo[i] && s < g->hi[i])
+			return memchr(s, '\0', (size_t)(g->hi[i] - s)) ? s : NULL;
+	return NULL;
 }
 
 int dwarf_guard__cu_ok(const struct dwarf_guard *g, Dwarf_Die *cu)
@@ -82,8 +89,7 @@ int dwarf_guard__cu_ok(const struct dwarf_guard *g, Dwarf_Die *cu)
 	Dwarf_Attribute a;
 
 	for (size_t i = 0; i < sizeof(attrs) / sizeof(attrs[0]); i++)
-		if (dwarf_attr(cu, attrs[i], &a) && dwarf_whatform(&a) == DW_FORM_string &&
-		    !dwarf_guard__formstring(g, &a))
+		if (dwarf_attr(cu, attrs[i], &a) && !dwarf_guard__formstring(g, &a))
 			return 0;
 	return 1;
 }

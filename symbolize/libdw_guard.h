@@ -15,11 +15,12 @@
 #include <elfutils/libdw.h>
 #include <gelf.h>
 
-/* The .debug_info sections strings may point into: the file's and its
- * dwz alternate's. */
+/* The sections strings may point into (.debug_info, .debug_str,
+ * .debug_line_str), of the file and of its dwz alternate. */
+#define DWARF_GUARD_SPANS 6
 struct dwarf_guard {
-	const char *info_lo[2], *info_hi[2];
-	int ninfo;
+	const char *lo[DWARF_GUARD_SPANS], *hi[DWARF_GUARD_SPANS];
+	int n;
 };
 
 /*
@@ -30,8 +31,8 @@ struct dwarf_guard {
 int dwarf_guard__init(struct dwarf_guard *g, Dwarf *dw);
 
 /*
- * dwarf_formstring(a), or NULL when it is an inline string (DW_FORM_string)
- * that does not end inside its .debug_info.
+ * dwarf_formstring(a), or NULL unless it lies in one of the sections
+ * above and ends inside it.
  */
 const char *dwarf_guard__formstring(const struct dwarf_guard *g, Dwarf_Attribute *a);
 
