@@ -197,12 +197,17 @@ void diag_prom_label(FILE *o, const char *v)
 		uint32_t cp;
 		size_t n = utf8_next(v, &cp);
 
-		/* The exposition format is UTF-8: a bad byte becomes U+FFFD. */
+		/*
+		 * The exposition format is UTF-8 and escapes only \\, \" and \\n:
+		 * a bad byte, and any other control character (an ESC would
+		 * recolour the terminal of whoever curls /metrics; a CR splits
+		 * the line for some scrapers), becomes U+FFFD.
+		 */
 		if (cp == '"' || cp == '\\')
 			fprintf(o, "\\%c", (char)cp);
 		else if (cp == '\n')
 			fputs("\\n", o);
-		else if (cp == UTF8_REPLACEMENT)
+		else if (cp == UTF8_REPLACEMENT || cp < 0x20 || (cp >= 0x7f && cp < 0xa0))
 			fputs("\xef\xbf\xbd", o);
 		else
 			fwrite(v, 1, n, o);

@@ -8,7 +8,9 @@
  * code: a JSON string that parses back to exactly the code points
  * utf8_next reads from the input; XML text with no markup character left
  * raw (the SVG and HTML are otherwise an injection), no control character
- * and only valid UTF-8.  Byte 0 is the XML writer's code-point limit.
+ * and only valid UTF-8; a Prometheus label value quoted, with only the
+ * format's three escapes, no control character raw, one code point out
+ * per code point in.  Byte 0 is the XML writer's code-point limit.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -19,6 +21,7 @@
 #include "lib/json_str.h"
 #include "lib/utf8.h"
 #include "lib/xml_str.h"
+#include "server/diag_inputs.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -169,6 +172,33 @@ static size_t xml_check(const unsigned char *out, size_t n)
 	return k;
 }
 
+/* A Prometheus label value as the text exposition format reads it: in
+ * quotes, \\ \" \\n the only escapes, no raw quote, newline or other
+ * control character, valid UTF-8; returns its code points. */
+static size_t prom_check(const unsigned char *out, size_t n)
+{
+	size_t i = 1, k = 0, m;
+	uint32_t c;
+
+	if (n < 2 || out[0] != '"' || out[n - 1] != '"')
+		abort();
+	while (i < n - 1) {
+		if (out[i] == '\\') {
+			if (i + 1 >= n - 1 || !strchr("\\\"n", out[i + 1]))
+				abort(); /* an escape the format does not have */
+			i += 2;
+			k++;
+			continue;
+		}
+		m = strict_next(out + i, n - 1 - i, &c);
+		if (!m || c == '"' || c < 0x20 || (c >= 0x7f && c < 0xa0))
+			abort(); /* invalid UTF-8, a raw quote or a control character */
+		i += m;
+		k++;
+	}
+	return k;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char *s, *text = NULL;
@@ -215,6 +245,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	xml_write_text(out, s, data[0]);
 	fclose(out);
 	if (xml_check((const unsigned char *)text, len) > data[0] || utf8_count(s) != n)
+		abort();
+	free(text);
+
+	text = NULL;
+	out = open_memstream(&text, &len);
+	if (!out)
+		abort();
+	diag_prom_label(out, s);
+	fclose(out);
+	if (prom_check((const unsigned char *)text, len) != n)
 		abort();
 	free(text);
 	free(s);
