@@ -477,4 +477,5 @@ void central_sym__stats(struct central_sym *c, struct central_sym_stats *st)
 	}
 	st->lookups = ss.lookups;
 	st->cache_hits = ss.cache_hits;
+	st->modules_degraded = ss.modules_degraded;
 }

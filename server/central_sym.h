@@ -28,9 +28,10 @@
 #define CENTRAL_SYM_DBGD_PER_BATCH 32 /* new debuginfod queries per batch */
 
 struct central_sym_stats {
-	uint64_t frames_native, frames_resolved;      /* hit rate = resolved / native */
-	uint64_t lookups, cache_hits;		      /* symbolizer */
-	uint64_t missing_build_ids;		      /* frames whose file the server lacks */
+	uint64_t frames_native, frames_resolved; /* hit rate = resolved / native */
+	uint64_t lookups, cache_hits;		 /* symbolizer */
+	uint64_t modules_degraded;		 /* symbol table or DWARF refused (symbolize.h) */
+	uint64_t missing_build_ids;		 /* frames whose file the server lacks */
 	uint64_t debuginfod_found, debuginfod_failed; /* answers */
 	uint64_t debuginfod_negative_hits;	      /* "not found", remembered */
 	uint64_t debuginfod_not_asked;		      /* queue full */

@@ -116,6 +116,10 @@ int api_metrics(struct server *srv, FILE *o)
 		"stacks not cached: string pool at its bound", cs.stacks.refused_full);
 	counter(o, "strata_symbolize_cache_lookups_total", "symbolizer lookups", cs.lookups);
 	counter(o, "strata_symbolize_cache_hits_total", "symbolizer cache hits", cs.cache_hits);
+	counter(o, "strata_symbolize_modules_degraded_total",
+		"files whose symbol table or DWARF was refused (too big, or malformed strings): "
+		"their frames get what is left",
+		cs.modules_degraded);
 	counter(o, "strata_symbolize_missing_build_id_frames_total",
 		"frames whose build-id the server lacks", cs.missing_build_ids);
 	counter(o, "strata_debuginfod_found_total", "debug files from debuginfod",

@@ -99,6 +99,7 @@ struct elf_module {
 	int dwarf_checked;  /* dwarf_guard__init ran (on first use) */
 	int dwarf_bad;	    /* and refused it: symbols only */
 	int symtab_too_big; /* symbol tables past elf_bounds.h: DWARF only */
+	int degraded_told;  /* elf_module__newly_degraded said so */
 	int hostile;	    /* a profiled process's file (elf_module__open) */
 	int in_getdwarf;    /* dwfl_module_getdwarf is running (find_debuginfo) */
 	struct dwarf_guard guard;
@@ -931,4 +932,12 @@ int elf_module__resolve(struct elf_module *m, uint64_t file_offset, struct strpo
 		r = symtab_frame(m, addr, pool, &fs);
 	}
 	return r < 0 ? r : fs.n;
+}
+
+int elf_module__newly_degraded(struct elf_module *m)
+{
+	if (m->degraded_told || !(m->dwarf_too_big || m->dwarf_bad || m->symtab_too_big))
+		return 0;
+	m->degraded_told = 1;
+	return 1;
 }

@@ -36,4 +36,12 @@ void elf_module__free(struct elf_module *m);
 int elf_module__resolve(struct elf_module *m, uint64_t file_offset, struct strpool *pool,
 			struct sym_frame *out, int max);
 
+/*
+ * 1 the first time it is asked after m refused its symbol table or its
+ * DWARF (over lib/elf_bounds.h, or strings libdw_guard refused): its
+ * frames then get what is left (DWARF only, symbols only, or module and
+ * offset).  0 otherwise, and on every later call.
+ */
+int elf_module__newly_degraded(struct elf_module *m);
+
 #endif /* STRATA_ELF_MODULE_H */

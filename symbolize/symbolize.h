@@ -45,6 +45,9 @@ struct symbolizer_stats {
 	uint64_t strings_bytes; /* interned names/files/keys (never freed) */
 	uint64_t debuginfod_queries, debuginfod_found, debuginfod_failed;
 	uint64_t debuginfod_skipped; /* backing off, no URLs or no library */
+	/* files whose symbol table or DWARF was refused (too big for
+	 * lib/elf_bounds.h, or malformed strings): counted once per open */
+	uint64_t modules_degraded;
 };
 
 /*

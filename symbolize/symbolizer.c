@@ -396,8 +396,10 @@ int symbolizer__resolve(struct symbolizer *s, const char *path, const uint8_t *b
 		return copy_frames(out, max, hit->frames, hit->n);
 	}
 	n = mod_get(s, key, path, build_id, build_id_len, &em);
-	if (n == 0)
+	if (n == 0) {
 		n = elf_module__resolve(em, file_offset, s->pool, frames, SYM_MAX_INLINE);
+		s->st.modules_degraded += (uint64_t)elf_module__newly_degraded(em);
+	}
 	if (n <= 0) {
 		s->st.unresolved++;
 		/* Only answers are cached; errors are remembered per module. */

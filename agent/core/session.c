@@ -819,9 +819,11 @@ void session__report_counters(struct session *s)
 	}
 	session__report_sched(s);
 	fprintf(stderr,
-		"  symbolizer: lookups=%llu cache_hits=%llu unresolved=%llu open_failed=%llu\n",
+		"  symbolizer: lookups=%llu cache_hits=%llu unresolved=%llu open_failed=%llu "
+		"degraded=%llu\n",
 		(unsigned long long)ss.lookups, (unsigned long long)ss.cache_hits,
-		(unsigned long long)ss.unresolved, (unsigned long long)ss.module_open_failed);
+		(unsigned long long)ss.unresolved, (unsigned long long)ss.module_open_failed,
+		(unsigned long long)ss.modules_degraded);
 }
 
 void session__report(struct session *s, const struct profile *p)

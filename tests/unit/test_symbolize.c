@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <gelf.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -676,8 +677,13 @@ static void test_debugdata_bomb(void **state)
 
 		snprintf(bin, sizeof(bin), "%s/%s", dir, i < 2 ? "x" : "y");
 		assert_non_null(s);
+		struct symbolizer_stats st;
+
 		/* no DWARF left, symbols refused: unresolved, not inflated */
 		assert_int_equal(symbolizer__resolve(s, bin, NULL, 0, off, f, 4), 0);
+		assert_int_equal(symbolizer__resolve(s, bin, NULL, 0, off + 1, f, 4), 0);
+		symbolizer__stats(s, &st);
+		assert_int_equal(st.modules_degraded, 1); /* counted once per file */
 		symbolizer__free(s);
 	}
 	getrusage(RUSAGE_SELF, &after);
@@ -686,15 +692,87 @@ static void test_debugdata_bomb(void **state)
 }
 
 /*
- * A profiled process's library whose compressed .debug_str inflates to
- * 300 MiB: its size counted inflated (not as stored), its DWARF is not
- * opened on the agent (SYM_DWARF_MAX); the symbol table still names it.
+ * Rewrites the header of section name in the ELF at path (a copy made by
+ * the test): when size, the section is moved past the file's end and
+ * claims size bytes (whole entries), the file extended sparse to hold
+ * them; when
+ * inflated, the section's compression header claims that inflated size.
+ */
+static void patch_section(const char *path, const char *name, uint64_t size, uint64_t inflated)
+{
+	int fd = open(path, O_RDWR | O_CLOEXEC);
+	Elf *e;
+	Elf_Scn *scn = NULL;
+	GElf_Ehdr eh;
+	GElf_Shdr sh;
+	size_t shstrndx, ndx = 0;
+	struct stat stb;
+
+	assert_true(fd >= 0);
+	elf_version(EV_CURRENT);
+	e = elf_begin(fd, ELF_C_READ, NULL);
+	assert_non_null(e);
+	assert_non_null(gelf_getehdr(e, &eh));
+	assert_int_equal(eh.e_ident[EI_CLASS], ELFCLASS64);
+	assert_int_equal(elf_getshdrstrndx(e, &shstrndx), 0);
+	while ((scn = elf_nextscn(e, scn))) {
+		const char *n;
+
+		assert_non_null(gelf_getshdr(scn, &sh));
+		n = elf_strptr(e, shstrndx, sh.sh_name);
+		if (n && !strcmp(n, name)) {
+			ndx = elf_ndxscn(scn);
+			break;
+		}
+	}
+	elf_end(e);
+	assert_true(ndx > 0);
+	if (size) {
+		assert_int_equal(fstat(fd, &stb), 0);
+		sh.sh_offset = ((uint64_t)stb.st_size + 4095) & ~4095ull;
+		sh.sh_size = sh.sh_entsize ? size / sh.sh_entsize * sh.sh_entsize : size;
+		assert_int_equal(ftruncate(fd, (off_t)(sh.sh_offset + sh.sh_size)), 0);
+	}
+	if (inflated) {
+		Elf64_Chdr ch;
+
+		assert_true(sh.sh_flags & SHF_COMPRESSED);
+		assert_int_equal(pread(fd, &ch, sizeof(ch), (off_t)sh.sh_offset), sizeof(ch));
+		ch.ch_size = inflated;
+		assert_int_equal(pwrite(fd, &ch, sizeof(ch), (off_t)sh.sh_offset), sizeof(ch));
+	}
+	Elf64_Shdr raw = { .sh_name = sh.sh_name,
+			   .sh_type = sh.sh_type,
+			   .sh_flags = sh.sh_flags,
+			   .sh_addr = sh.sh_addr,
+			   .sh_offset = sh.sh_offset,
+			   .sh_size = sh.sh_size,
+			   .sh_link = sh.sh_link,
+			   .sh_info = sh.sh_info,
+			   .sh_addralign = sh.sh_addralign,
+			   .sh_entsize = sh.sh_entsize };
+	assert_int_equal(pwrite(fd, &raw, sizeof(raw), (off_t)(eh.e_shoff + ndx * eh.e_shentsize)),
+			 sizeof(raw));
+	close(fd);
+}
+
+/*
+ * What a profiled process's file claims, not what it holds, on the agent:
+ * - "x": a compressed .debug_str that inflates to 300 MiB, its size
+ *   counted inflated (not as stored): the DWARF is not opened
+ *   (SYM_DWARF_MAX), the symbol table still names the function;
+ * - "claim": a compressed .debug_str of a few KB whose header claims
+ *   1 TiB (libelf allocates the claim before it inflates): the same;
+ * - "symtab": no DWARF, a sparse .symtab of 512 MiB (libdwfl reads a
+ *   symbol table whole): refused, the frame unresolved.
+ * Memory stays flat, and each file is counted once as degraded.
  */
 static void test_dwarf_inflate_bomb(void **state)
 {
 	char exe[PROC_MAP_PATH_MAX], dir[] = "/tmp/strata-test-zbomb-XXXXXX";
 	char cmd[4 * PROC_MAP_PATH_MAX], bin[PROC_MAP_PATH_MAX];
 	struct symbolizer_opts o = { .sz = sizeof(o), .hostile_files = 1 };
+	struct symbolizer_stats st;
 	struct sym_frame f[4];
 	struct rusage before, after;
 	struct symbolizer *s;
@@ -705,18 +783,35 @@ static void test_dwarf_inflate_bomb(void **state)
 	snprintf(cmd, sizeof(cmd),
 		 "set -e; cd %s; head -c 314572800 /dev/zero > z;"
 		 "objcopy --remove-section .debug_str --add-section .debug_str=z"
-		 " --compress-debug-sections=zlib '%s' x; rm z",
-		 dir, exe);
+		 " --compress-debug-sections=zlib '%s' x; rm z;"
+		 "objcopy --compress-debug-sections=zlib '%s' claim;"
+		 "objcopy --strip-debug '%s' symtab",
+		 dir, exe, exe, exe);
 	make_files_or_skip(dir, cmd);
-	snprintf(bin, sizeof(bin), "%s/x", dir);
+	snprintf(bin, sizeof(bin), "%s/claim", dir);
+	patch_section(bin, ".debug_str", 0, 1ull << 40);
+	snprintf(bin, sizeof(bin), "%s/symtab", dir);
+	patch_section(bin, ".symtab", 512ull << 20, 0);
 	s = symbolizer__new(&o);
 	assert_non_null(s);
 	getrusage(RUSAGE_SELF, &before);
-	assert_int_equal(symbolizer__resolve(s, bin, NULL, 0, off, f, 4), 1);
+	for (int i = 0; i < 2; i++) {
+		snprintf(bin, sizeof(bin), "%s/%s", dir, i ? "claim" : "x");
+		assert_int_equal(symbolizer__resolve(s, bin, NULL, 0, off, f, 4), 1);
+		assert_string_equal(f[0].func, "sym_target");
+		assert_null(f[0].file); /* from the symbol table, not DWARF */
+	}
+	snprintf(bin, sizeof(bin), "%s/symtab", dir);
+	assert_int_equal(symbolizer__resolve(s, bin, NULL, 0, off, f, 4), 0);
 	getrusage(RUSAGE_SELF, &after);
-	assert_string_equal(f[0].func, "sym_target");
-	assert_null(f[0].file); /* from the symbol table, not DWARF */
 	assert_true(after.ru_maxrss - before.ru_maxrss < 64 * 1024); /* KiB */
+	symbolizer__stats(s, &st);
+	assert_int_equal(st.modules_degraded, 3);
+	/* the file they were made from is whole */
+	assert_int_equal(symbolizer__resolve(s, exe, NULL, 0, off, f, 4), 1);
+	assert_non_null(f[0].file);
+	symbolizer__stats(s, &st);
+	assert_int_equal(st.modules_degraded, 3);
 	symbolizer__free(s);
 	remove_dir(dir);
 }
