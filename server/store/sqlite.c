@@ -393,6 +393,15 @@ static int parse_spec(struct sqlite_store *s, const char *spec, const char **syn
 	size_t len = store_sqlite__path_len(spec);
 	const char *q = spec[len] ? spec + len : NULL;
 
+	/* The readers open the path apart from the writer: each would get
+	 * an empty database of its own, and every query would answer none. */
+	if (!len || (len == 8 && !memcmp(spec, ":memory:", 8))) {
+		snprintf(err, errsz,
+			 "sqlite: \"%.*s\": want a file path (its readers and writer share it; "
+			 "an in-memory database would not be shared)",
+			 (int)len, spec);
+		return -EINVAL;
+	}
 	*sync = "FULL";
 	if (q) {
 		if (!strcmp(q, "?sync=normal"))

@@ -22,40 +22,9 @@
 #include "lib/utf8.h"
 #include "lib/xml_str.h"
 #include "server/diag_inputs.h"
+#include "tests/fuzz/text_check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-/* Strict UTF-8 (no overlongs, surrogates, or values past U+10FFFF): the
- * code point at s (len bytes left) into *cp; bytes used, 0 if invalid. */
-static size_t strict_next(const unsigned char *s, size_t len, uint32_t *cp)
-{
-	size_t n;
-	uint32_t c, min;
-
-	if (s[0] < 0x80) {
-		*cp = s[0];
-		return 1;
-	}
-	if ((s[0] & 0xe0) == 0xc0)
-		n = 2, c = s[0] & 0x1f, min = 0x80;
-	else if ((s[0] & 0xf0) == 0xe0)
-		n = 3, c = s[0] & 0x0f, min = 0x800;
-	else if ((s[0] & 0xf8) == 0xf0)
-		n = 4, c = s[0] & 0x07, min = 0x10000;
-	else
-		return 0;
-	if (len < n)
-		return 0;
-	for (size_t i = 1; i < n; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		c = c << 6 | (s[i] & 0x3f);
-	}
-	if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
-		return 0;
-	*cp = c;
-	return n;
-}
 
 static unsigned hexval(unsigned char c)
 {
@@ -172,33 +141,6 @@ static size_t xml_check(const unsigned char *out, size_t n)
 	return k;
 }
 
-/* A Prometheus label value as the text exposition format reads it: in
- * quotes, \\ \" \\n the only escapes, no raw quote, newline or other
- * control character, valid UTF-8; returns its code points. */
-static size_t prom_check(const unsigned char *out, size_t n)
-{
-	size_t i = 1, k = 0, m;
-	uint32_t c;
-
-	if (n < 2 || out[0] != '"' || out[n - 1] != '"')
-		abort();
-	while (i < n - 1) {
-		if (out[i] == '\\') {
-			if (i + 1 >= n - 1 || !strchr("\\\"n", out[i + 1]))
-				abort(); /* an escape the format does not have */
-			i += 2;
-			k++;
-			continue;
-		}
-		m = strict_next(out + i, n - 1 - i, &c);
-		if (!m || c == '"' || c < 0x20 || (c >= 0x7f && c < 0xa0))
-			abort(); /* invalid UTF-8, a raw quote or a control character */
-		i += m;
-		k++;
-	}
-	return k;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char *s, *text = NULL;
@@ -254,8 +196,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	diag_prom_label(out, s);
 	fclose(out);
-	if (prom_check((const unsigned char *)text, len) != n)
-		abort();
+	if (prom_label_scan((const unsigned char *)text, len, &k) != len || k != n)
+		abort(); /* more than one label, or one code point out not per one in */
 	free(text);
 	free(s);
 	free(want);

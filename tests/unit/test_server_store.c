@@ -287,6 +287,10 @@ static void test_store_and_symbolize(void **state)
 	assert_non_null(bids);
 	assert_non_null(cs);
 	assert_null(store__open("mysql://x", err, sizeof(err)));
+	/* an in-memory database would be one per connection: readers see none */
+	assert_null(store__open("sqlite::memory:", err, sizeof(err)));
+	assert_non_null(strstr(err, "file path"));
+	assert_null(store__open("sqlite:", err, sizeof(err)));
 
 	/* no files uploaded yet: every native frame unresolved, both build-ids
 	 * reported missing */
