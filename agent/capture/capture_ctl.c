@@ -203,15 +203,23 @@ static void take_mail(struct capture_ctl *c, uint64_t now_mono, uint64_t now_rea
 	for (size_t i = 0; i < n; i++) {
 		const struct posted *p = &mail[i];
 		struct capture_run *r = find(c, p->id);
+		uint64_t start = to_mono(p->o.start_ns, mono, real);
 		uint64_t end = to_mono(p->o.end_ns, mono, real);
 
 		if (r) {
 			r->seen = true;
-			if (end < r->end_mono) /* shortened: never lengthened */
-				r->end_mono = end;
+			/* shortened: never lengthened; to before its start,
+			 * it is cancelled before it began */
+			if (end < r->end_mono)
+				r->end_mono = end > r->start_mono ? end : r->start_mono;
+			if (r->state == CAP_PENDING && end <= r->start_mono)
+				end_run(c, r, "cancelled", now_mono, now_real);
 			continue;
 		}
-		if (p->o.end_ns <= real || ended_here(c, p->id) || !(r = new_run(c)))
+		/* over already, or ending before it starts: nothing to take
+		 * (the bound below would turn the latter into 600 s) */
+		if (p->o.end_ns <= real || end <= start || ended_here(c, p->id) ||
+		    !(r = new_run(c)))
 			continue;
 		snprintf(r->id, sizeof(r->id), "%s", p->id);
 		snprintf(r->job, sizeof(r->job), "%s", p->job);
@@ -223,7 +231,7 @@ static void take_mail(struct capture_ctl *c, uint64_t now_mono, uint64_t now_rea
 								   : CAPTURE_AGENT_FREQ_MAX;
 		r->offcpu = p->o.offcpu;
 		r->gpu_calls = p->o.gpu_calls;
-		r->start_mono = to_mono(p->o.start_ns, mono, real);
+		r->start_mono = start;
 		r->end_mono = end;
 		/* the agent's own bound, whatever it is told */
 		if (r->end_mono - r->start_mono > CAPTURE_AGENT_MAX_S * S_NS)

@@ -132,6 +132,14 @@ printf '\100<a href="x">&amp;\t\001\177\377\300\257\355\240\200\357\277\276\303\
 printf '\000\000\010\004\001\014\001\012\003' > "$work/corpus/py_linetable/seed-310"
 printf '\001\000\010\200\210\351\001\360\006\002\005\011' > "$work/corpus/py_linetable/seed-311"
 
+# Reply seeds: the server's JSON answer, and its protobuf one (byte 0 even,
+# the agent's clock at the answer, then an IngestReply asking for a
+# build-id and ordering a 9-s capture of pid 77 at 100 Hz).
+printf '\001{"status":"stored","missing_build_ids":["abcd","0011"],"captures":[]}' \
+	> "$work/corpus/reply/seed-json"
+printf '\000\000\000*6\376\234\227\027\012\006stored\042\004abcd*H\012\0400123456789abcdef0123456789abcdef\022\002j1\032\006\012\002n1\020M\040\200\224\223\216\347\237\347\313\027(\200\310\327\321\210\240\347\313\0270d8\001@\001' \
+	> "$work/corpus/reply/seed-pb"
+
 fail=0
 for t in $targets; do
 	# New inputs go to the first directory; the committed one is read only.

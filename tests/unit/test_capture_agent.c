@@ -28,6 +28,7 @@
 #define REAL0 (1709294400ULL * S)
 #define ID1 "0123456789abcdef0123456789abcdef"
 #define ID2 "fedcba9876543210fedcba9876543210"
+#define ID3 "00000000000000000000000000000003"
 
 struct reported {
 	int n;
@@ -117,6 +118,17 @@ static void test_ends_on_its_own_clock(void **state)
 	capture_ctl__free(c);
 }
 
+/* An answer with both orders at second at_s, the agent's tick at tick_s,
+ * and what it reports then. */
+static void answer(struct capture_ctl *c, Strata__V1__CaptureOrder **op, uint64_t at_s,
+		   uint64_t tick_s, struct reported *rep)
+{
+	capture_ctl__post(c, op, 2, MONO0 + at_s * S, REAL0 + at_s * S);
+	capture_ctl__tick(c, NULL, MONO0 + tick_s * S, REAL0 + tick_s * S);
+	rep->n = 0;
+	capture_ctl__report(c, on_run, rep);
+}
+
 static void test_cancel_and_bounds(void **state)
 {
 	struct capture_ctl *c = capture_ctl__new();
@@ -137,6 +149,21 @@ static void test_cancel_and_bounds(void **state)
 	assert_int_equal(rep.n, 2);
 	assert_string_equal(rep.last.id, ID2);
 	assert_string_equal(rep.last.end_reason, "cancelled");
+	/* an order that ends before it starts is no capture (not one of
+	 * CAPTURE_AGENT_MAX_S) */
+	order(&o[1], &t[1], &tp[1], ID3, REAL0 + 30 * S, REAL0 + 20 * S);
+	answer(c, op, 11, 31, &rep);
+	assert_int_equal(rep.n, 1);
+	assert_string_equal(rep.last.id, ID1);
+	/* a pending capture shortened to before its start never starts */
+	order(&o[1], &t[1], &tp[1], ID3, REAL0 + 60 * S, REAL0 + 70 * S);
+	answer(c, op, 32, 32, &rep);
+	o[1].end_ns = REAL0 + 50 * S;
+	answer(c, op, 33, 61, &rep);
+	assert_int_equal(rep.n, 2);
+	assert_string_equal(rep.last.id, ID3);
+	assert_string_equal(rep.last.end_reason, "cancelled");
+	assert_int_equal(rep.last.start_real, rep.last.end_real); /* never ran */
 	/* ID1 asked for an hour: the agent stops it at CAPTURE_AGENT_MAX_S */
 	capture_ctl__tick(c, NULL, MONO0 + CAPTURE_AGENT_MAX_S * S - 1, REAL0);
 	assert_true(capture_ctl__busy(c));
