@@ -133,8 +133,10 @@ void page_hangs(struct server *srv, const char *job, FILE *out)
 	for (size_t i = 0; i < n && i < MAX_HANGS; i++) {
 		const struct hang_report *r = &h[i];
 
-		fprintf(out, "<h3>%s: %s #%" PRIu64 " of communicator %016" PRIx64 "</h3><p>",
-			diag_hang__kind(r->kind), r->op, r->seq, r->comm_hash);
+		fprintf(out, "<h3>%s: ", diag_hang__kind(r->kind));
+		page_html(out, r->op); /* the agent's string */
+		fprintf(out, " #%" PRIu64 " of communicator %016" PRIx64 "</h3><p>", r->seq,
+			r->comm_hash);
 		if (r->kind == HANG_MISMATCH) {
 			fputs("ranks that called something else: ", out);
 			rank_list(out, r->mismatched, r->nmismatched);

@@ -58,4 +58,17 @@ assert 'job="job-\ufffd\ufffd-\ufffd\ufffd[31m-\\"q\\"\\\\"' in metrics, \
     [l for l in metrics.splitlines() if "job=" in l][:2]
 assert 'node="node-\ufffd(-\ufffd"' in metrics, [l for l in metrics.splitlines() if "node=" in l][:2]
 PY
+# An agent's collective name is markup on the job page of a hang (it was
+# written there raw: script on the server's origin for every reader).
+mkdir -p "$T/h"
+"$ROOT/build/fixtures/gen_scenario" "$T/h" --fault hang --rank 1 --windows 12 --onset 2 \
+	--job xssjob --op '<svg onload=alert(1)>' --start $(($(date +%s) - 14)) > /dev/null
+for f in "$T"/h/*.zst; do
+	curl -sf --data-binary @"$f" "http://127.0.0.1:$PORT/api/v1/batches" > /dev/null ||
+		fail "POST $f"
+done
+curl -sf "http://127.0.0.1:$PORT/jobs/xssjob" > "$T/hang.html" || fail "job page of xssjob"
+grep -q '<h3>missing: &lt;svg onload=alert(1)&gt; #40 ' "$T/hang.html" ||
+	fail "the hang's op not on the page, escaped: $(grep -o '<h3>[^/]*' "$T/hang.html" | head -3)"
+grep -q '<svg onload' "$T/hang.html" && fail "the hang's op is markup on the page"
 echo "ok: invalid UTF-8, control characters and markup in names: valid JSON, XML, pages, metrics"
