@@ -19,6 +19,22 @@ int elf_symtab_bounded(Elf *e, const GElf_Shdr *sh)
 	return str.sh_type == SHT_NOBITS || str.sh_size <= ELF_STRTAB_MAX;
 }
 
+int elf_symtab_take(Elf *e, const GElf_Shdr *sh, struct elf_symtab_budget *b)
+{
+	GElf_Shdr str;
+	Elf_Scn *s = elf_getscn(e, sh->sh_link);
+	uint64_t strings;
+
+	if (!s || !gelf_getshdr(s, &str))
+		return 0;
+	strings = str.sh_type == SHT_NOBITS ? 0 : str.sh_size;
+	if (sh->sh_size > b->symtab || strings > b->strtab)
+		return 0;
+	b->symtab -= sh->sh_size;
+	b->strtab -= strings;
+	return 1;
+}
+
 /*
  * Whether the xz stream in[0..n) inflates to at most max bytes.  A
  * corrupt stream counts what it inflated before the error, as libdwfl

@@ -23,7 +23,7 @@
 /* CFI (.eh_frame, .debug_frame) the agent reads from a file, inflated:
  * libtorch_cuda.so's .eh_frame is tens of MB. */
 #define ELF_CFI_MAX (256ull << 20)
-/* Notes (USDT probes: a few KB in real files). */
+/* Notes (USDT probes: a few KB in real files), all of a file's together. */
 #define ELF_NOTES_MAX (16ull << 20)
 
 /*
@@ -53,6 +53,20 @@ int elf_symtab_bounded(Elf *e, const GElf_Shdr *sh);
 /* Whether every symbol table of e is within the bounds above (what
  * libdwfl reads whole into the heap from a file opened with ELF_C_READ). */
 int elf_symtabs_bounded(Elf *e);
+
+/*
+ * The same bounds for the whole file, for a reader of every symbol table
+ * in it: libelf keeps each section it read until elf_end, so a file of
+ * many tables, each within the bounds, would add up to GBs.  Takes the
+ * table with header sh and its strings from *b (initialized to
+ * ELF_SYMTABS_BUDGET) and returns 1, or 0 when they do not fit in what is
+ * left (nothing taken).
+ */
+struct elf_symtab_budget {
+	uint64_t symtab, strtab;
+};
+#define ELF_SYMTABS_BUDGET ((struct elf_symtab_budget){ ELF_SYMTAB_MAX, ELF_STRTAB_MAX })
+int elf_symtab_take(Elf *e, const GElf_Shdr *sh, struct elf_symtab_budget *b);
 
 /*
  * Whether e's .gnu_debugdata, if any, is within the bounds above.  libdwfl

@@ -13,12 +13,18 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
+#include <stdbool.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "lib/safe_open.h"
 
-/* Build-id notes are tiny; a larger note blob is not worth reading. */
+/*
+ * Build-id notes are tiny; a larger note blob is not worth reading.  The
+ * bound is for the whole file: libelf keeps every chunk it read until
+ * elf_end, and a file of 1 MiB can list thousands of PT_NOTE headers, each
+ * just under 1 MiB at another offset (GBs held at once).
+ */
 #define NOTE_BLOB_MAX (1u << 20)
 
 /*
@@ -49,8 +55,17 @@ static int scan_notes(Elf_Data *data, uint8_t *out, size_t max)
 	return 0;
 }
 
+/* Takes n bytes of the file's note budget *left; false when over it. */
+static bool within(size_t *left, uint64_t n)
+{
+	if (n > *left)
+		return false;
+	*left -= (size_t)n;
+	return true;
+}
+
 /* PT_NOTE segments: what the loader maps, so they survive strip. */
-static int from_phdrs(Elf *elf, uint8_t *out, size_t max)
+static int from_phdrs(Elf *elf, uint8_t *out, size_t max, size_t *left)
 {
 	size_t phnum;
 
@@ -61,7 +76,7 @@ static int from_phdrs(Elf *elf, uint8_t *out, size_t max)
 
 		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_NOTE)
 			continue;
-		if (ph.p_filesz == 0 || ph.p_filesz > NOTE_BLOB_MAX)
+		if (ph.p_filesz == 0 || !within(left, ph.p_filesz))
 			continue;
 		/* elf_getdata_rawchunk checks the range against the file. */
 		Elf_Data *d = elf_getdata_rawchunk(elf, (int64_t)ph.p_offset, ph.p_filesz,
@@ -75,7 +90,7 @@ static int from_phdrs(Elf *elf, uint8_t *out, size_t max)
 }
 
 /* SHT_NOTE sections: relocatable objects and debug files lack PT_NOTE. */
-static int from_sections(Elf *elf, uint8_t *out, size_t max)
+static int from_sections(Elf *elf, uint8_t *out, size_t max, size_t *left)
 {
 	Elf_Scn *scn = NULL;
 
@@ -84,7 +99,7 @@ static int from_sections(Elf *elf, uint8_t *out, size_t max)
 
 		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE)
 			continue;
-		if (sh.sh_size == 0 || sh.sh_size > NOTE_BLOB_MAX || (sh.sh_flags & SHF_COMPRESSED))
+		if (sh.sh_size == 0 || (sh.sh_flags & SHF_COMPRESSED) || !within(left, sh.sh_size))
 			continue;
 		Elf_Data *d = elf_getdata(scn, NULL);
 		int n = d && d->d_buf ? scan_notes(d, out, max) : 0;
@@ -127,9 +142,11 @@ int build_id_read(const char *path, int fd, uint8_t *out, size_t max)
 		err = -ENOEXEC;
 		goto err_out;
 	}
-	err = from_phdrs(elf, out, max);
+	size_t left = NOTE_BLOB_MAX;
+
+	err = from_phdrs(elf, out, max, &left);
 	if (err == 0)
-		err = from_sections(elf, out, max);
+		err = from_sections(elf, out, max, &left);
 err_out:
 	elf_end(elf);
 	if (own_fd >= 0)

@@ -67,6 +67,7 @@ static void scan_symtab(int fd, Elf *e, Elf_Scn *scn, const GElf_Shdr *sh,
 
 int gpu_elf_scan(int fd, struct gpu_elf_probes *out)
 {
+	struct elf_symtab_budget budget = ELF_SYMTABS_BUDGET;
 	Elf_Scn *scn = NULL;
 	Elf *e;
 
@@ -87,7 +88,7 @@ int gpu_elf_scan(int fd, struct gpu_elf_probes *out)
 
 		if (gelf_getshdr(scn, &sh) &&
 		    (sh.sh_type == SHT_DYNSYM || sh.sh_type == SHT_SYMTAB) &&
-		    elf_symtab_bounded(e, &sh))
+		    elf_symtab_take(e, &sh, &budget))
 			scan_symtab(fd, e, scn, &sh, out);
 	}
 	elf_end(e);

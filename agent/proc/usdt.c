@@ -242,7 +242,8 @@ static int scan_elf(Elf *e, usdt_probe_fn fn, void *ctx, struct usdt_stats *st)
 {
 	Elf_Scn *scn = NULL;
 	size_t shstrndx;
-	uint64_t base;
+	/* for the whole file: libelf keeps every section it read */
+	uint64_t base, notes_left = ELF_NOTES_MAX, bytes;
 
 	if (elf_kind(e) != ELF_K_ELF || gelf_getclass(e) != ELFCLASS64 ||
 	    elf_getshdrstrndx(e, &shstrndx))
@@ -254,10 +255,12 @@ static int scan_elf(Elf *e, usdt_probe_fn fn, void *ctx, struct usdt_stats *st)
 
 		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE)
 			continue;
-		if (elf_section_bytes(e, &sh, NULL) > ELF_NOTES_MAX) {
+		bytes = elf_section_bytes(e, &sh, NULL);
+		if (bytes > notes_left) {
 			st->malformed++; /* read whole by libelf: not for a target's claim */
 			continue;
 		}
+		notes_left -= bytes;
 		while ((d = elf_getdata(scn, d))) {
 			size_t off = 0, name_off, desc_off;
 			GElf_Nhdr nh;

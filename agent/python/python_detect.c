@@ -82,6 +82,7 @@ static int read_elf(int fd, struct elf_syms *s)
 {
 	Elf *elf;
 	Elf_Scn *scn = NULL;
+	struct elf_symtab_budget budget = ELF_SYMTABS_BUDGET;
 	size_t nph;
 
 	memset(s, 0, sizeof(*s));
@@ -96,7 +97,7 @@ static int read_elf(int fd, struct elf_syms *s)
 
 		if (gelf_getshdr(scn, &sh) &&
 		    (sh.sh_type == SHT_DYNSYM || sh.sh_type == SHT_SYMTAB) &&
-		    elf_symtab_bounded(elf, &sh))
+		    elf_symtab_take(elf, &sh, &budget))
 			scan_symtab(elf, scn, &sh, s);
 	}
 	if (!elf_getphdrnum(elf, &nph)) {

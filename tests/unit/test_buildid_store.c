@@ -23,6 +23,7 @@
 #include <cmocka.h>
 
 #include "server/buildid_store.h"
+#include "tests/unit/test_util.h"
 
 /* A minimal ELF64 whose only content is a GNU build-id note of id[0..n),
  * padded with zeros to size bytes (at least the headers). */
@@ -36,15 +37,8 @@ static uint8_t *make_elf(const uint8_t *id, size_t n, size_t size, size_t *len)
 	Elf64_Nhdr *nh = (Elf64_Nhdr *)(f + note);
 
 	assert_non_null(f);
-	memcpy(eh->e_ident, ELFMAG, SELFMAG);
-	eh->e_ident[EI_CLASS] = ELFCLASS64;
-	eh->e_ident[EI_DATA] = ELFDATA2LSB;
-	eh->e_ident[EI_VERSION] = EV_CURRENT;
-	eh->e_type = ET_DYN;
-	eh->e_machine = EM_X86_64;
-	eh->e_version = EV_CURRENT;
+	elf64_header(eh, ET_DYN);
 	eh->e_phoff = sizeof(*eh);
-	eh->e_ehsize = sizeof(*eh);
 	eh->e_phentsize = sizeof(*ph);
 	eh->e_phnum = 1;
 	ph->p_type = PT_NOTE;

@@ -17,10 +17,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "agent/gpu/gpu_elf.h"
 #include "agent/gpu/nccl_comm.h"
+#include "tests/unit/test_util.h"
 
 #define REAL_NCCL "/usr/local/cuda/lib/libnccl.so.2"
 
@@ -150,6 +152,24 @@ static void read_of_a_bad_pointer_is_an_error(void **state)
 	assert_int_equal(nccl_comm_read(getpid(), 1ULL << 62, l, &rank, &n), NCCL_READ_FAULT);
 }
 
+/* Eight 60-MiB symbol tables: each within ELF_SYMTAB_MAX, together 480
+ * MiB that libelf would hold at once; one is read, the rest skipped. */
+static void many_symbol_tables_bounded_together(void **state)
+{
+	int fd = make_many_sections_elf(8, SHT_DYNSYM, 60u << 20);
+	struct gpu_elf_probes *p = calloc(1, sizeof(*p));
+	struct rusage before, after;
+
+	assert_non_null(p);
+	getrusage(RUSAGE_SELF, &before);
+	assert_int_equal(gpu_elf_scan(fd, p), 0);
+	getrusage(RUSAGE_SELF, &after);
+	assert_int_equal(p->n, 0);
+	assert_true(after.ru_maxrss - before.ru_maxrss < 128 * 1024); /* KiB */
+	close(fd);
+	free(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -158,6 +178,7 @@ int main(void)
 		cmocka_unit_test(stand_in_says_2_28_9),
 		cmocka_unit_test(real_library_says_2_28_9),
 		cmocka_unit_test(read_checks_magic_rank_and_version),
+		cmocka_unit_test(many_symbol_tables_bounded_together),
 		cmocka_unit_test(read_of_a_bad_pointer_is_an_error),
 	};
 

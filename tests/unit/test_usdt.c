@@ -20,9 +20,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "agent/proc/usdt.h"
+#include "tests/unit/test_util.h"
 
 #define OFF(r) offsetof(struct pt_regs, r)
 
@@ -197,6 +199,25 @@ static void not_elf(void **state)
 	assert_int_equal(s.n, 0);
 }
 
+/* Eight 15-MiB note sections: each within ELF_NOTES_MAX, together 120
+ * MiB that libelf would hold at once; the file's notes are bounded
+ * together (the rest skipped and counted). */
+static void many_note_sections_bounded_together(void **state)
+{
+	int fd = make_many_sections_elf(8, SHT_NOTE, 15u << 20);
+	struct usdt_stats st = { 0 };
+	struct seen s = { .n = 0 };
+	struct rusage before, after;
+
+	getrusage(RUSAGE_SELF, &before);
+	assert_int_equal(usdt_scan(fd, collect, &s, &st), 0);
+	assert_int_equal(s.n, 0);
+	getrusage(RUSAGE_SELF, &after);
+	assert_int_equal(st.malformed, 7);
+	assert_true(after.ru_maxrss - before.ru_maxrss < 48 * 1024); /* KiB */
+	close(fd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -205,6 +226,7 @@ int main(void)
 		cmocka_unit_test(caching_allocator_notes),
 		cmocka_unit_test(bad_note_skipped_and_counted),
 		cmocka_unit_test(not_elf),
+		cmocka_unit_test(many_note_sections_bounded_together),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
