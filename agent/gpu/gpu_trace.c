@@ -11,6 +11,7 @@
 
 #include "agent/gpu/gpu_data.h"
 #include "agent/gpu/gpu_names.h"
+#include "lib/json_str.h"
 
 const char *gpu_data__kernel(const struct gpu_data *d, uint32_t tgid, uint64_t object)
 {
@@ -33,9 +34,10 @@ static void call_args(FILE *out, const struct gpu_data *d, const struct gpu_even
 	fprintf(out, "\"ret\":%" PRId64 ",\"ret_name\":\"%s\"", (int64_t)e->ret, ret ? ret : "?");
 	switch (kind) {
 	case GPU_KIND_LAUNCH:
-		if (gpu_data__kernel(d, e->tgid, e->a[0]))
-			fprintf(out, ",\"kernel_name\":\"%s\"",
-				gpu_data__kernel(d, e->tgid, e->a[0]));
+		if (gpu_data__kernel(d, e->tgid, e->a[0])) {
+			fputs(",\"kernel_name\":", out); /* the target's symbol */
+			json_write_str(out, gpu_data__kernel(d, e->tgid, e->a[0]));
+		}
 		fprintf(out,
 			",\"kernel\":\"%#" PRIx64 "\",\"grid\":[%u,%u,%u],\"block\":[%u,%u,%u],"
 			"\"shared_mem\":%" PRIu64 ",\"stream\":\"%#" PRIx64 "\"",
@@ -93,8 +95,10 @@ int gpu_data__write_trace(const struct gpu_data *d, FILE *out)
 			snprintf(name, sizeof(name), "%s (pid %u)", p->comm, p->tgid);
 		fprintf(out,
 			"%s{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%u,\"tid\":0,"
-			"\"args\":{\"name\":\"%s\"}}",
-			first ? "" : ",\n", p->tgid, name);
+			"\"args\":{\"name\":",
+			first ? "" : ",\n", p->tgid);
+		json_write_str(out, name); /* the comm: the process's own choice */
+		fputs("}}", out);
 		first = 0;
 		if (rank >= 0)
 			fprintf(out,

@@ -5,15 +5,22 @@
 #include "agent/proc/proc_thread.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* The first line of root/PID/task/TID/name into buf; 0 or -errno. */
-static int read_line(const char *root, uint32_t pid, uint32_t tid, const char *name, char *buf,
-		     size_t size)
+/*
+ * root/PID/task/TID/name into buf, NUL-terminated: its first line when
+ * line, else all of it that fits (stat: the comm, the thread's own choice,
+ * may hold a newline, and what follows it must still be read).  0 or
+ * -errno.
+ */
+static int read_text(const char *root, uint32_t pid, uint32_t tid, const char *name, char *buf,
+		     size_t size, bool line)
 {
 	char path[256];
+	size_t n;
 	FILE *f;
 	int err = 0;
 
@@ -21,12 +28,12 @@ static int read_line(const char *root, uint32_t pid, uint32_t tid, const char *n
 	f = fopen(path, "re");
 	if (!f)
 		return -errno;
-	if (!fgets(buf, (int)size, f)) {
+	n = fread(buf, 1, size - 1, f);
+	buf[n] = '\0';
+	if (!n)
 		err = ferror(f) ? -EIO : -ENODATA;
-		buf[0] = '\0'; /* fgets leaves buf as it was: maybe never written */
-	} else {
+	else if (line)
 		buf[strcspn(buf, "\n")] = '\0';
-	}
 	fclose(f);
 	return err;
 }
@@ -72,7 +79,7 @@ static int parse_syscall(const char *line, uint64_t *sp)
 int proc_thread__user_sp(const char *root, uint32_t pid, uint32_t tid, uint64_t *sp)
 {
 	char buf[512];
-	int err = read_line(root, pid, tid, "syscall", buf, sizeof(buf));
+	int err = read_text(root, pid, tid, "syscall", buf, sizeof(buf), true);
 
 	*sp = 0;
 	if (err)
@@ -88,7 +95,7 @@ int proc_thread__read(const char *root, uint32_t pid, uint32_t tid, struct proc_
 
 	memset(out, 0, sizeof(*out));
 	out->syscall = -1;
-	err = read_line(root, pid, tid, "stat", buf, sizeof(buf));
+	err = read_text(root, pid, tid, "stat", buf, sizeof(buf), false);
 	if (err)
 		return err == -ENOENT || err == -ESRCH ? -ENOENT : err;
 	/* the comm may hold spaces and ')': the state follows the last ')' */
@@ -96,10 +103,10 @@ int proc_thread__read(const char *root, uint32_t pid, uint32_t tid, struct proc_
 	if (!rp || rp[1] != ' ' || !rp[2])
 		return -EINVAL;
 	out->state = rp[2];
-	if (!read_line(root, pid, tid, "wchan", buf, sizeof(buf)) && strcmp(buf, "0"))
+	if (!read_text(root, pid, tid, "wchan", buf, sizeof(buf), true) && strcmp(buf, "0"))
 		snprintf(out->wchan, sizeof(out->wchan), "%.*s", PROC_THREAD_NAME - 1, buf);
 	/* "NR args... sp pc", "running", or "-1 sp pc" (blocked, no syscall) */
-	if (!read_line(root, pid, tid, "syscall", buf, sizeof(buf))) {
+	if (!read_text(root, pid, tid, "syscall", buf, sizeof(buf), true)) {
 		int nr = parse_syscall(buf, &out->user_sp);
 
 		out->syscall = nr >= 0 ? nr : -1;

@@ -12,8 +12,10 @@ GPU_LIBS=(--gpu-lib "$FIX/libcudart.so" --gpu-lib "$FIX/libcuda.so" --gpu-lib "$
 	--probe-budget 0)
 export SIM_KERNEL_US=5
 n=300
+# named (its comm) with a quote and a backslash: the trace is still JSON
+ln -s "$FIX/gpu_workload" "$T/gpu\"w\\l"
 "$STRATA" record "${GPU_LIBS[@]}" --drain-interval 100 -o "$T/p.folded" --tally "$T/tally.txt" \
-	--trace "$T/trace.json" -- "$FIX/gpu_workload" launches $n > "$T/out" 2>&1 ||
+	--trace "$T/trace.json" -- "$T/gpu\"w\\l" launches $n > "$T/out" 2>&1 ||
 	{ cat "$T/out"; fail "strata record failed"; }
 cat "$T/tally.txt"
 want() { grep -Eq "^$1 +$2 " "$T/tally.txt" || fail "$1: want $2 calls"; }
@@ -32,5 +34,7 @@ print(dict(c))
 assert c["vector_add_kernel"] == n + 1, c   # + the cudaLaunchKernelExC
 assert c["softmax_kernel"] == 2 * n, c
 assert c["matmul_tile_kernel"] == n, c
+names = [e["args"]["name"] for e in d["traceEvents"] if e.get("name") == "process_name"]
+assert any('gpu"w\\l (pid' in x for x in names), names
 PY
 echo "ok: $((4 * n + 2)) launches with their kernel names"

@@ -64,7 +64,8 @@ static void test_blocked_in_read(void **state)
 	uint64_t sp;
 
 	(void)state;
-	put(8, "stat", "8 (a) b) S 1 8 8 0 -1 4194560 0 0 0 0\n");
+	/* the thread named itself "a) D\n": its state is what follows */
+	put(8, "stat", "8 (a) D\n) S 1 8 8 0 -1 4194560 0 0 0 0\n");
 	put(8, "wchan", "pipe_read");
 	put(8, "syscall", "0 0x3 0x7ffd0000 0x1000 0x0 0x0 0x0 0x7ffc12345678 0x7f0011223344\n");
 	put(8, "stack", "[<0>] pipe_read+0x1/0x2\n[<0>] vfs_read+0x3/0x4\n");
