@@ -25,7 +25,7 @@ struct buildid_store {
 	uint32_t max_files;
 	pthread_mutex_t lock;
 	struct buildid_index *idx;
-	struct buildid_store_stats st; /* bytes: files + reservations of uploads */
+	struct buildid_store_stats st; /* bytes: files; incoming: uploads' reservations */
 };
 
 int buildid_hex_valid(const char *hex)
@@ -294,18 +294,23 @@ struct buildid_upload {
 	uint64_t written, reserved; /* reserved >= written */
 };
 
-/* Takes n bytes of the store's bound, evicting old files for room;
- * -ENOSPC (counted) when that cannot be done. */
+/*
+ * Takes n bytes for an upload in progress: uploads together take at most
+ * half the store's bound, and evict nothing for it (a stored file makes
+ * room for its real size when it is committed): uploads that declare
+ * 512 MiB and send nothing would otherwise empty the store of every
+ * job's files.  -ENOSPC (counted) when over.
+ */
 static int reserve(struct buildid_store *s, uint64_t n)
 {
 	int err;
 
 	pthread_mutex_lock(&s->lock);
-	err = n > s->max_bytes ? -ENOSPC : evict_locked(s, n, 1);
+	err = n > s->max_bytes / 2 - s->st.incoming ? -ENOSPC : 0;
 	if (err)
 		s->st.refused_full++;
 	else
-		s->st.bytes += n;
+		s->st.incoming += n;
 	pthread_mutex_unlock(&s->lock);
 	return err;
 }
@@ -385,7 +390,7 @@ static void upload_end(struct buildid_upload *u, int refused)
 		unlink(u->tmp); /* gone already when it was stored */
 	}
 	pthread_mutex_lock(&s->lock);
-	s->st.bytes -= u->reserved;
+	s->st.incoming -= u->reserved;
 	if (refused)
 		s->st.rejected++;
 	pthread_mutex_unlock(&s->lock);
@@ -417,6 +422,9 @@ int buildid_store__commit(struct buildid_upload *u)
 	pthread_mutex_lock(&s->lock);
 	if (buildid_index__get(s->idx, u->hex)) {
 		err = -EEXIST; /* another upload of the id got here first */
+	} else if (evict_locked(s, u->written, 1)) {
+		err = -ENOSPC; /* larger than the store */
+		s->st.refused_full++;
 	} else if (rename(u->tmp, u->path)) {
 		err = -errno;
 	} else {
@@ -424,7 +432,7 @@ int buildid_store__commit(struct buildid_upload *u)
 		if (e) {
 			e->verified = 1;
 			s->st.files++;
-			s->st.bytes += u->written; /* the file's; the reservation goes */
+			s->st.bytes += u->written; /* the file's */
 		} else {
 			unlink(u->path);
 			err = -ENOMEM;

@@ -21,7 +21,8 @@
 #define BUILDID_HEX_MAX 129 /* 64 bytes of id as hex + NUL */
 
 struct buildid_store_stats {
-	uint64_t files, bytes;			  /* now (bytes: with uploads in flight) */
+	uint64_t files, bytes; /* stored now */
+	uint64_t incoming;     /* now: taken by uploads in progress (at most half the bound) */
 	uint64_t uploads, rejected, refused_full; /* since start */
 	uint64_t evicted;			  /* least recently used, for room */
 	uint64_t replaced;			  /* stored files that failed their check */

@@ -23,6 +23,10 @@
 #include "server/http_route.h"
 #include "server/server.h"
 
+/* A body in memory is first given this much of the budget, then more as
+ * its bytes arrive (doubling, up to the route's bound). */
+#define BODY_FIRST_CAP ((size_t)64 << 10)
+
 struct http_daemon {
 	struct MHD_Daemon *mhd;
 };
@@ -138,7 +142,11 @@ static int preflight(struct server *srv, struct MHD_Connection *c, const char *u
 						: 0;
 	if (clen > cs->max)
 		return too_large(srv, cs);
-	if (cs->rt->body == BODY_MEMORY && clen && body_grow(srv, cs, (size_t)clen))
+	/* What the body will take is reserved as it comes, not as declared:
+	 * idle connections that declare 16 MiB each and send nothing would
+	 * hold the whole budget (every agent refused) with headers alone. */
+	if (cs->rt->body == BODY_MEMORY && clen &&
+	    body_grow(srv, cs, clen < BODY_FIRST_CAP ? (size_t)clen : BODY_FIRST_CAP))
 		return busy(srv, cs);
 	if (cs->rt->body == BODY_FILE) {
 		const char *hex = route__rest(cs->rt, url);
@@ -188,7 +196,7 @@ static void take_body(struct server *srv, struct conn_state *cs, const char *dat
 			fail(cs, 500, "cannot store the upload: %s", strerror(-err));
 	} else {
 		if (cs->len + n > cs->cap) {
-			size_t ncap = cs->cap ? cs->cap : 65536;
+			size_t ncap = cs->cap ? cs->cap : BODY_FIRST_CAP;
 
 			while (ncap < cs->len + n)
 				ncap *= 2;

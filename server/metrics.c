@@ -143,6 +143,9 @@ int api_metrics(struct server *srv, FILE *o)
 	buildid_store__stats(srv->bids, &bs);
 	gauge(o, "strata_buildid_store_files", "files in the build-id store", (double)bs.files);
 	gauge(o, "strata_buildid_store_bytes", "bytes in the build-id store", (double)bs.bytes);
+	gauge(o, "strata_buildid_store_incoming_bytes",
+	      "bytes of symbol uploads in progress (at most half the store's bound)",
+	      (double)bs.incoming);
 	counter(o, "strata_buildid_store_evicted_total",
 		"files removed, least recently used first, to stay within the bounds", bs.evicted);
 	counter(o, "strata_buildid_store_replaced_total",

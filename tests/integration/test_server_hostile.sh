@@ -88,6 +88,25 @@ grep -Eq '^strata_batches_rejected_total\{reason="busy"\} [1-9]' "$T/metrics" ||
 grep -q '^strata_request_memory_bytes 0$' "$T/metrics" || fail "budget not given back: $(grep memory_bytes "$T/metrics")"
 "$GEN" write "$T/good.zst" --stacks 20 --samples 100 --node hostile-node > /dev/null
 expect "good batch" 200 "$T/good.zst" /api/v1/batches -H 'Expect:' -H "$AUTH"
+# Twelve idle connections that declare 900 KB bodies and send none (10.8
+# MB declared, over the budget) hold only what arrived: a batch still fits.
+python3 - "$PORT" hostile-token > "$T/idle.out" <<'PY' &
+import socket, sys, time
+port, token = int(sys.argv[1]), sys.argv[2]
+socks = []
+for _ in range(12):
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(b"POST /api/v1/batches HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
+              token.encode() + b"\r\nContent-Length: 921600\r\n\r\n")
+    socks.append(s)
+print("held", flush=True)
+time.sleep(8)
+PY
+idle=$!
+for _ in $(seq 50); do grep -q held "$T/idle.out" 2> /dev/null && break; sleep 0.1; done
+sleep 0.5
+expect "batch beside idle declared bodies" 200 "$T/good.zst" /api/v1/batches -H 'Expect:' -H "$AUTH"
+kill "$idle" 2> /dev/null; wait "$idle" 2> /dev/null || true
 
 # 4. Symbol files only for ids the server asked of the node that sends
 # them; a 200 MB one (a real ELF padded to 200 MB) is streamed to the

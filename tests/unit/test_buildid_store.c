@@ -216,6 +216,40 @@ static void test_lru_bytes(void **state)
 	rmdir_all(dir);
 }
 
+/* Uploads in progress that declare much and send nothing take at most
+ * half the bound and evict nothing: a stored file makes room for its own
+ * size when it is committed. */
+static void test_uploads_in_progress_evict_nothing(void **state)
+{
+	char *dir = tmpdir();
+	struct buildid_store *s = buildid_store__open(dir, 10000, 0);
+	struct buildid_store_stats st;
+	struct buildid_upload *u, *v;
+	uint8_t id[20];
+	char hex[41];
+
+	assert_non_null(s);
+	for (uint8_t b = 1; b <= 3; b++)
+		assert_int_equal(put(s, b, 3000), 0);
+	id20(0x04, id, hex);
+	assert_int_equal(buildid_store__begin(s, hex, 5000, &u), 0);
+	id20(0x05, id, hex);
+	assert_int_equal(buildid_store__begin(s, hex, 1, &v), -ENOSPC); /* half taken */
+	assert_true(have(s, 0x01) && have(s, 0x02) && have(s, 0x03));
+	buildid_store__stats(s, &st);
+	assert_int_equal(st.evicted, 0);
+	assert_int_equal(st.incoming, 5000);
+	buildid_upload__abort(u);
+	assert_int_equal(put(s, 0x06, 3000), 0); /* room for its own size */
+	buildid_store__stats(s, &st);
+	assert_int_equal(st.evicted, 1);
+	assert_int_equal(st.incoming, 0);
+	assert_int_equal(st.files, 3);
+	assert_true(have(s, 0x06));
+	buildid_store__free(s);
+	rmdir_all(dir);
+}
+
 /* A bound on files; the order of use survives a restart (in the mtime),
  * and a lower bound at open evicts down to it. */
 static void test_lru_files_restart(void **state)
@@ -263,6 +297,7 @@ int main(void)
 		cmocka_unit_test(test_exact_id),
 		cmocka_unit_test(test_replace_bad_file),
 		cmocka_unit_test(test_lru_bytes),
+		cmocka_unit_test(test_uploads_in_progress_evict_nothing),
 		cmocka_unit_test(test_lru_files_restart),
 	};
 
