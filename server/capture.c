@@ -393,6 +393,10 @@ size_t capture_registry__orders(struct capture_registry *r, const char *node, ui
 	return out->n;
 }
 
+/* How far ahead of the server's clock an agent's own capture may say it
+ * started (clock skew between nodes). */
+#define ADOPT_SKEW_NS (300 * S_NS)
+
 /* A capture an agent started itself (CaptureRun.trigger_str set: a CUDA
  * out-of-memory return, oom; a process the OOM killer chose, oom_kill),
  * recorded the first time the server hears of it.  Its job: the batch's
@@ -426,13 +430,18 @@ static void adopt(struct capture_registry *r, const Strata__V1__Batch *b,
 	c.s.targets[0].pid = run->pid;
 	c.s.ntargets = 1;
 	c.s.start_ns = run->from_ns && run->from_ns < run->start_ns ? run->from_ns : run->start_ns;
-	/* The agent's times: a window that would wrap is not a capture. */
-	if (c.s.start_ns > UINT64_MAX - ((uint64_t)r->o.max_s + 1) * S_NS)
+	/* The agent's times.  Its capture began at its trigger, before this
+	 * batch: one that claims to start later than a clock's skew from now
+	 * would hold a running slot for as long as it claims (the API's,
+	 * stragglers' and hangs' captures refused meanwhile). */
+	if (run->start_ns > now_ns + ADOPT_SKEW_NS) {
+		__atomic_fetch_add(&r->stats.refused, 1, __ATOMIC_RELAXED);
 		return;
+	}
 	c.s.end_ns = run->until_ns > c.s.start_ns ? run->until_ns : c.s.start_ns + S_NS;
 	if (c.s.end_ns - c.s.start_ns > (uint64_t)r->o.max_s * S_NS)
 		c.s.end_ns = c.s.start_ns + (uint64_t)r->o.max_s * S_NS;
-	c.s.freq_hz = run->freq_hz;
+	c.s.freq_hz = run->freq_hz < CAPTURE_FREQ_MAX ? run->freq_hz : CAPTURE_FREQ_MAX;
 	c.s.gpu_calls = c.s.offcpu = true;
 	pthread_mutex_lock(&r->lock);
 	if (find(r, id) || !(dst = slot(r, now_ns))) {
@@ -476,7 +485,8 @@ void capture_registry__metrics(struct capture_registry *r, FILE *o)
 		fprintf(o, "strata_captures_total{trigger=\"%s\"} %" PRIu64 "\n", TRIGGERS[i],
 			st.created[i]);
 	fprintf(o,
-		"# HELP strata_captures_refused_total captures refused: too many running\n"
+		"# HELP strata_captures_refused_total captures refused: too many running, or an "
+		"agent's own that claims to start ahead of the server's clock\n"
 		"# TYPE strata_captures_refused_total counter\n"
 		"strata_captures_refused_total %" PRIu64 "\n"
 		"# HELP strata_capture_orders_total capture orders handed to agents in batch "

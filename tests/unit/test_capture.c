@@ -373,17 +373,30 @@ static void test_adopt_oom_kill(void **state)
 	assert_int_equal(st.created[capture__trigger_index("oom_kill")], 1);
 	assert_int_equal(st.created[capture__trigger_index("oom")], 0);
 
-	/* an agent's run at the end of time: its window would wrap (end
-	 * before start), so it is not adopted */
+	/* an agent's run at the end of time (its window would wrap), or ten
+	 * years ahead (it would hold a running slot for years): not adopted,
+	 * counted */
 	strings[1] = "fedcba9876543210fedcba9876543210";
-	run.start_ns = UINT64_MAX - NS;
-	run.from_ns = 0;
-	run.until_ns = 0;
-	capture_registry__note_batch(r, &b, T0 + 2 * NS);
-	capture_registry__note_batch(r, &b, T0 + 3 * NS);
-	assert_int_equal(capture_registry__list(r, "job-k", c, 2), 1);
+	for (int i = 0; i < 2; i++) {
+		run.start_ns = i ? T0 + 10 * 365 * 86400 * NS : UINT64_MAX - NS;
+		run.from_ns = 0;
+		run.until_ns = 0;
+		run.freq_hz = 5000;
+		capture_registry__note_batch(r, &b, T0 + 2 * NS);
+		assert_int_equal(capture_registry__list(r, "job-k", c, 2), 1);
+	}
 	capture_registry__stats(r, T0, &st);
 	assert_int_equal(st.created[capture__trigger_index("oom_kill")], 1);
+	assert_int_equal(st.refused, 2);
+	assert_int_equal(st.active, 1);
+	/* one of its own seconds ahead of the server's clock: adopted, at the
+	 * timed sampler's ceiling */
+	strings[1] = "00000000000000000000000000000007";
+	run.start_ns = T0 + 3 * NS;
+	capture_registry__note_batch(r, &b, T0 + 2 * NS);
+	assert_int_equal(capture_registry__list(r, "job-k", c, 2), 2);
+	assert_int_equal(c[0].s.freq_hz == CAPTURE_FREQ_MAX || c[1].s.freq_hz == CAPTURE_FREQ_MAX,
+			 1);
 	capture_registry__free(r);
 }
 
