@@ -297,7 +297,7 @@ static const char *job_of(struct capture_ctl *c, uint32_t tgid)
 	if (j->tgid == tgid && j->start_ticks == start)
 		return j->job;
 	l = malloc(sizeof(*l));
-	if (!l || proc_labels__read(tgid, c->boot_epoch_ns, l)) {
+	if (!l || proc_labels__read(tgid, c->boot_epoch_ns, start, l)) {
 		free(l);
 		return NULL;
 	}

@@ -478,6 +478,13 @@ int proc_tracker__lookup(struct proc_tracker *t, uint32_t tgid, uint64_t mm_id, 
 	return 0;
 }
 
+uint64_t proc_tracker__start_ticks(struct proc_tracker *t, uint32_t tgid, uint64_t mm_id)
+{
+	const struct proc_instance *p = t ? find(t, tgid, mm_id) : NULL;
+
+	return p ? p->start_ticks : 0;
+}
+
 /*
  * An exit event can be lost (ring full) or never sent (an instance made from
  * /proc without events): marks instances whose process is gone exited, to

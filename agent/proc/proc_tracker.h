@@ -72,6 +72,11 @@ int proc_tracker__attach_next(struct proc_tracker *t);
 int proc_tracker__lookup(struct proc_tracker *t, uint32_t tgid, uint64_t mm_id, uint64_t ip,
 			 const struct proc_mapping **out);
 
+/* The /proc/PID/stat starttime of process (tgid, mm_id) as first seen (0:
+ * not known): what a later read of /proc/PID must find for it to be the
+ * same process. */
+uint64_t proc_tracker__start_ticks(struct proc_tracker *t, uint32_t tgid, uint64_t mm_id);
+
 /* Ends a drain: instances that exited before it are freed; every few drains
  * instances whose process is gone without an exit event are found. */
 void proc_tracker__end_drain(struct proc_tracker *t);

@@ -125,7 +125,7 @@ static void oom_capture(struct batch_capture *bc, const struct gpu_data *d, uint
 	 * killed one may be gone already: the server then takes the job its
 	 * batch's process row names) */
 	if (!job[0] && (l = malloc(sizeof(*l))) &&
-	    !proc_labels__read(tgid, proc_labels__boot_epoch_ns(), l))
+	    !proc_labels__read(tgid, proc_labels__boot_epoch_ns(), 0, l))
 		job = l->job;
 	err = capture_ctl__start_own(bc->ctl, killed ? "oom_kill" : "oom", tgid, job,
 				     killed ? OOM_KILL_AFTER_S : OOM_AFTER_S, OOM_FREQ_HZ, since,

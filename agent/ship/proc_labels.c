@@ -14,10 +14,14 @@
 
 #define ENV_MAX (256 * 1024) /* environ bytes read at most */
 
-/* Reads up to sz-1 bytes of a /proc file; returns bytes read or -errno. */
-static ssize_t read_file(const char *path, char *buf, size_t sz)
+/*
+ * Reads up to sz-1 bytes of name in the process directory dir (an fd of
+ * /proc/PID: once that process is gone, reads fail, even if its pid names
+ * another process by then); returns bytes read or -errno.
+ */
+static ssize_t read_file(int dir, const char *name, char *buf, size_t sz)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = openat(dir, name, O_RDONLY | O_CLOEXEC);
 	size_t n = 0;
 
 	if (fd < 0)
@@ -43,15 +47,14 @@ uint64_t proc_labels__boot_epoch_ns(void)
 	return rt - boottime_ns();
 }
 
-static int read_stat(uint32_t pid, uint64_t boot_epoch, struct proc_labels *o)
+static int read_stat(int dir, uint64_t boot_epoch, uint64_t want_ticks, struct proc_labels *o)
 {
-	char path[64], buf[1024], *open_p, *close_p;
+	char buf[1024], *open_p, *close_p;
 	unsigned long long start = 0;
 	int ppid = 0;
 	long tck = sysconf(_SC_CLK_TCK);
 
-	snprintf(path, sizeof(path), "/proc/%u/stat", pid);
-	if (read_file(path, buf, sizeof(buf)) <= 0)
+	if (read_file(dir, "stat", buf, sizeof(buf)) <= 0)
 		return -ESRCH;
 	/* comm may hold spaces and parentheses: it ends at the last ')'. */
 	open_p = strchr(buf, '(');
@@ -65,6 +68,8 @@ static int read_stat(uint32_t pid, uint64_t boot_epoch, struct proc_labels *o)
 		   "%*d %*d %*d %llu",
 		   &ppid, &start) != 2)
 		return -EINVAL;
+	if (want_ticks && start != want_ticks)
+		return -ESRCH; /* the pid is another process's now */
 	o->ppid = (uint32_t)ppid;
 	if (tck <= 0)
 		tck = 100;
@@ -74,13 +79,10 @@ static int read_stat(uint32_t pid, uint64_t boot_epoch, struct proc_labels *o)
 	return 0;
 }
 
-static void read_cmdline(uint32_t pid, struct proc_labels *o)
+static void read_cmdline(int dir, struct proc_labels *o)
 {
-	char path[64];
-	ssize_t n;
+	ssize_t n = read_file(dir, "cmdline", o->cmdline, sizeof(o->cmdline));
 
-	snprintf(path, sizeof(path), "/proc/%u/cmdline", pid);
-	n = read_file(path, o->cmdline, sizeof(o->cmdline));
 	for (ssize_t i = 0; i + 1 < n; i++)
 		if (!o->cmdline[i])
 			o->cmdline[i] = ' ';
@@ -101,8 +103,13 @@ void proc_labels__parse_cgroup(const char *path, char *container, size_t csz, ch
 		size_t len = strcspn(p, "/");
 		const char *seg = p, *pd;
 
-		/* docker-<id>.scope, cri-containerd-<id>.scope, crio-<id>, <id> */
-		for (size_t i = 0; i + 64 <= len; i++) {
+		/*
+		 * docker-<id>.scope, cri-containerd-<id>.scope, crio-<id>, <id>.
+		 * The outermost match wins: the runtime made it; a process
+		 * with a delegated cgroup subtree can make any name below it
+		 * (".../pod<another pod's uid>").
+		 */
+		for (size_t i = 0; !container[0] && i + 64 <= len; i++) {
 			if (is_hex(seg + i, 64) &&
 			    (i + 64 == len || !isxdigit((unsigned char)seg[i + 64])) &&
 			    (i == 0 || !isxdigit((unsigned char)seg[i - 1]))) {
@@ -112,7 +119,8 @@ void proc_labels__parse_cgroup(const char *path, char *container, size_t csz, ch
 		}
 		/* kubepods-burstable-pod<uid>.slice or pod<uid>; "kubepods"
 		 * itself holds "pod", so every occurrence is tried. */
-		for (pd = seg; (pd = memmem(pd, len - (size_t)(pd - seg), "pod", 3)); pd += 3) {
+		for (pd = seg; !pod[0] && (pd = memmem(pd, len - (size_t)(pd - seg), "pod", 3));
+		     pd += 3) {
 			size_t ul = 0;
 
 			if ((size_t)(pd - seg) + 3 + 36 > len)
@@ -134,17 +142,17 @@ void proc_labels__parse_cgroup(const char *path, char *container, size_t csz, ch
 	}
 }
 
-static void read_cgroup(uint32_t pid, struct proc_labels *o)
+static void read_cgroup(int dir, struct proc_labels *o)
 {
-	char path[64], buf[4096], *line;
+	char buf[4096], *line;
 
-	snprintf(path, sizeof(path), "/proc/%u/cgroup", pid);
-	if (read_file(path, buf, sizeof(buf)) <= 0)
+	if (read_file(dir, "cgroup", buf, sizeof(buf)) <= 0)
 		return;
-	/* cgroup v2: "0::/path"; with v1 also present, the v2 line wins. */
+	/* cgroup v2: "0::/path"; with v1 also present, the v2 line wins (a
+	 * v1 path holding "::" is not it) */
 	for (char *save = NULL, *l = strtok_r(buf, "\n", &save); l;
 	     l = strtok_r(NULL, "\n", &save)) {
-		line = strstr(l, "::");
+		line = !strncmp(l, "0::", 3) ? l + 1 : NULL;
 		if (line || !o->cgroup[0])
 			snprintf(o->cgroup, sizeof(o->cgroup), "%s",
 				 line		  ? line + 2
@@ -168,16 +176,14 @@ static int env_int(const char *v, int32_t *out)
 	return 0;
 }
 
-static void read_environ(uint32_t pid, struct proc_labels *o)
+static void read_environ(int dir, struct proc_labels *o)
 {
-	char path[64];
 	char *buf = malloc(ENV_MAX);
 	ssize_t n;
 
 	if (!buf)
 		return;
-	snprintf(path, sizeof(path), "/proc/%u/environ", pid);
-	n = read_file(path, buf, ENV_MAX);
+	n = read_file(dir, "environ", buf, ENV_MAX);
 	for (ssize_t i = 0; i < n;) {
 		const char *kv = buf + i;
 		size_t len = strnlen(kv, (size_t)(n - i));
@@ -226,22 +232,31 @@ static void bind_identity(struct proc_labels *o)
 		snprintf(o->identity, sizeof(o->identity), "cgroup:%s", o->cgroup);
 }
 
-int proc_labels__read(uint32_t pid, uint64_t boot_epoch_ns, struct proc_labels *o)
+int proc_labels__read(uint32_t pid, uint64_t boot_epoch_ns, uint64_t start_ticks,
+		      struct proc_labels *o)
 {
-	int err;
+	char path[32];
+	int dir, err;
 
 	memset(o, 0, sizeof(*o));
 	o->pid = pid;
 	o->rank = o->local_rank = o->world_size = -1;
-	err = read_stat(pid, boot_epoch_ns, o);
-	if (err)
-		return err;
-	o->job_source = o->rank_source = "";
-	read_cmdline(pid, o);
-	read_cgroup(pid, o);
-	read_environ(pid, o);
-	bind_identity(o);
-	return 0;
+	/* Every file through one fd of the process's directory: a pid reused
+	 * between two reads fails them instead of mixing two processes. */
+	snprintf(path, sizeof(path), "/proc/%u", pid);
+	dir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dir < 0)
+		return -ESRCH;
+	err = read_stat(dir, boot_epoch_ns, start_ticks, o);
+	if (!err) {
+		o->job_source = o->rank_source = "";
+		read_cmdline(dir, o);
+		read_cgroup(dir, o);
+		read_environ(dir, o);
+		bind_identity(o);
+	}
+	close(dir);
+	return err;
 }
 
 /* The string fields of struct proc_labels, in their packed order. */

@@ -42,10 +42,15 @@ struct proc_labels {
  */
 uint64_t proc_labels__boot_epoch_ns(void);
 
-/* Reads pid's labels, start time = boot_epoch_ns + its boot-relative
+/*
+ * Reads pid's labels, start time = boot_epoch_ns + its boot-relative
  * start; 0, or -errno when the process is gone (comm and start time
- * missing).  Unreadable parts (environ of another user) stay empty. */
-int proc_labels__read(uint32_t pid, uint64_t boot_epoch_ns, struct proc_labels *out);
+ * missing), or -ESRCH when start_ticks (its /proc/PID/stat starttime; 0:
+ * any) says the pid names another process now.  Unreadable parts (environ
+ * of another user) stay empty.
+ */
+int proc_labels__read(uint32_t pid, uint64_t boot_epoch_ns, uint64_t start_ticks,
+		      struct proc_labels *out);
 
 /*
  * A label set packed for keeping: its numbers and its strings back to back,

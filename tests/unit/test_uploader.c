@@ -21,6 +21,7 @@
 
 #include "server/batch_decode.h"
 #include "uploader/batch_builder.h"
+#include "agent/proc/proc_stat.h"
 #include "agent/ship/proc_labels.h"
 #include "uploader/uploader.h"
 
@@ -225,6 +226,16 @@ static void test_cgroup_ids(void **state)
 	proc_labels__parse_cgroup(path, c, sizeof(c), p, sizeof(p));
 	assert_string_equal(c, id);
 	assert_string_equal(p, "");
+	/* a process with a delegated subtree names a cgroup below its own
+	 * after another pod and container: the outermost (the runtime's) win */
+	snprintf(path, sizeof(path),
+		 "/kubepods.slice/kubepods-pod1b2c3d4e_5f60_7182_93a4_b5c6d7e8f901.slice/"
+		 "cri-containerd-%s.scope/pod99999999-9999-9999-9999-999999999999/"
+		 "docker-%064d.scope",
+		 id, 0);
+	proc_labels__parse_cgroup(path, c, sizeof(c), p, sizeof(p));
+	assert_string_equal(c, id);
+	assert_string_equal(p, "1b2c3d4e-5f60-7182-93a4-b5c6d7e8f901");
 	proc_labels__parse_cgroup("/user.slice/user-0.slice/session-1.scope", c, sizeof(c), p,
 				  sizeof(p));
 	assert_string_equal(c, "");
@@ -258,15 +269,22 @@ static void test_labels_from_environment(void **state)
 	/* exec may still be under way: wait for the new image's environment
 	 * and name (the kernel switches the mm before it sets comm) */
 	for (int i = 0; i < 200; i++) {
-		assert_int_equal(proc_labels__read((uint32_t)pid, epoch, &l), 0);
+		assert_int_equal(proc_labels__read((uint32_t)pid, epoch, 0, &l), 0);
 		if (l.has_rank && !strcmp(l.comm, "sleep"))
 			break;
 		usleep(5000);
 	}
 	/* the same start time at every read with one epoch (the server keys
 	 * a process by it) */
-	assert_int_equal(proc_labels__read((uint32_t)pid, epoch, &again), 0);
+	assert_int_equal(proc_labels__read((uint32_t)pid, epoch, 0, &again), 0);
 	assert_true(again.start_time_ns == l.start_time_ns);
+	/* the process sampled started at another time: this pid is another
+	 * process's now, whose labels are not the sampled one's */
+	uint64_t ticks = proc_stat__start_ticks("/proc", (uint32_t)pid, NULL, 0);
+
+	assert_true(ticks > 0);
+	assert_int_equal(proc_labels__read((uint32_t)pid, epoch, ticks, &again), 0);
+	assert_int_equal(proc_labels__read((uint32_t)pid, epoch, ticks + 1, &again), -ESRCH);
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
 	assert_true(l.has_rank);
@@ -281,7 +299,7 @@ static void test_labels_from_environment(void **state)
 		    !strncmp(l.identity, "cgroup:", 7));
 	assert_string_equal(l.comm, "sleep");
 	assert_true(l.start_time_ns > 1600000000000000000ull);
-	assert_int_equal(proc_labels__read(0x3ffffff0, epoch, &l), -ESRCH);
+	assert_int_equal(proc_labels__read(0x3ffffff0, epoch, 0, &l), -ESRCH);
 }
 
 int main(void)
