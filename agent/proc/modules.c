@@ -396,9 +396,14 @@ void modules__stats(const struct module_registry *r, struct module_stats *st)
 /* --- wire (strata-agent --server): GPU call-site frames carry only the path --- */
 struct module *modules__find_path(struct module_registry *r, const char *path)
 {
+	struct module *found = NULL;
+
 	for (size_t b = 0; b < MODULE_BUCKETS; b++)
 		for (struct module *m = r->buckets[b]; m; m = m->next)
-			if (m->path && !strcmp(m->path, path))
-				return m;
-	return NULL;
+			if (m->path && !strcmp(m->path, path)) {
+				if (found)
+					return NULL; /* two files (two containers' CUDA) */
+				found = m;
+			}
+	return found;
 }

@@ -70,7 +70,9 @@ struct module *modules__find(struct module_registry *r, dev_t dev, uint64_t ino)
 /* The module of a file named by path (symlinks followed), opened now;
  * NULL when it cannot be opened or the registry is full. */
 struct module *modules__from_path(struct module_registry *r, const char *path);
-/* The first module opened under this path (a linear scan: callers cache). */
+/* The one module opened under this path; NULL when none, or when files of
+ * two mount namespaces share it (two containers' libcudart.so.12): the
+ * path alone cannot say which.  A linear scan: callers cache. */
 struct module *modules__find_path(struct module_registry *r, const char *path);
 /*
  * Finds a file known only by (dev, ino, basename) — from an exit-time VMA

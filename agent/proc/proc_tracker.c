@@ -478,6 +478,24 @@ int proc_tracker__lookup(struct proc_tracker *t, uint32_t tgid, uint64_t mm_id, 
 	return 0;
 }
 
+struct module *proc_tracker__module_at(struct proc_tracker *t, uint32_t tgid, const char *path)
+{
+	struct module *found = NULL;
+
+	for (struct proc_instance *p = t->buckets[bucket_of(tgid)]; p; p = p->next) {
+		if (p->tgid != tgid || (found && p->exited))
+			continue;
+		for (size_t i = 0; i < p->nmaps; i++)
+			if (p->maps[i].mod && p->maps[i].name && !strcmp(p->maps[i].name, path)) {
+				found = p->maps[i].mod;
+				if (!p->exited)
+					return found;
+				break;
+			}
+	}
+	return found;
+}
+
 uint64_t proc_tracker__start_ticks(struct proc_tracker *t, uint32_t tgid, uint64_t mm_id)
 {
 	const struct proc_instance *p = t ? find(t, tgid, mm_id) : NULL;

@@ -72,6 +72,10 @@ int proc_tracker__attach_next(struct proc_tracker *t);
 int proc_tracker__lookup(struct proc_tracker *t, uint32_t tgid, uint64_t mm_id, uint64_t ip,
 			 const struct proc_mapping **out);
 
+/* The module mapped under path by process tgid (its latest address space
+ * first); NULL when it maps none (or is gone). */
+struct module *proc_tracker__module_at(struct proc_tracker *t, uint32_t tgid, const char *path);
+
 /* The /proc/PID/stat starttime of process (tgid, mm_id) as first seen (0:
  * not known): what a later read of /proc/PID must find for it to be the
  * same process. */

@@ -13,11 +13,14 @@
 #define STATE_MAX 65536	       /* last-shipped rows per table (the layer keeps 65536) */
 #define OUTSTANDING_MAX 262144 /* allocations tracked between drains (the BPF map's size) */
 #define ALLOC_DEFER_MAX 8      /* drains an allocation waits for its stack to resolve */
-#define PATHS_MAX 4096	       /* frame path -> module */
+#define PATHS_MAX 4096	       /* (process, frame path) -> module */
 #define WIRE_MAX_FRAMES 512    /* frames of one call-site stack sent */
 
 struct path_row {
-	const char *path; /* key: the interned pointer of the layer's frames */
+	/* key: the process and the interned path pointer of the layer's
+	 * frames (two containers map different files at the same path) */
+	uint64_t tgid;
+	const char *path;
 	const struct module *mod;
 };
 
@@ -39,6 +42,7 @@ struct out_row {
 
 struct batch_gpu {
 	struct module_registry *mods;
+	struct proc_tracker *procs;
 	struct gpu_table sites, tally, errs, colls; /* values last shipped */
 	struct gpu_table outstanding, paths;
 	uint64_t paths_evicted; /* the registry's evictions when paths was valid */
@@ -51,13 +55,14 @@ struct batch_gpu {
 	struct batch_gpu_stats st;
 };
 
-struct batch_gpu *batch_gpu__new(struct module_registry *mods)
+struct batch_gpu *batch_gpu__new(struct module_registry *mods, struct proc_tracker *procs)
 {
 	struct batch_gpu *g = calloc(1, sizeof(*g));
 
 	if (!g)
 		return NULL;
 	g->mods = mods;
+	g->procs = procs;
 	gpu_table__init(&g->sites, sizeof(struct gpu_site), 0, sizeof(struct gpu_site_key),
 			STATE_MAX);
 	gpu_table__init(&g->tally, sizeof(struct gpu_tally_row), 0, sizeof(struct gpu_tally_key),
@@ -68,7 +73,8 @@ struct batch_gpu *batch_gpu__new(struct module_registry *mods)
 			STATE_MAX);
 	gpu_table__init(&g->outstanding, sizeof(struct out_row), 0,
 			offsetof(struct out_row, alloc_ns), OUTSTANDING_MAX);
-	gpu_table__init(&g->paths, sizeof(struct path_row), 0, sizeof(const char *), PATHS_MAX);
+	gpu_table__init(&g->paths, sizeof(struct path_row), 0, offsetof(struct path_row, mod),
+			PATHS_MAX);
 	return g;
 }
 
@@ -108,27 +114,36 @@ static void swap_prev(struct batch_gpu *g, struct gpu_table *t, const void *cur,
 	memcpy(row, cur, t->elem);
 }
 
-static const struct module *module_of(struct batch_gpu *g, const char *path)
+/* The file process tgid maps at path: its own mapping's module, else the
+ * only file known by that path (none when two share it). */
+static const struct module *lookup(struct batch_gpu *g, uint32_t tgid, const char *path)
 {
+	const struct module *m = g->procs ? proc_tracker__module_at(g->procs, tgid, path) : NULL;
+
+	return m ? m : modules__find_path(g->mods, path);
+}
+
+static const struct module *module_of(struct batch_gpu *g, uint32_t tgid, const char *path)
+{
+	struct path_row key = { .tgid = tgid, .path = path }, *r;
 	struct module_stats ms;
-	struct path_row *r;
 	int err = 0;
 
 	/* the registry evicted modules since: cached pointers may dangle */
 	modules__stats(g->mods, &ms);
 	if (ms.evicted != g->paths_evicted) {
 		gpu_table__fini(&g->paths);
-		gpu_table__init(&g->paths, sizeof(struct path_row), 0, sizeof(const char *),
-				PATHS_MAX);
+		gpu_table__init(&g->paths, sizeof(struct path_row), 0,
+				offsetof(struct path_row, mod), PATHS_MAX);
 		g->paths_evicted = ms.evicted;
 	}
-	r = gpu_table__find(&g->paths, &path);
+	r = gpu_table__find(&g->paths, &key);
 	if (r)
 		return r->mod;
-	r = gpu_table__get(&g->paths, &path, &err);
+	r = gpu_table__get(&g->paths, &key, &err);
 	if (!r) /* full: look it up every time */
-		return modules__find_path(g->mods, path);
-	r->mod = modules__find_path(g->mods, path);
+		return lookup(g, tgid, path);
+	r->mod = lookup(g, tgid, path);
 	return r->mod;
 }
 
@@ -169,7 +184,7 @@ static int64_t stack_of(struct batch_gpu *g, struct batch_builder *bb, const str
 			f->path = pf->module;
 			f->addr = pf->addr;
 			f->is_return = 1;
-			mod = module_of(g, pf->module);
+			mod = module_of(g, tgid, pf->module);
 			if (mod) {
 				f->build_id = mod->build_id;
 				f->build_id_len = (size_t)mod->build_id_len;

@@ -33,7 +33,7 @@ struct batch_gpu_stats {
 };
 
 /* mods: where the call-site frames' files are found by path (build-ids). */
-struct batch_gpu *batch_gpu__new(struct module_registry *mods);
+struct batch_gpu *batch_gpu__new(struct module_registry *mods, struct proc_tracker *procs);
 void batch_gpu__free(struct batch_gpu *g);
 
 /* After every drain of the layer: allocation events from this drain's

@@ -144,7 +144,7 @@ struct shipper *shipper__new(const struct shipper_opts *o, struct session *s)
 	if (!sh->ab)
 		goto err_out;
 	if (src.gpu) {
-		sh->gpu = batch_gpu__new(src.mods);
+		sh->gpu = batch_gpu__new(src.mods, src.procs);
 		if (!sh->gpu)
 			goto err_out;
 	}

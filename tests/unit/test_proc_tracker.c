@@ -47,6 +47,11 @@ static void self_lookup_reads_proc(void **state)
 	assert_true(ip >= m->start && ip < m->end);
 	/* An address in no mapping: -ENOENT, not a wrong mapping. */
 	assert_int_equal(proc_tracker__lookup(t, getpid(), 0x1000, 16, &m), -ENOENT);
+	/* the file the process maps at a path (a GPU frame's), by process:
+	 * another process's file at the same path would be another module */
+	assert_ptr_equal(proc_tracker__module_at(t, getpid(), exe), m->mod);
+	assert_null(proc_tracker__module_at(t, getpid(), "/no/such/lib.so"));
+	assert_null(proc_tracker__module_at(t, getpid() + 1, exe));
 	proc_tracker__free(t);
 	modules__free(mods);
 }
