@@ -403,16 +403,17 @@ struct http_daemon *http__start(struct server *srv, const char *addr, int thread
 	}
 	/* TLS (GnuTLS through libmicrohttpd): 1.2 and 1.3 only.  Without TLS
 	 * the key options are ignored. */
-	d->mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
-					  MHD_USE_ERROR_LOG | (srv->tls ? MHD_USE_TLS : 0),
-				  0, NULL, NULL, on_request, srv, MHD_OPTION_SOCK_ADDR, &sa,
-				  MHD_OPTION_THREAD_POOL_SIZE, (unsigned)threads,
-				  MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
-				  MHD_OPTION_CONNECTION_LIMIT, 1024u, MHD_OPTION_CONNECTION_TIMEOUT,
-				  60u, srv->tls ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END,
-				  srv->tls_key, MHD_OPTION_HTTPS_MEM_CERT, srv->tls_cert,
-				  MHD_OPTION_HTTPS_PRIORITIES,
-				  "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2", MHD_OPTION_END);
+	d->mhd = MHD_start_daemon(
+		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ERROR_LOG |
+			(srv->tls ? MHD_USE_TLS : 0),
+		0, NULL, NULL, on_request, srv, MHD_OPTION_SOCK_ADDR, &sa,
+		MHD_OPTION_THREAD_POOL_SIZE, (unsigned)threads, MHD_OPTION_NOTIFY_COMPLETED,
+		on_completed, srv, MHD_OPTION_CONNECTION_LIMIT, (unsigned)CONNECTION_LIMIT,
+		MHD_OPTION_PER_IP_CONNECTION_LIMIT, srv->max_conns_per_ip,
+		MHD_OPTION_CONNECTION_TIMEOUT, 60u,
+		srv->tls ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, srv->tls_key,
+		MHD_OPTION_HTTPS_MEM_CERT, srv->tls_cert, MHD_OPTION_HTTPS_PRIORITIES,
+		"NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2", MHD_OPTION_END);
 	if (!d->mhd) {
 		snprintf(err, errsz, "cannot listen on %s: %s", addr, strerror(errno));
 		free(d);

@@ -65,8 +65,9 @@ struct server {
 	int tls;				  /* served over TLS: cookies are Secure */
 	const char *tls_cert, *tls_key;		  /* PEM text, when tls */
 	struct batch_limits limits;
-	size_t max_symbol_upload; /* bytes */
-	struct mem_budget budget; /* request bodies in memory, all connections */
+	size_t max_symbol_upload;  /* bytes */
+	unsigned max_conns_per_ip; /* 0: no bound but the daemon's */
+	struct mem_budget budget;  /* request bodies in memory, all connections */
 	struct server_metrics m;
 	struct diag_engine *diag;	   /* server/diag_engine.h; NULL: no diagnosis */
 	struct diag_live *live;		   /* server/diag_live.h: stragglers at ingest */
@@ -156,6 +157,10 @@ int server__load_profile(struct server *srv, const struct store_filter *f,
 /* Starts the HTTP daemon on addr ("HOST:PORT", ":PORT"); returns an
  * opaque handle and the bound port, or NULL with err set. */
 struct http_daemon;
+/* Connections the server holds at once (all clients); one address holds
+ * at most --max-conns-per-ip of them, so one slow client cannot take all. */
+#define CONNECTION_LIMIT 1024
+
 struct http_daemon *http__start(struct server *srv, const char *addr, int threads, uint16_t *port,
 				char *err, size_t errsz);
 void http__stop(struct http_daemon *d);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "lib/cli.h"
@@ -31,6 +32,7 @@ struct server_opts {
 	const char *ch_cluster;		/* --clickhouse-cluster */
 	struct server_cred_files creds; /* server/server_creds.h */
 	uint32_t retention_h, threads, max_batch_mb, max_symbol_mb, buildid_max_mb, max_buffered_mb;
+	uint32_t max_conns_per_ip;
 	int debuginfod;
 	/* diagnosis (server/diag_engine.c) */
 	uint32_t diag_window_ms, diag_delay_ms;
@@ -75,6 +77,8 @@ static void usage(FILE *f)
 	      "      --max-buffered-mb N  batch bodies and decodes in memory, all connections\n"
 	      "                           together (default 1024; 503 past it)\n"
 	      "      --buildid-max-mb N   build-id store bound (default 20480)\n"
+	      "      --max-conns-per-ip N  connections one address may hold, of 1024 (default\n"
+	      "                           256; 0: no bound, e.g. behind a proxy)\n"
 	      "      --no-debuginfod      never ask DEBUGINFOD_URLS\n"
 	      "      --diag-window-ms N   breakdown/leak window (default 10000; 0: diagnosis off)\n"
 	      "      --diag-delay-ms N    judge a window this long after it ends (default: "
@@ -173,6 +177,26 @@ static int start_shared(struct server *srv, const struct server_opts *o)
 	return 0;
 }
 
+/*
+ * Every connection is an fd, and so are the store's, the uploads' and
+ * debuginfod's: with the common soft limit of 1024, a full connection
+ * table left none for them (EMFILE in SQLite and curl).  The soft limit
+ * goes up to the hard one (at least the connections and a reserve, when
+ * the hard limit allows).
+ */
+static void raise_fd_limit(void)
+{
+	struct rlimit rl;
+	rlim_t want = (rlim_t)CONNECTION_LIMIT * 4 + 1024;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur >= want)
+		return;
+	rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? want : rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl))
+		fprintf(stderr, "strata-server: cannot raise the fd limit to %llu: %s\n",
+			(unsigned long long)rl.rlim_cur, strerror(errno));
+}
+
 static int serve(const struct server_opts *o)
 {
 	struct server srv = { 0 };
@@ -191,6 +215,7 @@ static int serve(const struct server_opts *o)
 	pthread_sigmask(SIG_BLOCK, &mask, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	curl_global_init(CURL_GLOBAL_DEFAULT); /* before any thread: the alert webhook */
+	raise_fd_limit();
 
 	if (server_creds__load(&o->creds, &srv, o->store, &spec, err, sizeof(err))) {
 		fprintf(stderr, "strata-server: %s\n", err);
@@ -205,6 +230,7 @@ static int serve(const struct server_opts *o)
 	srv.limits.max_wire = (size_t)o->max_batch_mb << 20;
 	srv.limits.max_raw = srv.limits.max_wire * 8;
 	srv.max_symbol_upload = (size_t)o->max_symbol_mb << 20;
+	srv.max_conns_per_ip = o->max_conns_per_ip;
 	srv.budget.max = (size_t)o->max_buffered_mb << 20;
 	srv.limits.budget = &srv.budget;	   /* decodes draw from it too */
 	if (srv.budget.max < srv.limits.max_raw) { /* one decode must always fit */
@@ -356,6 +382,7 @@ int main(int argc, char **argv)
 		OPT_WEBHOOK,
 		OPT_EXTURL,
 		OPT_DIAG_ONQUERY,
+		OPT_CONNS_PER_IP,
 		OPT_BUFFERED,
 		OPT_INGEST_TOKEN,
 		OPT_READ_TOKEN,
@@ -393,6 +420,7 @@ int main(int argc, char **argv)
 		{ "max-symbol-mb", required_argument, NULL, OPT_SYMBOL },
 		{ "max-buffered-mb", required_argument, NULL, OPT_BUFFERED },
 		{ "buildid-max-mb", required_argument, NULL, OPT_BIDMAX },
+		{ "max-conns-per-ip", required_argument, NULL, OPT_CONNS_PER_IP },
 		{ "no-debuginfod", no_argument, NULL, OPT_NODBGD },
 		{ "diag-window-ms", required_argument, NULL, OPT_DIAG_WINDOW },
 		{ "diag-delay-ms", required_argument, NULL, OPT_DIAG_DELAY },
@@ -419,6 +447,7 @@ int main(int argc, char **argv)
 		.max_symbol_mb = 512,
 		.buildid_max_mb = 20480,
 		.max_buffered_mb = 1024,
+		.max_conns_per_ip = 256,
 		.debuginfod = 1,
 		.diag_window_ms = 10000,
 		.capture_max_s = 60,
@@ -482,6 +511,12 @@ int main(int argc, char **argv)
 			break;
 		case OPT_BIDMAX:
 			bad |= cli_parse_u32(optarg, 1 << 24, &o.buildid_max_mb);
+			break;
+		case OPT_CONNS_PER_IP: /* 0 is documented: no bound per address */
+			if (strcmp(optarg, "0") == 0)
+				o.max_conns_per_ip = 0;
+			else
+				bad |= cli_parse_u32(optarg, CONNECTION_LIMIT, &o.max_conns_per_ip);
 			break;
 		case OPT_NODBGD:
 			o.debuginfod = 0;

@@ -107,6 +107,33 @@ for _ in $(seq 50); do grep -q held "$T/idle.out" 2> /dev/null && break; sleep 0
 sleep 0.5
 expect "batch beside idle declared bodies" 200 "$T/good.zst" /api/v1/batches -H 'Expect:' -H "$AUTH"
 kill "$idle" 2> /dev/null; wait "$idle" 2> /dev/null || true
+# Slowloris from one address (127.0.0.2): 1100 connections that send half
+# a request line and wait.  It holds at most --max-conns-per-ip (256) of
+# the 1024; everyone else is still served.
+python3 - "$PORT" > "$T/loris.out" <<'PY' &
+import socket, sys, time
+port, socks, refused = int(sys.argv[1]), [], 0
+for _ in range(1100):
+    s = socket.socket()
+    s.bind(("127.0.0.2", 0))
+    try:
+        s.connect(("127.0.0.1", port))
+        s.sendall(b"GET / HTTP/1.1\r\n")
+        socks.append(s)
+    except OSError:
+        refused += 1
+print("held", flush=True)
+time.sleep(10)
+PY
+loris=$!
+for _ in $(seq 100); do grep -q held "$T/loris.out" 2> /dev/null && break; sleep 0.1; done
+sleep 0.5
+got=$(send "$T/good.zst" /api/v1/batches -H 'Expect:' -H "$AUTH")
+echo "a batch beside a slowloris: $got"
+secs=$(echo "$got" | cut -d' ' -f2)
+[ "${got%% *}" = 200 ] && [ "${secs%%.*}" -lt 3 ] ||
+	fail "a batch beside a slowloris: $got (the connection table was full)"
+kill "$loris" 2> /dev/null; wait "$loris" 2> /dev/null || true
 
 # 4. Symbol files only for ids the server asked of the node that sends
 # them; a 200 MB one (a real ELF padded to 200 MB) is streamed to the
