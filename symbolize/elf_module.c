@@ -265,6 +265,7 @@ int elf_module__open(const char *path, const uint8_t *bid, size_t bid_len, struc
 	GElf_Addr bits_vaddr, lo, hi;
 	struct elf_dwarf_bytes dwarf;
 	struct stat st;
+	GElf_Ehdr eh;
 	void **ud;
 	Elf *elf;
 	int fd, err, n;
@@ -284,7 +285,14 @@ int elf_module__open(const char *path, const uint8_t *bid, size_t bid_len, struc
 	elf_version(EV_CURRENT);
 	/* a target's file: ELF_C_READ, never mmap (see find_elf_ours) */
 	m->pending_elf = elf_begin(fd, hostile ? ELF_C_READ : ELF_C_READ_MMAP, NULL);
+	/*
+	 * Only what a process maps (ET_EXEC, ET_DYN): libdwfl applies an
+	 * ET_REL file's relocations in place, which in a read-only mapping
+	 * (the server's store) is a SIGSEGV - an uploaded relocatable file
+	 * with program headers crashed the server (fuzz_elf_module).
+	 */
 	if (!m->pending_elf || elf_kind(m->pending_elf) != ELF_K_ELF ||
+	    !gelf_getehdr(m->pending_elf, &eh) || (eh.e_type != ET_EXEC && eh.e_type != ET_DYN) ||
 	    load_range(m->pending_elf, &lo, &hi)) {
 		err = -ENOEXEC;
 		goto err_close;
