@@ -347,10 +347,17 @@ int buildid_store__begin(struct buildid_store *s, const char *hex, uint64_t expe
 		err = -ENAMETOOLONG;
 		goto fail;
 	}
-	err = reserve(s, expect);
-	if (err)
+	/* Taken as the bytes arrive (buildid_upload__write), not as
+	 * declared: idle uploads declaring 512 MiB each would hold the
+	 * in-progress share from their headers alone.  One that could never
+	 * fit is refused now, unread. */
+	if (expect > s->max_bytes / 2) {
+		pthread_mutex_lock(&s->lock);
+		s->st.refused_full++;
+		pthread_mutex_unlock(&s->lock);
+		err = -ENOSPC;
 		goto fail;
-	u->reserved = expect;
+	}
 	if (mkdir(in, 0700) && errno != EEXIST) {
 		err = -errno;
 		goto fail;

@@ -435,7 +435,9 @@ static void adopt(struct capture_registry *r, const Strata__V1__Batch *b,
 	 * would hold a running slot for as long as it claims (the API's,
 	 * stragglers' and hangs' captures refused meanwhile). */
 	if (run->start_ns > now_ns + ADOPT_SKEW_NS) {
-		__atomic_fetch_add(&r->stats.refused, 1, __ATOMIC_RELAXED);
+		pthread_mutex_lock(&r->lock);
+		r->stats.refused++;
+		pthread_mutex_unlock(&r->lock);
 		return;
 	}
 	c.s.end_ns = run->until_ns > c.s.start_ns ? run->until_ns : c.s.start_ns + S_NS;

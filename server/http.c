@@ -39,6 +39,7 @@ struct conn_state {
 	char answer[320];	   /* its JSON body */
 	char *body;		   /* BODY_MEMORY */
 	size_t len, cap, max;	   /* cap bytes are held in srv->budget */
+	size_t declared;	   /* Content-Length (0: none) */
 	struct buildid_upload *up; /* BODY_FILE */
 };
 
@@ -142,6 +143,7 @@ static int preflight(struct server *srv, struct MHD_Connection *c, const char *u
 						: 0;
 	if (clen > cs->max)
 		return too_large(srv, cs);
+	cs->declared = (size_t)clen;
 	/* What the body will take is reserved as it comes, not as declared:
 	 * idle connections that declare 16 MiB each and send nothing would
 	 * hold the whole budget (every agent refused) with headers alone. */
@@ -169,7 +171,9 @@ static int preflight(struct server *srv, struct MHD_Connection *c, const char *u
 		if (err) {
 			__atomic_fetch_add(&srv->m.symbol_upload_rejected, 1, __ATOMIC_RELAXED);
 			if (err == -ENOSPC)
-				return fail(cs, 507, "build-id store is full");
+				return fail(cs, 507,
+					    "build-id store full, or uploads in progress at their "
+					    "bound");
 			return fail(cs, 500, "cannot store %s: %s", hex, strerror(-err));
 		}
 	}
@@ -191,7 +195,7 @@ static void take_body(struct server *srv, struct conn_state *cs, const char *dat
 		err = buildid_upload__write(cs->up, data, n);
 		cs->len += n;
 		if (err == -ENOSPC)
-			fail(cs, 507, "build-id store is full");
+			fail(cs, 507, "build-id store full, or uploads in progress at their bound");
 		else if (err)
 			fail(cs, 500, "cannot store the upload: %s", strerror(-err));
 	} else {
@@ -202,6 +206,9 @@ static void take_body(struct server *srv, struct conn_state *cs, const char *dat
 				ncap *= 2;
 			if (ncap > cs->max)
 				ncap = cs->max;
+			/* no more than it said it would send (it may send less) */
+			if (cs->declared >= cs->len + n && ncap > cs->declared)
+				ncap = cs->declared;
 			if (body_grow(srv, cs, ncap)) {
 				busy(srv, cs);
 				goto out;

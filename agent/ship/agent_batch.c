@@ -175,12 +175,14 @@ static const struct cached_view *labels_of(struct agent_batch *ab, uint32_t tgid
 		return NULL;
 	c->tgid = tgid;
 	c->mm_id = mm_id;
-	/* the process the samples are of: its pid may name another by now */
-	c->ok = !proc_labels__read(
-		tgid, ab->boot_epoch_ns,
-		mm_id ? proc_tracker__start_ticks(ab->src.procs, tgid, mm_id) : 0, l);
+	/* the process the samples are of: its pid may name another by now
+	 * (-ESTALE), whose labels, read now or before, are not its own */
+	err = proc_labels__read(tgid, ab->boot_epoch_ns,
+				mm_id ? proc_tracker__start_ticks(ab->src.procs, tgid, mm_id) : 0,
+				l);
+	c->ok = !err;
 	if (!c->ok) {
-		const struct cached_proc *prev = latest_read(ab, tgid);
+		const struct cached_proc *prev = err == -ESTALE ? NULL : latest_read(ab, tgid);
 
 		ab->st.proc_read_failed++;
 		if (prev) {

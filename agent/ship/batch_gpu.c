@@ -55,6 +55,14 @@ struct batch_gpu {
 	struct batch_gpu_stats st;
 };
 
+/* The (process, path) -> module cache, empty. */
+static void paths_reset(struct batch_gpu *g)
+{
+	gpu_table__fini(&g->paths);
+	gpu_table__init(&g->paths, sizeof(struct path_row), 0, offsetof(struct path_row, mod),
+			PATHS_MAX);
+}
+
 struct batch_gpu *batch_gpu__new(struct module_registry *mods, struct proc_tracker *procs)
 {
 	struct batch_gpu *g = calloc(1, sizeof(*g));
@@ -73,8 +81,7 @@ struct batch_gpu *batch_gpu__new(struct module_registry *mods, struct proc_track
 			STATE_MAX);
 	gpu_table__init(&g->outstanding, sizeof(struct out_row), 0,
 			offsetof(struct out_row, alloc_ns), OUTSTANDING_MAX);
-	gpu_table__init(&g->paths, sizeof(struct path_row), 0, offsetof(struct path_row, mod),
-			PATHS_MAX);
+	paths_reset(g);
 	return g;
 }
 
@@ -129,12 +136,11 @@ static const struct module *module_of(struct batch_gpu *g, uint32_t tgid, const 
 	struct module_stats ms;
 	int err = 0;
 
-	/* the registry evicted modules since: cached pointers may dangle */
+	/* the registry evicted modules since (cached pointers may dangle), or
+	 * the cache is full: it starts again */
 	modules__stats(g->mods, &ms);
-	if (ms.evicted != g->paths_evicted) {
-		gpu_table__fini(&g->paths);
-		gpu_table__init(&g->paths, sizeof(struct path_row), 0,
-				offsetof(struct path_row, mod), PATHS_MAX);
+	if (ms.evicted != g->paths_evicted || g->paths.n == PATHS_MAX) {
+		paths_reset(g);
 		g->paths_evicted = ms.evicted;
 	}
 	r = gpu_table__find(&g->paths, &key);
@@ -783,6 +789,9 @@ int batch_gpu__add(struct batch_gpu *g, struct agent_batch *ab, const struct gpu
 
 	if (err)
 		return err;
+	/* (process, path) -> module holds for one batch: a pid reused since
+	 * is another process, with other files */
+	paths_reset(g);
 	add_sites(g, ab, d);
 	add_tally(g, ab, d);
 	add_nccl(g, ab, d);

@@ -69,7 +69,7 @@ static int read_stat(int dir, uint64_t boot_epoch, uint64_t want_ticks, struct p
 		   &ppid, &start) != 2)
 		return -EINVAL;
 	if (want_ticks && start != want_ticks)
-		return -ESRCH; /* the pid is another process's now */
+		return -ESTALE; /* the pid is another process's now */
 	o->ppid = (uint32_t)ppid;
 	if (tck <= 0)
 		tck = 100;
@@ -96,45 +96,63 @@ static int is_hex(const char *s, size_t n)
 	return 1;
 }
 
+/* The 64-hex container id in segment seg[0..len) (docker-<id>.scope,
+ * cri-containerd-<id>.scope, crio-<id>, <id>), or NULL. */
+static const char *container_in(const char *seg, size_t len)
+{
+	for (size_t i = 0; i + 64 <= len; i++)
+		if (is_hex(seg + i, 64) &&
+		    (i + 64 == len || !isxdigit((unsigned char)seg[i + 64])) &&
+		    (i == 0 || !isxdigit((unsigned char)seg[i - 1])))
+			return seg + i;
+	return NULL;
+}
+
+/* The pod uid in segment seg[0..len) (kubepods-burstable-pod<uid>.slice
+ * or pod<uid>; "kubepods" itself holds "pod", so every occurrence is
+ * tried) into pod, '_' made '-' (systemd's escape); 1 if found. */
+static int pod_in(const char *seg, size_t len, char *pod, size_t psz)
+{
+	for (const char *pd = seg; (pd = memmem(pd, len - (size_t)(pd - seg), "pod", 3)); pd += 3) {
+		size_t ul = 0;
+
+		if ((size_t)(pd - seg) + 3 + 36 > len)
+			break;
+		while (ul < 36 && (isxdigit((unsigned char)pd[3 + ul]) || pd[3 + ul] == '-' ||
+				   pd[3 + ul] == '_'))
+			ul++;
+		if (ul == 36) {
+			snprintf(pod, psz, "%.36s", pd + 3);
+			for (char *c = pod; *c; c++)
+				if (*c == '_')
+					*c = '-';
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/*
+ * The pod is the outermost pod segment: kubelet made it, and a process
+ * with a delegated cgroup subtree can make any name below its own
+ * (".../pod<another pod's uid>").  The container is, under a pod, the
+ * first id below it (the runtime's; a runtime outside, as with kind or
+ * Docker-in-Docker, sits above the pod); without a pod, the innermost.
+ */
 void proc_labels__parse_cgroup(const char *path, char *container, size_t csz, char *pod, size_t psz)
 {
+	int under_pod = 0;
+
 	container[0] = pod[0] = 0;
 	for (const char *p = path; *p;) {
 		size_t len = strcspn(p, "/");
-		const char *seg = p, *pd;
+		const char *id;
 
-		/*
-		 * docker-<id>.scope, cri-containerd-<id>.scope, crio-<id>, <id>.
-		 * The outermost match wins: the runtime made it; a process
-		 * with a delegated cgroup subtree can make any name below it
-		 * (".../pod<another pod's uid>").
-		 */
-		for (size_t i = 0; !container[0] && i + 64 <= len; i++) {
-			if (is_hex(seg + i, 64) &&
-			    (i + 64 == len || !isxdigit((unsigned char)seg[i + 64])) &&
-			    (i == 0 || !isxdigit((unsigned char)seg[i - 1]))) {
-				snprintf(container, csz, "%.64s", seg + i);
-				break;
-			}
-		}
-		/* kubepods-burstable-pod<uid>.slice or pod<uid>; "kubepods"
-		 * itself holds "pod", so every occurrence is tried. */
-		for (pd = seg; !pod[0] && (pd = memmem(pd, len - (size_t)(pd - seg), "pod", 3));
-		     pd += 3) {
-			size_t ul = 0;
-
-			if ((size_t)(pd - seg) + 3 + 36 > len)
-				break;
-			while (ul < 36 && (isxdigit((unsigned char)pd[3 + ul]) ||
-					   pd[3 + ul] == '-' || pd[3 + ul] == '_'))
-				ul++;
-			if (ul == 36) {
-				snprintf(pod, psz, "%.36s", pd + 3);
-				for (char *c = pod; *c; c++)
-					if (*c == '_')
-						*c = '-'; /* systemd escapes '-' as '_' */
-				break;
-			}
+		if (!under_pod && pod_in(p, len, pod, psz)) {
+			under_pod = 1;
+			container[0] = 0; /* what was above it is not this pod's */
+		} else if ((id = container_in(p, len)) && !(under_pod && container[0])) {
+			snprintf(container, csz, "%.64s", id);
 		}
 		p += len;
 		if (*p == '/')

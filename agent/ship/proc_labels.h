@@ -45,7 +45,7 @@ uint64_t proc_labels__boot_epoch_ns(void);
 /*
  * Reads pid's labels, start time = boot_epoch_ns + its boot-relative
  * start; 0, or -errno when the process is gone (comm and start time
- * missing), or -ESRCH when start_ticks (its /proc/PID/stat starttime; 0:
+ * missing), or -ESTALE when start_ticks (its /proc/PID/stat starttime; 0:
  * any) says the pid names another process now.  Unreadable parts (environ
  * of another user) stay empty.
  */

@@ -216,30 +216,41 @@ static void test_lru_bytes(void **state)
 	rmdir_all(dir);
 }
 
-/* Uploads in progress that declare much and send nothing take at most
- * half the bound and evict nothing: a stored file makes room for its own
- * size when it is committed. */
+/* Uploads in progress take the store's bound as their bytes arrive (not
+ * as declared), together at most half of it, and evict nothing: a stored
+ * file makes room for its own size when it is committed. */
 static void test_uploads_in_progress_evict_nothing(void **state)
 {
 	char *dir = tmpdir();
 	struct buildid_store *s = buildid_store__open(dir, 10000, 0);
 	struct buildid_store_stats st;
-	struct buildid_upload *u, *v;
+	struct buildid_upload *u[8], *v;
+	static const uint8_t bytes[5000];
 	uint8_t id[20];
 	char hex[41];
 
 	assert_non_null(s);
 	for (uint8_t b = 1; b <= 3; b++)
 		assert_int_equal(put(s, b, 3000), 0);
-	id20(0x04, id, hex);
-	assert_int_equal(buildid_store__begin(s, hex, 5000, &u), 0);
+	/* declared, nothing sent: nothing held */
+	for (int i = 0; i < 8; i++) {
+		id20((uint8_t)(0x10 + i), id, hex);
+		assert_int_equal(buildid_store__begin(s, hex, 5000, &u[i]), 0);
+	}
+	buildid_store__stats(s, &st);
+	assert_int_equal(st.incoming, 0);
+	/* sent: held, up to half the bound */
+	assert_int_equal(buildid_upload__write(u[0], bytes, 5000), 0);
+	assert_int_equal(buildid_upload__write(u[1], bytes, 1), -ENOSPC);
+	/* one that could never fit: refused unread */
 	id20(0x05, id, hex);
-	assert_int_equal(buildid_store__begin(s, hex, 1, &v), -ENOSPC); /* half taken */
+	assert_int_equal(buildid_store__begin(s, hex, 5001, &v), -ENOSPC);
 	assert_true(have(s, 0x01) && have(s, 0x02) && have(s, 0x03));
 	buildid_store__stats(s, &st);
 	assert_int_equal(st.evicted, 0);
 	assert_int_equal(st.incoming, 5000);
-	buildid_upload__abort(u);
+	for (int i = 0; i < 8; i++)
+		buildid_upload__abort(u[i]);
 	assert_int_equal(put(s, 0x06, 3000), 0); /* room for its own size */
 	buildid_store__stats(s, &st);
 	assert_int_equal(st.evicted, 1);

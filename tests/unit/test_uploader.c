@@ -236,6 +236,17 @@ static void test_cgroup_ids(void **state)
 	proc_labels__parse_cgroup(path, c, sizeof(c), p, sizeof(p));
 	assert_string_equal(c, id);
 	assert_string_equal(p, "1b2c3d4e-5f60-7182-93a4-b5c6d7e8f901");
+	/* kind / Docker-in-Docker: the outer runtime's container above the
+	 * pod is not the process's; without a pod, the innermost is */
+	snprintf(path, sizeof(path),
+		 "/docker/%064d/kubepods/burstable/pod1b2c3d4e-5f60-7182-93a4-b5c6d7e8f901/%s", 7,
+		 id);
+	proc_labels__parse_cgroup(path, c, sizeof(c), p, sizeof(p));
+	assert_string_equal(c, id);
+	snprintf(path, sizeof(path), "/docker/%064d/docker/%s", 7, id);
+	proc_labels__parse_cgroup(path, c, sizeof(c), p, sizeof(p));
+	assert_string_equal(c, id);
+	assert_string_equal(p, "");
 	proc_labels__parse_cgroup("/user.slice/user-0.slice/session-1.scope", c, sizeof(c), p,
 				  sizeof(p));
 	assert_string_equal(c, "");
@@ -284,7 +295,7 @@ static void test_labels_from_environment(void **state)
 
 	assert_true(ticks > 0);
 	assert_int_equal(proc_labels__read((uint32_t)pid, epoch, ticks, &again), 0);
-	assert_int_equal(proc_labels__read((uint32_t)pid, epoch, ticks + 1, &again), -ESRCH);
+	assert_int_equal(proc_labels__read((uint32_t)pid, epoch, ticks + 1, &again), -ESTALE);
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
 	assert_true(l.has_rank);
