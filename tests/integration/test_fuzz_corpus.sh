@@ -11,6 +11,8 @@ ls "$ROOT"/build/fuzz/libstrata-*.a > /dev/null 2>&1 ||
 	skip "no fuzz build of the layers (make test builds it; or make fuzz-replay)"
 
 out=$T/replay.out
+# run alone (tests/run.sh), the archives may be older than the sources
+make -s -C "$ROOT" fuzz-archives > "$out" 2>&1 || { cat "$out"; fail "make fuzz-archives"; }
 if ! "$ROOT/tests/fuzz/run.sh" --replay > "$out" 2>&1; then
 	cat "$out"
 	fail "a fuzz target failed on a kept input"
