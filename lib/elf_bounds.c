@@ -6,19 +6,6 @@
 #include <stdint.h>
 #include <string.h>
 
-int elf_symtab_bounded(Elf *e, const GElf_Shdr *sh)
-{
-	GElf_Shdr str;
-	Elf_Scn *s;
-
-	if (sh->sh_size > ELF_SYMTAB_MAX)
-		return 0;
-	s = elf_getscn(e, sh->sh_link);
-	if (!s || !gelf_getshdr(s, &str))
-		return 0;
-	return str.sh_type == SHT_NOBITS || str.sh_size <= ELF_STRTAB_MAX;
-}
-
 int elf_symtab_take(Elf *e, const GElf_Shdr *sh, struct elf_symtab_budget *b)
 {
 	GElf_Shdr str;
@@ -86,9 +73,13 @@ int elf_symtabs_bounded(Elf *e)
 	while ((scn = elf_nextscn(e, scn))) {
 		GElf_Shdr sh;
 
+		/* each on its own: libdwfl reads one symbol table (and the
+		 * MiniDebugInfo's, bounded apart) */
+		struct elf_symtab_budget one = ELF_SYMTABS_BUDGET;
+
 		if (gelf_getshdr(scn, &sh) &&
 		    (sh.sh_type == SHT_SYMTAB || sh.sh_type == SHT_DYNSYM) &&
-		    !elf_symtab_bounded(e, &sh))
+		    !elf_symtab_take(e, &sh, &one))
 			return 0;
 	}
 	return 1;

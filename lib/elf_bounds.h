@@ -44,23 +44,16 @@ struct elf_dwarf_bytes {
 };
 void elf_dwarf_bytes(Elf *e, struct elf_dwarf_bytes *out);
 
-/*
- * Whether the symbol table with header sh (SHT_SYMTAB or SHT_DYNSYM, in e)
- * and the string table it links to are within the bounds above.
- */
-int elf_symtab_bounded(Elf *e, const GElf_Shdr *sh);
-
 /* Whether every symbol table of e is within the bounds above (what
  * libdwfl reads whole into the heap from a file opened with ELF_C_READ). */
 int elf_symtabs_bounded(Elf *e);
 
 /*
- * The same bounds for the whole file, for a reader of every symbol table
- * in it: libelf keeps each section it read until elf_end, so a file of
- * many tables, each within the bounds, would add up to GBs.  Takes the
- * table with header sh and its strings from *b (initialized to
- * ELF_SYMTABS_BUDGET) and returns 1, or 0 when they do not fit in what is
- * left (nothing taken).
+ * The bounds above for the whole file, for a reader of every symbol table
+ * in it (SHT_SYMTAB, SHT_DYNSYM with the string table each links to): libelf keeps each section it
+ * read until elf_end, so a file of many tables, each within the bounds, would add up to GBs.  Takes
+ * the table with header sh and its strings from *b (initialized to ELF_SYMTABS_BUDGET) and returns
+ * 1, or 0 when they do not fit in what is left (nothing taken).
  */
 struct elf_symtab_budget {
 	uint64_t symtab, strtab;
