@@ -58,6 +58,49 @@ static int session_maps(struct gpu *g)
 	return err;
 }
 
+/* The layer's user-side tables, empty (and their rows' storage freed). */
+void gpu_tables_init(struct gpu *g)
+{
+	gpu_table__init(&g->raw_stacks, sizeof(struct raw_stack), 0, 8, GPU_MAX_ROWS);
+	gpu_table__init(&g->py_stacks, sizeof(struct py_stack_row), 0, 8, GPU_MAX_ROWS);
+	gpu_table__init(&g->pairs, sizeof(struct pair_row), 0, 8, GPU_MAX_ROWS);
+	gpu_table__init(&g->stacks, sizeof(struct stack_row), 0, sizeof(struct stack_key),
+			GPU_MAX_ROWS);
+	gpu_table__init(&g->sites, sizeof(struct gpu_site), 0, sizeof(struct gpu_site_key),
+			GPU_MAX_ROWS);
+	gpu_table__init(&g->tally, sizeof(struct gpu_tally_row), 0, sizeof(struct gpu_tally_key),
+			GPU_MAX_ROWS);
+	gpu_table__init(&g->errs, sizeof(struct gpu_err_row), 0, sizeof(struct gpu_err_key),
+			GPU_MAX_ROWS);
+	gpu_leaks__init(&g->leaks, GPU_MAX_ROWS);
+	gpu_leaks__init(&g->fw_leaks, GPU_MAX_ROWS);
+	gpu_table__init(&g->colls, sizeof(struct gpu_coll_row), 0, sizeof(struct gpu_coll_key),
+			GPU_MAX_ROWS);
+	gpu_table__init(&g->funcs, sizeof(struct func_row), 0, sizeof(struct func_key),
+			GPU_MAX_ROWS);
+}
+
+void gpu_tables_fini(struct gpu *g)
+{
+	for (size_t i = 0; i < g->raw_stacks.n; i++)
+		free(((struct raw_stack *)g->raw_stacks.rows)[i].ips);
+	for (size_t i = 0; i < g->py_stacks.n; i++)
+		free(((struct py_stack_row *)g->py_stacks.rows)[i].py);
+	gpu_table__fini(&g->py_stacks);
+	gpu_table__fini(&g->pairs);
+	for (size_t i = 0; i < g->stacks.n; i++)
+		free(((struct stack_row *)g->stacks.rows)[i].s.frames);
+	gpu_table__fini(&g->raw_stacks);
+	gpu_table__fini(&g->stacks);
+	gpu_table__fini(&g->sites);
+	gpu_table__fini(&g->tally);
+	gpu_table__fini(&g->errs);
+	gpu_leaks__fini(&g->leaks);
+	gpu_leaks__fini(&g->fw_leaks);
+	gpu_table__fini(&g->colls);
+	gpu_table__fini(&g->funcs);
+}
+
 struct gpu *gpu__new(const struct gpu_opts *opts, struct module_registry *mods,
 		     struct proc_tracker *procs, struct symbolizer *sym, struct ksyms *ksyms)
 {
@@ -98,23 +141,7 @@ struct gpu *gpu__new(const struct gpu_opts *opts, struct module_registry *mods,
 		.out = g->data.frames,
 		.python = opts->python,
 	};
-	gpu_table__init(&g->raw_stacks, sizeof(struct raw_stack), 0, 8, GPU_MAX_ROWS);
-	gpu_table__init(&g->py_stacks, sizeof(struct py_stack_row), 0, 8, GPU_MAX_ROWS);
-	gpu_table__init(&g->pairs, sizeof(struct pair_row), 0, 8, GPU_MAX_ROWS);
-	gpu_table__init(&g->stacks, sizeof(struct stack_row), 0, sizeof(struct stack_key),
-			GPU_MAX_ROWS);
-	gpu_table__init(&g->sites, sizeof(struct gpu_site), 0, sizeof(struct gpu_site_key),
-			GPU_MAX_ROWS);
-	gpu_table__init(&g->tally, sizeof(struct gpu_tally_row), 0, sizeof(struct gpu_tally_key),
-			GPU_MAX_ROWS);
-	gpu_table__init(&g->errs, sizeof(struct gpu_err_row), 0, sizeof(struct gpu_err_key),
-			GPU_MAX_ROWS);
-	gpu_leaks__init(&g->leaks, GPU_MAX_ROWS);
-	gpu_leaks__init(&g->fw_leaks, GPU_MAX_ROWS);
-	gpu_table__init(&g->colls, sizeof(struct gpu_coll_row), 0, sizeof(struct gpu_coll_key),
-			GPU_MAX_ROWS);
-	gpu_table__init(&g->funcs, sizeof(struct func_row), 0, sizeof(struct func_key),
-			GPU_MAX_ROWS);
+	gpu_tables_init(g);
 
 	g->skel = gpu_bpf__open();
 	if (!g->skel) {
@@ -231,23 +258,7 @@ void gpu__free(struct gpu *g)
 	gpu_bpf__destroy(g->skel);
 	if (g->stats_fd >= 0)
 		close(g->stats_fd);
-	for (size_t i = 0; i < g->raw_stacks.n; i++)
-		free(((struct raw_stack *)g->raw_stacks.rows)[i].ips);
-	for (size_t i = 0; i < g->py_stacks.n; i++)
-		free(((struct py_stack_row *)g->py_stacks.rows)[i].py);
-	gpu_table__fini(&g->py_stacks);
-	gpu_table__fini(&g->pairs);
-	for (size_t i = 0; i < g->stacks.n; i++)
-		free(((struct stack_row *)g->stacks.rows)[i].s.frames);
-	gpu_table__fini(&g->raw_stacks);
-	gpu_table__fini(&g->stacks);
-	gpu_table__fini(&g->sites);
-	gpu_table__fini(&g->tally);
-	gpu_table__fini(&g->errs);
-	gpu_leaks__fini(&g->leaks);
-	gpu_leaks__fini(&g->fw_leaks);
-	gpu_table__fini(&g->colls);
-	gpu_table__fini(&g->funcs);
+	gpu_tables_fini(g);
 	profile__free(g->data.frames);
 	free(g->data.procs);
 	free(g->data.leaks);
@@ -256,6 +267,7 @@ void gpu__free(struct gpu *g)
 	free(g->data.allocs);
 	free(g->data.inflight);
 	free(g->prev_calls);
+	free(g->retired);
 	free(g->procs);
 	free(g->calls);
 	free(g->alloc_calls);

@@ -73,7 +73,9 @@ int gpu__drain(struct gpu *g);
 /* The tables; valid until the next gpu__drain / gpu__free. */
 const struct gpu_data *gpu__data(struct gpu *g);
 /* strata-agent --server: the call records of gpu__data() were shipped;
- * the next ones start an empty table (strata record keeps them all). */
+ * the next ones start an empty table (strata record keeps them all).  The
+ * processes whose exit the previous batch told leave every table
+ * (gpu_data.retired names them), idle raw stacks and unused frames go. */
 void gpu__calls_taken(struct gpu *g);
 /* The allocation calls of gpu__data()'s alloc_calls were taken (the
  * agent's ring, every drain). */

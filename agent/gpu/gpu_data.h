@@ -107,6 +107,14 @@ struct gpu_coll_row {
 
 struct gpu_data {
 	struct profile *frames; /* interned frames of every resolved stack */
+	/* raised when frames is rebuilt (strata-agent --server, after a
+	 * batch): pointers into the old one are stale */
+	uint64_t frames_gen;
+	/* strata-agent --server: the exited processes whose rows left every
+	 * table after the last batch (sorted; a batch told their last values
+	 * and their exit): the batch builder forgets them too */
+	const uint32_t *retired;
+	size_t nretired;
 	struct gpu_proc_info *procs;
 	size_t nprocs;
 	struct gpu_stack *stacks;

@@ -274,6 +274,7 @@ int gpu__drain(struct gpu *g)
 {
 	const size_t site_val = offsetof(struct gpu_site, val);
 
+	g->drains++;
 	gpu_clock_calibrate(g);
 	ring_buffer__consume(g->rb);
 	gpu_adopt_targets(g);

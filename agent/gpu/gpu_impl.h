@@ -55,6 +55,11 @@ struct bpf_map;
 #define GPU_GRACE_MS 5000   /* a file's probes stay attached this long unused */
 #define GPU_RESOLVE_TRIES 8 /* drains a live process's stack may stay partly unknown */
 #define GPU_EXIT_DRAINS 3   /* drains an exited process waits for its exit record */
+/* drains a raw stack stays unused before it is let go (gpu_retire.c): well
+ * past the GPU_RESOLVE_TRIES + GPU_EXIT_DRAINS a resolution can take */
+#define GPU_STACK_IDLE_DRAINS 64
+/* the frames profile is rebuilt past this many frames, most unused */
+#define GPU_FRAMES_COMPACT_MIN 16384
 
 enum { GRP_FIXED, GRP_SHED, GRP_MAX }; /* probe groups: see group_attach() */
 
@@ -106,16 +111,19 @@ struct raw_stack { /* key: stack_id */
 	uint32_t len;
 	uint32_t tries; /* resolutions with unknown frames, while the process lived */
 	uint64_t *ips;
+	uint64_t used; /* the last drain that copied or resolved it (gpu_retire.c) */
 };
 
 struct py_stack_row { /* key: id */
 	uint64_t id;
 	struct strata_py_stack *py;
+	uint64_t used;
 };
 
 struct pair_row { /* key: id */
 	uint64_t id;
 	struct gpu_stack_pair pair;
+	uint64_t used;
 };
 
 struct stack_key {
@@ -196,6 +204,10 @@ struct gpu {
 	uint64_t exits;
 	uint64_t calls_taken_ns; /* CLOCK_REALTIME of the last gpu__calls_taken */
 	uint64_t procs_pruned;	 /* exited processes' rows dropped after a batch told them */
+	uint64_t drains;	 /* gpu__drain calls: the raw stacks' clock */
+	uint32_t *retired;	 /* sorted: the last gpu_retire's processes */
+	size_t nretired, retired_cap;
+	uint64_t rows_retired, stacks_retired, frames_compacted; /* gpu_retire.c */
 	struct gpu_recover recover;
 };
 
@@ -254,6 +266,14 @@ void gpu_proc_maps_of(struct gpu *g, struct bpf_map **maps);
 
 /* gpu_view.c */
 void gpu_remember_procs(struct gpu *g);
+
+/* gpu.c: the user-side tables (raw_stacks .. funcs, leaks), empty / freed. */
+void gpu_tables_init(struct gpu *g);
+void gpu_tables_fini(struct gpu *g);
+
+/* gpu_retire.c: after a batch, the rows of processes whose exit a batch
+ * told before told_before_ns, idle raw stacks, unused frames. */
+void gpu_retire(struct gpu *g, uint64_t told_before_ns);
 
 /* gpu.c: whether tgid is traced for a capture (gpu__trace_process) */
 bool gpu_traced(const struct gpu *g, uint32_t tgid);

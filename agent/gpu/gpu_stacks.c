@@ -64,6 +64,8 @@ static void keep_native(struct gpu *g, uint64_t id, const void *val)
 	uint32_t len = st->len > STRATA_MAX_STACK_DEPTH ? STRATA_MAX_STACK_DEPTH : st->len;
 	struct raw_stack *r = id_row(g, &g->raw_stacks, id);
 
+	if (r)
+		r->used = g->drains;
 	if (!r || r->ips)
 		return;
 	r->ips = malloc((len ? len : 1) * sizeof(uint64_t));
@@ -77,6 +79,8 @@ static void keep_python(struct gpu *g, uint64_t id, const void *val)
 {
 	struct py_stack_row *r = id_row(g, &g->py_stacks, id);
 
+	if (r)
+		r->used = g->drains;
 	if (r && !r->py)
 		r->py = malloc(sizeof(*r->py));
 	if (r && r->py)
@@ -87,8 +91,10 @@ static void keep_pair(struct gpu *g, uint64_t id, const void *val)
 {
 	struct pair_row *r = id_row(g, &g->pairs, id);
 
-	if (r)
+	if (r) {
 		r->pair = *(const struct gpu_stack_pair *)val;
+		r->used = g->drains;
+	}
 }
 
 /* Copies new stacks out of BPF: native frames, Python frames, and the
@@ -112,7 +118,7 @@ void gpu_resolve_stack(struct gpu *g, uint32_t tgid, uint64_t stack_id, const st
 	uint64_t mm_id = p ? p->mm_id : 0, unknown = g->res.frames_unknown;
 	bool final = !p || gpu_proc_settled(p);
 	const struct strata_py_stack *py = NULL;
-	const struct pair_row *pair;
+	struct pair_row *pair;
 	struct raw_stack *raw;
 	struct strata_stack st;
 	uint32_t idx[PROFILE_MAX_FRAMES];
@@ -123,8 +129,11 @@ void gpu_resolve_stack(struct gpu *g, uint32_t tgid, uint64_t stack_id, const st
 		return;
 	pair = gpu_table__find(&g->pairs, &stack_id);
 	if (pair) { /* native + Python */
-		const struct py_stack_row *pr = gpu_table__find(&g->py_stacks, &pair->pair.py);
+		struct py_stack_row *pr = gpu_table__find(&g->py_stacks, &pair->pair.py);
 
+		pair->used = g->drains;
+		if (pr)
+			pr->used = g->drains;
 		if (!pr || !pr->py)
 			return; /* not copied yet */
 		py = pr->py;
@@ -132,6 +141,8 @@ void gpu_resolve_stack(struct gpu *g, uint32_t tgid, uint64_t stack_id, const st
 	} else {
 		raw = gpu_table__find(&g->raw_stacks, &stack_id);
 	}
+	if (raw) /* still needed (gpu_retire.c) */
+		raw->used = g->drains;
 	if (!raw || !raw->ips || !mm_id)
 		return; /* not copied yet (next drain), or process never called */
 	st.len = raw->len;

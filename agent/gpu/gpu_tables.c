@@ -93,3 +93,55 @@ int gpu_table__filter(struct gpu_table *t, int (*keep)(const void *row, void *ct
 			return -ENOMEM;
 	return 0;
 }
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+int gpu_tgid_in(const uint32_t *tgids, size_t n, uint32_t tgid)
+{
+	return n && bsearch(&tgid, tgids, n, sizeof(*tgids), cmp_u32);
+}
+
+struct drop_ctx {
+	const struct gpu_table *t;
+	const uint32_t *tgids;
+	size_t n, dropped;
+	void (*release)(void *row);
+};
+
+static int keep_tgid(const void *r, void *arg)
+{
+	struct drop_ctx *c = arg;
+	uint32_t tgid;
+
+	memcpy(&tgid, (const char *)r + c->t->key_off, sizeof(tgid));
+	if (!gpu_tgid_in(c->tgids, c->n, tgid))
+		return 1;
+	if (c->release)
+		c->release((void *)r);
+	c->dropped++;
+	return 0;
+}
+
+long gpu_table__drop_tgids(struct gpu_table *t, const uint32_t *tgids, size_t n,
+			   void (*release)(void *row))
+{
+	struct drop_ctx c = { .t = t, .tgids = tgids, .n = n, .release = release };
+
+	if (!n || !t->n)
+		return 0;
+	if (gpu_table__filter(t, keep_tgid, &c)) {
+		/* rows without an index would be found by nobody, and added
+		 * again beside themselves: the table starts again */
+		for (size_t i = 0; release && i < t->n; i++)
+			release(row(t, i));
+		t->n = 0;
+		profile_htab__fini(&t->idx);
+		return -ENOMEM;
+	}
+	return (long)c.dropped;
+}

@@ -28,5 +28,13 @@ void *gpu_table__find(const struct gpu_table *t, const void *key);
 void *gpu_table__get(struct gpu_table *t, const void *key, int *err);
 /* Removes the rows for which keep() returns 0 (rebuilding the index). */
 int gpu_table__filter(struct gpu_table *t, int (*keep)(const void *row, void *ctx), void *ctx);
+/* Tables keyed by process (the key starts with a u32 tgid): removes the
+ * rows of the processes in tgids[0..n) (sorted), release() (NULL: none)
+ * called on each first.  Returns the rows removed, or -ENOMEM (the index
+ * could not be rebuilt: the table is then empty). */
+long gpu_table__drop_tgids(struct gpu_table *t, const uint32_t *tgids, size_t n,
+			   void (*release)(void *row));
+/* Whether tgid is in tgids[0..n) (sorted). */
+int gpu_tgid_in(const uint32_t *tgids, size_t n, uint32_t tgid);
 
 #endif /* STRATA_GPU_TABLES_H */

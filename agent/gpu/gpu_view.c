@@ -207,7 +207,8 @@ void gpu__report(struct gpu *g)
 		"watched=%llu exits=%llu scans=%llu bpf_targets=%llu bpf_allocs=%llu "
 		"bpf_inflight=%llu bpf_proc_rows=%llu adopted=%llu dropped_rows=%llu "
 		"dropped_calls=%llu procs_dropped=%llu procs_kept=%zu procs_pruned=%llu "
-		"clock_err_ns=%llu\n",
+		"rows_retired=%llu stacks_retired=%llu frames_compacted=%llu stacks=%zu "
+		"raw_stacks=%zu frames=%u clock_err_ns=%llu\n",
 		(unsigned long long)st.links, (unsigned long long)g->attach_failed,
 		(unsigned long long)st.files_attached, (unsigned long long)st.targets,
 		(unsigned long long)st.watched, (unsigned long long)g->exits,
@@ -216,7 +217,10 @@ void gpu__report(struct gpu *g)
 		(unsigned long long)st.bpf_proc_rows, (unsigned long long)g->adopted,
 		(unsigned long long)d->dropped_rows, (unsigned long long)d->dropped_calls,
 		(unsigned long long)g->procs_dropped, d->nprocs,
-		(unsigned long long)g->procs_pruned, (unsigned long long)d->clock_err_ns);
+		(unsigned long long)g->procs_pruned, (unsigned long long)g->rows_retired,
+		(unsigned long long)g->stacks_retired, (unsigned long long)g->frames_compacted,
+		g->stacks.n, g->raw_stacks.n, d->frames->nframes,
+		(unsigned long long)d->clock_err_ns);
 	if (g->comm_state) {
 		struct gpu_comm_state_stats cs;
 
@@ -238,39 +242,15 @@ void gpu__alloc_calls_taken(struct gpu *g)
 	g->data.nalloc_calls = 0;
 }
 
-/*
- * Drops the rows of processes that exited before the previous batch was
- * built (that batch told their exit) and whose slot is free (their calls,
- * stacks and allocations are gone): nothing looks them up again, and an
- * always-on agent on a node that runs short CUDA processes would otherwise
- * keep one row for every process it ever traced.  A tgid reused meanwhile
- * has its own, live row.
- */
-static void prune_told_procs(struct gpu *g, uint64_t told_before_ns)
-{
-	struct gpu_data *d = &g->data;
-	size_t kept = 0;
-
-	for (size_t i = 0; i < d->nprocs; i++) {
-		const struct gpu_proc_info *pi = &d->procs[i];
-
-		if (pi->exited && pi->exit_ns < told_before_ns && !gpu_proc_find(g, pi->tgid) &&
-		    !gpu_proc_find_exited(g, pi->tgid)) {
-			g->procs_pruned++;
-			continue;
-		}
-		d->procs[kept++] = *pi;
-	}
-	d->nprocs = kept;
-}
-
 void gpu__calls_taken(struct gpu *g)
 {
 	/* The agent shipped d->calls: the table starts again, so an
 	 * always-on agent never reaches GPU_MAX_CALLS. */
 	g->ncalls = 0;
 	g->data.ncalls = 0;
-	if (g->calls_taken_ns)
-		prune_told_procs(g, g->calls_taken_ns);
+	if (g->calls_taken_ns) {
+		gpu_retire(g, g->calls_taken_ns);
+		gpu__data(g); /* the view of the tables as they are now */
+	}
 	g->calls_taken_ns = realtime_ns();
 }

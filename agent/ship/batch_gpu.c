@@ -46,6 +46,7 @@ struct batch_gpu {
 	struct gpu_table sites, tally, errs, colls; /* values last shipped */
 	struct gpu_table outstanding, paths;
 	uint64_t paths_evicted; /* the registry's evictions when paths was valid */
+	uint64_t frames_gen;	/* the layer's frames when paths was valid */
 	uint64_t gen;
 	uint64_t seen_bpf[GPU_CNT_MAX];
 	uint64_t seen_rows, seen_calls, seen_allocs, seen_alloc_calls;
@@ -130,7 +131,8 @@ static const struct module *lookup(struct batch_gpu *g, uint32_t tgid, const cha
 	return m ? m : modules__find_path(g->mods, path);
 }
 
-static const struct module *module_of(struct batch_gpu *g, uint32_t tgid, const char *path)
+static const struct module *module_of(struct batch_gpu *g, const struct gpu_data *d, uint32_t tgid,
+				      const char *path)
 {
 	struct path_row key = { .tgid = tgid, .path = path }, *r;
 	struct module_stats ms;
@@ -139,9 +141,11 @@ static const struct module *module_of(struct batch_gpu *g, uint32_t tgid, const 
 	/* the registry evicted modules since (cached pointers may dangle), or
 	 * the cache is full: it starts again */
 	modules__stats(g->mods, &ms);
-	if (ms.evicted != g->paths_evicted || g->paths.n == PATHS_MAX) {
+	if (ms.evicted != g->paths_evicted || g->frames_gen != d->frames_gen ||
+	    g->paths.n == PATHS_MAX) {
 		paths_reset(g);
 		g->paths_evicted = ms.evicted;
+		g->frames_gen = d->frames_gen;
 	}
 	r = gpu_table__find(&g->paths, &key);
 	if (r)
@@ -190,7 +194,7 @@ static int64_t stack_of(struct batch_gpu *g, struct batch_builder *bb, const str
 			f->path = pf->module;
 			f->addr = pf->addr;
 			f->is_return = 1;
-			mod = module_of(g, tgid, pf->module);
+			mod = module_of(g, d, tgid, pf->module);
 			if (mod) {
 				f->build_id = mod->build_id;
 				f->build_id_len = (size_t)mod->build_id_len;
@@ -785,8 +789,15 @@ int batch_gpu__add(struct batch_gpu *g, struct agent_batch *ab, const struct gpu
 {
 	struct batch_builder *bb = agent_batch__builder(ab);
 	Strata__V1__ProbeDutyCycle *duty;
-	int err = err_deltas(g, d);
+	int err;
 
+	/* the values last shipped of the processes the layer let go (first: a
+	 * pid reused since starts from zero) */
+	gpu_table__drop_tgids(&g->sites, d->retired, d->nretired, NULL);
+	gpu_table__drop_tgids(&g->tally, d->retired, d->nretired, NULL);
+	gpu_table__drop_tgids(&g->errs, d->retired, d->nretired, NULL);
+	gpu_table__drop_tgids(&g->colls, d->retired, d->nretired, NULL);
+	err = err_deltas(g, d);
 	if (err)
 		return err;
 	/* (process, path) -> module holds for one batch: a pid reused since

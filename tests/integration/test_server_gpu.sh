@@ -44,7 +44,12 @@ grep -E 'batches:|upload:' "$T/agent.log" | tail -2
 gpu_line=$(grep 'gpu: links=' "$T/agent.log" | tail -1)
 pruned=$(echo "$gpu_line" | sed -n 's/.* procs_pruned=\([0-9]*\) .*/\1/p')
 [ "${pruned:-0}" -ge 1 ] || fail "no exited process's row dropped: $gpu_line"
-echo "ok: rows of exited processes dropped: $(echo "$gpu_line" | grep -o 'procs_kept=[0-9]* procs_pruned=[0-9]*')"
+# ... and every table's rows of those processes (call sites, tally, stacks,
+# leak groups: gpu_retire.c); the leak and tally checks below read them
+# back from the server, so what was let go had been shipped
+retired=$(echo "$gpu_line" | sed -n 's/.* rows_retired=\([0-9]*\) .*/\1/p')
+[ "${retired:-0}" -ge "$((pruned * 3))" ] || fail "$pruned processes let go, $retired rows: $gpu_line"
+echo "ok: rows of exited processes dropped: $(echo "$gpu_line" | grep -o 'procs_kept=[0-9]* procs_pruned=[0-9]* rows_retired=[0-9]*')"
 
 api "/api/v1/leaks?pid=$LEAK_PID" > "$T/leaks.json"
 api "/api/v1/tally?pid=$LEAK_PID" > "$T/tally.json"

@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "agent/ship/agent_batch.h"
+#include "agent/ship/batch_gpu.h"
 #include "agent/ship/proc_labels.h"
 #include "server/batch_decode.h"
 #include "uploader/batch_builder.h"
@@ -264,6 +265,57 @@ static void test_label_provenance(void **state)
 	batch_builder__free(bb);
 }
 
+/* The API calls of tgid the batch carries (0: no row). */
+static uint64_t tally_calls(const Strata__V1__Batch *b, uint32_t tgid)
+{
+	for (size_t i = 0; i < b->n_cuda_api_tally; i++)
+		if (b->processes[b->cuda_api_tally[i]->process]->pid == tgid)
+			return b->cuda_api_tally[i]->calls;
+	return 0;
+}
+
+/*
+ * The GPU layer let a process go (its exit told, gpu_data.retired) and a
+ * new process got its pid: the new one's calls are counted from zero.
+ * Before, the builder kept the dead one's last-shipped tally and sent 30 -
+ * 100 as 2^64 - 70 calls.
+ */
+static void test_retired_pid_starts_from_zero(void **state)
+{
+	struct batch_builder_opts o = { .sz = sizeof(o), .node = "n1" };
+	struct batch_builder *bb = batch_builder__new(&o);
+	struct batch_sources src = { 0 };
+	struct agent_batch *ab = agent_batch__new(bb, &src);
+	struct batch_gpu *g = batch_gpu__new(NULL, NULL);
+	struct gpu_proc_info pi = { .tgid = 4242, .rank = -1, .nccl_rank = -1, .nccl_nranks = -1 };
+	struct gpu_tally_row t = { .key = { .tgid = 4242, .api = GPU_API_cudaLaunchKernel },
+				   .val = { .calls = 100, .total_ns = 1000 } };
+	struct gpu_data d = { .procs = &pi, .nprocs = 1, .tally = &t, .ntally = 1 };
+	struct batch_meta m = { .start_ns = 1700000000000000000ull,
+				.end_ns = 1700000010000000000ull };
+	uint32_t retired = 4242;
+	Strata__V1__Batch *b;
+
+	(void)state;
+	assert_non_null(g);
+	assert_int_equal(batch_gpu__add(g, ab, &d, &m), 0);
+	b = finish_and_decode(bb, 1);
+	assert_int_equal(tally_calls(b, 4242), 100);
+	batch_decode__free(b);
+	/* the pid's next process, after the layer retired the first */
+	t.val.calls = 30;
+	t.val.total_ns = 300;
+	d.retired = &retired;
+	d.nretired = 1;
+	assert_int_equal(batch_gpu__add(g, ab, &d, &m), 0);
+	b = finish_and_decode(bb, 2);
+	assert_int_equal(tally_calls(b, 4242), 30);
+	batch_decode__free(b);
+	batch_gpu__free(g);
+	agent_batch__free(ab);
+	batch_builder__free(bb);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -272,6 +324,7 @@ int main(void)
 		cmocka_unit_test(test_no_stack_rows_only),
 		cmocka_unit_test(test_identity_survives_exit),
 		cmocka_unit_test(test_cache_keeps_newest),
+		cmocka_unit_test(test_retired_pid_starts_from_zero),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
