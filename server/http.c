@@ -6,7 +6,9 @@
  * only then is its body read.  Batch bodies are held in memory within one
  * budget shared by all connections (503 past it); symbol uploads are
  * streamed to a file of the build-id store.  Past a route's bound the rest
- * of a body is read and dropped, and the answer is 413.
+ * of a body is read and dropped, and the answer is 413.  Queries and pages
+ * run on a pool of their own (server/query_pool.h): the connection
+ * threads, which every agent's batches go through, never wait on a store.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -21,18 +23,54 @@
 #include "lib/clock.h"
 #include "server/http_auth.h"
 #include "server/http_route.h"
+#include "server/query_pool.h"
 #include "server/server.h"
 
 /* A body in memory is first given this much of the budget, then more as
  * its bytes arrive (doubling, up to the route's bound). */
 #define BODY_FIRST_CAP ((size_t)64 << 10)
 
+#define QUERY_THREADS_DEFAULT 2
+#define QUERY_QUEUE 64 /* queries waiting for a query thread; past it 503 */
+
 struct http_daemon {
 	struct MHD_Daemon *mhd;
+	struct query_pool *queries;
+	struct server *srv;
+};
+
+/* A request's query-string arguments and headers, copied: a query runs on
+ * a query thread while its connection is suspended. */
+struct kv {
+	char *key, *value;
+	int kind; /* enum MHD_ValueKind */
+};
+
+/* A query: handed to the pool (QUERY_QUEUED: waiting or running), then
+ * its answer (QUERY_ANSWERED), kept until the resumed connection sends it. */
+enum query_state { QUERY_NONE, QUERY_QUEUED, QUERY_ANSWERED };
+
+struct query {
+	struct query_job job; /* first: the pool's */
+	struct server *srv;
+	struct MHD_Connection *conn;
+	const struct route *rt;
+	char *method, *path;
+	struct kv *kv;
+	size_t nkv;
+	int copy_failed; /* ENOMEM copying kv */
+	const char *body;
+	size_t body_len;
+	int status;
+	char *out; /* the answer's body (malloc'd) */
+	size_t out_len;
+	struct route_answer a;
 };
 
 /* One request, from its first callback to its completion. */
 struct conn_state {
+	enum query_state qstate;
+	struct query q;
 	const struct route *rt;
 	int fail;		   /* status to answer once the body is read; 0 none */
 	int login;		   /* fail is a redirect to the login form */
@@ -288,6 +326,169 @@ static int drain_first(struct MHD_Connection *c)
 	return !request__parse_u64(cl, &clen) && clen <= DRAIN_MAX;
 }
 
+/* ---- queries, on the query threads ---------------------------------------- */
+
+static const char *snap_value(const struct request *r, int kind, const char *key)
+{
+	const struct query *q = r->conn;
+
+	for (size_t i = 0; i < q->nkv; i++)
+		if (q->kv[i].kind == kind &&
+		    (kind == MHD_HEADER_KIND ? !strcasecmp(q->kv[i].key, key)
+					     : !strcmp(q->kv[i].key, key)))
+			return q->kv[i].value;
+	return NULL;
+}
+
+static const char *snap_arg(const struct request *r, const char *key)
+{
+	return snap_value(r, MHD_GET_ARGUMENT_KIND, key);
+}
+
+static const char *snap_header(const struct request *r, const char *key)
+{
+	return snap_value(r, MHD_HEADER_KIND, key);
+}
+
+static void query_clear(struct query *q)
+{
+	for (size_t i = 0; i < q->nkv; i++) {
+		free(q->kv[i].key);
+		free(q->kv[i].value);
+	}
+	free(q->kv);
+	free(q->method);
+	free(q->path);
+	free(q->out);
+	free(q->a.cookie);
+	memset(q, 0, sizeof(*q));
+}
+
+static enum MHD_Result copy_value(void *cls, enum MHD_ValueKind kind, const char *key,
+				  const char *value)
+{
+	struct query *q = cls;
+	struct kv *kv;
+
+	if (!key)
+		return MHD_YES;
+	kv = realloc(q->kv, (q->nkv + 1) * sizeof(*kv));
+	if (!kv) {
+		q->copy_failed = 1;
+		return MHD_NO;
+	}
+	q->kv = kv;
+	kv = &q->kv[q->nkv];
+	kv->kind = kind;
+	kv->key = strdup(key);
+	kv->value = value ? strdup(value) : NULL;
+	if (!kv->key || (value && !kv->value)) {
+		free(kv->key);
+		free(kv->value);
+		q->copy_failed = 1;
+		return MHD_NO;
+	}
+	q->nkv++;
+	return MHD_YES;
+}
+
+/* What the query reads, copied from the connection (which is suspended
+ * while it runs); 0 or -ENOMEM. */
+static int query_snapshot(struct query *q, struct MHD_Connection *c, const char *url,
+			  const char *method)
+{
+	MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, copy_value, q);
+	if (!q->copy_failed)
+		MHD_get_connection_values(c, MHD_HEADER_KIND, copy_value, q);
+	q->path = strdup(url);
+	q->method = strdup(method);
+	return !q->path || !q->method || q->copy_failed ? -ENOMEM : 0;
+}
+
+static void query_run(struct query_job *j, int cancelled)
+{
+	struct query *q = (struct query *)j;
+	struct conn_state *cs = (struct conn_state *)((char *)q - offsetof(struct conn_state, q));
+	struct request r = { .method = q->method,
+			     .path = q->path,
+			     .conn = q,
+			     .arg = snap_arg,
+			     .header = snap_header,
+			     .body = q->body,
+			     .body_len = q->body_len };
+	FILE *out = open_memstream(&q->out, &q->out_len);
+	uint64_t t0 = mono_ns();
+
+	q->a = (struct route_answer){ .ctype = "application/json" };
+	if (!out) {
+		q->status = 0; /* the connection is closed */
+	} else if (cancelled) {
+		q->status = json_error(out, 503, "server stopping");
+	} else {
+		q->status = route__run(q->rt, q->srv, &r, out, &q->a);
+		if (q->rt->query) {
+			__atomic_fetch_add(&q->srv->m.queries, 1, __ATOMIC_RELAXED);
+			if (q->status >= 500)
+				__atomic_fetch_add(&q->srv->m.query_errors, 1, __ATOMIC_RELAXED);
+			latency_hist__add(&q->srv->m.query, mono_ns() - t0);
+		}
+	}
+	if (out && fclose(out))
+		q->status = 0;
+	cs->qstate = QUERY_ANSWERED; /* read after the resume (its lock orders it) */
+	MHD_resume_connection(q->conn);
+}
+
+/*
+ * A query or page: its connection suspended, the query handed to a query
+ * thread, which resumes the connection with the answer (answer_query()).
+ * With the pool's queue full (or the pool stopping) the answer is 503 at
+ * once, by the same way.
+ */
+static enum MHD_Result query_start(struct server *srv, struct MHD_Connection *c, const char *url,
+				   const char *method, struct conn_state *cs)
+{
+	struct query *q = &cs->q;
+
+	*q = (struct query){ .job.run = query_run,
+			     .srv = srv,
+			     .conn = c,
+			     .rt = cs->rt,
+			     .body = cs->body,
+			     .body_len = cs->len };
+	if (query_snapshot(q, c, url, method)) {
+		query_clear(q);
+		return MHD_NO;
+	}
+	cs->qstate = QUERY_QUEUED;
+	MHD_suspend_connection(c);
+	if (!query_pool__submit(srv->queries, &q->job))
+		return MHD_YES;
+	__atomic_fetch_add(&srv->m.queries_refused, 1, __ATOMIC_RELAXED);
+	fail(cs, 503, "server busy: %u queries waiting; retry later", QUERY_QUEUE);
+	query_clear(q);
+	cs->qstate = QUERY_NONE; /* answered as a failure */
+	MHD_resume_connection(c);
+	return MHD_YES;
+}
+
+static enum MHD_Result answer_query(struct MHD_Connection *c, struct conn_state *cs)
+{
+	struct query *q = &cs->q;
+	enum MHD_Result ret;
+
+	if (!q->status) {
+		query_clear(q);
+		return MHD_NO;
+	}
+	ret = respond(c, q->status, q->out, q->out_len, &q->a);
+	q->out = NULL; /* the response owns it */
+	if (q->a.cookie)
+		explicit_bzero(q->a.cookie, strlen(q->a.cookie));
+	query_clear(q);
+	return ret;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
 				  const char *method, const char *version, const char *upload,
 				  size_t *upload_size, void **con_cls)
@@ -319,8 +520,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		*upload_size = 0;
 		return MHD_YES;
 	}
+	if (cs->qstate == QUERY_ANSWERED) {
+		cs->qstate = QUERY_NONE;
+		body_release(srv, cs); /* the query is done with it */
+		return answer_query(c, cs);
+	}
+	if (cs->qstate == QUERY_QUEUED) /* not resumed yet: not called */
+		return MHD_YES;
 	if (cs->fail)
 		return answer_fail(c, cs);
+	if ((cs->rt->query || cs->rt->html) && srv->queries)
+		return query_start(srv, c, url, method, cs);
 	out = open_memstream(&body, &len);
 	if (!out)
 		return MHD_NO;
@@ -356,6 +566,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	if (cs) {
 		body_release(cls, cs);
 		buildid_upload__abort(cs->up);
+		query_clear(&cs->q);
 		free(cs);
 		*con_cls = NULL;
 	}
@@ -410,9 +621,18 @@ struct http_daemon *http__start(struct server *srv, const char *addr, int thread
 	}
 	/* TLS (GnuTLS through libmicrohttpd): 1.2 and 1.3 only.  Without TLS
 	 * the key options are ignored. */
+	srv->queries = query_pool__new(
+		srv->query_threads ? srv->query_threads : QUERY_THREADS_DEFAULT, QUERY_QUEUE);
+	if (!srv->queries) {
+		snprintf(err, errsz, "cannot start the query threads: %s", strerror(errno));
+		free(d);
+		return NULL;
+	}
+	d->queries = srv->queries;
+	d->srv = srv;
 	d->mhd = MHD_start_daemon(
 		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ERROR_LOG |
-			(srv->tls ? MHD_USE_TLS : 0),
+			MHD_ALLOW_SUSPEND_RESUME | (srv->tls ? MHD_USE_TLS : 0),
 		0, NULL, NULL, on_request, srv, MHD_OPTION_SOCK_ADDR, &sa,
 		MHD_OPTION_THREAD_POOL_SIZE, (unsigned)threads, MHD_OPTION_NOTIFY_COMPLETED,
 		on_completed, srv, MHD_OPTION_CONNECTION_LIMIT, (unsigned)CONNECTION_LIMIT,
@@ -423,6 +643,8 @@ struct http_daemon *http__start(struct server *srv, const char *addr, int thread
 		"NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2", MHD_OPTION_END);
 	if (!d->mhd) {
 		snprintf(err, errsz, "cannot listen on %s: %s", addr, strerror(errno));
+		query_pool__free(d->queries);
+		srv->queries = NULL;
 		free(d);
 		return NULL;
 	}
@@ -435,6 +657,12 @@ void http__stop(struct http_daemon *d)
 {
 	if (!d)
 		return;
+	/* no connection may stay suspended when the daemon stops: the
+	 * queries running finish, those waiting are answered 503, and any
+	 * later one is refused (and resumed) at once */
+	query_pool__stop(d->queries);
 	MHD_stop_daemon(d->mhd);
+	d->srv->queries = NULL;
+	query_pool__free(d->queries);
 	free(d);
 }

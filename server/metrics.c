@@ -6,6 +6,7 @@
 #include "server/diag_engine.h"
 #include "server/diag_live.h"
 #include "server/diag_shared.h"
+#include "server/query_pool.h"
 #include "server/replicas.h"
 #include "server/server.h"
 
@@ -94,6 +95,18 @@ int api_metrics(struct server *srv, FILE *o)
 	histogram(o, "strata_symbolize_seconds", "time to symbolize one batch", &m->symbolize);
 	counter(o, "strata_queries_total", "API queries", ld(&m->queries));
 	counter(o, "strata_query_errors_total", "API queries answered 5xx", ld(&m->query_errors));
+	counter(o, "strata_queries_refused_total",
+		"queries and pages answered 503: the query threads' queue was full",
+		ld(&m->queries_refused));
+	if (srv->queries) {
+		struct query_pool_stats qs;
+
+		query_pool__stats(srv->queries, &qs);
+		gauge(o, "strata_queries_waiting", "queries and pages waiting for a query thread",
+		      (double)qs.waiting);
+		gauge(o, "strata_queries_running", "queries and pages on the query threads",
+		      (double)qs.running);
+	}
 
 	central_sym__stats(srv->sym, &cs);
 	counter(o, "strata_symbolize_native_frames_total", "native frames symbolized",

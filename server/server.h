@@ -28,6 +28,7 @@ struct diag_shared;
 struct replicas;
 struct capture_registry;
 struct capture_triggers;
+struct query_pool;
 
 struct latency_hist {
 	uint64_t buckets[METRIC_BUCKETS]; /* cumulative per bound */
@@ -44,6 +45,7 @@ struct server_metrics {
 	uint64_t agent_drops[8]; /* Drops fields the agents reported, in wire order */
 	uint64_t symbol_uploads, symbol_upload_rejected;
 	uint64_t queries, query_errors;
+	uint64_t queries_refused; /* the query threads' queue full */
 	uint64_t retention_runs, retention_deleted;
 	struct latency_hist store_ingest, query, symbolize;
 };
@@ -76,6 +78,8 @@ struct server {
 	struct kernel_paths kpaths;	   /* the agents' kernel feature paths, for /metrics */
 	struct capture_registry *captures; /* server/capture.h: deep captures */
 	uint32_t capture_lead_ms;	   /* an API capture starts this long after it is made */
+	unsigned query_threads;		   /* threads for queries and pages (0: 2) */
+	struct query_pool *queries;	   /* http.c's, while it serves (for /metrics) */
 };
 
 /* A request as the handlers see it. */

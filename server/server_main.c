@@ -33,6 +33,7 @@ struct server_opts {
 	struct server_cred_files creds; /* server/server_creds.h */
 	uint32_t retention_h, threads, max_batch_mb, max_symbol_mb, buildid_max_mb, max_buffered_mb;
 	uint32_t max_conns_per_ip;
+	uint32_t query_threads;
 	int debuginfod;
 	/* diagnosis (server/diag_engine.c) */
 	uint32_t diag_window_ms, diag_delay_ms;
@@ -71,7 +72,10 @@ static void usage(FILE *f)
 	      "                           Distributed tables over them (docs/server.md)\n"
 	      "  -b, --buildid-dir DIR    uploaded binaries (default: PATH.buildids / ./buildids)\n"
 	      "  -r, --retention-hours H  delete data older than H hours (default 72)\n"
-	      "  -j, --threads N          HTTP worker threads (default 4)\n"
+	      "  -j, --threads N          HTTP connection threads: batches, uploads (default 4)\n"
+	      "      --query-threads N    threads answering queries and pages, so that no\n"
+	      "                           query holds up the agents' batches (default 2;\n"
+	      "                           64 more may wait, then 503)\n"
 	      "      --max-batch-mb N     compressed batch limit (default 16)\n"
 	      "      --max-symbol-mb N    symbol upload limit (default 512)\n"
 	      "      --max-buffered-mb N  batch bodies and decodes in memory, all connections\n"
@@ -231,6 +235,7 @@ static int serve(const struct server_opts *o)
 	srv.limits.max_raw = srv.limits.max_wire * 8;
 	srv.max_symbol_upload = (size_t)o->max_symbol_mb << 20;
 	srv.max_conns_per_ip = o->max_conns_per_ip;
+	srv.query_threads = o->query_threads;
 	srv.budget.max = (size_t)o->max_buffered_mb << 20;
 	srv.limits.budget = &srv.budget;	   /* decodes draw from it too */
 	if (srv.budget.max < srv.limits.max_raw) { /* one decode must always fit */
@@ -383,6 +388,7 @@ int main(int argc, char **argv)
 		OPT_EXTURL,
 		OPT_DIAG_ONQUERY,
 		OPT_CONNS_PER_IP,
+		OPT_QUERY_THREADS,
 		OPT_BUFFERED,
 		OPT_INGEST_TOKEN,
 		OPT_READ_TOKEN,
@@ -421,6 +427,7 @@ int main(int argc, char **argv)
 		{ "max-buffered-mb", required_argument, NULL, OPT_BUFFERED },
 		{ "buildid-max-mb", required_argument, NULL, OPT_BIDMAX },
 		{ "max-conns-per-ip", required_argument, NULL, OPT_CONNS_PER_IP },
+		{ "query-threads", required_argument, NULL, OPT_QUERY_THREADS },
 		{ "no-debuginfod", no_argument, NULL, OPT_NODBGD },
 		{ "diag-window-ms", required_argument, NULL, OPT_DIAG_WINDOW },
 		{ "diag-delay-ms", required_argument, NULL, OPT_DIAG_DELAY },
@@ -448,6 +455,7 @@ int main(int argc, char **argv)
 		.buildid_max_mb = 20480,
 		.max_buffered_mb = 1024,
 		.max_conns_per_ip = 256,
+		.query_threads = 2,
 		.debuginfod = 1,
 		.diag_window_ms = 10000,
 		.capture_max_s = 60,
@@ -511,6 +519,9 @@ int main(int argc, char **argv)
 			break;
 		case OPT_BIDMAX:
 			bad |= cli_parse_u32(optarg, 1 << 24, &o.buildid_max_mb);
+			break;
+		case OPT_QUERY_THREADS:
+			bad |= cli_parse_u32(optarg, 64, &o.query_threads) || !o.query_threads;
 			break;
 		case OPT_CONNS_PER_IP: /* 0 is documented: no bound per address */
 			if (strcmp(optarg, "0") == 0)
