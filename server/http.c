@@ -332,10 +332,9 @@ static const char *snap_value(const struct request *r, int kind, const char *key
 {
 	const struct query *q = r->conn;
 
+	/* caseless, as libmicrohttpd's own lookup is for every kind */
 	for (size_t i = 0; i < q->nkv; i++)
-		if (q->kv[i].kind == kind &&
-		    (kind == MHD_HEADER_KIND ? !strcasecmp(q->kv[i].key, key)
-					     : !strcmp(q->kv[i].key, key)))
+		if (q->kv[i].kind == kind && !strcasecmp(q->kv[i].key, key))
 			return q->kv[i].value;
 	return NULL;
 }
@@ -449,6 +448,7 @@ static enum MHD_Result query_start(struct server *srv, struct MHD_Connection *c,
 				   const char *method, struct conn_state *cs)
 {
 	struct query *q = &cs->q;
+	int err;
 
 	*q = (struct query){ .job.run = query_run,
 			     .srv = srv,
@@ -462,10 +462,15 @@ static enum MHD_Result query_start(struct server *srv, struct MHD_Connection *c,
 	}
 	cs->qstate = QUERY_QUEUED;
 	MHD_suspend_connection(c);
-	if (!query_pool__submit(srv->queries, &q->job))
+	err = query_pool__submit(srv->queries, &q->job);
+	if (!err)
 		return MHD_YES;
-	__atomic_fetch_add(&srv->m.queries_refused, 1, __ATOMIC_RELAXED);
-	fail(cs, 503, "server busy: %u queries waiting; retry later", QUERY_QUEUE);
+	if (err == -ESHUTDOWN) {
+		fail(cs, 503, "server stopping");
+	} else {
+		__atomic_fetch_add(&srv->m.queries_refused, 1, __ATOMIC_RELAXED);
+		fail(cs, 503, "server busy: %u queries waiting; retry later", QUERY_QUEUE);
+	}
 	query_clear(q);
 	cs->qstate = QUERY_NONE; /* answered as a failure */
 	MHD_resume_connection(c);

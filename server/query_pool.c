@@ -23,6 +23,7 @@ static void *worker(void *arg)
 	pthread_mutex_lock(&p->lock);
 	for (;;) {
 		struct query_job *j;
+		int cancel;
 
 		while (!p->head && !p->stopping)
 			pthread_cond_wait(&p->more, &p->lock);
@@ -34,8 +35,9 @@ static void *worker(void *arg)
 			p->tail = NULL;
 		p->st.waiting--;
 		p->st.running++;
+		cancel = p->stopping;
 		pthread_mutex_unlock(&p->lock);
-		j->run(j, p->stopping);
+		j->run(j, cancel);
 		pthread_mutex_lock(&p->lock);
 		p->st.running--;
 		p->st.run++;
@@ -73,7 +75,11 @@ struct query_pool *query_pool__new(unsigned threads, unsigned queue)
 int query_pool__submit(struct query_pool *p, struct query_job *j)
 {
 	pthread_mutex_lock(&p->lock);
-	if (p->stopping || p->st.waiting >= p->queue) {
+	if (p->stopping) {
+		pthread_mutex_unlock(&p->lock);
+		return -ESHUTDOWN;
+	}
+	if (p->st.waiting >= p->queue) {
 		p->st.refused++;
 		pthread_mutex_unlock(&p->lock);
 		return -EBUSY;

@@ -29,8 +29,8 @@ struct query_pool_stats {
 
 /* threads workers, at most queue jobs waiting; NULL with errno set. */
 struct query_pool *query_pool__new(unsigned threads, unsigned queue);
-/* Queues j: 0, or -EBUSY when the queue is full or the pool stopping
- * (counted in refused; j is untouched). */
+/* Queues j: 0, -EBUSY when the queue is full (counted in refused) or
+ * -ESHUTDOWN when the pool is stopping; j is then untouched. */
 int query_pool__submit(struct query_pool *p, struct query_job *j);
 /* Finishes the jobs running, cancels the ones waiting (run with
  * cancelled = 1) and joins the threads; later submits are refused. */

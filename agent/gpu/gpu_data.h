@@ -34,6 +34,9 @@ struct gpu_proc_info {
 	char strata_job[64];		      /* STRATA_JOB */
 	uint32_t nccl_tid; /* the thread that issues its collectives (0: none yet) */
 	uint64_t exit_ns;  /* CLOCK_REALTIME when its exit was seen */
+	/* the layer's drain (struct gpu drains) that let its BPF entries go;
+	 * 0: not yet (agent/gpu/gpu_retire.c waits for a drain after it) */
+	uint64_t finished_drain;
 	bool exited;
 };
 

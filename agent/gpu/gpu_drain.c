@@ -252,6 +252,7 @@ static void finish_exited(struct gpu *g)
 {
 	for (size_t i = 0; i < GPU_MAX_PROCS; i++) {
 		struct gpu_proc *p = &g->procs[i];
+		struct gpu_proc_info *pi;
 
 		if (p->state != PROC_EXITED)
 			continue;
@@ -265,6 +266,9 @@ static void finish_exited(struct gpu *g)
 		}
 		p->nfiles = 0;
 		p->state = PROC_FREE; /* its info stays in the data's process table */
+		pi = (struct gpu_proc_info *)gpu_data__proc(&g->data, p->tgid);
+		if (pi)
+			pi->finished_drain = g->drains;
 	}
 }
 

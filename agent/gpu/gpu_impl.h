@@ -55,8 +55,9 @@ struct bpf_map;
 #define GPU_GRACE_MS 5000   /* a file's probes stay attached this long unused */
 #define GPU_RESOLVE_TRIES 8 /* drains a live process's stack may stay partly unknown */
 #define GPU_EXIT_DRAINS 3   /* drains an exited process waits for its exit record */
-/* drains a raw stack stays unused before it is let go (gpu_retire.c): well
- * past the GPU_RESOLVE_TRIES + GPU_EXIT_DRAINS a resolution can take */
+/* drains a raw stack stays once no kept process's stack uses it
+ * (gpu_retire.c): well past the GPU_RESOLVE_TRIES + GPU_EXIT_DRAINS a
+ * resolution can take */
 #define GPU_STACK_IDLE_DRAINS 64
 /* the frames profile is rebuilt past this many frames, most unused */
 #define GPU_FRAMES_COMPACT_MIN 16384

@@ -5,15 +5,18 @@
  * session and never calls it).
  *
  *  - An exited process whose exit a batch told one batch earlier, and whose
- *    slot is free (its BPF entries are gone), leaves the data's process
- *    table and every table keyed by process: call sites, tally, errors,
- *    collectives, resolved stacks, kernel names, leak groups.  Its final
- *    values were in that batch; nothing looks them up again.
+ *    slot was freed (its BPF entries gone) at a drain before this one (the
+ *    batch builder has seen its allocations leave: leaked at exit, not
+ *    freed), leaves the data's process table and every table keyed by
+ *    process: call sites, tally, errors, collectives, resolved stacks,
+ *    kernel names, leak groups.  Its final values were in that batch;
+ *    nothing looks them up again.
  *  - A raw stack (native, Python, their pair: keyed by BPF's content hash,
- *    shared by processes) leaves after GPU_STACK_IDLE_DRAINS drains unused.
- *    A stack is needed only until each (process, stack) using it resolved,
- *    within GPU_RESOLVE_TRIES drains of its first use; BPF copies it out
- *    again at its next walk.
+ *    shared by processes) leaves after GPU_STACK_IDLE_DRAINS drains in
+ *    which no resolved stack of a process still kept used it.  BPF does not
+ *    copy out a stack again while a thread's call-site cache hands out its
+ *    id (a new Python stack over a cached native one makes a new pair
+ *    naming it), so a live process's stacks are kept whole.
  *  - The frames profile (interned frames of every resolved stack, and the
  *    kernel names) is rebuilt from what is left once most of it is unused.
  *
@@ -61,7 +64,8 @@ static void retire_told_procs(struct gpu *g, uint64_t told_before_ns)
 	for (size_t i = 0; i < d->nprocs; i++) {
 		const struct gpu_proc_info *pi = &d->procs[i];
 
-		if (pi->exited && pi->exit_ns < told_before_ns && !gpu_proc_find(g, pi->tgid) &&
+		if (pi->exited && pi->exit_ns < told_before_ns && pi->finished_drain &&
+		    pi->finished_drain < g->drains && !gpu_proc_find(g, pi->tgid) &&
 		    !gpu_proc_find_exited(g, pi->tgid)) {
 			g->procs_pruned++;
 			g->retired[g->nretired++] = pi->tgid;
@@ -150,10 +154,34 @@ static void drop_idle(struct gpu_table *t, struct idle_ctx *c, size_t used_off, 
 	gpu_table__filter(t, keep_used, c);
 }
 
+/* The raw stacks (native, pair, Python) behind the resolved stacks still
+ * kept are in use now. */
+static void stamp_kept_stacks(struct gpu *g)
+{
+	for (size_t i = 0; i < g->stacks.n; i++) {
+		uint64_t id = ((const struct stack_row *)g->stacks.rows)[i].s.stack_id;
+		struct pair_row *pair = gpu_table__find(&g->pairs, &id);
+		struct raw_stack *raw;
+		struct py_stack_row *py;
+
+		if (pair) {
+			pair->used = g->drains;
+			py = gpu_table__find(&g->py_stacks, &pair->pair.py);
+			if (py)
+				py->used = g->drains;
+			id = pair->pair.native;
+		}
+		raw = gpu_table__find(&g->raw_stacks, &id);
+		if (raw)
+			raw->used = g->drains;
+	}
+}
+
 static void drop_idle_stacks(struct gpu *g)
 {
 	struct idle_ctx c = { 0 };
 
+	stamp_kept_stacks(g);
 	if (g->drains <= GPU_STACK_IDLE_DRAINS)
 		return;
 	c.before = g->drains - GPU_STACK_IDLE_DRAINS;

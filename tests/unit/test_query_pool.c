@@ -132,7 +132,7 @@ static void stop_cancels_waiting(void **state)
 		assert_int_equal(jobs[i].runs, 1);
 		assert_int_equal(jobs[i].cancelled, 1);
 	}
-	assert_int_equal(query_pool__submit(p, &jobs[n].j), -EBUSY);
+	assert_int_equal(query_pool__submit(p, &jobs[n].j), -ESHUTDOWN);
 	query_pool__free(p);
 	assert_int_equal(jobs[n].runs, 0);
 }
