@@ -224,7 +224,7 @@ static int capture_trace(struct server *srv, const struct request *r, const stru
 	if (err) {
 		trace_json__fini(&t);
 		rewind(out);
-		return json_error(out, 503, "store query failed: %s", strerror(-err));
+		return json_store_error(out, err);
 	}
 	snprintf(other, sizeof(other),
 		 "\"capture\":\"%s\",\"freq_hz\":%u,\"start_ns\":%" PRIu64 ",\"end_ns\":%" PRIu64,

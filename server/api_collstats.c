@@ -83,7 +83,7 @@ int api_collective_stats(struct server *srv, const struct request *r, FILE *out)
 	fclose(j.out);
 	if (err < 0) {
 		free(body);
-		return json_error(out, 503, "store query failed: %s", strerror(-err));
+		return json_store_error(out, err);
 	}
 	fprintf(out, "[%s]\n", body ? body : "");
 	free(body);

@@ -165,7 +165,7 @@ int api_collectives(struct server *srv, const struct request *r, FILE *out)
 	err = srv->store->ops->events(srv->store, &f, STORE_EVENT_COLLECTIVE, limit_arg(r),
 				      &truncated, coll_row, &c);
 	if (err) {
-		err = json_error(out, 503, "store query failed: %s", strerror(-err));
+		err = json_store_error(out, err);
 		goto out;
 	}
 	/* Blame the last arrival of every collective all ranks were seen in. */
@@ -227,7 +227,7 @@ int api_trace(struct server *srv, const struct request *r, FILE *out)
 	if (err) {
 		trace_json__fini(&t);
 		rewind(out);
-		return json_error(out, 503, "store query failed: %s", strerror(-err));
+		return json_store_error(out, err);
 	}
 	trace_json__end(&t, truncated, "");
 	return 200;

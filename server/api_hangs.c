@@ -74,7 +74,7 @@ static int past_hangs(struct server *srv, const struct store_filter *f, FILE *ou
 		for (size_t i = 0; i < p.n; i++)
 			free(p.e[i].report);
 		free(p.e);
-		return json_error(out, 503, "store query failed: %s", strerror(-err));
+		return json_store_error(out, err);
 	}
 	fputc('[', out);
 	for (size_t i = 0; i < p.n; i++) {

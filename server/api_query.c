@@ -35,7 +35,7 @@ static int list_end(struct list_ctx *l, int err)
 	if (err) {
 		/* The body may be half written: start over with the error. */
 		rewind(l->out);
-		return json_error(l->out, 503, "store query failed: %s", strerror(-err));
+		return json_store_error(l->out, err);
 	}
 	fputs("]}\n", l->out);
 	return 200;
@@ -268,7 +268,7 @@ int api_profile(struct server *srv, const struct request *r, FILE *out, const ch
 	f.merge_threads = !strcmp(fmt, "folded") || !strcmp(fmt, "svg");
 	err = server__load_profile(srv, &f, kind, &p);
 	if (err)
-		return json_error(out, 503, "store query failed: %s", strerror(-err));
+		return json_store_error(out, err);
 	/* pprof states a sample's period; stored samples carry no rate, so it
 	 * is the agents' (default 49 Hz, --freq) unless the query says. */
 	p->freq_hz = (uint32_t)hz;

@@ -40,6 +40,16 @@ int json_error(FILE *out, int status, const char *fmt, ...)
 	return status;
 }
 
+int json_store_error(FILE *out, int err)
+{
+	if (err == -ETIMEDOUT)
+		return json_error(
+			out, 503,
+			"store query took longer than 30 s: ask for a shorter from..to, or "
+			"filter by job, node or rank");
+	return json_error(out, 503, "store query failed: %s", strerror(-err));
+}
+
 void latency_hist__add(struct latency_hist *h, uint64_t ns)
 {
 	static const uint64_t bounds_us[METRIC_BUCKETS] = { 1000,   5000,    25000,   100000,

@@ -152,6 +152,9 @@ int page_index(struct server *srv, const struct request *r, FILE *out);
 /* JSON helpers. */
 void json_str(FILE *out, const char *s); /* quoted, escaped; NULL -> null */
 int json_error(FILE *out, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* A store read that failed (-errno): 503 with what went wrong; a read
+ * past its time bound (-ETIMEDOUT, 30 s) says to ask for less. */
+int json_store_error(FILE *out, int err);
 
 /* Builds an lib/profile.h profile from the store for f. */
 struct profile;

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "lib/clock.h"
 #include "server/store/sqlite.h"
 
 #define SCHEMA_VERSION "1"
@@ -231,6 +232,14 @@ static int add_missing_columns(struct sqlite_store *s, char *err, size_t errsz)
  * crashed host may lose the last commits (0.13 against 0.69 ms a commit
  * measured here, docs/server.md).
  */
+/* sqlite3_progress_handler: nonzero interrupts the statement. */
+static int past_deadline(void *arg)
+{
+	const struct sq_conn *c = arg;
+
+	return c->deadline_ns && mono_ns() > c->deadline_ns;
+}
+
 static int conn_open(struct sq_conn *c, const char *path, int writer, const char *sync, char *err,
 		     size_t errsz)
 {
@@ -251,6 +260,8 @@ static int conn_open(struct sq_conn *c, const char *path, int writer, const char
 		set_err(err, errsz, "schema", c->db);
 		return -EIO;
 	}
+	if (!writer) /* every 1000 virtual machine steps: a few microseconds */
+		sqlite3_progress_handler(c->db, 1000, past_deadline, c);
 	pthread_mutex_init(&c->lock, NULL);
 	return 0;
 }
@@ -262,11 +273,14 @@ struct sq_conn *sq_reader(struct sqlite_store *s)
 	for (unsigned i = 0; i < SQ_NREADERS; i++) {
 		struct sq_conn *c = &s->readers[(start + i) % SQ_NREADERS];
 
-		if (!pthread_mutex_trylock(&c->lock))
+		if (!pthread_mutex_trylock(&c->lock)) {
+			c->deadline_ns = mono_ns() + SQ_READ_MAX_NS;
 			return c;
+		}
 	}
 	struct sq_conn *c = &s->readers[start % SQ_NREADERS];
 	pthread_mutex_lock(&c->lock);
+	c->deadline_ns = mono_ns() + SQ_READ_MAX_NS;
 	return c;
 }
 

@@ -148,7 +148,7 @@ int sq_run(sqlite3_stmt *st, int (*row)(void *ctx, sqlite3_stmt *st), void *ctx)
 			break;
 	}
 	if (!ret && rc != SQLITE_DONE)
-		ret = -EIO;
+		ret = rc == SQLITE_INTERRUPT ? -ETIMEDOUT : -EIO; /* past its deadline */
 	sqlite3_finalize(st);
 	return ret;
 }

@@ -23,7 +23,9 @@
 #include "server/batch_decode.h"
 #include "server/buildid_store.h"
 #include "server/central_sym.h"
+#include "lib/clock.h"
 #include "server/store.h"
+#include "server/store/sqlite.h"
 #include "symbolize/buildid.h"
 #include "test_util.h"
 #include "uploader/batch_builder.h"
@@ -426,12 +428,65 @@ static void test_stack_id(void **state)
 	assert_int_not_equal(store_stack__id(&a, 0), 0);
 }
 
+static int count_rows(void *ctx, sqlite3_stmt *st)
+{
+	(void)st;
+	++*(uint64_t *)ctx;
+	return 0;
+}
+
+/*
+ * A read past its deadline is interrupted (-ETIMEDOUT) and the reader
+ * connection serves the next read: no query holds a query thread longer
+ * than SQ_READ_MAX_NS.  The deadline is moved to 200 ms here; the read is
+ * a count to 10^12, which SQLite takes hours over.
+ */
+static void test_read_deadline(void **state)
+{
+	char dir[] = "/tmp/strata-deadline-XXXXXX", spec[128], cmd[160], err[256] = "";
+	struct sqlite_store *s;
+	struct sq_conn *c;
+	sqlite3_stmt *st;
+	uint64_t n = 0, t0;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(spec, sizeof(spec), "sqlite:%s/db", dir);
+	s = (struct sqlite_store *)store__open(spec, err, sizeof(err));
+	assert_non_null(s);
+	c = sq_reader(s);
+	assert_true(c->deadline_ns > mono_ns() + SQ_READ_MAX_NS - 1000000000ull);
+	c->deadline_ns = mono_ns() + 200000000ull;
+	assert_int_equal(
+		sqlite3_prepare_v2(c->db,
+				   "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 "
+				   "FROM n WHERE i < 1000000000000) SELECT max(i) FROM n",
+				   -1, &st, NULL),
+		SQLITE_OK);
+	t0 = mono_ns();
+	assert_int_equal(sq_run(st, count_rows, &n), -ETIMEDOUT);
+	assert_true(mono_ns() - t0 < 20000000000ull);
+	pthread_mutex_unlock(&c->lock);
+	c = sq_reader(s); /* a new deadline: the next read runs */
+	assert_int_equal(sqlite3_prepare_v2(c->db, "SELECT 1", -1, &st, NULL), SQLITE_OK);
+	assert_int_equal(sq_run(st, count_rows, &n), 0);
+	assert_int_equal(n, 1);
+	pthread_mutex_unlock(&c->lock);
+	store__close(&s->base);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_decode_limits),	    cmocka_unit_test(test_validate),
-		cmocka_unit_test(test_store_and_symbolize), cmocka_unit_test(test_sqlite_spec),
-		cmocka_unit_test(test_filter_match),	    cmocka_unit_test(test_stack_id),
+		cmocka_unit_test(test_decode_limits),
+		cmocka_unit_test(test_validate),
+		cmocka_unit_test(test_store_and_symbolize),
+		cmocka_unit_test(test_sqlite_spec),
+		cmocka_unit_test(test_read_deadline),
+		cmocka_unit_test(test_filter_match),
+		cmocka_unit_test(test_stack_id),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
