@@ -369,6 +369,14 @@ int sched_collector__foreign(struct sched_collector *c, bool targets, sched_fore
 	return n;
 }
 
+int sched_collector__foreign_forget(struct sched_collector *c, bool targets,
+				    const struct strata_foreign_key *k)
+{
+	int fd = bpf_map__fd(targets ? c->skel->maps.target_cpu : c->skel->maps.foreign);
+
+	return bpf_map_delete_elem(fd, k) ? -errno : 0;
+}
+
 int sched_collector__irq(struct sched_collector *c, sched_irq_fn fn, void *ctx)
 {
 	struct strata_irq_time *t = calloc((size_t)c->ncpus, sizeof(*t));

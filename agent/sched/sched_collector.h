@@ -91,6 +91,12 @@ typedef int (*sched_foreign_fn)(void *ctx, const struct strata_foreign_key *k,
  * with targets true, the targets' own on-CPU time per CPU. */
 int sched_collector__foreign(struct sched_collector *c, bool targets, sched_foreign_fn fn,
 			     void *ctx);
+/* Deletes one (CPU, tgid) entry of those maps: the caller saw it unchanged
+ * for a whole window (the process gone or moved away), so the maps (4096
+ * entries) hold the recent ones only.  An add racing the delete is lost (a
+ * slice, on an entry idle for a window).  0 or -errno. */
+int sched_collector__foreign_forget(struct sched_collector *c, bool targets,
+				    const struct strata_foreign_key *k);
 
 /* Interrupt time per CPU (cumulative); only non-zero entries. */
 typedef int (*sched_irq_fn)(void *ctx, uint32_t cpu, bool softirq, uint32_t vector, uint64_t ns);

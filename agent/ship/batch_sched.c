@@ -393,6 +393,7 @@ static int add_cum(struct batch_sched *s, struct agent_batch *ab, struct sched_c
 {
 	struct cum_set tmp;
 	int n = sched_collector__foreign(c, false, collect_foreign, s);
+	size_t w = 0;
 
 	if (n >= 0)
 		n = sched_collector__foreign(c, true, collect_target, s);
@@ -407,10 +408,23 @@ static int add_cum(struct batch_sched *s, struct agent_batch *ab, struct sched_c
 						     : NULL;
 		uint64_t d = delta(r->ns, last ? last->ns : 0);
 		int err = d ? add_cum_row(s, ab, r, d) : 0;
+		struct strata_foreign_key k = { .cpu = r->cpu, .tgid = r->id };
 
 		if (err)
 			return err;
+		/* A process's CPU counter unchanged for a window leaves its
+		 * BPF map (and, so, the last-shipped set: it counts from zero
+		 * if it comes back).  Kept, the 4096 entries filled with the
+		 * dead within minutes on a node starting processes, and new
+		 * foreign processes and ranks' CPUs went unreported. */
+		if (!d && last && r->kind != CUM_SOFTIRQ &&
+		    !sched_collector__foreign_forget(c, r->kind == CUM_TARGET, &k)) {
+			s->st.cpu_rows_forgotten++;
+			continue;
+		}
+		s->cum_cur.v[w++] = *r;
 	}
+	s->cum_cur.n = w;
 	tmp = s->cum_last;
 	s->cum_last = s->cum_cur;
 	s->cum_cur = tmp;

@@ -35,6 +35,8 @@ struct batch_sched_stats {
 		stacks_dropped; /* off-CPU rows over the batch's stack bound (row kept, no stack) */
 	uint64_t threads_over;	/* thread rows not shipped: state table full */
 	uint64_t cpu_rows_over; /* per-CPU counter rows not shipped: table full */
+	/* (CPU, process) counters idle for a window, deleted from BPF */
+	uint64_t cpu_rows_forgotten;
 };
 
 struct batch_sched *batch_sched__new(void);

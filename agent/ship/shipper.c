@@ -243,6 +243,17 @@ void shipper__report(struct shipper *sh)
 		(unsigned long long)us.spool.files, (unsigned long long)us.spool.bytes,
 		(unsigned long long)us.spool.dropped_full,
 		(unsigned long long)us.spool.write_failed, (unsigned long long)us.spool.recovered);
+	if (sh->sched) {
+		struct batch_sched_stats ss;
+
+		batch_sched__stats(sh->sched, &ss);
+		fprintf(stderr,
+			"  sched rows: records=%llu stacks_dropped=%llu threads_over=%llu "
+			"cpu_rows_over=%llu cpu_rows_forgotten=%llu\n",
+			(unsigned long long)ss.records, (unsigned long long)ss.stacks_dropped,
+			(unsigned long long)ss.threads_over, (unsigned long long)ss.cpu_rows_over,
+			(unsigned long long)ss.cpu_rows_forgotten);
+	}
 }
 
 void shipper__free(struct shipper *sh, uint32_t drain_ms)

@@ -19,7 +19,7 @@ def fail(msg):
 c = d["counters"]
 if c["threads_full"]:
     fail("per-thread map full: %d transitions lost" % c["threads_full"])
-retired = int(re.search(r"retired=(\d+)", err).group(1))
+retired = int(re.search(r"^  sched:.* retired=(\d+)", err, re.M).group(1))
 churn = [t for t in d["threads"] if t["comm"] == "t_churn"]
 tids = {t["tid"] for t in churn}
 print("ok: %d t_churn threads reported (%d distinct tids), %d retired from the map, threads_full=0"
