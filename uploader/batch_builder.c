@@ -148,11 +148,18 @@ static void announce_file(struct batch_builder *bb, const uint8_t *id, size_t le
 	uint64_t h = hash_bytes(id, len, 7);
 	char hex[2 * 64 + 1];
 
-	if (!bb->o.on_file || !open_path || !len || bb->known.n >= KNOWN_FILES_MAX)
+	if (!bb->o.on_file || !open_path || !len)
 		return;
 	/* By hash only: a collision (2^-64) costs one missed announcement. */
 	if (profile_htab__find(&bb->known_ids, h, known_eq, &h, bb) >= 0)
 		return;
+	if (bb->known.n >= KNOWN_FILES_MAX) {
+		/* A month of new binaries: the set starts again (the files
+		 * still in use are announced again, once each), where it
+		 * stopped announcing and no new file was ever uploaded. */
+		bb->known.n = 0;
+		profile_htab__fini(&bb->known_ids);
+	}
 	if (vec_add_indexed(&bb->known, &bb->known_ids, h, &h, sizeof(h)) < 0)
 		return;
 	build_id_hex(id, len, hex, sizeof(hex));

@@ -23,13 +23,18 @@
 #define MAX_MISSING 32
 #define MAX_NOTED 8192
 #define HEX_LEN 129
+/* A symbol upload that failed (server or network) is tried again when the
+ * server next asks, this long after. */
+#define SYMBOL_RETRY_MS (10 * 60 * 1000)
+#define SYMBOL_BUDGET_MS (60 * 60 * 1000) /* max_symbol_uploads per this */
 
 struct noted_file {
 	char hex[HEX_LEN];
-	char path[64]; /* "/proc/self/fd/N" or a real path, truncated paths refused */
-	dev_t dev;     /* the file the path named when noted: an fd number */
-	ino_t ino;     /* can name another file by the time we upload */
-	int tried;     /* uploaded or given up: never again */
+	char path[64];	   /* "/proc/self/fd/N" or a real path, truncated paths refused */
+	dev_t dev;	   /* the file the path named when noted: an fd number */
+	ino_t ino;	   /* can name another file by the time we upload */
+	uint64_t retry_ms; /* a failed upload: not again before (mono ms) */
+	int done;	   /* uploaded, or refused for good: never again */
 };
 
 /* A symbol upload's body, read with pread as curl asks for it: never
@@ -57,6 +62,8 @@ struct uploader {
 
 	struct noted_file *files; /* open addressing by hex hash, MAX_NOTED slots */
 	uint32_t nfiles;
+	uint64_t budget_start_ms; /* this hour's symbol uploads: since */
+	uint32_t budget_used;
 
 	struct uploader_stats st;
 };
@@ -243,8 +250,16 @@ void uploader__note_file(void *ctx, const char *hex, const char *path)
 	if (stat(path, &st) || !S_ISREG(st.st_mode))
 		return;
 	pthread_mutex_lock(&u->lock);
-	/* Kept below full, so lookups always end at a free slot. */
-	f = u->nfiles < MAX_NOTED - 1 ? file_slot(u, hex) : NULL;
+	/* Kept below full, so lookups always end at a free slot.  Full (a
+	 * month of new binaries), it starts again: the files still in use
+	 * are noted again as batches name them, and an upload happens only
+	 * for an id the server asks, so forgetting one sent costs nothing. */
+	if (u->nfiles >= MAX_NOTED - 1) {
+		memset(u->files, 0, MAX_NOTED * sizeof(*u->files));
+		u->nfiles = 0;
+		u->st.symbols_noted_resets++;
+	}
+	f = file_slot(u, hex);
 	if (f && !f->hex[0]) {
 		snprintf(f->hex, sizeof(f->hex), "%s", hex);
 		snprintf(f->path, sizeof(f->path), "%s", path);
@@ -253,6 +268,11 @@ void uploader__note_file(void *ctx, const char *hex, const char *path)
 		u->nfiles++;
 	}
 	pthread_mutex_unlock(&u->lock);
+}
+
+static int permanent(long status)
+{
+	return status == 400 || status == 413 || status == 415 || status == 422;
 }
 
 static void upload_symbols(struct uploader *u, const char *hex)
@@ -265,19 +285,26 @@ static void upload_symbols(struct uploader *u, const char *hex)
 	dev_t dev;
 	ino_t ino;
 	struct stat st;
+	uint64_t now;
 	long status;
 	int fd;
 
 	pthread_mutex_lock(&u->lock);
 	f = file_slot(u, hex);
-	if (!f || !f->hex[0] || f->tried ||
-	    u->st.symbols_sent + u->st.symbols_failed >= u->o.max_symbol_uploads) {
-		if (!f || !f->hex[0] || !f->tried)
+	now = mono_ms();
+	if (now - u->budget_start_ms >= SYMBOL_BUDGET_MS) {
+		u->budget_start_ms = now;
+		u->budget_used = 0;
+	}
+	if (!f || !f->hex[0] || f->done || now < f->retry_ms ||
+	    u->budget_used >= u->o.max_symbol_uploads) {
+		if (!f || !f->hex[0] || (!f->done && now >= f->retry_ms))
 			u->st.symbols_skipped++;
 		pthread_mutex_unlock(&u->lock);
 		return;
 	}
-	f->tried = 1; /* once, whatever happens: a bounded, deduplicated upload */
+	u->budget_used++;
+	f->retry_ms = now + SYMBOL_RETRY_MS; /* until it is known how it went */
 	snprintf(path, sizeof(path), "%s", f->path);
 	dev = f->dev;
 	ino = f->ino;
@@ -305,6 +332,9 @@ static void upload_symbols(struct uploader *u, const char *hex)
 		      resp, &why);
 	close(fd);
 	pthread_mutex_lock(&u->lock);
+	f = file_slot(u, hex); /* the table may have started again */
+	if (f && f->hex[0] && ((status / 100 == 2 && !body.short_read) || permanent(status)))
+		f->done = 1; /* stored, or refused for good (413: over the server's bound) */
 	if (status / 100 == 2 && !body.short_read) {
 		u->st.symbols_sent++;
 	} else {
@@ -329,11 +359,6 @@ static uint32_t next_backoff(struct uploader *u)
 	if (getrandom(&r, sizeof(r), 0) != sizeof(r))
 		r = (uint32_t)mono_ms();
 	return b / 2 + r % (b / 2 + 1);
-}
-
-static int permanent(long status)
-{
-	return status == 400 || status == 413 || status == 415 || status == 422;
 }
 
 static void *sender(void *arg)

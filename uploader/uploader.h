@@ -38,7 +38,7 @@ struct uploader_opts {
 	uint32_t backoff_min_ms;     /* 0 = 500 */
 	uint32_t backoff_max_ms;     /* 0 = 60000 */
 	uint64_t max_symbol_file;    /* bytes; 0 = 512 MiB */
-	uint32_t max_symbol_uploads; /* distinct build-ids ever sent; 0 = 1024 */
+	uint32_t max_symbol_uploads; /* symbol files sent or tried an hour; 0 = 1024 */
 	const char *node;	     /* the batches' node name (NULL: hostname): the
 				      * server takes symbol files only for the ids
 				      * it asked of this node (X-Strata-Node) */
@@ -54,8 +54,9 @@ struct uploader_stats {
 	uint64_t rejected;			       /* refused for good, dropped */
 	uint64_t replies_bad;			       /* protobuf answers that did not decode */
 	uint64_t symbols_sent, symbols_failed, symbols_skipped; /* skipped: unknown/too big/bound */
-	uint32_t backoff_ms;					/* now; 0 when healthy */
-	int last_status; /* last HTTP status, 0 transport error */
+	uint64_t symbols_noted_resets; /* the noted-files table, full, started again */
+	uint32_t backoff_ms;	       /* now; 0 when healthy */
+	int last_status;	       /* last HTTP status, 0 transport error */
 	struct spool_stats spool;
 };
 

@@ -229,7 +229,8 @@ void shipper__report(struct shipper *sh)
 		"  batches: built=%llu samples=%llu rows_dropped=%llu raw=%llu B wire=%llu B "
 		"proc_read_failed=%llu proc_cache_evicted=%llu\n"
 		"  upload: sent=%llu duplicates=%llu attempts=%llu failures=%llu rejected=%llu "
-		"backoff_ms=%u last_status=%d symbols sent=%llu failed=%llu skipped=%llu\n"
+		"backoff_ms=%u last_status=%d symbols sent=%llu failed=%llu skipped=%llu "
+		"noted_resets=%llu\n"
 		"  spool: files=%llu bytes=%llu dropped_full=%llu write_failed=%llu "
 		"recovered=%llu\n",
 		(unsigned long long)bs.batches, (unsigned long long)bs.samples,
@@ -240,7 +241,7 @@ void shipper__report(struct shipper *sh)
 		(unsigned long long)us.failures, (unsigned long long)us.rejected, us.backoff_ms,
 		us.last_status, (unsigned long long)us.symbols_sent,
 		(unsigned long long)us.symbols_failed, (unsigned long long)us.symbols_skipped,
-		(unsigned long long)us.spool.files, (unsigned long long)us.spool.bytes,
+		(unsigned long long)us.symbols_noted_resets, (unsigned long long)us.spool.files, (unsigned long long)us.spool.bytes,
 		(unsigned long long)us.spool.dropped_full,
 		(unsigned long long)us.spool.write_failed, (unsigned long long)us.spool.recovered);
 	if (sh->sched) {

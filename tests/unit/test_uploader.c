@@ -313,6 +313,57 @@ static void test_labels_from_environment(void **state)
 	assert_int_equal(proc_labels__read(0x3ffffff0, epoch, 0, &l), -ESRCH);
 }
 
+static void count_file(void *ctx, const char *hex, const char *path)
+{
+	(void)hex;
+	(void)path;
+	++*(unsigned *)ctx;
+}
+
+/*
+ * A month of new binaries: every build-id a batch names is announced to
+ * the uploader (which the server may then ask for), past the 8192 the
+ * builder remembers too; the set starts again, so a file still in use is
+ * announced once more.  Before, the builder stopped announcing at 8192
+ * and no later binary was ever symbolized.
+ */
+static void test_announce_past_the_bound(void **state)
+{
+	unsigned announced = 0;
+	struct batch_builder_opts o = {
+		.sz = sizeof(o), .node = "n1", .on_file = count_file, .on_file_ctx = &announced
+	};
+	struct batch_builder *bb = batch_builder__new(&o);
+	struct bb_process p0 = proc(10, 0);
+	uint8_t id[20] = { 0 };
+	struct bb_frame f = { .kind = STRATA__V1__FRAME__KIND__NATIVE,
+			      .build_id = id,
+			      .build_id_len = 20,
+			      .path = "/usr/lib/libnew.so",
+			      .open_path = "/proc/self/fd/7",
+			      .addr = 0x1000 };
+	int64_t i0;
+
+	(void)state;
+	assert_non_null(bb);
+	for (uint32_t i = 0; i < 9000; i++) {
+		memcpy(id, &i, sizeof(i));
+		if (i % 1000 == 0) { /* batches end meanwhile */
+			batch_decode__free(finish_and_decode(bb, i));
+		}
+		i0 = batch_builder__process(bb, &p0);
+		assert_true(i0 >= 0);
+		assert_int_equal(batch_builder__add(bb, (uint32_t)i0, 10, "main", &f, 1, 1), 0);
+		assert_int_equal(batch_builder__add(bb, (uint32_t)i0, 10, "main", &f, 1, 1), 0);
+	}
+	assert_int_equal(announced, 9000); /* each once */
+	memset(id, 0, sizeof(id));	   /* the first, forgotten at the restart */
+	assert_int_equal(batch_builder__add(bb, (uint32_t)i0, 10, "main", &f, 1, 1), 0);
+	assert_int_equal(announced, 9001);
+	batch_decode__free(finish_and_decode(bb, 9001));
+	batch_builder__free(bb);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -322,6 +373,7 @@ int main(void)
 		cmocka_unit_test(test_parse_reply),
 		cmocka_unit_test(test_cgroup_ids),
 		cmocka_unit_test(test_labels_from_environment),
+		cmocka_unit_test(test_announce_past_the_bound),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
