@@ -241,8 +241,8 @@ void shipper__report(struct shipper *sh)
 		(unsigned long long)us.failures, (unsigned long long)us.rejected, us.backoff_ms,
 		us.last_status, (unsigned long long)us.symbols_sent,
 		(unsigned long long)us.symbols_failed, (unsigned long long)us.symbols_skipped,
-		(unsigned long long)us.symbols_noted_resets, (unsigned long long)us.spool.files, (unsigned long long)us.spool.bytes,
-		(unsigned long long)us.spool.dropped_full,
+		(unsigned long long)us.symbols_noted_resets, (unsigned long long)us.spool.files,
+		(unsigned long long)us.spool.bytes, (unsigned long long)us.spool.dropped_full,
 		(unsigned long long)us.spool.write_failed, (unsigned long long)us.spool.recovered);
 	if (sh->sched) {
 		struct batch_sched_stats ss;
