@@ -20,6 +20,9 @@
 #define NODE_SLOTS 8192	 /* power of two; at most half used */
 #define PROC_SLOTS 16384 /* power of two; at most half used */
 #define MISMATCH_KEPT 16
+/* A communicator with no call for this long (its job restarted: a new one
+ * replaced it) may give its slot to a new one when all are taken. */
+#define COMM_IDLE_NS (600LL * 1000000000LL)
 
 struct node_st {
 	uint64_t key; /* 0: free */
@@ -79,6 +82,7 @@ struct comm_st {
 	struct recent recent[RECENT];
 	bool hang_on;
 	struct hang_report cur;
+	int64_t seen_ns; /* its latest call's entry, exit or batch end */
 };
 
 struct hang_detector {
@@ -94,6 +98,7 @@ struct hang_detector {
 	uint32_t mism_next, nmism;
 	struct hang_transition *pending; /* mismatches decided at a call, until evaluated */
 	size_t npending;
+	int64_t newest_ns; /* the latest seen_ns of any communicator */
 	struct hang_stats st;
 };
 
@@ -200,6 +205,7 @@ static struct proc_st *proc_get(struct hang_detector *d, uint64_t key, int add)
 
 static struct comm_st *comm_get(struct hang_detector *d, uint64_t hash, int32_t nranks)
 {
+	struct rank_st *ranks;
 	struct comm_st *c;
 
 	for (uint32_t i = 0; i < d->ncomms; i++)
@@ -210,17 +216,34 @@ static struct comm_st *comm_get(struct hang_detector *d, uint64_t hash, int32_t 
 		return NULL;
 	}
 	if (d->ncomms == d->o.max_comms) {
-		d->st.comms_dropped++;
-		return NULL;
+		/* all taken: the one idle longest, if idle for COMM_IDLE_NS and
+		 * not hung, makes room (a job that restarts makes new
+		 * communicators each time; they used to fill the table, and
+		 * the job's hangs went undetected from then on) */
+		c = NULL;
+		for (uint32_t i = 0; i < d->ncomms; i++)
+			if (!d->comms[i].hang_on && (!c || d->comms[i].seen_ns < c->seen_ns))
+				c = &d->comms[i];
+		if (!c || c->seen_ns > d->newest_ns - COMM_IDLE_NS) {
+			d->st.comms_dropped++;
+			return NULL;
+		}
+	} else {
+		c = &d->comms[d->ncomms];
 	}
-	c = &d->comms[d->ncomms];
-	memset(c, 0, sizeof(*c));
-	c->ranks = calloc((size_t)nranks, sizeof(*c->ranks));
-	if (!c->ranks)
+	ranks = calloc((size_t)nranks, sizeof(*ranks));
+	if (!ranks)
 		return NULL;
+	if (c == &d->comms[d->ncomms]) {
+		d->ncomms++;
+	} else {
+		free(c->ranks);
+		d->st.comms_evicted++;
+	}
+	memset(c, 0, sizeof(*c));
+	c->ranks = ranks;
 	c->comm_hash = hash;
 	c->nranks = nranks;
-	d->ncomms++;
 	return c;
 }
 
@@ -324,6 +347,7 @@ static void mismatch_report(struct hang_detector *d, struct comm_st *c, struct r
 
 void hang_detector__call(struct hang_detector *d, const struct hang_call *k)
 {
+	int64_t t = k->exit_ns > k->as_of_ns ? k->exit_ns : k->as_of_ns;
 	struct comm_st *c;
 	struct rank_st *r;
 
@@ -331,9 +355,15 @@ void hang_detector__call(struct hang_detector *d, const struct hang_call *k)
 		d->st.bad++;
 		return;
 	}
+	if (k->entry_ns > t)
+		t = k->entry_ns;
+	if (t > d->newest_ns) /* first: the newcomer's time judges who is idle */
+		d->newest_ns = t;
 	c = comm_get(d, k->comm_hash, k->nranks);
 	if (!c)
 		return;
+	if (t > c->seen_ns)
+		c->seen_ns = t;
 	if (k->rank >= c->nranks) {
 		d->st.bad++;
 		return;

@@ -119,6 +119,7 @@ struct hang_transition {
 struct hang_stats {
 	uint64_t calls, inflight, exits;
 	uint64_t comms_dropped, ranks_dropped, bad;
+	uint64_t comms_evicted; /* idle ones replaced by new ones (a restarted job) */
 	uint64_t hangs, mismatches;
 };
 

@@ -421,6 +421,55 @@ static void bad_input_and_bounds(void **state)
 	hang_detector__free(NULL);
 }
 
+/*
+ * A job that restarts makes new communicators each time: once the table is
+ * full, the one idle longest (10 min without a call, not hung) makes room,
+ * so the restarted job's hangs are still watched.  One that is still in
+ * use is never replaced: the newcomer is dropped (counted).  Before, the
+ * table filled and every later communicator was dropped.
+ */
+static void restarted_job_replaces_idle_communicators(void **state)
+{
+	struct hang_opts o = { .sz = sizeof(o), .max_comms = 2, .max_ranks = 8 };
+	struct hang_detector *d = hang_detector__new("j", &o);
+	struct hang_call c = { .rank = 0, .nranks = 2, .node = "n", .pid = 7, .op = "AllReduce" };
+	struct hang_stats st;
+
+	(void)state;
+	for (uint64_t h = 1; h <= 2; h++) { /* the first start's two communicators */
+		c.comm_hash = h;
+		c.entry_ns = T0;
+		c.exit_ns = T0 + MS;
+		hang_detector__call(d, &c);
+	}
+	c.comm_hash = 3; /* a restart 1 min later: both still recent */
+	c.entry_ns = T0 + 60 * S;
+	c.exit_ns = c.entry_ns + MS;
+	hang_detector__call(d, &c);
+	hang_detector__stats(d, &st);
+	assert_int_equal(st.comms_dropped, 1);
+	assert_int_equal(st.comms_evicted, 0);
+	c.comm_hash = 2; /* comm 2 is still in use; comm 1 goes idle */
+	c.entry_ns = T0 + 500 * S;
+	c.exit_ns = c.entry_ns + MS;
+	hang_detector__call(d, &c);
+	c.comm_hash = 3; /* 11 min after comm 1's last call */
+	c.entry_ns = T0 + 660 * S;
+	c.exit_ns = c.entry_ns + MS;
+	hang_detector__call(d, &c);
+	hang_detector__stats(d, &st);
+	assert_int_equal(st.comms_evicted, 1);
+	assert_int_equal(st.comms_dropped, 1);
+	c.comm_hash = 4; /* comm 2 (last call 160 s ago) and 3 stay */
+	c.entry_ns = T0 + 661 * S;
+	c.exit_ns = c.entry_ns + MS;
+	hang_detector__call(d, &c);
+	hang_detector__stats(d, &st);
+	assert_int_equal(st.comms_evicted, 1);
+	assert_int_equal(st.comms_dropped, 2);
+	hang_detector__free(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -431,6 +480,7 @@ int main(void)
 		cmocka_unit_test(missing_on_its_nodes_word),
 		cmocka_unit_test(desynchronised_rank),
 		cmocka_unit_test(bad_input_and_bounds),
+		cmocka_unit_test(restarted_job_replaces_idle_communicators),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
