@@ -428,45 +428,40 @@ static void bad_input_and_bounds(void **state)
  * use is never replaced: the newcomer is dropped (counted).  Before, the
  * table filled and every later communicator was dropped.
  */
+/* One completed call of communicator hash at t (1 ms long). */
+static void call_at(struct hang_detector *d, struct hang_call *c, uint64_t hash, int64_t t)
+{
+	c->comm_hash = hash;
+	c->entry_ns = t;
+	c->exit_ns = t + MS;
+	hang_detector__call(d, c);
+}
+
+static void assert_comms(struct hang_detector *d, uint64_t evicted, uint64_t dropped)
+{
+	struct hang_stats st;
+
+	hang_detector__stats(d, &st);
+	assert_int_equal(st.comms_evicted, evicted);
+	assert_int_equal(st.comms_dropped, dropped);
+}
+
 static void restarted_job_replaces_idle_communicators(void **state)
 {
 	struct hang_opts o = { .sz = sizeof(o), .max_comms = 2, .max_ranks = 8 };
 	struct hang_detector *d = hang_detector__new("j", &o);
 	struct hang_call c = { .rank = 0, .nranks = 2, .node = "n", .pid = 7, .op = "AllReduce" };
-	struct hang_stats st;
 
 	(void)state;
-	for (uint64_t h = 1; h <= 2; h++) { /* the first start's two communicators */
-		c.comm_hash = h;
-		c.entry_ns = T0;
-		c.exit_ns = T0 + MS;
-		hang_detector__call(d, &c);
-	}
-	c.comm_hash = 3; /* a restart 1 min later: both still recent */
-	c.entry_ns = T0 + 60 * S;
-	c.exit_ns = c.entry_ns + MS;
-	hang_detector__call(d, &c);
-	hang_detector__stats(d, &st);
-	assert_int_equal(st.comms_dropped, 1);
-	assert_int_equal(st.comms_evicted, 0);
-	c.comm_hash = 2; /* comm 2 is still in use; comm 1 goes idle */
-	c.entry_ns = T0 + 500 * S;
-	c.exit_ns = c.entry_ns + MS;
-	hang_detector__call(d, &c);
-	c.comm_hash = 3; /* 11 min after comm 1's last call */
-	c.entry_ns = T0 + 660 * S;
-	c.exit_ns = c.entry_ns + MS;
-	hang_detector__call(d, &c);
-	hang_detector__stats(d, &st);
-	assert_int_equal(st.comms_evicted, 1);
-	assert_int_equal(st.comms_dropped, 1);
-	c.comm_hash = 4; /* comm 2 (last call 160 s ago) and 3 stay */
-	c.entry_ns = T0 + 661 * S;
-	c.exit_ns = c.entry_ns + MS;
-	hang_detector__call(d, &c);
-	hang_detector__stats(d, &st);
-	assert_int_equal(st.comms_evicted, 1);
-	assert_int_equal(st.comms_dropped, 2);
+	call_at(d, &c, 1, T0); /* the first start's two communicators */
+	call_at(d, &c, 2, T0);
+	call_at(d, &c, 3, T0 + 60 * S); /* a restart 1 min later: both still recent */
+	assert_comms(d, 0, 1);
+	call_at(d, &c, 2, T0 + 500 * S); /* comm 2 still in use; comm 1 goes idle */
+	call_at(d, &c, 3, T0 + 660 * S); /* 11 min after comm 1's last call */
+	assert_comms(d, 1, 1);
+	call_at(d, &c, 4, T0 + 661 * S); /* comm 2 (160 s ago) and 3 stay */
+	assert_comms(d, 1, 2);
 	hang_detector__free(d);
 }
 
