@@ -421,13 +421,6 @@ static void bad_input_and_bounds(void **state)
 	hang_detector__free(NULL);
 }
 
-/*
- * A job that restarts makes new communicators each time: once the table is
- * full, the one idle longest (10 min without a call, not hung) makes room,
- * so the restarted job's hangs are still watched.  One that is still in
- * use is never replaced: the newcomer is dropped (counted).  Before, the
- * table filled and every later communicator was dropped.
- */
 /* One completed call of communicator hash at t (1 ms long). */
 static void call_at(struct hang_detector *d, struct hang_call *c, uint64_t hash, int64_t t)
 {
@@ -446,6 +439,13 @@ static void assert_comms(struct hang_detector *d, uint64_t evicted, uint64_t dro
 	assert_int_equal(st.comms_dropped, dropped);
 }
 
+/*
+ * A job that restarts makes new communicators each time: once the table is
+ * full, the one idle longest (10 min without a call, not hung) makes room,
+ * so the restarted job's hangs are still watched.  One that is still in
+ * use is never replaced: the newcomer is dropped (counted).  Before, the
+ * table filled and every later communicator was dropped.
+ */
 static void restarted_job_replaces_idle_communicators(void **state)
 {
 	struct hang_opts o = { .sz = sizeof(o), .max_comms = 2, .max_ranks = 8 };
