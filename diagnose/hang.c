@@ -20,9 +20,11 @@
 #define NODE_SLOTS 8192	 /* power of two; at most half used */
 #define PROC_SLOTS 16384 /* power of two; at most half used */
 #define MISMATCH_KEPT 16
-/* A communicator with no call for this long (its job restarted: a new one
- * replaced it) may give its slot to a new one when all are taken. */
-#define COMM_IDLE_NS (600LL * 1000000000LL)
+/* A communicator with no call in this many of the job's batches per node
+ * (60: 10 minutes at the agents' 10-s period; counted in batches, not by
+ * the calls' own times, which a node's clock can put anywhere) may give
+ * its slot to a new one when all are taken: its job restarted. */
+#define COMM_IDLE_BATCHES 60
 
 struct node_st {
 	uint64_t key; /* 0: free */
@@ -82,7 +84,7 @@ struct comm_st {
 	struct recent recent[RECENT];
 	bool hang_on;
 	struct hang_report cur;
-	int64_t seen_ns; /* its latest call's entry, exit or batch end */
+	uint64_t seen_batch; /* the job's batch count at its latest call */
 };
 
 struct hang_detector {
@@ -98,7 +100,7 @@ struct hang_detector {
 	uint32_t mism_next, nmism;
 	struct hang_transition *pending; /* mismatches decided at a call, until evaluated */
 	size_t npending;
-	int64_t newest_ns; /* the latest seen_ns of any communicator */
+	uint64_t batches; /* hang_detector__batch calls */
 	struct hang_stats st;
 };
 
@@ -216,15 +218,18 @@ static struct comm_st *comm_get(struct hang_detector *d, uint64_t hash, int32_t 
 		return NULL;
 	}
 	if (d->ncomms == d->o.max_comms) {
-		/* all taken: the one idle longest, if idle for COMM_IDLE_NS and
-		 * not hung, makes room (a job that restarts makes new
-		 * communicators each time; they used to fill the table, and
-		 * the job's hangs went undetected from then on) */
+		/* all taken: the one idle longest, if idle for
+		 * COMM_IDLE_BATCHES per node and not hung, makes room (a job
+		 * that restarts makes new communicators each time; they used
+		 * to fill the table, and the job's hangs went undetected from
+		 * then on) */
+		uint64_t idle = COMM_IDLE_BATCHES * (uint64_t)(d->nnodes ? d->nnodes : 1);
+
 		c = NULL;
 		for (uint32_t i = 0; i < d->ncomms; i++)
-			if (!d->comms[i].hang_on && (!c || d->comms[i].seen_ns < c->seen_ns))
+			if (!d->comms[i].hang_on && (!c || d->comms[i].seen_batch < c->seen_batch))
 				c = &d->comms[i];
-		if (!c || c->seen_ns > d->newest_ns - COMM_IDLE_NS) {
+		if (!c || c->seen_batch + idle > d->batches) {
 			d->st.comms_dropped++;
 			return NULL;
 		}
@@ -253,6 +258,7 @@ void hang_detector__batch(struct hang_detector *d, const char *node, int64_t as_
 {
 	struct node_st *n = node_get(d, node_key(node), node, 1);
 
+	d->batches++;
 	if (n && as_of_ns > n->as_of)
 		n->as_of = as_of_ns;
 }
@@ -347,7 +353,6 @@ static void mismatch_report(struct hang_detector *d, struct comm_st *c, struct r
 
 void hang_detector__call(struct hang_detector *d, const struct hang_call *k)
 {
-	int64_t t = k->exit_ns > k->as_of_ns ? k->exit_ns : k->as_of_ns;
 	struct comm_st *c;
 	struct rank_st *r;
 
@@ -355,15 +360,10 @@ void hang_detector__call(struct hang_detector *d, const struct hang_call *k)
 		d->st.bad++;
 		return;
 	}
-	if (k->entry_ns > t)
-		t = k->entry_ns;
-	if (t > d->newest_ns) /* first: the newcomer's time judges who is idle */
-		d->newest_ns = t;
 	c = comm_get(d, k->comm_hash, k->nranks);
 	if (!c)
 		return;
-	if (t > c->seen_ns)
-		c->seen_ns = t;
+	c->seen_batch = d->batches;
 	if (k->rank >= c->nranks) {
 		d->st.bad++;
 		return;

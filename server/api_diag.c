@@ -77,7 +77,8 @@ static int stragglers_range(struct server *srv, const struct request *r, const c
 	n = diag_live__replay(srv->store, job, f.from_ns, f.to_ns, NULL, ep, MAX_LIST, &truncated);
 	if (n < 0) {
 		free(ep);
-		return json_error(out, 503, "stragglers: %s", strerror(-n));
+		return n == -ETIMEDOUT ? json_store_error(out, n)
+				       : json_error(out, 503, "stragglers: %s", strerror(-n));
 	}
 	fputc('[', out);
 	for (int i = 0; i < n && i < MAX_LIST; i++) {
@@ -179,7 +180,8 @@ int api_findings(struct server *srv, const struct request *r, FILE *out)
 		return json_error(out, 404, "rank %ld of job %s or its peers have no data", rank,
 				  job);
 	if (n < 0)
-		return json_error(out, 503, "findings: %s", strerror(-n));
+		return n == -ETIMEDOUT ? json_store_error(out, n)
+				       : json_error(out, 503, "findings: %s", strerror(-n));
 	fputc('[', out);
 	for (int i = 0; i < n; i++)
 		finding_json(out, &f[i], !i);

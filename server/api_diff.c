@@ -246,7 +246,9 @@ int api_profile_diff(struct server *srv, const struct request *r, FILE *out, con
 	if (!err)
 		err = add_folded(&t, tb, 1);
 	if (err) {
-		status = json_error(out, 503, "diff failed: %s", strerror(-err));
+		status = err == -ETIMEDOUT
+				 ? json_store_error(out, err)
+				 : json_error(out, 503, "diff failed: %s", strerror(-err));
 		goto out;
 	}
 	t.total_a = t.v[0].a;

@@ -424,7 +424,9 @@ static void query_run(struct query_job *j, int cancelled)
 	} else if (cancelled) {
 		q->status = json_error(out, 503, "server stopping");
 	} else {
+		store__set_read_deadline(t0 + STORE_QUERY_MAX_NS);
 		q->status = route__run(q->rt, q->srv, &r, out, &q->a);
+		store__set_read_deadline(0);
 		if (q->rt->query) {
 			__atomic_fetch_add(&q->srv->m.queries, 1, __ATOMIC_RELAXED);
 			if (q->status >= 500)

@@ -429,6 +429,18 @@ struct store {
  * NULL with errno set and a message in err (errsz bytes).
  */
 struct store *store__open(const char *spec, char *err, size_t errsz);
+
+/*
+ * The calling thread's reads fail with -ETIMEDOUT once CLOCK_MONOTONIC
+ * passes mono_ns (0: no bound).  The query threads (server/http.c) set
+ * STORE_QUERY_MAX_NS around each query, so a query a client gave up on
+ * frees its thread; the diagnosis engine, retention and /metrics read
+ * without one.  SQLite interrupts the statement; ClickHouse has its own
+ * max_execution_time (30 s) on every query.
+ */
+#define STORE_QUERY_MAX_NS (30ull * 1000000000ull)
+void store__set_read_deadline(uint64_t mono_ns);
+uint64_t store__read_deadline(void);
 static inline void store__close(struct store *s)
 {
 	if (s)

@@ -16,7 +16,6 @@
 #define AGENT_VERSION "0.1.0"
 #define DEFAULT_MAX_STACKS 65536
 #define DEFAULT_MAX_SAMPLES 262144
-#define KNOWN_FILES_MAX 8192
 
 void batch_reset(struct batch_builder *bb)
 {
@@ -82,8 +81,6 @@ void batch_builder__free(struct batch_builder *bb)
 	free(bb->samples.v);
 	for (int l = 0; l < BB_LIST_MAX; l++)
 		free(bb->rows[l].v);
-	profile_htab__fini(&bb->known_ids);
-	free(bb->known.v);
 	free(bb);
 }
 
@@ -136,38 +133,24 @@ static int mapping_eq(uint32_t id, const void *key, const void *ctx)
 	return a->idlen == b->idlen && a->path == b->path && !memcmp(a->id, b->id, a->idlen);
 }
 
-static int known_eq(uint32_t id, const void *key, const void *ctx)
-{
-	return ((const uint64_t *)((const struct batch_builder *)ctx)->known.v)[id] ==
-	       *(const uint64_t *)key;
-}
-
+/* A file a batch names for the first time in that batch: the uploader
+ * notes it (the server may ask for it).  Once a batch, not once an agent
+ * life: the uploader's table of noted files starts again when full, and
+ * the files still in use are then noted again by the next batch. */
 static void announce_file(struct batch_builder *bb, const uint8_t *id, size_t len,
 			  const char *open_path)
 {
-	uint64_t h = hash_bytes(id, len, 7);
 	char hex[2 * 64 + 1];
 
 	if (!bb->o.on_file || !open_path || !len)
-		return;
-	/* By hash only: a collision (2^-64) costs one missed announcement. */
-	if (profile_htab__find(&bb->known_ids, h, known_eq, &h, bb) >= 0)
-		return;
-	if (bb->known.n >= KNOWN_FILES_MAX) {
-		/* A month of new binaries: the set starts again (the files
-		 * still in use are announced again, once each), where it
-		 * stopped announcing and no new file was ever uploaded. */
-		bb->known.n = 0;
-		profile_htab__fini(&bb->known_ids);
-	}
-	if (vec_add_indexed(&bb->known, &bb->known_ids, h, &h, sizeof(h)) < 0)
 		return;
 	build_id_hex(id, len, hex, sizeof(hex));
 	bb->o.on_file(bb->o.on_file_ctx, hex, open_path);
 }
 
+/* The batch's mapping of (build-id, path); *added: new in this batch. */
 static uint32_t intern_mapping(struct batch_builder *bb, const uint8_t *id, size_t idlen,
-			       const char *path)
+			       const char *path, int *added)
 {
 	struct wmapping m = { .idlen = (uint32_t)(idlen < 64 ? idlen : 64) };
 	uint64_t h;
@@ -180,6 +163,7 @@ static uint32_t intern_mapping(struct batch_builder *bb, const uint8_t *id, size
 		memcpy(m.id, id, m.idlen);
 	h = hash_bytes(m.id, m.idlen, m.path);
 	found = profile_htab__find(&bb->mapping_ids, h, mapping_eq, &m, bb);
+	*added = found < 0;
 	if (found < 0)
 		found = vec_add_indexed(&bb->mappings, &bb->mapping_ids, h, &m, sizeof(m));
 	return found < 0 ? UINT32_MAX : (uint32_t)found;
@@ -290,12 +274,15 @@ int64_t batch_builder__stack(struct batch_builder *bb, const struct bb_frame *fr
 		const struct bb_frame *f = &frames[i];
 		struct wframe w = { .kind = f->kind, .addr = f->addr, .is_return = !!f->is_return };
 		struct wframe *slot;
+		int added;
 
 		if (f->kind == STRATA__V1__FRAME__KIND__NATIVE) {
-			w.mapping = intern_mapping(bb, f->build_id, f->build_id_len, f->path);
+			w.mapping =
+				intern_mapping(bb, f->build_id, f->build_id_len, f->path, &added);
 			if (w.mapping == UINT32_MAX)
 				goto nomem;
-			announce_file(bb, f->build_id, f->build_id_len, f->open_path);
+			if (added)
+				announce_file(bb, f->build_id, f->build_id_len, f->open_path);
 		}
 		w.name = intern(bb, f->name);
 		w.module = intern(bb, f->module);

@@ -66,11 +66,7 @@ struct batch_builder {
 	uint64_t pending;
 	uint64_t rows_dropped; /* this batch */
 
-	/* across batches */
-	struct profile_htab known_ids; /* build-ids already announced */
-	struct vec known;	       /* their hashes (uint64_t) */
-
-	struct batch_builder_stats st;
+	struct batch_builder_stats st; /* across batches */
 };
 
 /* Size of one row of list l (0: no such list). */

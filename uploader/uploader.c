@@ -24,8 +24,9 @@
 #define MAX_NOTED 8192
 #define HEX_LEN 129
 /* A symbol upload that failed (server or network) is tried again when the
- * server next asks, this long after. */
+ * server next asks, this long after, SYMBOL_TRIES times in all. */
 #define SYMBOL_RETRY_MS (10 * 60 * 1000)
+#define SYMBOL_TRIES 3
 #define SYMBOL_BUDGET_MS (60 * 60 * 1000) /* max_symbol_uploads per this */
 
 struct noted_file {
@@ -34,7 +35,8 @@ struct noted_file {
 	dev_t dev;	   /* the file the path named when noted: an fd number */
 	ino_t ino;	   /* can name another file by the time we upload */
 	uint64_t retry_ms; /* a failed upload: not again before (mono ms) */
-	int done;	   /* uploaded, or refused for good: never again */
+	uint32_t tries;	   /* uploads sent */
+	int done;	   /* uploaded, refused for good or SYMBOL_TRIES: never again */
 };
 
 /* A symbol upload's body, read with pread as curl asks for it: never
@@ -254,18 +256,21 @@ void uploader__note_file(void *ctx, const char *hex, const char *path)
 	 * month of new binaries), it starts again: the files still in use
 	 * are noted again as batches name them, and an upload happens only
 	 * for an id the server asks, so forgetting one sent costs nothing. */
-	if (u->nfiles >= MAX_NOTED - 1) {
+	f = file_slot(u, hex);
+	if (f && !f->hex[0] && u->nfiles >= MAX_NOTED - 1) {
 		memset(u->files, 0, MAX_NOTED * sizeof(*u->files));
 		u->nfiles = 0;
 		u->st.symbols_noted_resets++;
+		f = file_slot(u, hex);
 	}
-	f = file_slot(u, hex);
 	if (f && !f->hex[0]) {
 		snprintf(f->hex, sizeof(f->hex), "%s", hex);
+		u->nfiles++;
+	}
+	if (f && !f->done) { /* the file as this batch names it (an fd may have closed) */
 		snprintf(f->path, sizeof(f->path), "%s", path);
 		f->dev = st.st_dev;
 		f->ino = st.st_ino;
-		u->nfiles++;
 	}
 	pthread_mutex_unlock(&u->lock);
 }
@@ -303,7 +308,6 @@ static void upload_symbols(struct uploader *u, const char *hex)
 		pthread_mutex_unlock(&u->lock);
 		return;
 	}
-	u->budget_used++;
 	f->retry_ms = now + SYMBOL_RETRY_MS; /* until it is known how it went */
 	snprintf(path, sizeof(path), "%s", f->path);
 	dev = f->dev;
@@ -317,9 +321,17 @@ static void upload_symbols(struct uploader *u, const char *hex)
 	    (uint64_t)st.st_size > u->o.max_symbol_file || st.st_size == 0) {
 		if (fd >= 0)
 			close(fd);
+		/* nothing sent: the hour's budget untouched; the file noted
+		 * anew (its fd) by a later batch, tried when asked again */
 		__atomic_fetch_add(&u->st.symbols_skipped, 1, __ATOMIC_RELAXED);
 		return;
 	}
+	pthread_mutex_lock(&u->lock);
+	u->budget_used++;
+	f = file_slot(u, hex);
+	if (f && f->hex[0])
+		f->tries++;
+	pthread_mutex_unlock(&u->lock);
 	resp = malloc(sizeof(*resp));
 	if (!resp) {
 		close(fd);
@@ -333,8 +345,11 @@ static void upload_symbols(struct uploader *u, const char *hex)
 	close(fd);
 	pthread_mutex_lock(&u->lock);
 	f = file_slot(u, hex); /* the table may have started again */
-	if (f && f->hex[0] && ((status / 100 == 2 && !body.short_read) || permanent(status)))
-		f->done = 1; /* stored, or refused for good (413: over the server's bound) */
+	if (f && f->hex[0] &&
+	    ((status / 100 == 2 && !body.short_read) || permanent(status) ||
+	     f->tries >= SYMBOL_TRIES))
+		f->done = 1; /* stored, refused for good (413: over the server's bound), or
+			      * failed SYMBOL_TRIES times (a file too slow to send) */
 	if (status / 100 == 2 && !body.short_read) {
 		u->st.symbols_sent++;
 	} else {

@@ -92,9 +92,10 @@ typedef int (*sched_foreign_fn)(void *ctx, const struct strata_foreign_key *k,
 int sched_collector__foreign(struct sched_collector *c, bool targets, sched_foreign_fn fn,
 			     void *ctx);
 /* Deletes one (CPU, tgid) entry of those maps: the caller saw it unchanged
- * for a whole window (the process gone or moved away), so the maps (4096
- * entries) hold the recent ones only.  An add racing the delete is lost (a
- * slice, on an entry idle for a window).  0 or -errno. */
+ * for a whole window (a foreign process gone or moved away, a rank
+ * exited), so the maps (4096 entries) hold the recent ones only.  An add
+ * racing the delete is lost (a foreign slice: at most about a second).
+ * 0 or -errno. */
 int sched_collector__foreign_forget(struct sched_collector *c, bool targets,
 				    const struct strata_foreign_key *k);
 

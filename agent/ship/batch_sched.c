@@ -2,8 +2,11 @@
 #include "agent/ship/batch_sched.h"
 
 #include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 
 #include "lib/wire_enums.h"
 
@@ -387,6 +390,17 @@ static int add_cum_row(struct batch_sched *s, struct agent_batch *ab, const stru
 	return 0;
 }
 
+/* The process has exited.  A rank's CPU entry is deleted only then: a
+ * rank that ran a whole window on its CPU without a switch has an
+ * unchanged entry too, and its slice, added at its next switch, would be
+ * lost if that fell between the read and the delete.  (A foreign
+ * process's slices are charged within a second of a rank's: a delete
+ * races with at most that.) */
+static bool gone(uint32_t tgid)
+{
+	return kill((pid_t)tgid, 0) && errno == ESRCH;
+}
+
 /* Ships every per-CPU counter's delta since the last window.  Call after
  * add_irq (which collects the softirq vectors into cum_cur). */
 static int add_cum(struct batch_sched *s, struct agent_batch *ab, struct sched_collector *c)
@@ -418,6 +432,7 @@ static int add_cum(struct batch_sched *s, struct agent_batch *ab, struct sched_c
 		 * dead within minutes on a node starting processes, and new
 		 * foreign processes and ranks' CPUs went unreported. */
 		if (!d && last && r->kind != CUM_SOFTIRQ &&
+		    (r->kind == CUM_FOREIGN || gone(r->id)) &&
 		    !sched_collector__foreign_forget(c, r->kind == CUM_TARGET, &k)) {
 			s->st.cpu_rows_forgotten++;
 			continue;

@@ -274,13 +274,13 @@ struct sq_conn *sq_reader(struct sqlite_store *s)
 		struct sq_conn *c = &s->readers[(start + i) % SQ_NREADERS];
 
 		if (!pthread_mutex_trylock(&c->lock)) {
-			c->deadline_ns = mono_ns() + SQ_READ_MAX_NS;
+			c->deadline_ns = store__read_deadline();
 			return c;
 		}
 	}
 	struct sq_conn *c = &s->readers[start % SQ_NREADERS];
 	pthread_mutex_lock(&c->lock);
-	c->deadline_ns = mono_ns() + SQ_READ_MAX_NS;
+	c->deadline_ns = store__read_deadline();
 	return c;
 }
 

@@ -18,15 +18,11 @@
 
 #define SQ_NREADERS 3
 #define SQ_MAX_STMTS 32
-/* A read is interrupted this long after it took its connection (-ETIMEDOUT):
- * as ClickHouse's max_execution_time, so that no query (one a client gave
- * up on, too) holds a query thread longer (server/query_pool.h). */
-#define SQ_READ_MAX_NS (30ull * 1000000000ull)
 
 struct sq_conn {
 	sqlite3 *db;
 	pthread_mutex_t lock;
-	uint64_t deadline_ns; /* readers: CLOCK_MONOTONIC; 0 none */
+	uint64_t deadline_ns; /* readers: the holder's store__read_deadline(); 0 none */
 };
 
 struct sqlite_store {
@@ -55,8 +51,8 @@ static inline int64_t sq_i64(uint64_t v)
 }
 
 /* A reader connection, locked (unlock c->lock when done). */
-/* A reader connection, locked (unlock its lock when done), its read
- * interrupted after SQ_READ_MAX_NS. */
+/* A reader connection, locked (unlock its lock when done), its reads
+ * interrupted at the calling thread's store__read_deadline(). */
 struct sq_conn *sq_reader(struct sqlite_store *s);
 
 /* A record table's DDL (CREATE TABLE and its index), for make_schema and

@@ -138,6 +138,12 @@ uint64_t sq_col_u64(sqlite3_stmt *st, int i)
 }
 
 /* Runs a prepared query, calling row(ctx, st) per row; row != 0 stops. */
+/* A failed step's errno: a read past its deadline is -ETIMEDOUT. */
+static int step_err(int rc)
+{
+	return rc == SQLITE_INTERRUPT ? -ETIMEDOUT : -EIO;
+}
+
 int sq_run(sqlite3_stmt *st, int (*row)(void *ctx, sqlite3_stmt *st), void *ctx)
 {
 	int rc, ret = 0;
@@ -148,7 +154,7 @@ int sq_run(sqlite3_stmt *st, int (*row)(void *ctx, sqlite3_stmt *st), void *ctx)
 			break;
 	}
 	if (!ret && rc != SQLITE_DONE)
-		ret = rc == SQLITE_INTERRUPT ? -ETIMEDOUT : -EIO; /* past its deadline */
+		ret = step_err(rc);
 	sqlite3_finalize(st);
 	return ret;
 }
@@ -217,7 +223,8 @@ static const char *dup_col(sqlite3_stmt *st, int i, char **pos)
 	return d;
 }
 
-static const struct store_stack *stack_cache__get(struct sq_stack_cache *c, uint64_t id)
+/* The stack id's frames, loaded once; NULL with *err set. */
+static const struct store_stack *stack_cache__get(struct sq_stack_cache *c, uint64_t id, int *err)
 {
 	uint64_t h = hash_bytes(&id, sizeof(id), 0);
 	int64_t found = profile_htab__find(&c->ids, h, id_eq, &id, c);
@@ -225,6 +232,7 @@ static const struct store_stack *stack_cache__get(struct sq_stack_cache *c, uint
 	size_t nf = 0, cap = 0, bytes = 0;
 	int rc;
 
+	*err = -ENOMEM;
 	if (found >= 0)
 		return &cached(c, found)->st;
 	/* Two passes over the rows: sizes, then copies (rows are few). */
@@ -235,14 +243,16 @@ static const struct store_stack *stack_cache__get(struct sq_stack_cache *c, uint
 			bytes += (size_t)sqlite3_column_bytes(c->load, k) + 1;
 	}
 	sqlite3_reset(c->load);
-	if (rc != SQLITE_DONE)
+	if (rc != SQLITE_DONE) {
+		*err = step_err(rc);
 		return NULL;
+	}
 	cs.frames = calloc(nf ? nf : 1, sizeof(*cs.frames));
 	cs.strings = malloc(bytes ? bytes : 1);
 	if (!cs.frames || !cs.strings)
 		goto nomem;
 	char *pos = cs.strings;
-	while (sqlite3_step(c->load) == SQLITE_ROW && cap < nf) {
+	while ((rc = sqlite3_step(c->load)) == SQLITE_ROW && cap < nf) {
 		struct store_frame *f = &cs.frames[cap++];
 
 		f->kind = (uint32_t)sqlite3_column_int(c->load, 0);
@@ -255,6 +265,12 @@ static const struct store_stack *stack_cache__get(struct sq_stack_cache *c, uint
 		f->addr = sq_col_u64(c->load, 7);
 	}
 	sqlite3_reset(c->load);
+	if (rc != SQLITE_DONE && rc != SQLITE_ROW) { /* never a truncated stack */
+		*err = step_err(rc);
+		free(cs.frames);
+		free(cs.strings);
+		return NULL;
+	}
 	cs.st.frames = cs.frames;
 	cs.st.nframes = (uint32_t)cap;
 	found = vec_add_indexed(&c->v, &c->ids, h, &cs, sizeof(cs));
@@ -289,11 +305,14 @@ static int row_null(const struct store_row *r, int col)
 	return sqlite3_column_type((sqlite3_stmt *)r->res, col) == SQLITE_NULL;
 }
 
-/* An unknown id is an empty stack; NULL only without memory. */
+/* An unknown id is an empty stack; NULL on a failed read or without
+ * memory. */
 static int row_stack(const struct store_row *r, uint64_t id, const struct store_stack **out)
 {
-	*out = stack_cache__get(r->stacks, id);
-	return *out ? 0 : -ENOMEM;
+	int err;
+
+	*out = stack_cache__get(r->stacks, id, &err);
+	return *out ? 0 : err;
 }
 
 static const struct store_row_ops sqlite_row_ops = { row_u64, row_i64, row_str, row_null,

@@ -5,6 +5,20 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Per thread: a query thread's bound (store.h); thread-local because every
+ * store read of the query, however deep, honours it. */
+static __thread uint64_t read_deadline_ns;
+
+void store__set_read_deadline(uint64_t mono_ns)
+{
+	read_deadline_ns = mono_ns;
+}
+
+uint64_t store__read_deadline(void)
+{
+	return read_deadline_ns;
+}
+
 struct store *store__open(const char *spec, char *err, size_t errsz)
 {
 	if (!strncmp(spec, "sqlite:", 7) && spec[7])

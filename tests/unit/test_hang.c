@@ -421,12 +421,15 @@ static void bad_input_and_bounds(void **state)
 	hang_detector__free(NULL);
 }
 
-/* One completed call of communicator hash at t (1 ms long). */
-static void call_at(struct hang_detector *d, struct hang_call *c, uint64_t hash, int64_t t)
+/* One completed call of communicator hash, after `batches` more batches
+ * of node n. */
+static void call_after(struct hang_detector *d, struct hang_call *c, uint64_t hash, int batches)
 {
+	for (int i = 0; i < batches; i++)
+		hang_detector__batch(d, "n", T0);
 	c->comm_hash = hash;
-	c->entry_ns = t;
-	c->exit_ns = t + MS;
+	c->entry_ns = T0;
+	c->exit_ns = T0 + MS;
 	hang_detector__call(d, c);
 }
 
@@ -441,10 +444,12 @@ static void assert_comms(struct hang_detector *d, uint64_t evicted, uint64_t dro
 
 /*
  * A job that restarts makes new communicators each time: once the table is
- * full, the one idle longest (10 min without a call, not hung) makes room,
- * so the restarted job's hangs are still watched.  One that is still in
- * use is never replaced: the newcomer is dropped (counted).  Before, the
- * table filled and every later communicator was dropped.
+ * full, the one idle longest (no call in 60 of the job's batches per node:
+ * 10 minutes; not hung) makes room, so the restarted job's hangs are
+ * still watched.  One still in use is never replaced: the newcomer is
+ * dropped (counted).  Idleness is counted in batches, not by the calls'
+ * times (all T0 here), which a node's clock can put anywhere.  Before,
+ * the table filled and every later communicator was dropped.
  */
 static void restarted_job_replaces_idle_communicators(void **state)
 {
@@ -453,14 +458,14 @@ static void restarted_job_replaces_idle_communicators(void **state)
 	struct hang_call c = { .rank = 0, .nranks = 2, .node = "n", .pid = 7, .op = "AllReduce" };
 
 	(void)state;
-	call_at(d, &c, 1, T0); /* the first start's two communicators */
-	call_at(d, &c, 2, T0);
-	call_at(d, &c, 3, T0 + 60 * S); /* a restart 1 min later: both still recent */
+	call_after(d, &c, 1, 1); /* the first start's two communicators */
+	call_after(d, &c, 2, 0);
+	call_after(d, &c, 3, 6); /* a restart a minute later: both still recent */
 	assert_comms(d, 0, 1);
-	call_at(d, &c, 2, T0 + 500 * S); /* comm 2 still in use; comm 1 goes idle */
-	call_at(d, &c, 3, T0 + 660 * S); /* 11 min after comm 1's last call */
+	call_after(d, &c, 2, 40); /* comm 2 still in use; comm 1 goes idle */
+	call_after(d, &c, 3, 20); /* 66 batches after comm 1's last call */
 	assert_comms(d, 1, 1);
-	call_at(d, &c, 4, T0 + 661 * S); /* comm 2 (160 s ago) and 3 stay */
+	call_after(d, &c, 4, 1); /* comm 2 (21 batches ago) and 3 stay */
 	assert_comms(d, 1, 2);
 	hang_detector__free(d);
 }

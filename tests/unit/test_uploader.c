@@ -322,10 +322,11 @@ static void count_file(void *ctx, const char *hex, const char *path)
 
 /*
  * A month of new binaries: every build-id a batch names is announced to
- * the uploader (which the server may then ask for), past the 8192 the
- * builder remembers too; the set starts again, so a file still in use is
- * announced once more.  Before, the builder stopped announcing at 8192
- * and no later binary was ever symbolized.
+ * the uploader (which the server may then ask for), once in each batch
+ * that names it, however many came before: the uploader's table of noted
+ * files starts again when full, and the next batch notes the files still
+ * in use.  Before, the builder announced each file once in its life and
+ * stopped at 8192: no later binary was ever symbolized.
  */
 static void test_announce_past_the_bound(void **state)
 {
