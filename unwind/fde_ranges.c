@@ -220,6 +220,119 @@ static bool cie_fde_encoding(const Dwarf_CIE *cie, const uint8_t *cie_end, uint8
 	return true;
 }
 
+/* Reads a ULEB register number; false past FDE_MAX_DWARF_REG or the end. */
+static bool read_reg(const uint8_t **p, const uint8_t *end)
+{
+	uint64_t reg;
+
+	return read_leb(p, end, false, &reg) && reg <= FDE_MAX_DWARF_REG;
+}
+
+static bool skip(const uint8_t **p, const uint8_t *end, uint64_t n)
+{
+	if ((uint64_t)(end - *p) < n)
+		return false;
+	*p += n;
+	return true;
+}
+
+/*
+ * Whether a CFA program [p, end) decodes to the end and names no register
+ * above FDE_MAX_DWARF_REG (what libdw's execute_cfi would size its
+ * register array by).  setloc: the size of DW_CFA_set_loc's operand.  An
+ * opcode libdw does not know makes it fail the query anyway: false.
+ */
+static bool insn_regs_ok(const uint8_t *p, const uint8_t *end, size_t setloc)
+{
+	uint64_t v;
+
+	while (p < end) {
+		uint8_t op = *p++;
+
+		if (op & 0xc0) { /* advance_loc, offset (ULEB), restore: register < 64 */
+			if ((op & 0xc0) == 0x80 && !read_leb(&p, end, false, &v))
+				return false;
+			continue;
+		}
+		switch (op) {
+		case 0x00: /* nop */
+		case 0x0a: /* remember_state */
+		case 0x0b: /* restore_state */
+		case 0x2d: /* GNU_window_save */
+			break;
+		case 0x01: /* set_loc */
+			if (!setloc || !skip(&p, end, setloc))
+				return false;
+			break;
+		case 0x02: /* advance_loc1, 2, 4, MIPS_advance_loc8 */
+		case 0x03:
+		case 0x04:
+		case 0x1d:
+			if (!skip(&p, end, op == 0x02 ? 1 : op == 0x03 ? 2 : op == 0x04 ? 4 : 8))
+				return false;
+			break;
+		case 0x06: /* restore_extended, undefined, same_value, def_cfa_register */
+		case 0x07:
+		case 0x08:
+		case 0x0d:
+			if (!read_reg(&p, end))
+				return false;
+			break;
+		case 0x05: /* offset_extended, def_cfa, val_offset, GNU_negative_offset_extended */
+		case 0x0c:
+		case 0x14:
+		case 0x2f:
+			if (!read_reg(&p, end) || !read_leb(&p, end, false, &v))
+				return false;
+			break;
+		case 0x11: /* offset_extended_sf, def_cfa_sf, val_offset_sf */
+		case 0x12:
+		case 0x15:
+			if (!read_reg(&p, end) || !read_leb(&p, end, true, &v))
+				return false;
+			break;
+		case 0x09: /* register */
+			if (!read_reg(&p, end) || !read_reg(&p, end))
+				return false;
+			break;
+		case 0x0e: /* def_cfa_offset, GNU_args_size */
+		case 0x2e:
+			if (!read_leb(&p, end, false, &v))
+				return false;
+			break;
+		case 0x13: /* def_cfa_offset_sf */
+			if (!read_leb(&p, end, true, &v))
+				return false;
+			break;
+		case 0x0f: /* def_cfa_expression: a block */
+			if (!read_leb(&p, end, false, &v) || !skip(&p, end, v))
+				return false;
+			break;
+		case 0x10: /* expression, val_expression: a register and a block */
+		case 0x16:
+			if (!read_reg(&p, end) || !read_leb(&p, end, false, &v) ||
+			    !skip(&p, end, v))
+				return false;
+			break;
+		default:
+			return false;
+		}
+	}
+	return true;
+}
+
+/* An FDE's own program: after its range and, with a 'z' CIE, its
+ * augmentation data. */
+static bool fde_regs_ok(const Dwarf_CIE *cie, const uint8_t *p, const uint8_t *end, size_t setloc)
+{
+	uint64_t n;
+
+	if (cie->augmentation && cie->augmentation[0] == 'z' &&
+	    (!read_leb(&p, end, false, &n) || !skip(&p, end, n)))
+		return false;
+	return insn_regs_ok(p, end, setloc);
+}
+
 static int ranges__push(struct fde_ranges *r, const struct fde_range *fr, size_t max)
 {
 	if (r->n == r->cap) {
@@ -246,7 +359,8 @@ int fde_ranges__scan(struct fde_ranges *r, const unsigned char *e_ident, Elf_Dat
 	struct cfi_sec s = { data->d_buf, (const uint8_t *)data->d_buf + data->d_size, vaddr };
 	Dwarf_Off off = 0, cie_off = (Dwarf_Off)-1;
 	uint8_t enc = DW_EH_PE_absptr;
-	bool cie_ok = false;
+	bool cie_ok = false, cie_regs_ok = false;
+	Dwarf_CIE cie = { 0 };
 
 	if (!data->d_buf)
 		return 0;
@@ -284,9 +398,15 @@ int fde_ranges__scan(struct fde_ranges *r, const unsigned char *e_ident, Elf_Dat
 			cie_ok = dwarf_next_cfi(e_ident, data, eh, cie_off, &cnext, &c) == 0 &&
 				 dwarf_cfi_cie_p(&c) &&
 				 cie_fde_encoding(&c.cie, c.cie.initial_instructions_end, &enc);
-			if (cie_ok)
+			if (cie_ok) {
+				cie = c.cie;
 				r->cie_insn += (uint64_t)(c.cie.initial_instructions_end -
 							  c.cie.initial_instructions);
+				cie_regs_ok = c.cie.return_address_register <= FDE_MAX_DWARF_REG &&
+					      insn_regs_ok(c.cie.initial_instructions,
+							   c.cie.initial_instructions_end,
+							   eh ? encoded_size(enc, NULL, NULL) : 8);
+			}
 		}
 		p = e.fde.start;
 		if (!cie_ok || !read_encoded_base(&s, enc, &p, 0, &fr.lo) ||
@@ -297,6 +417,9 @@ int fde_ranges__scan(struct fde_ranges *r, const unsigned char *e_ident, Elf_Dat
 		/* Empty or wrapping ranges cover nothing (libdw ignores them). */
 		fr.hi = fr.lo + len > fr.lo ? fr.lo + len : fr.lo;
 		fr.insn = (uint64_t)(e.fde.end - e.fde.start);
+		fr.regs_ok = cie_regs_ok && fde_regs_ok(&cie, p, e.fde.end,
+							eh ? encoded_size(enc, NULL, NULL) : 8);
+		r->bad_regs += !fr.regs_ok;
 		err = ranges__push(r, &fr, max);
 		if (err)
 			return err;

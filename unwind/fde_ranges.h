@@ -19,12 +19,21 @@ struct fde_range {
 	uint64_t off;	 /* the entry's offset in its section */
 	uint64_t insn;	 /* its instruction bytes: the most one libdw query
 			  * of a pc in the range executes */
+	/* its CIE's and its own programs decode and name no register above
+	 * FDE_MAX_DWARF_REG: libdw sizes a query's register array by the
+	 * highest number a program names (16 bytes each, zeroed), so one
+	 * naming register 2^26 made every query allocate 1 GiB */
+	bool regs_ok;
 };
+
+/* x86-64 DWARF registers end below 130 (k7 is 125). */
+#define FDE_MAX_DWARF_REG 255
 
 struct fde_ranges {
 	struct fde_range *v;
 	size_t n, cap;
 	size_t bad;	   /* CIE/FDE entries skipped as malformed */
+	size_t bad_regs;   /* FDEs whose programs name a register past the bound */
 	uint64_t cie_insn; /* CIE instruction bytes libdw may run (once per
 			    * CIE; counted per change of CIE, an upper bound) */
 };

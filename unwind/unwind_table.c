@@ -271,10 +271,17 @@ static int builder__sweep(struct builder *b)
 			/* Real code has one FDE per pc, two with both sections. */
 			err = builder__push_type(b, s, UNWIND_CFA_UNSUPPORTED);
 		} else if (!err) {
-			for (size_t k = 0; k < nact; k++)
+			bool regs_ok = true;
+
+			for (size_t k = 0; k < nact; k++) {
 				if (v[act[k]].insn > cost)
 					cost = v[act[k]].insn;
-			err = builder__segment(b, s, e, cost);
+				regs_ok &= v[act[k]].regs_ok;
+			}
+			/* a program naming a register past the bound: libdw
+			 * would allocate by its number at every query */
+			err = regs_ok ? builder__segment(b, s, e, cost)
+				      : builder__push_type(b, s, UNWIND_CFA_UNSUPPORTED);
 		}
 		cur = e;
 	}
@@ -487,6 +494,7 @@ static int builder__open_cfi(struct builder *b, const unsigned char *ident)
 	for (size_t i = 0; i < b->fdes.n; i++)
 		b->t->st.fdes += b->fdes.v[i].lo < b->fdes.v[i].hi;
 	b->t->st.bad_entries = b->fdes.bad;
+	b->t->st.bad_regs = b->fdes.bad_regs;
 	/* Each CIE's initial instructions run once per CFI in libdw. */
 	b->budget = UNWIND_TABLE_WORK_BASE + UNWIND_TABLE_WORK_PER_BYTE * b->t->st.cfi_bytes;
 	b->work = b->fdes.cie_insn;

@@ -35,6 +35,8 @@ struct unwind_table_stats {
 	uint64_t signal_ranges;	     /* rows of signal frames ('S' augmentation) */
 	uint64_t fp_exact_ranges;    /* rows with UNWIND_ROW_FP_EXACT */
 	uint64_t bad_entries;	     /* CIE/FDE entries skipped as malformed */
+	uint64_t bad_regs;	     /* FDEs naming a register past FDE_MAX_DWARF_REG:
+				      * their ranges UNSUPPORTED, libdw never asked */
 	uint64_t work;		     /* CFI bytes libdw may have run (bound) */
 };
 

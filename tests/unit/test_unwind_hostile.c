@@ -298,6 +298,44 @@ static void test_inflate_bomb(void **state)
 	assert_true(after.ru_maxrss - before.ru_maxrss < 64 * 1024); /* KiB */
 }
 
+/*
+ * A CFA program that names a huge register number: libdw sizes the
+ * register array of every query by it (16 bytes a register, zeroed), so
+ * register 2^26 made each query of that range allocate 1 GiB (a fuzzing
+ * find: 1.3 GB and 9 s from a 7 KB file a traced process could map).  The
+ * range is UNSUPPORTED without asking libdw; the rest of the file's CFI
+ * still makes rows.
+ */
+static void test_huge_register_number(void **state)
+{
+	struct fixtures *fx = *state;
+	static const char src[] =
+		"__asm__(\".globl _start\\n_start:\\n.cfi_startproc\\n"
+		".cfi_undefined 67108864\\nnop\\nnop\\n.cfi_endproc\\n"
+		".globl g\\ng:\\n.cfi_startproc\\nret\\n.cfi_endproc\");\n";
+	struct unwind_table *t = NULL;
+	struct rusage before, after;
+	char path[192];
+	int fd, err;
+
+	if (compile(fx->dir, "hugereg", src, "c", "cc -nostdlib -static -no-pie", path,
+		    sizeof(path)))
+		skip(); /* the assembler refused the register */
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	getrusage(RUSAGE_SELF, &before);
+	err = unwind_table__build(fd, &t);
+	getrusage(RUSAGE_SELF, &after);
+	close(fd);
+	assert_int_equal(err, 0);
+	check_shape(t);
+	assert_int_equal(t->st.bad_regs, 1);
+	assert_true(t->st.unsupported_ranges >= 1);
+	assert_int_equal(unwind_table__find(t, t->vaddr_lo)->cfa_type, UNWIND_CFA_UNSUPPORTED);
+	assert_true(after.ru_maxrss - before.ru_maxrss < 64 * 1024); /* KiB */
+	unwind_table__free(t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -305,6 +343,7 @@ int main(void)
 		cmocka_unit_test(test_mutated_cfi),
 		cmocka_unit_test(test_bad_eh_frame_hdr),
 		cmocka_unit_test(test_inflate_bomb),
+		cmocka_unit_test(test_huge_register_number),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
