@@ -268,13 +268,29 @@ static void test_bad_eh_frame_hdr(void **state)
  * out before anything is inflated (the .eh_frame serves); memory stays
  * flat.
  */
+/* Builds the table of the file at path; *grew_kib: how much the process's
+ * peak RSS rose meanwhile. */
+static int build_file(const char *path, struct unwind_table **t, long *grew_kib)
+{
+	struct rusage before, after;
+	int fd = open(path, O_RDONLY | O_CLOEXEC), err;
+
+	assert_true(fd >= 0);
+	getrusage(RUSAGE_SELF, &before);
+	err = unwind_table__build(fd, t);
+	getrusage(RUSAGE_SELF, &after);
+	close(fd);
+	*grew_kib = after.ru_maxrss - before.ru_maxrss;
+	return err;
+}
+
 static void test_inflate_bomb(void **state)
 {
 	struct fixtures *fx = *state;
 	struct unwind_table *t = NULL;
-	struct rusage before, after;
 	char cmd[2048], path[192];
-	int fd, err;
+	long grew;
+	int err;
 
 	snprintf(path, sizeof(path), "%s/bomb", fx->dir);
 	snprintf(cmd, sizeof(cmd),
@@ -284,18 +300,13 @@ static void test_inflate_bomb(void **state)
 		 path, path, fx->nofp, path, path);
 	if (system(cmd) != 0)
 		skip(); /* no objcopy */
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	assert_true(fd >= 0);
-	getrusage(RUSAGE_SELF, &before);
-	err = unwind_table__build(fd, &t);
-	getrusage(RUSAGE_SELF, &after);
-	close(fd);
+	err = build_file(path, &t, &grew);
 	unlink(path);
 	/* the bomb is left out; the file's .eh_frame still makes the table */
 	assert_int_equal(err, 0);
 	assert_non_null(t);
 	unwind_table__free(t);
-	assert_true(after.ru_maxrss - before.ru_maxrss < 64 * 1024); /* KiB */
+	assert_true(grew < 64 * 1024); /* KiB */
 }
 
 /*
@@ -309,40 +320,32 @@ static void test_inflate_bomb(void **state)
 static void test_huge_register_number(void **state)
 {
 	struct fixtures *fx = *state;
-	static const char src[] =
-		"__asm__(\".globl _start\\n_start:\\n.cfi_startproc\\n"
-		".cfi_undefined 67108864\\nnop\\nnop\\n.cfi_endproc\\n"
-		".globl g\\ng:\\n.cfi_startproc\\nret\\n.cfi_endproc\");\n";
+	static const char src[] = "__asm__(\".globl _start\\n_start:\\n.cfi_startproc\\n"
+				  ".cfi_undefined 67108864\\nnop\\nnop\\n.cfi_endproc\\n"
+				  ".globl g\\ng:\\n.cfi_startproc\\nret\\n.cfi_endproc\");\n";
 	struct unwind_table *t = NULL;
-	struct rusage before, after;
 	char path[192];
-	int fd, err;
+	long grew;
+	int err;
 
 	if (compile(fx->dir, "hugereg", src, "c", "cc -nostdlib -static -no-pie", path,
 		    sizeof(path)))
 		skip(); /* the assembler refused the register */
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	assert_true(fd >= 0);
-	getrusage(RUSAGE_SELF, &before);
-	err = unwind_table__build(fd, &t);
-	getrusage(RUSAGE_SELF, &after);
-	close(fd);
+	err = build_file(path, &t, &grew);
 	assert_int_equal(err, 0);
 	check_shape(t);
 	assert_int_equal(t->st.bad_regs, 1);
 	assert_true(t->st.unsupported_ranges >= 1);
 	assert_int_equal(unwind_table__find(t, t->vaddr_lo)->cfa_type, UNWIND_CFA_UNSUPPORTED);
-	assert_true(after.ru_maxrss - before.ru_maxrss < 64 * 1024); /* KiB */
+	assert_true(grew < 64 * 1024); /* KiB */
 	unwind_table__free(t);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_corrupt_files),
-		cmocka_unit_test(test_mutated_cfi),
-		cmocka_unit_test(test_bad_eh_frame_hdr),
-		cmocka_unit_test(test_inflate_bomb),
+		cmocka_unit_test(test_corrupt_files),	     cmocka_unit_test(test_mutated_cfi),
+		cmocka_unit_test(test_bad_eh_frame_hdr),     cmocka_unit_test(test_inflate_bomb),
 		cmocka_unit_test(test_huge_register_number),
 	};
 
