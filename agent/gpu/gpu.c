@@ -277,28 +277,21 @@ void gpu__free(struct gpu *g)
 
 /* ---- deep capture (agent/capture/) -------------------------------------------------- */
 
-static int cmp_u32(const void *a, const void *b)
-{
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 bool gpu_traced(const struct gpu *g, uint32_t tgid)
 {
-	return g->ntraced && bsearch(&tgid, g->traced, g->ntraced, sizeof(tgid), cmp_u32);
+	return gpu_tgid_in(g->traced, g->ntraced, tgid);
 }
 
 int gpu__trace_process(struct gpu *g, uint32_t tgid, bool on)
 {
 	int fd = bpf_map__fd(g->skel->maps.gpu_trace_tgids);
-	uint32_t one = 1, *at = bsearch(&tgid, g->traced, g->ntraced, sizeof(tgid), cmp_u32);
+	uint32_t one = 1, *at = gpu_tgid_find(g->traced, g->ntraced, tgid);
 
 	if (on && !at) {
 		if (g->ntraced == GPU_MAX_TRACED)
 			return -ENOSPC;
 		g->traced[g->ntraced++] = tgid;
-		qsort(g->traced, g->ntraced, sizeof(tgid), cmp_u32);
+		gpu_tgids_sort(g->traced, g->ntraced);
 	} else if (!on && at) {
 		memmove(at, at + 1, (size_t)(g->traced + g->ntraced - at - 1) * sizeof(tgid));
 		g->ntraced--;

@@ -34,13 +34,6 @@
 
 #include "lib/log.h"
 
-static int cmp_u32(const void *a, const void *b)
-{
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 /*
  * Moves the processes that exited before the previous batch was built
  * (that batch told their exit) and whose slot is free out of the data's
@@ -74,7 +67,7 @@ static void retire_told_procs(struct gpu *g, uint64_t told_before_ns)
 		d->procs[kept++] = *pi;
 	}
 	d->nprocs = kept;
-	qsort(g->retired, g->nretired, sizeof(*g->retired), cmp_u32);
+	gpu_tgids_sort(g->retired, g->nretired);
 }
 
 static void free_stack_row(void *row)

@@ -101,9 +101,20 @@ static int cmp_u32(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+void gpu_tgids_sort(uint32_t *tgids, size_t n)
+{
+	if (n)
+		qsort(tgids, n, sizeof(*tgids), cmp_u32);
+}
+
+uint32_t *gpu_tgid_find(const uint32_t *tgids, size_t n, uint32_t tgid)
+{
+	return n ? bsearch(&tgid, tgids, n, sizeof(*tgids), cmp_u32) : NULL;
+}
+
 int gpu_tgid_in(const uint32_t *tgids, size_t n, uint32_t tgid)
 {
-	return n && bsearch(&tgid, tgids, n, sizeof(*tgids), cmp_u32);
+	return gpu_tgid_find(tgids, n, tgid) != NULL;
 }
 
 struct drop_ctx {

@@ -34,7 +34,10 @@ int gpu_table__filter(struct gpu_table *t, int (*keep)(const void *row, void *ct
  * could not be rebuilt: the table is then empty). */
 long gpu_table__drop_tgids(struct gpu_table *t, const uint32_t *tgids, size_t n,
 			   void (*release)(void *row));
-/* Whether tgid is in tgids[0..n) (sorted). */
+/* Sorted sets of processes (retired, traced): sorts tgids[0..n); the
+ * entry of tgid in them, or NULL; whether it is there. */
+void gpu_tgids_sort(uint32_t *tgids, size_t n);
+uint32_t *gpu_tgid_find(const uint32_t *tgids, size_t n, uint32_t tgid);
 int gpu_tgid_in(const uint32_t *tgids, size_t n, uint32_t tgid);
 
 #endif /* STRATA_GPU_TABLES_H */
