@@ -137,23 +137,9 @@ static __always_inline bool is_target(__u32 tgid)
 	return true;
 }
 
-#include "bpf/task_id.bpf.h"   /* mm_id_of(): shared with bpf/gpu.bpf.c */
-#include "bpf/exit_vmas.bpf.h" /* exit-time mapping records: shared too */
-
-static __always_inline __u64 hash_stack(const struct strata_stack *t)
-{
-	__u64 h = 0x9e3779b97f4a7c15ULL ^ t->len;
-
-	for (int i = 0; i < STRATA_MAX_STACK_DEPTH; i++) {
-		if (i >= t->len)
-			break;
-		h ^= t->ips[i];
-		h *= 0xff51afd7ed558ccdULL;
-		h ^= h >> 33;
-	}
-	/* 0 and 1 are reserved ids (STRATA_STACK_NONE / _LOST). */
-	return h <= STRATA_STACK_LOST ? h + 2 : h;
-}
+#include "bpf/task_id.bpf.h"	/* mm_id_of(): shared with bpf/gpu.bpf.c */
+#include "bpf/exit_vmas.bpf.h"	/* exit-time mapping records: shared too */
+#include "bpf/stack_hash.bpf.h" /* stack ids: shared with bpf/sched.bpf.c */
 
 /* The walker's output: the user slot of the scratch; no reuse log. */
 struct unwind_log;

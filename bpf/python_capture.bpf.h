@@ -97,7 +97,7 @@ static __always_inline __u64 hash_py_stack(const struct strata_py_stack *s)
 		h *= 0xff51afd7ed558ccdULL;
 		h ^= h >> 33;
 	}
-	return h <= STRATA_STACK_LOST ? h + 2 : h;
+	return h <= STRATA_STACK_RESERVED ? h + STRATA_STACK_RESERVED + 1 : h;
 }
 
 /*

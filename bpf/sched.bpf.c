@@ -6,11 +6,14 @@
  * the GPU uprobes mark (bpf/api_layer.bpf.h); per-CPU irq and softirq time;
  * and which other processes ran on the CPUs targets ran on.
  *
- * Blocking stacks are frame-pointer stacks from bpf_get_stackid (kernel and
+ * Blocking stacks are frame-pointer stacks from bpf_get_stack (kernel and
  * user) taken at sched_switch, where the blocking thread is current: the
  * kernel stack (futex_wait, io_schedule, ...) carries the reason, and the
  * hybrid DWARF unwinder's tables live in the profile object, whose maps
- * this object does not share (see docs/diagnosis.md).
+ * this object does not share (see docs/diagnosis.md).  They wait with the
+ * blocked thread (task storage) and go into the off-CPU generation's stack
+ * map when the block ends, so a block may span any number of drains and
+ * the stack maps are cleared with each drain: nothing fills over uptime.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -19,6 +22,8 @@
 #include "bpf/strata.h"
 #include "bpf/api_layer.bpf.h"
 #include "bpf/generation.bpf.h" /* gen, inflight: the off-CPU map is drained */
+#include "bpf/stack_hash.bpf.h"
+#include "bpf/task_id.bpf.h" /* mm_id_of(): the blocking stack's address space */
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -26,7 +31,7 @@ const volatile __u32 filter_mode = STRATA_FILTER_NONE;
 /* A CPU hosts targets if one ran there within this window. */
 const volatile __u64 foreign_window_ns = 1000000000ULL;
 /* Blocking stacks are walked at most this often per thread (0: always);
- * blocks in between are keyed with STRATA_SCHED_STACK_SKIPPED. */
+ * blocks in between are keyed with STRATA_STACK_SKIPPED. */
 const volatile __u64 stack_interval_ns = 0;
 
 enum run_state { ST_UNKNOWN = 0, ST_RUNNING, ST_RUNNABLE, ST_BLOCKED };
@@ -38,8 +43,11 @@ struct task_sched {
 	__u32 reason;
 	__u32 layer; /* API layer when it blocked */
 	__u32 in_fault;
-	__s32 user_stack, kern_stack;
-	__u64 stack_ts; /* last time its stacks were walked */
+	__u64 user_stack, kern_stack; /* ids (hashes) of the blocked_stacks, or
+				       * STRATA_STACK_NONE / _LOST / _SKIPPED */
+	__u64 stack_ts;		      /* last time its stacks were walked */
+	__u64 mm_id;		      /* its address space then (mm_id_of): at the
+				       * walk, not at every wakeup (~45 ns) */
 };
 
 struct {
@@ -60,12 +68,28 @@ struct {
  * double buffered (bpf/generation.bpf.h). */
 STRATA_GENERATION_MAPS(offcpu, struct strata_offcpu_key, struct strata_offcpu_val, 16384);
 
+/* The stacks the generation's off-CPU keys name, by id (hash_stack):
+ * drained and cleared with them.  Full: the key says STRATA_STACK_LOST
+ * (counted as STACKS_FULL). */
+STRATA_GENERATION_MAPS(sched_stacks, __u64, struct strata_stack, 8192);
+
+/*
+ * A blocked thread's stacks, walked when it switched out, until its block
+ * ends.  A block can last longer than any number of drains (a rank
+ * waiting for a hung peer), so its stacks cannot wait in a drained map;
+ * and a map that is never cleared fills over the uptime and from then on
+ * loses every stack.  Per targeted thread, freed with it.
+ */
+struct blocked_stacks {
+	struct strata_stack user, kern;
+};
+
 struct {
-	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
-	__uint(max_entries, 16384);
-	__type(key, __u32);
-	__uint(value_size, STRATA_MAX_STACK_DEPTH * sizeof(__u64));
-} sched_stacks SEC(".maps");
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct blocked_stacks);
+} blocked_stacks SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -210,6 +234,28 @@ static __always_inline void add(__u64 *p, __u64 v)
 	__sync_fetch_and_add(p, v);
 }
 
+/*
+ * The stack with this id, from the blocked thread's storage into the
+ * generation's stack map (once per generation and id).  Returns the id the
+ * off-CPU key takes: the same, a reserved one unchanged, or
+ * STRATA_STACK_LOST when the map is full (counted) or the storage is gone.
+ */
+static __always_inline __u64 keep_stack(void *stack_map, __u64 id, struct strata_stack *st)
+{
+	if (id <= STRATA_STACK_RESERVED)
+		return id;
+	if (!st)
+		return STRATA_STACK_LOST;
+	if (bpf_map_lookup_elem(stack_map, &id))
+		return id;
+	if (bpf_map_update_elem(stack_map, &id, st, BPF_NOEXIST) &&
+	    !bpf_map_lookup_elem(stack_map, &id)) {
+		count(STRATA_SCHED_STACKS_FULL);
+		return STRATA_STACK_LOST;
+	}
+	return id;
+}
+
 /* Closes a blocked interval: reason, breakdown category and stacks. */
 static __always_inline void close_blocked(struct task_struct *t, struct task_sched *ts, __u64 now)
 {
@@ -226,20 +272,27 @@ static __always_inline void close_blocked(struct task_struct *t, struct task_sch
 		.tid = t->pid,
 		.reason = r,
 		.layer = ts->layer,
+		.mm_id = ts->mm_id,
 		.user_stack = ts->user_stack,
 		.kern_stack = ts->kern_stack,
 	};
 	struct strata_inflight *inf = generation_inflight();
+	struct blocked_stacks *bs = NULL;
 	struct strata_offcpu_val *v;
-	void *m;
+	void *m, *sm;
 	__u32 g;
 
 	if (!inf)
 		return;
+	if (k.user_stack > STRATA_STACK_RESERVED || k.kern_stack > STRATA_STACK_RESERVED)
+		bs = bpf_task_storage_get(&blocked_stacks, t, NULL, 0);
 	g = generation_enter(inf);
 	m = bpf_map_lookup_elem(&offcpu, &g);
-	if (!m)
+	sm = bpf_map_lookup_elem(&sched_stacks, &g);
+	if (!m || !sm)
 		goto out;
+	k.user_stack = keep_stack(sm, k.user_stack, bs ? &bs->user : NULL);
+	k.kern_stack = keep_stack(sm, k.kern_stack, bs ? &bs->kern : NULL);
 	v = bpf_map_lookup_elem(m, &k);
 	if (!v) {
 		struct strata_offcpu_val init = {};
@@ -258,6 +311,21 @@ out:
 	generation_leave(inf, g);
 }
 
+/* The current thread's stack (flags: bpf_get_stack's) into st; its id. */
+static __always_inline __u64 walk_stack(void *ctx, struct strata_stack *st, __u64 flags)
+{
+	long n = bpf_get_stack(ctx, st->ips, sizeof(st->ips), flags);
+
+	if (n < 0) {
+		st->len = 0;
+		count(STRATA_SCHED_STACK_LOST);
+		return STRATA_STACK_LOST;
+	}
+	st->len = (__u32)((__u64)n / sizeof(st->ips[0]));
+	st->flags = 0;
+	return st->len ? hash_stack(st) : STRATA_STACK_NONE;
+}
+
 /* prev leaves the CPU: close its on-CPU interval, open the next one. */
 static __always_inline void switch_out(void *ctx, bool preempt, struct task_struct *prev,
 				       unsigned int prev_state, __u64 now)
@@ -265,6 +333,7 @@ static __always_inline void switch_out(void *ctx, bool preempt, struct task_stru
 	struct task_sched *ts =
 		bpf_task_storage_get(&task_state, prev, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	struct strata_api_layer_state *ls = api_layer_of(prev, false);
+	struct blocked_stacks *bs;
 	struct strata_sched_thread *a;
 	__u32 layer = STRATA_LAYER_NONE;
 
@@ -314,14 +383,19 @@ static __always_inline void switch_out(void *ctx, bool preempt, struct task_stru
 	ts->state = ST_BLOCKED;
 	ts->reason = sched_block_reason(prev_state, ts->in_fault, nr);
 	if (stack_interval_ns && now - ts->stack_ts < stack_interval_ns) {
-		ts->kern_stack = ts->user_stack = STRATA_SCHED_STACK_SKIPPED;
+		ts->kern_stack = ts->user_stack = STRATA_STACK_SKIPPED;
 		return;
 	}
 	ts->stack_ts = now;
-	ts->kern_stack = bpf_get_stackid(ctx, &sched_stacks, 0);
-	ts->user_stack = bpf_get_stackid(ctx, &sched_stacks, BPF_F_USER_STACK);
-	if (ts->kern_stack < 0 || ts->user_stack < 0)
+	ts->mm_id = mm_id_of(prev);
+	bs = bpf_task_storage_get(&blocked_stacks, prev, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!bs) {
+		ts->kern_stack = ts->user_stack = STRATA_STACK_LOST;
 		count(STRATA_SCHED_STACK_LOST);
+		return;
+	}
+	ts->kern_stack = walk_stack(ctx, &bs->kern, 0);
+	ts->user_stack = walk_stack(ctx, &bs->user, BPF_F_USER_STACK);
 }
 
 /* next gets the CPU: close its runnable (or missed-wakeup) interval. */

@@ -15,8 +15,10 @@
 #define STRATA_NAME_LEN 64 /* dentry name in exit-time VMA records */
 
 /* Stack ids are 64-bit hashes of the frames; these values are reserved. */
-#define STRATA_STACK_NONE 0ULL /* no stack of this kind (kernel thread, ...) */
-#define STRATA_STACK_LOST 1ULL /* stack could not be read or stored: counted */
+#define STRATA_STACK_NONE 0ULL	  /* no stack of this kind (kernel thread, ...) */
+#define STRATA_STACK_LOST 1ULL	  /* stack could not be read or stored: counted */
+#define STRATA_STACK_SKIPPED 2ULL /* not walked: the scheduler layer's rate limit */
+#define STRATA_STACK_RESERVED STRATA_STACK_SKIPPED /* ids up to this are no hash */
 
 /* Aggregation key: one count per distinct (process instance, thread, stacks). */
 struct strata_stack_key {

@@ -60,18 +60,19 @@ struct strata_sched_thread {
 	char comm[STRATA_COMM_LEN];
 };
 
-/* Blocked time by (thread, reason, stacks).  Stack ids index the
- * sched_stacks STACK_TRACE map; negative: not captured (counted). */
+/* Blocked time by (thread, reason, stacks).  Stack ids (hash_stack) key
+ * the same generation's sched_stacks map, or are STRATA_STACK_NONE, _LOST
+ * (counted) or _SKIPPED (the rate limit: not walked). */
 struct strata_offcpu_key {
 	__u32 tgid;
 	__u32 tid;
 	__u32 reason; /* enum strata_offcpu_reason */
 	__u32 layer;  /* enum strata_api_layer at block time */
-	__s32 user_stack;
-	__s32 kern_stack;
+	__u64 mm_id;  /* the address space the user stack is of (mm_id_of):
+		       * the process may be gone by the drain */
+	__u64 user_stack;
+	__u64 kern_stack;
 };
-
-#define STRATA_SCHED_STACK_SKIPPED (-2) /* rate limit: stack not walked */
 
 struct strata_offcpu_val {
 	__u64 ns;
@@ -111,7 +112,7 @@ _Static_assert(sizeof(struct strata_sched_key) == 8, "sched_key layout");
 _Static_assert(sizeof(struct strata_sched_thread) ==
 		       8 * (2 + STRATA_OFF_MAX + STRATA_TIME_MAX + 3) + STRATA_COMM_LEN,
 	       "sched_thread layout");
-_Static_assert(sizeof(struct strata_offcpu_key) == 24, "offcpu_key layout");
+_Static_assert(sizeof(struct strata_offcpu_key) == 40, "offcpu_key layout");
 _Static_assert(sizeof(struct strata_offcpu_val) == 16, "offcpu_val layout");
 _Static_assert(sizeof(struct strata_foreign_key) == 8, "foreign_key layout");
 _Static_assert(sizeof(struct strata_foreign_val) == 24, "foreign_val layout");

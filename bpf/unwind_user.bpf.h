@@ -267,7 +267,7 @@ static __always_inline __u64 unwind_walk_hash(__u32 len)
 		return STRATA_STACK_LOST;
 	h = (w->hash ^ len) * 0xff51afd7ed558ccdULL;
 	h ^= h >> 33;
-	return h <= STRATA_STACK_LOST ? h + 2 : h;
+	return h <= STRATA_STACK_RESERVED ? h + STRATA_STACK_RESERVED + 1 : h;
 }
 
 /*

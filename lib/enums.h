@@ -127,10 +127,11 @@
 	X(STRATA_SCHED_THREADS_FULL, "threads_full") /* per-thread map full: time lost */          \
 	X(STRATA_SCHED_OFFCPU_FULL, "offcpu_full")   /* off-CPU map full: stack lost, time kept */ \
 	X(STRATA_SCHED_FOREIGN_FULL, "foreign_full") /* foreign-process map full */                \
-	X(STRATA_SCHED_STACK_LOST, "stack_lost")     /* bpf_get_stackid failed */                  \
+	X(STRATA_SCHED_STACK_LOST, "stack_lost")     /* bpf_get_stack failed, or no storage */     \
 	X(STRATA_SCHED_STORAGE_FAILED, "storage_failed") /* task storage not created */            \
 	X(STRATA_SCHED_MISSED_WAKEUP, "missed_wakeup")	 /* switched in while marked blocked */    \
-	X(STRATA_SCHED_EXIT_UNSEEN, "exit_unseen") /* exiting thread had no entry: its end lost */
+	X(STRATA_SCHED_EXIT_UNSEEN, "exit_unseen") /* exiting thread had no entry: its end lost */ \
+	X(STRATA_SCHED_STACKS_FULL, "stacks_full") /* a generation's stack map full: stack lost */
 
 /* ---- the enums ---------------------------------------------------------- */
 

@@ -566,6 +566,18 @@ void *batch_builder__row(struct batch_builder *bb, enum bb_list l)
 	return r;
 }
 
+uint32_t batch_builder__rows(const struct batch_builder *bb, enum bb_list l)
+{
+	return bb->rows[l].n;
+}
+
+void *batch_builder__row_at(struct batch_builder *bb, enum bb_list l, uint32_t i)
+{
+	if (i >= bb->rows[l].n)
+		return NULL;
+	return (char *)bb->rows[l].v + (size_t)i * batch_row_size(l);
+}
+
 void batch_builder__dropped(struct batch_builder *bb, uint64_t n)
 {
 	bb->rows_dropped += n;

@@ -183,6 +183,10 @@ void batch_builder__process_exit(struct batch_builder *bb, uint32_t process, uin
  * BB_TALLY a struct bb_tally_row), or NULL past max_samples rows (counted in
  * rows_dropped) or on ENOMEM. */
 void *batch_builder__row(struct batch_builder *bb, enum bb_list l);
+/* Rows of list l in this batch, and row i of them (NULL past the end; the
+ * pointer holds until the next batch_builder__row of l). */
+uint32_t batch_builder__rows(const struct batch_builder *bb, enum bb_list l);
+void *batch_builder__row_at(struct batch_builder *bb, enum bb_list l, uint32_t i);
 /* Counts n rows a converter had to leave out (Drops.batch_rows_dropped). */
 void batch_builder__dropped(struct batch_builder *bb, uint64_t n);
 

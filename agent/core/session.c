@@ -588,6 +588,12 @@ static int drain(struct session *s, struct session_window *w)
 		if (k->gpu_drained)
 			k->gpu_drained(k->ctx, s->gpu, gpu__data(s->gpu));
 	}
+	if (s->sched && k->sched_drained) {
+		int e = k->sched_drained(k->ctx, s->sched);
+
+		if (e < 0)
+			pr_warn("session: off-CPU drain: %s", strerror(-e));
+	}
 	if (s->unwind)
 		unwind_loader__flush(s->unwind);
 	if (s->sched) /* exited threads out of the BPF map */
@@ -704,8 +710,9 @@ void session__report_sched(struct session *s)
 			fprintf(stderr, " %s=%llu", strata_sched_counter_name(i),
 				(unsigned long long)sc[i]);
 		sched_collector__retire_stats(s->sched, &rs);
-		fprintf(stderr, " retired=%llu retired_dropped=%llu\n",
-			(unsigned long long)rs.retired, (unsigned long long)rs.dropped);
+		fprintf(stderr, " retired=%llu retired_dropped=%llu stacks_missing=%llu\n",
+			(unsigned long long)rs.retired, (unsigned long long)rs.dropped,
+			(unsigned long long)sched_collector__stacks_missing(s->sched));
 		if (s->targets) {
 			struct sched_targets_stats ts;
 

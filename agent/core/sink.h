@@ -10,7 +10,8 @@
  * after the last call, so processes that exited since the previous drain
  * still resolve, and are freed right after.
  *   every drain:       sample() for each CPU sample, timed_sample() for each
- *                      timed one (deep capture), then gpu_drained()
+ *                      timed one (deep capture), then gpu_drained(),
+ *                      sched_drained()
  *   a window's end:    then gpu_window(), sched_window()
  *                      (session__end_window: the period's last drain)
  *   at once:           oom_kill(), outside any drain, when the event comes
@@ -46,6 +47,11 @@ struct session_sink {
 	/* Every drain, after the GPU layer's: its tables (valid until the
 	 * next drain; allocation sets are compared drain by drain). */
 	void (*gpu_drained)(void *ctx, struct gpu *g, const struct gpu_data *d);
+	/* Every drain: the scheduler layer's off-CPU aggregate may be drained
+	 * (sched_collector__drain_offcpu) while the processes that exited
+	 * since the last drain still resolve; NULL: sched_window drains it.
+	 * A negative return is logged. */
+	int (*sched_drained)(void *ctx, struct sched_collector *c);
 	/* A window's end: the GPU layer's window (its tables, gpu__data). */
 	int (*gpu_window)(void *ctx, struct gpu *g, const struct session_window *w);
 	/* A window's end: the scheduler layer's window (thread counters,

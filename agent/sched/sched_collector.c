@@ -30,6 +30,7 @@ struct sched_collector {
 	uint32_t nretired, max_retired;
 	struct sched_retire_stats rs;
 	uint64_t drain_wait_timeouts; /* off-CPU generation never went quiet */
+	uint64_t stacks_missing;      /* a key's stack not in its generation's map */
 	uint64_t *auto_words;	      /* STRATA_FILTER_AUTO: the mmapped bitmap */
 	size_t auto_len;
 	uint32_t auto_nwords;
@@ -272,15 +273,17 @@ int sched_collector__threads(struct sched_collector *c, sched_thread_fn fn, void
 	return n;
 }
 
-static size_t read_stack(int fd, __s32 id, uint64_t *ips)
+/* The frames of stack id in the drained generation's stack map; 0 when
+ * the id is reserved (none, lost, not walked) or missing (counted). */
+static size_t read_stack(struct sched_collector *c, int fd, uint64_t id, struct strata_stack *st)
 {
-	size_t n = 0;
-
-	if (id < 0 || bpf_map_lookup_elem(fd, &id, ips))
+	if (id <= STRATA_STACK_RESERVED)
 		return 0;
-	while (n < STRATA_MAX_STACK_DEPTH && ips[n])
-		n++;
-	return n;
+	if (bpf_map_lookup_elem(fd, &id, st)) {
+		c->stacks_missing++;
+		return 0;
+	}
+	return st->len < STRATA_MAX_STACK_DEPTH ? st->len : STRATA_MAX_STACK_DEPTH;
 }
 
 /*
@@ -299,9 +302,9 @@ int sched_collector__drain_offcpu(struct sched_collector *c, sched_offcpu_fn fn,
 	};
 	int old = map_generation__flip(&mg, &c->drain_wait_timeouts);
 	struct bpf_map *m = old ? c->skel->maps.offcpu1 : c->skel->maps.offcpu0;
-	int fd = bpf_map__fd(m), sfd = bpf_map__fd(c->skel->maps.sched_stacks);
-	uint64_t *u = malloc(STRATA_MAX_STACK_DEPTH * sizeof(*u));
-	uint64_t *kst = malloc(STRATA_MAX_STACK_DEPTH * sizeof(*kst));
+	struct bpf_map *sm = old ? c->skel->maps.sched_stacks1 : c->skel->maps.sched_stacks0;
+	int fd = bpf_map__fd(m), sfd = bpf_map__fd(sm);
+	struct strata_stack *u = malloc(sizeof(*u)), *kst = malloc(sizeof(*kst));
 	struct strata_offcpu_key *keys = NULL;
 	int64_t nkeys = 0;
 	int err = old < 0 ? old : 0, n = 0;
@@ -321,21 +324,29 @@ int sched_collector__drain_offcpu(struct sched_collector *c, sched_offcpu_fn fn,
 			.key = &keys[i],
 			.ns = v.ns,
 			.count = v.count,
-			.user = u,
-			.kern = kst,
-			.n_user = read_stack(sfd, keys[i].user_stack, u),
-			.n_kern = read_stack(sfd, keys[i].kern_stack, kst),
+			.user = (const uint64_t *)u->ips, /* __u64: same width */
+			.kern = (const uint64_t *)kst->ips,
+			.n_user = read_stack(c, sfd, keys[i].user_stack, u),
+			.n_kern = read_stack(c, sfd, keys[i].kern_stack, kst),
 		};
 		if ((err = fn(ctx, &o)))
 			break;
 		n++;
 	}
-	/* Cleared whatever the consumer said: nothing is handed out twice. */
+	/* Cleared whatever the consumer said: nothing is handed out twice.
+	 * The stacks go with the keys that name them; a block that ends
+	 * later stores its stacks again, from the thread's storage. */
 	if (nkeys > 0) {
 		int derr = map_drain__delete_keys(fd, keys, sizeof(*keys), (uint32_t)nkeys);
 
 		if (!err)
 			err = derr;
+	}
+	if (old >= 0) {
+		int cerr = map_drain__clear(sfd, sizeof(uint64_t), bpf_map__max_entries(sm));
+
+		if (cerr < 0 && !err)
+			err = cerr;
 	}
 	free(keys);
 	free(u);
@@ -346,6 +357,11 @@ int sched_collector__drain_offcpu(struct sched_collector *c, sched_offcpu_fn fn,
 uint64_t sched_collector__drain_wait_timeouts(const struct sched_collector *c)
 {
 	return c->drain_wait_timeouts;
+}
+
+uint64_t sched_collector__stacks_missing(const struct sched_collector *c)
+{
+	return c->stacks_missing;
 }
 
 int sched_collector__foreign(struct sched_collector *c, bool targets, sched_foreign_fn fn,

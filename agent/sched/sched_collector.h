@@ -83,6 +83,9 @@ int sched_collector__drain_offcpu(struct sched_collector *c, sched_offcpu_fn fn,
 /* Drains whose wait for in-flight BPF programs timed out (never, unless a
  * program hangs). */
 uint64_t sched_collector__drain_wait_timeouts(const struct sched_collector *c);
+/* Off-CPU keys whose stack was not in their generation's stack map (a bug
+ * if ever non-zero: BPF stores a key's stacks before the key). */
+uint64_t sched_collector__stacks_missing(const struct sched_collector *c);
 
 typedef int (*sched_foreign_fn)(void *ctx, const struct strata_foreign_key *k,
 				const struct strata_foreign_val *v);

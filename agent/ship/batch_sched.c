@@ -8,11 +8,13 @@
 #include <string.h>
 #include <sys/types.h>
 
+#include "lib/hash.h"
+#include "lib/vec.h"
 #include "lib/wire_enums.h"
 
-/* A stack key's "present" value: any hash other than NONE/LOST (the frames
- * are handed over in the sampler_sample itself). */
-#define STACK_PRESENT 2ULL
+/* A stack key's "present" value: any id that is not a reserved one (the
+ * frames are handed over in the sampler_sample itself). */
+#define STACK_PRESENT (STRATA_STACK_RESERVED + 1)
 
 /* One thread's cumulative counters, keyed by (tgid, tid, first_ns). */
 struct thread_row {
@@ -43,6 +45,13 @@ struct cum_set {
 	size_t n, cap;
 };
 
+/* An off-CPU row of the batch being built, by what it adds up: the
+ * window's drains each add to the one row. */
+struct offcpu_row_key {
+	uint32_t process, tid, stack, reason;
+	uint32_t row; /* index in the builder's BB_OFFCPU list */
+};
+
 struct batch_sched {
 	struct thread_set last, cur;	  /* last shipped (sorted); this window's */
 	struct cum_set cum_last, cum_cur; /* the same for per-CPU counters */
@@ -50,6 +59,8 @@ struct batch_sched {
 	uint64_t *irq_cur;
 	size_t ncpus;
 	struct strata_stack user, kern; /* an off-CPU row's stacks, for the builder */
+	struct vec offcpu_rows;		/* struct offcpu_row_key: this batch's */
+	struct profile_htab offcpu_ids; /* ... indexed by (process, tid, stack, reason) */
 	struct batch_sched_stats st;
 };
 
@@ -68,6 +79,8 @@ void batch_sched__free(struct batch_sched *s)
 	free(s->irq_cur);
 	free(s->cum_last.v);
 	free(s->cum_cur.v);
+	free(s->offcpu_rows.v);
+	profile_htab__fini(&s->offcpu_ids);
 	free(s);
 }
 
@@ -238,16 +251,31 @@ static const struct strata_stack *copy_stack(struct strata_stack *dst, const uin
 	return dst;
 }
 
+static void offcpu_index_reset(struct batch_sched *s)
+{
+	s->offcpu_rows.n = 0;
+	profile_htab__fini(&s->offcpu_ids);
+}
+
+static int offcpu_key_eq(uint32_t id, const void *key, const void *ctx)
+{
+	const struct batch_sched *s = ctx;
+
+	return !memcmp(&((const struct offcpu_row_key *)s->offcpu_rows.v)[id], key,
+		       offsetof(struct offcpu_row_key, row));
+}
+
 static int add_offcpu(void *ctx, const struct sched_offcpu *o)
 {
 	struct offcpu_ctx *c = ctx;
 	struct batch_sched *s = c->s;
-	/* mm_id 0: the process's current image (the collector does not key
-	 * blocking stacks by address space); a process gone by the drain
-	 * gets unknown user frames, counted by the builder */
+	/* by address space, as CPU samples are: a process gone by the drain
+	 * is mapped through its exit-time mapping records, and a pid reused
+	 * meanwhile is not taken for it */
 	struct strata_stack_key k = {
 		.tgid = o->key->tgid,
 		.tid = o->key->tid,
+		.mm_id = o->key->mm_id,
 		.user_stack = o->n_user ? STACK_PRESENT : STRATA_STACK_NONE,
 		.kern_stack = o->n_kern ? STACK_PRESENT : STRATA_STACK_NONE,
 		.py_stack = STRATA_STACK_NONE,
@@ -274,17 +302,50 @@ static int add_offcpu(void *ctx, const struct sched_offcpu *o)
 	} else if (stack < 0) {
 		return (int)stack;
 	}
+	struct offcpu_row_key k2 = {
+		.process = proc,
+		.tid = o->key->tid,
+		.stack = (uint32_t)stack,
+		.reason = (uint32_t)strata_offcpu_reason_to_wire(o->key->reason),
+	};
+	uint64_t h = hash_bytes(&k2, offsetof(struct offcpu_row_key, row), 0);
+	int64_t id = profile_htab__find(&s->offcpu_ids, h, offcpu_key_eq, &k2, s);
+
+	if (id >= 0) {
+		row = batch_builder__row_at(c->bb, BB_OFFCPU,
+					    ((struct offcpu_row_key *)s->offcpu_rows.v)[id].row);
+		if (row && row->process == k2.process && row->tid == k2.tid &&
+		    row->stack == k2.stack && row->reason == k2.reason) {
+			row->ns += o->ns;
+			row->count += o->count;
+			return 0;
+		}
+		/* a batch went without batch_sched__add (a window callback
+		 * before it failed): the index is of that batch */
+		offcpu_index_reset(s);
+	}
 	row = batch_builder__row(c->bb, BB_OFFCPU);
 	if (!row)
 		return 0; /* counted by the builder */
-	row->stack = (uint32_t)stack;
+	row->stack = k2.stack;
 	row->process = proc;
-	row->tid = o->key->tid;
-	row->reason = strata_offcpu_reason_to_wire(o->key->reason);
+	row->tid = k2.tid;
+	row->reason = k2.reason;
 	row->ns = o->ns;
 	row->count = o->count;
 	s->st.records++;
+	k2.row = batch_builder__rows(c->bb, BB_OFFCPU) - 1;
+	if (vec_add_indexed(&s->offcpu_rows, &s->offcpu_ids, h, &k2, sizeof(k2)) < 0)
+		s->st.offcpu_unmerged++; /* the row stands alone: still right */
 	return 0;
+}
+
+int batch_sched__offcpu(struct batch_sched *s, struct agent_batch *ab, struct sched_collector *c)
+{
+	struct offcpu_ctx oc = { .s = s, .ab = ab, .bb = agent_batch__builder(ab) };
+	int n = sched_collector__drain_offcpu(c, add_offcpu, &oc);
+
+	return n < 0 ? n : 0;
 }
 
 /* ---- per-CPU counters (softirq vectors, foreign and target processes) --- */
@@ -513,19 +574,13 @@ static int add_irq(struct batch_sched *s, struct agent_batch *ab, struct sched_c
 
 int batch_sched__add(struct batch_sched *s, struct agent_batch *ab, struct sched_collector *c)
 {
-	struct batch_builder *bb = agent_batch__builder(ab);
-	struct offcpu_ctx oc = { .s = s, .ab = ab, .bb = bb };
 	int err = add_threads(s, ab, c);
 
-	if (!err) {
-		int n = sched_collector__drain_offcpu(c, add_offcpu, &oc);
-
-		err = n < 0 ? n : 0;
-	}
 	if (!err)
 		err = add_irq(s, ab, c);
 	if (!err)
 		err = add_cum(s, ab, c);
+	offcpu_index_reset(s); /* the batch is finished next */
 	return err;
 }
 

@@ -9,8 +9,10 @@
  * what changed in its window (the server sums rows over batches), so this
  * keeps the values last shipped per thread (tgid, tid, first-seen time: a
  * reused tid starts afresh) and per CPU.  The off-CPU aggregate is drained
- * (removed) by the collector, so its rows are already per window.  Bounded:
- * threads beyond BATCH_SCHED_MAX_THREADS are not shipped and counted.
+ * (removed) by the collector at every drain, while the processes that
+ * exited since the last one still resolve, and the window's drains add up
+ * in one row per (process, thread, stack, reason).  Bounded: threads
+ * beyond BATCH_SCHED_MAX_THREADS are not shipped and counted.
  *
  * CPU layer: SoftirqVectorStat (per CPU and vector), ForeignRun
  * (non-target processes on the targets' CPUs) and TargetCpu (each target
@@ -37,12 +39,19 @@ struct batch_sched_stats {
 	uint64_t cpu_rows_over; /* per-CPU counter rows not shipped: table full */
 	/* (CPU, process) counters idle for a window, deleted from BPF */
 	uint64_t cpu_rows_forgotten;
+	uint64_t offcpu_unmerged; /* off-CPU rows not indexed (ENOMEM): later
+				   * drains add rows of their own */
 };
 
 struct batch_sched *batch_sched__new(void);
 void batch_sched__free(struct batch_sched *s);
 
-/* Adds the window's scheduler records of c to the batch.  0 or -errno. */
+/* Every drain: the off-CPU time blocks ended since the last drain, into the
+ * batch.  0 or -errno. */
+int batch_sched__offcpu(struct batch_sched *s, struct agent_batch *ab, struct sched_collector *c);
+/* A window's end, after its last drain: the window's thread, irq and
+ * per-CPU records of c into the batch, which is finished next.  0 or
+ * -errno. */
 int batch_sched__add(struct batch_sched *s, struct agent_batch *ab, struct sched_collector *c);
 
 void batch_sched__stats(const struct batch_sched *s, struct batch_sched_stats *st);

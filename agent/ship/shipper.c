@@ -85,7 +85,15 @@ static int gpu_window(void *ctx, struct gpu *g, const struct session_window *w)
 	return err;
 }
 
-/* The scheduler layer: this window's deltas and off-CPU drain. */
+/* The scheduler layer, every drain: the off-CPU time, resolved now. */
+static int sched_drained(void *ctx, struct sched_collector *c)
+{
+	struct shipper *sh = ctx;
+
+	return batch_sched__offcpu(sh->sched, sh->ab, c);
+}
+
+/* The scheduler layer: this window's deltas. */
 static int sched_window(void *ctx, struct sched_collector *c, const struct session_window *w)
 {
 	struct shipper *sh = ctx;
@@ -158,6 +166,7 @@ struct shipper *shipper__new(const struct shipper_opts *o, struct session *s)
 				     .sample = sample,
 				     .timed_sample = timed_sample,
 				     .gpu_drained = gpu_drained,
+				     .sched_drained = sched_drained,
 				     .gpu_window = gpu_window,
 				     .sched_window = sched_window,
 				     .oom_kill = oom_kill,
@@ -250,10 +259,11 @@ void shipper__report(struct shipper *sh)
 		batch_sched__stats(sh->sched, &ss);
 		fprintf(stderr,
 			"  sched rows: records=%llu stacks_dropped=%llu threads_over=%llu "
-			"cpu_rows_over=%llu cpu_rows_forgotten=%llu\n",
+			"cpu_rows_over=%llu cpu_rows_forgotten=%llu offcpu_unmerged=%llu\n",
 			(unsigned long long)ss.records, (unsigned long long)ss.stacks_dropped,
 			(unsigned long long)ss.threads_over, (unsigned long long)ss.cpu_rows_over,
-			(unsigned long long)ss.cpu_rows_forgotten);
+			(unsigned long long)ss.cpu_rows_forgotten,
+			(unsigned long long)ss.offcpu_unmerged);
 	}
 }
 
