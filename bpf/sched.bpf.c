@@ -244,8 +244,10 @@ static __always_inline __u64 keep_stack(void *stack_map, __u64 id, struct strata
 {
 	if (id <= STRATA_STACK_RESERVED)
 		return id;
-	if (!st)
+	if (!st) {
+		count(STRATA_SCHED_STACK_LOST);
 		return STRATA_STACK_LOST;
+	}
 	if (bpf_map_lookup_elem(stack_map, &id))
 		return id;
 	if (bpf_map_update_elem(stack_map, &id, st, BPF_NOEXIST) &&

@@ -9,6 +9,7 @@
 #include "diagnose/hang.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,7 +101,8 @@ struct hang_detector {
 	uint32_t mism_next, nmism;
 	struct hang_transition *pending; /* mismatches decided at a call, until evaluated */
 	size_t npending;
-	uint64_t batches; /* hang_detector__batch calls */
+	uint64_t batches;   /* hang_detector__batch calls */
+	uint64_t forgot_at; /* batches + 1 at the last forget_unranked */
 	struct hang_stats st;
 };
 
@@ -174,35 +176,146 @@ static uint64_t proc_key(uint64_t nk, uint32_t pid)
 	return k ? k : 1;
 }
 
-static struct node_st *node_get(struct hang_detector *d, uint64_t key, const char *name, int add)
+static int cmp_u64(const void *a, const void *b)
 {
-	for (uint32_t i = (uint32_t)key & (NODE_SLOTS - 1);; i = (i + 1) & (NODE_SLOTS - 1)) {
-		if (d->nodes[i].key == key)
-			return &d->nodes[i];
-		if (!d->nodes[i].key) {
-			if (!add || d->nnodes >= NODE_SLOTS / 2)
-				return NULL;
-			d->nodes[i].key = key;
-			snprintf(d->nodes[i].node, sizeof(d->nodes[i].node), "%s", name);
-			d->nnodes++;
-			return &d->nodes[i];
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * Rebuilds an open-addressing table of nslots slots of sz bytes, each
+ * starting with its uint64_t key (0: free), keeping only the keys in
+ * keep[0..nkeep) (sorted).  Returns the entries kept, or -ENOMEM with the
+ * table unchanged.
+ */
+static int64_t table_keep(void *slots, uint32_t nslots, size_t sz, const uint64_t *keep,
+			  size_t nkeep)
+{
+	char *old = malloc((size_t)nslots * sz), *t = slots;
+	int64_t n = 0;
+
+	if (!old)
+		return -ENOMEM;
+	memcpy(old, t, (size_t)nslots * sz);
+	memset(t, 0, (size_t)nslots * sz);
+	for (uint32_t i = 0; i < nslots; i++) {
+		uint64_t key;
+		uint32_t j;
+
+		memcpy(&key, old + (size_t)i * sz, sizeof(key));
+		if (!key || !nkeep || !bsearch(&key, keep, nkeep, sizeof(*keep), cmp_u64))
+			continue;
+		for (j = (uint32_t)key & (nslots - 1); *(uint64_t *)(t + (size_t)j * sz);
+		     j = (j + 1) & (nslots - 1))
+			;
+		memcpy(t + (size_t)j * sz, old + (size_t)i * sz, sz);
+		n++;
+	}
+	free(old);
+	return n;
+}
+
+/*
+ * A full process or node table lets go of the entries no communicator's
+ * rank is bound to: the processes of a restarted job's earlier runs, a
+ * job's DataLoader workers that exited, nodes it left.  Each batch of
+ * every job names processes; without this the tables filled in days and
+ * the exits, GPU calls and thread states of the job's new ranks were lost
+ * (procs_dropped).  At most once per batch: when the ranks themselves fill
+ * a table, adds fail (counted) until the next.  True when it ran.
+ */
+static bool forget_unranked(struct hang_detector *d)
+{
+	size_t n = 0, cap = 0;
+	uint64_t *keys;
+	int64_t kept;
+
+	if (d->forgot_at == d->batches + 1)
+		return false;
+	d->forgot_at = d->batches + 1;
+	for (uint32_t i = 0; i < d->ncomms; i++)
+		cap += (size_t)d->comms[i].nranks;
+	keys = malloc((cap ? cap : 1) * sizeof(*keys));
+	if (!keys)
+		return false;
+	for (int pass = 0; pass < 2; pass++) {
+		n = 0;
+		for (uint32_t i = 0; i < d->ncomms; i++)
+			for (int32_t r = 0; r < d->comms[i].nranks; r++)
+				if (d->comms[i].ranks[r].used)
+					keys[n++] = pass ? d->comms[i].ranks[r].node_key
+							 : d->comms[i].ranks[r].proc_key;
+		qsort(keys, n, sizeof(*keys), cmp_u64);
+		kept = pass ? table_keep(d->nodes, NODE_SLOTS, sizeof(*d->nodes), keys, n)
+			    : table_keep(d->procs, PROC_SLOTS, sizeof(*d->procs), keys, n);
+		if (kept < 0)
+			continue;
+		if (pass) {
+			d->st.nodes_forgotten += d->nnodes - (uint32_t)kept;
+			d->nnodes = (uint32_t)kept;
+		} else {
+			d->st.procs_forgotten += d->nprocs - (uint32_t)kept;
+			d->nprocs = (uint32_t)kept;
 		}
 	}
+	free(keys);
+	return true;
+}
+
+/*
+ * The slot of key in the process (procs) or node table, added when add and
+ * fewer than half the slots are used (a full table first lets go of what
+ * no rank uses); NULL when absent, or refused (counted).
+ */
+static void *slot_get(struct hang_detector *d, bool procs, uint64_t key, int add)
+{
+	char *t = procs ? (char *)d->procs : (char *)d->nodes;
+	uint32_t nslots = procs ? PROC_SLOTS : NODE_SLOTS, *n = procs ? &d->nprocs : &d->nnodes;
+	size_t sz = procs ? sizeof(*d->procs) : sizeof(*d->nodes);
+
+	for (int tries = 0; tries < 2; tries++) {
+		for (uint32_t i = (uint32_t)key & (nslots - 1);; i = (i + 1) & (nslots - 1)) {
+			uint64_t *k = (uint64_t *)(t + (size_t)i * sz);
+
+			if (*k == key)
+				return k;
+			if (*k)
+				continue;
+			if (!add)
+				return NULL;
+			if (*n < nslots / 2) {
+				*k = key;
+				(*n)++;
+				return k;
+			}
+			break;
+		}
+		if (!forget_unranked(d))
+			break;
+	}
+	if (procs)
+		d->st.procs_dropped++;
+	else
+		d->st.nodes_dropped++;
+	return NULL;
+}
+
+_Static_assert(offsetof(struct node_st, key) == 0 && offsetof(struct proc_st, key) == 0,
+	       "slot_get: the key starts a slot");
+
+static struct node_st *node_get(struct hang_detector *d, uint64_t key, const char *name, int add)
+{
+	struct node_st *n = slot_get(d, false, key, add);
+
+	if (n && !n->node[0] && name) /* new */
+		snprintf(n->node, sizeof(n->node), "%s", name);
+	return n;
 }
 
 static struct proc_st *proc_get(struct hang_detector *d, uint64_t key, int add)
 {
-	for (uint32_t i = (uint32_t)key & (PROC_SLOTS - 1);; i = (i + 1) & (PROC_SLOTS - 1)) {
-		if (d->procs[i].key == key)
-			return &d->procs[i];
-		if (!d->procs[i].key) {
-			if (!add || d->nprocs >= PROC_SLOTS / 2)
-				return NULL;
-			d->procs[i].key = key;
-			d->nprocs++;
-			return &d->procs[i];
-		}
-	}
+	return slot_get(d, true, key, add);
 }
 
 static struct comm_st *comm_get(struct hang_detector *d, uint64_t hash, int32_t nranks)

@@ -120,6 +120,9 @@ struct hang_stats {
 	uint64_t calls, inflight, exits;
 	uint64_t comms_dropped, ranks_dropped, bad;
 	uint64_t comms_evicted; /* idle ones replaced by new ones (a restarted job) */
+	/* processes / nodes no rank is bound to, let go of when their table
+	 * filled; and those refused anyway (the ranks alone fill it) */
+	uint64_t procs_forgotten, nodes_forgotten, procs_dropped, nodes_dropped;
 	uint64_t hangs, mismatches;
 };
 

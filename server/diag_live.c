@@ -57,6 +57,7 @@ struct diag_live {
 	struct diag_live_stats st;
 	struct straggler_stats gone; /* detectors freed: their counters */
 	struct comm_align_stats align_gone;
+	struct hang_stats hang_gone;
 	pthread_t thread;
 	int running, stop;
 	pthread_cond_t wake;
@@ -131,6 +132,21 @@ static void add_align_stats(struct comm_align_stats *a, const struct comm_align_
 	a->calls_lost += b->calls_lost;
 }
 
+/* The hang detectors' table counters, summed (the rest is in l->st). */
+static void add_hang_stats(struct hang_stats *a, const struct hang_detector *d)
+{
+	struct hang_stats b;
+
+	hang_detector__stats(d, &b);
+	a->comms_dropped += b.comms_dropped;
+	a->ranks_dropped += b.ranks_dropped;
+	a->comms_evicted += b.comms_evicted;
+	a->procs_forgotten += b.procs_forgotten;
+	a->nodes_forgotten += b.nodes_forgotten;
+	a->procs_dropped += b.procs_dropped;
+	a->nodes_dropped += b.nodes_dropped;
+}
+
 static void job_free(struct diag_live *l, struct live_job *j)
 {
 	struct straggler_stats ss;
@@ -143,6 +159,8 @@ static void job_free(struct diag_live *l, struct live_job *j)
 		comm_align__stats(j->align, &as);
 		add_align_stats(&l->align_gone, &as);
 	}
+	if (j->hd)
+		add_hang_stats(&l->hang_gone, j->hd);
 	comm_align__free(j->align);
 	straggler_detector__free(j->sd);
 	hang_detector__free(j->hd);
@@ -859,6 +877,7 @@ static void hang_metrics(struct diag_live *l, FILE *o)
 		{ "strata_nccl_hang_missing_ranks", "ranks that had not entered the collective" },
 	};
 	struct hang_report *h = malloc(64 * sizeof(*h));
+	struct hang_stats t = l->hang_gone;
 
 	for (size_t k = 0; k < 3; k++) {
 		fprintf(o, "# HELP %s %s\n# TYPE %s gauge\n", m[k][0], m[k][1], m[k][0]);
@@ -882,6 +901,24 @@ static void hang_metrics(struct diag_live *l, FILE *o)
 		}
 	}
 	free(h);
+	for (uint32_t i = 0; i < l->njobs; i++)
+		add_hang_stats(&t, l->jobs[i]->hd);
+	fprintf(o,
+		"# HELP strata_nccl_hang_tables_total entries the hang detectors let go of "
+		"to make room\n"
+		"# TYPE strata_nccl_hang_tables_total counter\n"
+		"strata_nccl_hang_tables_total{what=\"communicators_evicted\"} %" PRIu64 "\n"
+		"strata_nccl_hang_tables_total{what=\"processes_forgotten\"} %" PRIu64 "\n"
+		"strata_nccl_hang_tables_total{what=\"nodes_forgotten\"} %" PRIu64 "\n"
+		"# HELP strata_nccl_hang_table_drops_total what the hang detectors' full tables "
+		"refused\n"
+		"# TYPE strata_nccl_hang_table_drops_total counter\n"
+		"strata_nccl_hang_table_drops_total{what=\"communicators\"} %" PRIu64 "\n"
+		"strata_nccl_hang_table_drops_total{what=\"ranks\"} %" PRIu64 "\n"
+		"strata_nccl_hang_table_drops_total{what=\"processes\"} %" PRIu64 "\n"
+		"strata_nccl_hang_table_drops_total{what=\"nodes\"} %" PRIu64 "\n",
+		t.comms_evicted, t.procs_forgotten, t.nodes_forgotten, t.comms_dropped,
+		t.ranks_dropped, t.procs_dropped, t.nodes_dropped);
 	fprintf(o,
 		"# HELP strata_nccl_hangs_total NCCL hang decisions\n"
 		"# TYPE strata_nccl_hangs_total counter\n"

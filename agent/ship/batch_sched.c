@@ -269,9 +269,11 @@ static int add_offcpu(void *ctx, const struct sched_offcpu *o)
 {
 	struct offcpu_ctx *c = ctx;
 	struct batch_sched *s = c->s;
-	/* by address space, as CPU samples are: a process gone by the drain
-	 * is mapped through its exit-time mapping records, and a pid reused
-	 * meanwhile is not taken for it */
+	/* by address space, as CPU samples are: drained at every drain, the
+	 * blocks of a process that exited since the last one resolve through
+	 * the mappings the tracker still keeps for it (read while it lived, or
+	 * its exit-time records), and a pid reused meanwhile is not taken
+	 * for it */
 	struct strata_stack_key k = {
 		.tgid = o->key->tgid,
 		.tid = o->key->tid,

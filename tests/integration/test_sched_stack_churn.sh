@@ -17,7 +17,7 @@ PATHS=$ROOT/build/fixtures/offcpu_paths
 
 scenario_server
 scenario_agent
-sleep 2
+wait_agent_ready "$T/agent.log"
 JOB=stacks-$$
 # found by its label at a drain (every second) before it blocks
 STRATA_JOB=$JOB sh -c 'echo $$ > "$1"; sleep 3; exec "$0" 5 4000 10' "$PATHS" "$T/pid" \

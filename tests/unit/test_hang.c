@@ -470,6 +470,42 @@ static void restarted_job_replaces_idle_communicators(void **state)
 	hang_detector__free(d);
 }
 
+/*
+ * A job's processes come and go (DataLoader workers each epoch, the ranks
+ * of earlier runs): 20,000 exit on a node over 20 batches.  The process
+ * table (8192) lets go of the ones no rank is bound to, so a rank that
+ * exits afterwards is still named as exited in the hang it causes.
+ * Before, the table filled after 8192 and the rank's exit was refused.
+ */
+static void forgets_processes_no_rank_is(void **state)
+{
+	struct hang_transition t[MAXT];
+	struct hang_detector *d = hang_detector__new("j", NULL);
+	int64_t e = T0 + 100 * 100 * MS;
+	struct hang_stats st;
+
+	(void)state;
+	run(d, 0, 100, -1);
+	for (uint32_t i = 0; i < 20000; i++) {
+		if (i % 1000 == 0)
+			batch(d, T0 + 11 * S + i * MS / 10);
+		hang_detector__exit(d, "n0", 1000 + i, T0 + 11 * S + i * MS / 10);
+	}
+	hang_detector__exit(d, "n1", 103, T0 + 13 * S); /* rank 3 */
+	batch(d, T0 + 22 * S);
+	for (int r = 0; r < 3; r++)
+		inflight(d, r, 100, "AllReduce", 4096, e, T0 + 22 * S);
+	assert_int_equal(eval(d, t), 1);
+	assert_int_equal(t[0].h.nmissing, 1);
+	assert_int_equal(t[0].h.missing[0].rank, 3);
+	assert_int_equal(t[0].h.missing[0].exited_ns, T0 + 13 * S);
+	hang_detector__stats(d, &st);
+	assert_int_equal(st.procs_dropped, 0);
+	assert_true(st.procs_forgotten >= 20000 - 8192);
+	assert_int_equal(st.nodes_forgotten, 0); /* both nodes host ranks */
+	hang_detector__free(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -481,6 +517,7 @@ int main(void)
 		cmocka_unit_test(desynchronised_rank),
 		cmocka_unit_test(bad_input_and_bounds),
 		cmocka_unit_test(restarted_job_replaces_idle_communicators),
+		cmocka_unit_test(forgets_processes_no_rank_is),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
