@@ -165,12 +165,14 @@ static int to_profile_frame(struct profile *p, const struct store_frame *sf, uin
 /*
  * A stored frame as display frames, outermost first: itself, or, when it
  * was stored unresolved and its file has arrived since, what the central
- * symbolizer says now (inlines expanded).  Returns how many (>= 1).
+ * symbolizer says now (inlines expanded; their strings held until
+ * central_sym__release(sym, *gen)).  Returns how many (>= 1).
  */
 static int expand_frame(struct central_sym *sym, const struct store_frame *sf,
-			struct store_frame *out, struct sym_frame *late, int max, uint32_t *queued)
+			struct store_frame *out, struct sym_frame *late, int max, uint32_t *queued,
+			struct sym_gen **gen)
 {
-	int nl = central_sym__resolve_late(sym, sf, late, max, queued);
+	int nl = central_sym__resolve_late(sym, sf, late, max, queued, gen);
 
 	if (nl <= 0) {
 		out[0] = *sf;
@@ -196,15 +198,16 @@ static int load_row(void *ctx, const struct store_sample *s)
 	for (uint32_t i = 0; i < s->stack->nframes && n < PROFILE_MAX_FRAMES; i++) {
 		struct store_frame g[SYM_MAX_INLINE];
 		struct sym_frame late[SYM_MAX_INLINE];
+		struct sym_gen *gen;
 		int ng = expand_frame(l->sym, &s->stack->frames[i], g, late, SYM_MAX_INLINE,
-				      &l->dbgd_queued);
+				      &l->dbgd_queued, &gen);
+		int err = 0;
 
-		for (int j = 0; j < ng && n < PROFILE_MAX_FRAMES; j++) {
-			int err = to_profile_frame(l->p, &g[j], &idx[n++]);
-
-			if (err)
-				return err;
-		}
+		for (int j = 0; j < ng && n < PROFILE_MAX_FRAMES && !err; j++)
+			err = to_profile_frame(l->p, &g[j], &idx[n++]); /* copies */
+		central_sym__release(l->sym, gen);
+		if (err)
+			return err;
 	}
 	return profile__add_sample(l->p, s->pid, s->tid, s->comm, idx, n, s->value);
 }
@@ -307,7 +310,8 @@ static void json_stack(FILE *out, struct central_sym *sym, const struct store_st
 		struct store_frame g[SYM_MAX_INLINE];
 		struct sym_frame late[SYM_MAX_INLINE];
 		uint32_t no_asks = CENTRAL_SYM_DBGD_PER_BATCH; /* ingest asks */
-		int ng = expand_frame(sym, &s->frames[i], g, late, SYM_MAX_INLINE, &no_asks);
+		struct sym_gen *gen;
+		int ng = expand_frame(sym, &s->frames[i], g, late, SYM_MAX_INLINE, &no_asks, &gen);
 
 		for (int j = 0; j < ng; j++) {
 			struct profile_frame f = { .func = g[j].func,
@@ -320,6 +324,7 @@ static void json_stack(FILE *out, struct central_sym *sym, const struct store_st
 				fputc(',', out);
 			json_str(out, profile__frame_name(&f, buf, sizeof(buf)));
 		}
+		central_sym__release(sym, gen);
 	}
 	fputc(']', out);
 }

@@ -19,17 +19,36 @@
 
 #define STACK_CACHE_ENTRIES (256u * 1024)
 #define STACK_CACHE_STRING_BYTES (256u << 20)
+#define SYMBOLIZER_STRING_BYTES (128u << 20)
+
+/*
+ * Where the symbolized strings live: the symbolizer (its interned names,
+ * files and keys, its open files and result cache) and the stack cache.
+ * Their strings are never freed one by one, so they grow with every new
+ * build the fleet runs (about 0.5 MB of names each); once either passes
+ * its budget a fresh generation takes over, and the old one is freed when
+ * the last batch or query holding its strings lets go of it.
+ */
+struct sym_gen {
+	struct symbolizer *sym;
+	struct sym_cache *stacks; /* symbolized stacks by wire stack */
+	uint32_t refs;		  /* c->lock: holders, +1 while current */
+};
 
 struct central_sym {
 	pthread_mutex_t lock; /* the symbolizer is not thread-safe */
-	struct symbolizer *sym;
+	struct sym_gen *cur;
 	struct dbgd_fetch *fetch; /* NULL without debuginfod */
 	struct buildid_store *bids;
-	struct sym_cache *stacks; /* symbolized stacks by wire stack */
+	size_t max_sym_bytes, max_stack_bytes; /* the budgets of a generation */
+	int use_debuginfod;
+	/* counters of the generations retired, so totals never go back */
+	struct symbolizer_stats sym_gone;
+	struct sym_cache_stats stacks_gone;
 	struct central_sym_stats st;
 };
 
-struct central_sym *central_sym__new(struct buildid_store *bids, int use_debuginfod)
+static struct sym_gen *gen_new(const struct central_sym *c, int use_debuginfod)
 {
 	struct symbolizer_opts o = {
 		.sz = sizeof(o),
@@ -37,13 +56,77 @@ struct central_sym *central_sym__new(struct buildid_store *bids, int use_debugin
 		.max_cache = 1 << 20,
 		.use_debuginfod = use_debuginfod,
 	};
+	struct sym_gen *g = calloc(1, sizeof(*g));
+
+	if (!g)
+		return NULL;
+	g->sym = symbolizer__new(&o);
+	g->stacks = sym_cache__new(STACK_CACHE_ENTRIES, c->max_stack_bytes);
+	if (!g->sym || !g->stacks) {
+		symbolizer__free(g->sym);
+		sym_cache__free(g->stacks);
+		free(g);
+		return NULL;
+	}
+	g->refs = 1;
+	return g;
+}
+
+/* Lets go of one hold on g (c->lock held); the last frees it. */
+static void gen_put(struct central_sym *c, struct sym_gen *g)
+{
+	if (!g || --g->refs)
+		return;
+	if (g != c->cur)
+		c->st.generations_freed++;
+	symbolizer__free(g->sym);
+	sym_cache__free(g->stacks);
+	free(g);
+}
+
+/* A fresh generation when the current one is past a budget (c->lock held);
+ * without memory for one, the current one goes on (its stack cache then
+ * refuses, and costs CPU, never data). */
+static void gen_check(struct central_sym *c, int use_debuginfod)
+{
+	struct symbolizer_stats ss;
+	struct sym_cache_stats cs;
+	struct sym_gen *g;
+
+	symbolizer__stats(c->cur->sym, &ss);
+	sym_cache__stats(c->cur->stacks, &cs);
+	if (ss.strings_bytes <= c->max_sym_bytes && cs.string_bytes <= c->max_stack_bytes)
+		return;
+	g = gen_new(c, use_debuginfod);
+	if (!g)
+		return;
+	/* every lookup is made under c->lock, so the old generation's
+	 * counters are final now: its holders only read its strings */
+	c->sym_gone.lookups += ss.lookups;
+	c->sym_gone.cache_hits += ss.cache_hits;
+	c->sym_gone.modules_degraded += ss.modules_degraded;
+	c->stacks_gone.hits += cs.hits;
+	c->stacks_gone.misses += cs.misses;
+	c->stacks_gone.resets += cs.resets;
+	c->stacks_gone.refused_full += cs.refused_full;
+	c->st.generations++;
+	struct sym_gen *old = c->cur;
+
+	c->cur = g;
+	gen_put(c, old);
+}
+
+struct central_sym *central_sym__new(struct buildid_store *bids, int use_debuginfod)
+{
 	struct central_sym *c = calloc(1, sizeof(*c));
 
 	if (!c)
 		return NULL;
 	c->bids = bids;
-	c->sym = symbolizer__new(&o);
-	c->stacks = sym_cache__new(STACK_CACHE_ENTRIES, STACK_CACHE_STRING_BYTES);
+	c->use_debuginfod = use_debuginfod;
+	c->max_sym_bytes = SYMBOLIZER_STRING_BYTES;
+	c->max_stack_bytes = STACK_CACHE_STRING_BYTES;
+	c->cur = gen_new(c, use_debuginfod);
 	pthread_mutex_init(&c->lock, NULL);
 	/* Fetchers only where there is a debuginfod to ask. */
 	if (use_debuginfod && getenv("DEBUGINFOD_URLS") && *getenv("DEBUGINFOD_URLS")) {
@@ -58,7 +141,7 @@ struct central_sym *central_sym__new(struct buildid_store *bids, int use_debugin
 			return NULL;
 		}
 	}
-	if (!c->sym || !c->stacks) {
+	if (!c->cur) {
 		central_sym__free(c);
 		errno = ENOMEM;
 		return NULL;
@@ -71,14 +154,35 @@ void central_sym__free(struct central_sym *c)
 	if (!c)
 		return;
 	dbgd_fetch__free(c->fetch); /* first: its threads end */
-	symbolizer__free(c->sym);
-	sym_cache__free(c->stacks);
+	if (c->cur)
+		c->cur->refs = 1; /* batches and queries are over */
+	gen_put(c, c->cur);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
 }
 
+void central_sym__set_budgets(struct central_sym *c, size_t symbolizer_bytes,
+			      size_t stack_cache_bytes)
+{
+	pthread_mutex_lock(&c->lock);
+	c->max_sym_bytes = symbolizer_bytes;
+	c->max_stack_bytes = stack_cache_bytes;
+	pthread_mutex_unlock(&c->lock);
+}
+
+void central_sym__release(struct central_sym *c, struct sym_gen *g)
+{
+	if (!g)
+		return;
+	pthread_mutex_lock(&c->lock);
+	gen_put(c, g);
+	pthread_mutex_unlock(&c->lock);
+}
+
 void sym_batch__fini(struct sym_batch *sb)
 {
+	if (sb->owner)
+		central_sym__release(sb->owner, sb->gen);
 	free(sb->stacks);
 	free(sb->frames);
 	free(sb->hex);
@@ -203,8 +307,8 @@ static int native_frames(struct central_sym *c, const Strata__V1__Batch *b, stru
 	if (f0->state > 0) {
 		uint64_t q = wf->is_return && wf->address > 0 ? wf->address - 1 : wf->address;
 
-		n = symbolizer__resolve(c->sym, f0->path, m->build_id.data, m->build_id.len, q, sf,
-					SYM_MAX_INLINE);
+		n = symbolizer__resolve(sb->gen->sym, f0->path, m->build_id.data, m->build_id.len,
+					q, sf, SYM_MAX_INLINE);
 	} else if (f0->state == -2) { /* stored unresolved, resolved at query time */
 		c->st.frames_pending++;
 		sb->uncacheable = 1;
@@ -361,13 +465,17 @@ int central_sym__batch(struct central_sym *c, const Strata__V1__Batch *b, struct
 		goto out;
 
 	pthread_mutex_lock(&c->lock);
+	/* the batch's strings are this generation's until sym_batch__fini */
+	sb->owner = c;
+	sb->gen = c->cur;
+	sb->gen->refs++;
 	for (size_t i = 0; i < b->n_stacks && !err; i++) {
 		const struct store_stack *hit;
 		uint64_t key[2];
 
 		first[i] = sb->nframes;
 		wire_stack_key(&kh, b->stacks[i], key);
-		hit = sym_cache__get(c->stacks, key);
+		hit = sym_cache__get(sb->gen->stacks, key);
 		if (hit) {
 			for (uint32_t j = 0; j < hit->nframes && !err; j++) {
 				struct store_frame *f = frame_push(sb);
@@ -396,11 +504,12 @@ int central_sym__batch(struct central_sym *c, const Strata__V1__Batch *b, struct
 				struct store_stack st = { sb->stacks[i].id,
 							  (uint32_t)(sb->nframes - first[i]), fr };
 
-				sym_cache__put(c->stacks, key, &st);
+				sym_cache__put(sb->gen->stacks, key, &st);
 			}
 		}
 		sb->stacks[i].nframes = (uint32_t)(sb->nframes - first[i]);
 	}
+	gen_check(c, c->use_debuginfod); /* for the next batch: this one keeps its own */
 	pthread_mutex_unlock(&c->lock);
 	/* Frames are final now (no more reallocs): point the stacks at them. */
 	for (size_t i = 0; i < b->n_stacks && !err; i++)
@@ -431,13 +540,15 @@ static int unhex(const char *hex, uint8_t *out, size_t max)
 }
 
 int central_sym__resolve_late(struct central_sym *c, const struct store_frame *f,
-			      struct sym_frame *out, int max, uint32_t *queued)
+			      struct sym_frame *out, int max, uint32_t *queued,
+			      struct sym_gen **gen)
 {
 	uint8_t id[64];
 	char path[PATH_MAX];
 	uint64_t q;
 	int n = 0, len;
 
+	*gen = NULL;
 	if (f->kind != PROFILE_KIND_NATIVE || !(f->flags & PROFILE_FRAME_UNRESOLVED) ||
 	    !f->build_id || !buildid_hex_valid(f->build_id))
 		return 0;
@@ -449,9 +560,13 @@ int central_sym__resolve_late(struct central_sym *c, const struct store_frame *f
 		return 0;
 	q = (f->flags & PROFILE_FRAME_RETURN) && f->addr ? f->addr - 1 : f->addr;
 	pthread_mutex_lock(&c->lock);
-	n = symbolizer__resolve(c->sym, path, id, (size_t)len, q, out, max);
-	if (n > 0)
+	n = symbolizer__resolve(c->cur->sym, path, id, (size_t)len, q, out, max);
+	if (n > 0) {
 		c->st.late_resolved++;
+		*gen = c->cur; /* out's strings: held until central_sym__release */
+		c->cur->refs++;
+	}
+	gen_check(c, c->use_debuginfod);
 	pthread_mutex_unlock(&c->lock);
 	return n > 0 ? n : 0;
 }
@@ -461,9 +576,17 @@ void central_sym__stats(struct central_sym *c, struct central_sym_stats *st)
 	struct symbolizer_stats ss;
 
 	pthread_mutex_lock(&c->lock);
-	symbolizer__stats(c->sym, &ss);
+	symbolizer__stats(c->cur->sym, &ss);
 	*st = c->st;
-	sym_cache__stats(c->stacks, &st->stacks);
+	sym_cache__stats(c->cur->stacks, &st->stacks);
+	st->stacks.hits += c->stacks_gone.hits;
+	st->stacks.misses += c->stacks_gone.misses;
+	st->stacks.resets += c->stacks_gone.resets;
+	st->stacks.refused_full += c->stacks_gone.refused_full;
+	st->symbolizer_string_bytes = ss.strings_bytes;
+	ss.lookups += c->sym_gone.lookups;
+	ss.cache_hits += c->sym_gone.cache_hits;
+	ss.modules_degraded += c->sym_gone.modules_degraded;
 	pthread_mutex_unlock(&c->lock);
 	if (c->fetch) {
 		struct dbgd_fetch_stats fs;

@@ -40,7 +40,13 @@ struct central_sym_stats {
 	uint64_t frames_pending;		      /* stored unresolved: fetching */
 	uint64_t late_resolved;	       /* stored unresolved, resolved at query time */
 	struct sym_cache_stats stacks; /* whole symbolized stacks reused */
+	/* the strings' generations (central_sym.c): started past a budget,
+	 * and old ones freed once no batch or query held them */
+	uint64_t generations, generations_freed;
+	uint64_t symbolizer_string_bytes; /* the current generation's */
 };
+
+struct sym_gen;
 
 /* One batch's symbolized stacks; owns its memory. */
 struct sym_batch {
@@ -51,8 +57,10 @@ struct sym_batch {
 	char (*hex)[BUILDID_HEX_MAX]; /* per mapping */
 	char missing[CENTRAL_SYM_MAX_MISSING][BUILDID_HEX_MAX];
 	size_t nmissing;
-	int uncacheable;      /* the stack being symbolized lacked a file */
-	uint32_t dbgd_queued; /* new debuginfod queries of this batch */
+	int uncacheable;	   /* the stack being symbolized lacked a file */
+	uint32_t dbgd_queued;	   /* new debuginfod queries of this batch */
+	struct central_sym *owner; /* the symbolized strings' holder: */
+	struct sym_gen *gen;	   /* ... let go of by sym_batch__fini */
 };
 
 struct central_sym;
@@ -61,7 +69,8 @@ struct central_sym *central_sym__new(struct buildid_store *bids, int use_debugin
 void central_sym__free(struct central_sym *c);
 
 /* Fills out (zeroed by the caller) for the validated batch b; 0 or -errno.
- * out's strings point into b, the symbolizer's cache and out itself. */
+ * out's strings point into b, the symbolizer's generation (held until
+ * sym_batch__fini, also on error) and out itself. */
 int central_sym__batch(struct central_sym *c, const Strata__V1__Batch *b, struct sym_batch *out);
 void sym_batch__fini(struct sym_batch *sb);
 
@@ -71,10 +80,18 @@ void sym_batch__fini(struct sym_batch *sb);
  * now into out[0..n) (innermost first, as symbolizer__resolve).  Returns
  * n, 0 when still unresolved.  *queued counts the debuginfod queries the
  * caller's query made (at most CENTRAL_SYM_DBGD_PER_BATCH; start at 0).
- * Strings live as long as c.
+ * out's strings live until central_sym__release(c, *gen) (*gen NULL when
+ * n is 0).
  */
 int central_sym__resolve_late(struct central_sym *c, const struct store_frame *f,
-			      struct sym_frame *out, int max, uint32_t *queued);
+			      struct sym_frame *out, int max, uint32_t *queued,
+			      struct sym_gen **gen);
+/* Lets go of strings central_sym__resolve_late handed out (gen may be NULL). */
+void central_sym__release(struct central_sym *c, struct sym_gen *gen);
+/* The string budgets of a generation (defaults: the symbolizer's 128 MiB,
+ * the stack cache's 256 MiB); past either, a fresh one starts. */
+void central_sym__set_budgets(struct central_sym *c, size_t symbolizer_bytes,
+			      size_t stack_cache_bytes);
 
 void central_sym__stats(struct central_sym *c, struct central_sym_stats *st);
 

@@ -127,6 +127,17 @@ int api_metrics(struct server *srv, FILE *o)
 		"times the full stack cache was emptied", cs.stacks.resets);
 	counter(o, "strata_symbolize_stack_cache_refused_total",
 		"stacks not cached: string pool at its bound", cs.stacks.refused_full);
+	counter(o, "strata_symbolize_generations_total",
+		"times symbolization started afresh: the symbolizer's names or the stack "
+		"cache passed their budget (the old ones freed once no batch or query holds "
+		"them)",
+		cs.generations);
+	gauge(o, "strata_symbolize_symbolizer_string_bytes",
+	      "names, files and keys the symbolizer holds (budget 128 MiB)",
+	      (double)cs.symbolizer_string_bytes);
+	gauge(o, "strata_symbolize_stack_cache_string_bytes",
+	      "strings of the symbolized stack cache (budget 256 MiB)",
+	      (double)cs.stacks.string_bytes);
 	counter(o, "strata_symbolize_cache_lookups_total", "symbolizer lookups", cs.lookups);
 	counter(o, "strata_symbolize_cache_hits_total", "symbolizer cache hits", cs.cache_hits);
 	counter(o, "strata_symbolize_modules_degraded_total",

@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -212,11 +213,14 @@ static int sum_row(void *ctx, const struct store_sample *s)
 			c->kernel = 1;
 		if (f->module && !strcmp(f->module, "/proc/self/exe")) {
 			struct sym_frame late[SYM_MAX_INLINE];
+			struct sym_gen *gen;
 			uint32_t queued = 0;
 
 			if (late_sym && central_sym__resolve_late(late_sym, f, late, SYM_MAX_INLINE,
-								  &queued) > 0)
+								  &queued, &gen) > 0) {
 				c->late_resolved = !strcmp(late[0].func, "make_batch");
+				central_sym__release(late_sym, gen);
+			}
 			if (f->func)
 				c->resolved_self = 1;
 			if (f->func && !strcmp(f->func, "make_batch"))
@@ -373,6 +377,159 @@ static void test_store_and_symbolize(void **state)
 
 /* sqlite:PATH?sync=full|normal: the file is PATH; another option is
  * refused with the reason; a '?' in a directory's name is part of PATH. */
+/* Symbolizes the batch starting at start_s, sb held (not finished). */
+static void symbolize_held(struct central_sym *cs, uint64_t start_s, struct sym_batch *sb,
+			   Strata__V1__Batch **b, uint8_t **z)
+{
+	uint8_t id[BUILD_ID_MAX];
+	char err[256];
+	size_t len;
+	int idlen;
+
+	*z = make_batch(start_s, &len, id, &idlen);
+	assert_int_equal(batch_decode(*z, len, NULL, b, NULL, err, sizeof(err)), BATCH_OK);
+	memset(sb, 0, sizeof(*sb));
+	assert_int_equal(central_sym__batch(cs, *b, sb), 0);
+}
+
+/* The first frame of sb named func, or NULL. */
+static const char *named(const struct sym_batch *sb, const char *func)
+{
+	for (size_t i = 0; i < sb->nframes; i++)
+		if (sb->frames[i].func && !strcmp(sb->frames[i].func, func))
+			return sb->frames[i].func;
+	return NULL;
+}
+
+/* Late resolution (the query threads' way) in a loop, reading the names
+ * after the lock is released, until the central symbolizer is released. */
+struct late_loop {
+	struct central_sym *cs;
+	const char *hex;
+	int iters, named;
+};
+
+static void *late_loop(void *p)
+{
+	struct late_loop *a = p;
+	struct store_frame f = { .kind = PROFILE_KIND_NATIVE,
+				 .flags = PROFILE_FRAME_UNRESOLVED,
+				 .build_id = a->hex,
+				 .addr = self_offset((const void *)make_batch) + 4 };
+
+	for (int i = 0; i < a->iters; i++) {
+		struct sym_frame out[SYM_MAX_INLINE];
+		struct sym_gen *g;
+		uint32_t queued = 0;
+
+		if (central_sym__resolve_late(a->cs, &f, out, SYM_MAX_INLINE, &queued, &g) > 0 &&
+		    !strcmp(out[0].func, "make_batch"))
+			a->named++;
+		central_sym__release(a->cs, g);
+	}
+	return NULL;
+}
+
+/*
+ * The symbolizer's names and the stack cache's strings are never freed one
+ * by one; past their budgets a fresh generation takes over and the old
+ * one is freed once the last batch holding its strings is done.  With a
+ * 1-byte budget every batch starts one: a batch symbolized before keeps
+ * its names (ASan: no use after free), totals never go back, and each
+ * generation is freed exactly when its last holder lets go.  Before, the
+ * stack cache refused for good past 256 MiB and the symbolizer's names
+ * grew without bound over the server's uptime.
+ */
+static void test_symbol_generations(void **state)
+{
+	char dir[] = "/tmp/strata-gen-XXXXXX", bdir[600], cmd[700], hex[2 * BUILD_ID_MAX + 1];
+	struct sym_batch sb1, sb2, sb3;
+	Strata__V1__Batch *b1, *b2, *b3;
+	uint8_t *z1, *z2, *z3, id[BUILD_ID_MAX];
+	struct central_sym_stats st;
+	struct buildid_store *bids;
+	struct central_sym *cs;
+	const char *name1;
+	uint64_t lookups;
+	size_t n, len;
+	int idlen;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(bdir, sizeof(bdir), "%s/buildids", dir);
+	bids = buildid_store__open(bdir, 1 << 30, 0);
+	assert_non_null(bids);
+	cs = central_sym__new(bids, 0);
+	assert_non_null(cs);
+	free(make_batch(1700000000, &len, id, &idlen));
+	void *elf = read_all("/proc/self/exe", &n);
+	build_id_hex(id, (size_t)idlen, hex, sizeof(hex));
+	assert_int_equal(buildid_store__put(bids, hex, elf, n), 0);
+	free(elf);
+
+	/* default budgets: one generation */
+	symbolize_held(cs, 1700000000, &sb1, &b1, &z1);
+	central_sym__stats(cs, &st);
+	assert_int_equal(st.generations, 0);
+	assert_non_null(named(&sb1, "make_batch"));
+	sym_batch__fini(&sb1);
+	batch_decode__free(b1);
+	free(z1);
+
+	central_sym__set_budgets(cs, 1, 1);
+	symbolize_held(cs, 1700000010, &sb1, &b1, &z1); /* ends generation 1 */
+	name1 = named(&sb1, "make_batch");
+	assert_non_null(name1);
+	central_sym__stats(cs, &st);
+	assert_int_equal(st.generations, 1);
+	assert_int_equal(st.generations_freed, 0); /* sb1 holds it */
+	lookups = st.lookups;
+	symbolize_held(cs, 1700000020, &sb2, &b2, &z2); /* ends generation 2 */
+	symbolize_held(cs, 1700000030, &sb3, &b3, &z3); /* ends generation 3 */
+	assert_non_null(named(&sb2, "make_batch"));
+	assert_string_equal(name1, "make_batch"); /* sb1's strings are still there */
+	central_sym__stats(cs, &st);
+	assert_int_equal(st.generations, 3);
+	assert_int_equal(st.generations_freed, 0);
+	assert_true(st.lookups > lookups); /* the retired ones' counters kept */
+	assert_true(st.frames_resolved >= 3);
+	sym_batch__fini(&sb2); /* out of order: generation 2 first */
+	central_sym__stats(cs, &st);
+	assert_int_equal(st.generations_freed, 1);
+	sym_batch__fini(&sb1);
+	sym_batch__fini(&sb3);
+	central_sym__stats(cs, &st);
+	assert_int_equal(st.generations_freed, 3);
+	batch_decode__free(b1);
+	batch_decode__free(b2);
+	batch_decode__free(b3);
+	free(z1);
+	free(z2);
+	free(z3);
+
+	/* a query thread resolving late while batches start generation after
+	 * generation: each reads names the other's rotation may retire */
+	struct late_loop ll = { .cs = cs, .hex = hex, .iters = 100 };
+	pthread_t th;
+
+	assert_int_equal(pthread_create(&th, NULL, late_loop, &ll), 0);
+	for (int i = 0; i < 10; i++) {
+		symbolize_held(cs, 1700000100 + 10 * (uint64_t)i, &sb1, &b1, &z1);
+		assert_non_null(named(&sb1, "make_batch"));
+		sym_batch__fini(&sb1);
+		batch_decode__free(b1);
+		free(z1);
+	}
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_int_equal(ll.named, ll.iters);
+	central_sym__stats(cs, &st);
+	assert_int_equal(st.generations_freed, st.generations); /* every retired one */
+	central_sym__free(cs);
+	buildid_store__free(bids);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
 static void test_sqlite_spec(void **state)
 {
 	char dir[] = "/tmp/strata-spec-XXXXXX", spec[600], path[600], cmd[700], err[256] = "";
@@ -487,6 +644,7 @@ int main(void)
 		cmocka_unit_test(test_decode_limits),
 		cmocka_unit_test(test_validate),
 		cmocka_unit_test(test_store_and_symbolize),
+		cmocka_unit_test(test_symbol_generations),
 		cmocka_unit_test(test_sqlite_spec),
 		cmocka_unit_test(test_read_deadline),
 		cmocka_unit_test(test_filter_match),
