@@ -48,13 +48,13 @@ struct central_sym {
 	struct central_sym_stats st;
 };
 
-static struct sym_gen *gen_new(const struct central_sym *c, int use_debuginfod)
+static struct sym_gen *gen_new(const struct central_sym *c)
 {
 	struct symbolizer_opts o = {
 		.sz = sizeof(o),
 		.max_modules = 256,
 		.max_cache = 1 << 20,
-		.use_debuginfod = use_debuginfod,
+		.use_debuginfod = c->use_debuginfod,
 	};
 	struct sym_gen *g = calloc(1, sizeof(*g));
 
@@ -87,7 +87,7 @@ static void gen_put(struct central_sym *c, struct sym_gen *g)
 /* A fresh generation when the current one is past a budget (c->lock held);
  * without memory for one, the current one goes on (its stack cache then
  * refuses, and costs CPU, never data). */
-static void gen_check(struct central_sym *c, int use_debuginfod)
+static void gen_check(struct central_sym *c)
 {
 	struct symbolizer_stats ss;
 	struct sym_cache_stats cs;
@@ -97,7 +97,7 @@ static void gen_check(struct central_sym *c, int use_debuginfod)
 	sym_cache__stats(c->cur->stacks, &cs);
 	if (ss.strings_bytes <= c->max_sym_bytes && cs.string_bytes <= c->max_stack_bytes)
 		return;
-	g = gen_new(c, use_debuginfod);
+	g = gen_new(c);
 	if (!g)
 		return;
 	/* every lookup is made under c->lock, so the old generation's
@@ -126,7 +126,7 @@ struct central_sym *central_sym__new(struct buildid_store *bids, int use_debugin
 	c->use_debuginfod = use_debuginfod;
 	c->max_sym_bytes = SYMBOLIZER_STRING_BYTES;
 	c->max_stack_bytes = STACK_CACHE_STRING_BYTES;
-	c->cur = gen_new(c, use_debuginfod);
+	c->cur = gen_new(c);
 	pthread_mutex_init(&c->lock, NULL);
 	/* Fetchers only where there is a debuginfod to ask. */
 	if (use_debuginfod && getenv("DEBUGINFOD_URLS") && *getenv("DEBUGINFOD_URLS")) {
@@ -509,7 +509,7 @@ int central_sym__batch(struct central_sym *c, const Strata__V1__Batch *b, struct
 		}
 		sb->stacks[i].nframes = (uint32_t)(sb->nframes - first[i]);
 	}
-	gen_check(c, c->use_debuginfod); /* for the next batch: this one keeps its own */
+	gen_check(c); /* for the next batch: this one keeps its own */
 	pthread_mutex_unlock(&c->lock);
 	/* Frames are final now (no more reallocs): point the stacks at them. */
 	for (size_t i = 0; i < b->n_stacks && !err; i++)
@@ -566,7 +566,7 @@ int central_sym__resolve_late(struct central_sym *c, const struct store_frame *f
 		*gen = c->cur; /* out's strings: held until central_sym__release */
 		c->cur->refs++;
 	}
-	gen_check(c, c->use_debuginfod);
+	gen_check(c);
 	pthread_mutex_unlock(&c->lock);
 	return n > 0 ? n : 0;
 }

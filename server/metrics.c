@@ -132,6 +132,10 @@ int api_metrics(struct server *srv, FILE *o)
 		"cache passed their budget (the old ones freed once no batch or query holds "
 		"them)",
 		cs.generations);
+	gauge(o, "strata_symbolize_generations_live",
+	      "symbolization generations in memory: the current one and those batches or "
+	      "queries still hold (stays near 1; growth is a leak)",
+	      (double)(cs.generations - cs.generations_freed + 1));
 	gauge(o, "strata_symbolize_symbolizer_string_bytes",
 	      "names, files and keys the symbolizer holds (budget 128 MiB)",
 	      (double)cs.symbolizer_string_bytes);
