@@ -45,8 +45,8 @@ post "/api/v1/captures?job=$SCEN_JOB&duration_s=6&freq=199" > "$T/cap1.json" ||
 	fail "POST /api/v1/captures"
 ID1=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["id"])' "$T/cap1.json")
 echo "capture 1: $(cat "$T/cap1.json")"
-api "/api/v1/captures?job=$SCEN_JOB" | grep -q "$ID1" || fail "capture not listed"
-api "/jobs/$SCEN_JOB" | grep -q "/api/v1/captures/$ID1/trace" || fail "job page lacks the trace link"
+api "/api/v1/captures?job=$SCEN_JOB" | grep -c "$ID1" > /dev/null || fail "capture not listed"
+api "/jobs/$SCEN_JOB" | grep -c "/api/v1/captures/$ID1/trace" > /dev/null || fail "job page lacks the trace link"
 
 # Its end, then the agent's batch that says so (one period).
 wait_run_end() { # ID: until the agent reports the capture ended

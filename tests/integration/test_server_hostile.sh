@@ -144,7 +144,7 @@ truncate -s 200M "$T/elf"
 ASKED="X-Strata-Node: asked-node"
 expect "not asked" 403 "$T/elf" "/api/v1/symbols/$hex" -H 'Expect: 100-continue' -H "$AUTH" -H "$ASKED"
 "$GEN" write "$T/elfbatch.zst" --elf "$GEN" --stacks 5 --samples 50 --node asked-node > /dev/null
-curl -s -H "$AUTH" --data-binary "@$T/elfbatch.zst" "$BASE/api/v1/batches" | grep -q "\"$hex\"" ||
+curl -s -H "$AUTH" --data-binary "@$T/elfbatch.zst" "$BASE/api/v1/batches" | grep -c "\"$hex\"" > /dev/null ||
 	fail "the server did not ask for $hex"
 expect "asked of another node" 403 "$T/elf" "/api/v1/symbols/$hex" -H 'Expect: 100-continue' \
 	-H "$AUTH" -H "X-Strata-Node: other-node"

@@ -126,7 +126,10 @@ elif [ "$nb" = "2 " ] && [ -z "$na" ]; then owner=b other=a
 else fail "the straggler (rank 2) must be confirmed by exactly one replica: a [$na] b [$nb]"; fi
 [ "$(metric_confirmed "$owner")" = 1 ] || fail "/metrics of the owner ($owner): no strata_straggler_confirmed 1"
 [ "$(metric_confirmed "$other")" = 0 ] || fail "/metrics of $other: strata_straggler_confirmed although not the owner"
-curl -sf "http://127.0.0.1:${PORT[$other]}/metrics" | grep -q '^strata_straggler_confirmed{' &&
+# grep -c, not -q: -q exits at the first match, and under pipefail the
+# curl still writing a page larger than the pipe (/metrics is) then fails
+# with EPIPE and takes the whole test down
+curl -sf "http://127.0.0.1:${PORT[$other]}/metrics" | grep -c '^strata_straggler_confirmed{' > /dev/null &&
 	fail "/metrics of $other exports straggler series"
 # the firing alerts named ALERTNAME in the webhooks so far: "FINGERPRINT
 # rank=R" a line (R: the rank label, "" for none), once each
@@ -194,9 +197,9 @@ hang_owner=$(owner_of_hang)
 echo "hangs at a: [$(hangs a)] at b: [$(hangs b)]"
 [ -n "$hang_owner" ] || fail "the hang ($WANT_HANG) must be reported by exactly one replica"
 [ "$hang_owner" = "$owner" ] || fail "$HANGJOB is owned by $hang_owner, the straggler job by $owner: pick a job name the same replica owns"
-curl -sf "http://127.0.0.1:${PORT[$owner]}/metrics" | grep -q "^strata_nccl_hang{job=\"$HANGJOB\".* 1$" ||
+curl -sf "http://127.0.0.1:${PORT[$owner]}/metrics" | grep -c "^strata_nccl_hang{job=\"$HANGJOB\".* 1$" > /dev/null ||
 	fail "/metrics of the owner ($owner): no strata_nccl_hang series at 1"
-curl -sf "http://127.0.0.1:${PORT[$other]}/metrics" | grep -q '^strata_nccl_hang{' &&
+curl -sf "http://127.0.0.1:${PORT[$other]}/metrics" | grep -c '^strata_nccl_hang{' > /dev/null &&
 	fail "/metrics of $other exports hang series"
 for _ in $(seq 10); do [ "$(firing StrataNcclHang)" = 1 ] && break; sleep 0.5; done
 [ "$(firing StrataNcclHang)" = 1 ] || { cat "$T/hooks"; fail "$(firing StrataNcclHang) firing hang webhooks, want 1"; }
@@ -220,7 +223,7 @@ for _ in $(seq 20); do
 done
 curl -sf "http://127.0.0.1:${PORT[$owner]}/api/v1/captures/$id" > /dev/null ||
 	fail "capture $id made at $other unknown at $owner after 10 s"
-curl -sf "http://127.0.0.1:${PORT[$other]}/api/v1/captures?job=scenario" | grep -q '"trigger":"straggler"' ||
+curl -sf "http://127.0.0.1:${PORT[$other]}/api/v1/captures?job=scenario" | grep -c '"trigger":"straggler"' > /dev/null ||
 	fail "the owner's straggler capture is unknown at $other"
 echo "ok: captures made at either replica are known at both"
 
@@ -246,7 +249,7 @@ secs=$(python3 -c "print(f'{$taken - $killed:.1f}')")
 echo "takeover: replica $other confirmed the straggler ${secs} s after replica $owner was killed (ttl 10 s, beat 2 s, poll 2 s)"
 python3 -c "import sys; sys.exit(0 if $taken - $killed <= 20 else 1)" || fail "takeover took ${secs} s (> 20)"
 [ "$(metric_confirmed "$other")" = 1 ] || fail "/metrics of $other after takeover"
-curl -sf "http://127.0.0.1:${PORT[$other]}/metrics" | grep -q '^strata_replica_members 1$' ||
+curl -sf "http://127.0.0.1:${PORT[$other]}/metrics" | grep -c '^strata_replica_members 1$' > /dev/null ||
 	fail "replica $other still counts the killed replica"
 # the survivor's alert is the same alert
 fps=$(alerts StrataStraggler)
