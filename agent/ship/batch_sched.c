@@ -9,7 +9,6 @@
 #include <sys/types.h>
 
 #include "lib/hash.h"
-#include "lib/vec.h"
 #include "lib/wire_enums.h"
 
 /* A stack key's "present" value: any id that is not a reserved one (the
@@ -45,11 +44,10 @@ struct cum_set {
 	size_t n, cap;
 };
 
-/* An off-CPU row of the batch being built, by what it adds up: the
- * window's drains each add to the one row. */
+/* What an off-CPU row of the batch adds up: the window's drains each add
+ * to the one row. */
 struct offcpu_row_key {
 	uint32_t process, tid, stack, reason;
-	uint32_t row; /* index in the builder's BB_OFFCPU list */
 };
 
 struct batch_sched {
@@ -58,9 +56,8 @@ struct batch_sched {
 	uint64_t *irq_last;		  /* per CPU: [2 * cpu] hard, [2 * cpu + 1] soft */
 	uint64_t *irq_cur;
 	size_t ncpus;
-	struct strata_stack user, kern; /* an off-CPU row's stacks, for the builder */
-	struct vec offcpu_rows;		/* struct offcpu_row_key: this batch's */
-	struct profile_htab offcpu_ids; /* ... indexed by (process, tid, stack, reason) */
+	struct strata_stack user, kern;	 /* an off-CPU row's stacks, for the builder */
+	struct profile_htab offcpu_rows; /* this batch's BB_OFFCPU rows by their key */
 	struct batch_sched_stats st;
 };
 
@@ -79,8 +76,7 @@ void batch_sched__free(struct batch_sched *s)
 	free(s->irq_cur);
 	free(s->cum_last.v);
 	free(s->cum_cur.v);
-	free(s->offcpu_rows.v);
-	profile_htab__fini(&s->offcpu_ids);
+	profile_htab__fini(&s->offcpu_rows);
 	free(s);
 }
 
@@ -251,18 +247,17 @@ static const struct strata_stack *copy_stack(struct strata_stack *dst, const uin
 	return dst;
 }
 
-static void offcpu_index_reset(struct batch_sched *s)
+/* Whether BB_OFFCPU row id of the batch has this key.  An entry left from
+ * a batch finished without batch_sched__add (a window callback before it
+ * failed) names a row that is gone or another: no match. */
+static int offcpu_row_eq(uint32_t id, const void *key, const void *ctx)
 {
-	s->offcpu_rows.n = 0;
-	profile_htab__fini(&s->offcpu_ids);
-}
+	const struct offcpu_ctx *c = ctx;
+	const Strata__V1__OffCpuSample *r = batch_builder__row_at(c->bb, BB_OFFCPU, id);
+	const struct offcpu_row_key *k = key;
 
-static int offcpu_key_eq(uint32_t id, const void *key, const void *ctx)
-{
-	const struct batch_sched *s = ctx;
-
-	return !memcmp(&((const struct offcpu_row_key *)s->offcpu_rows.v)[id], key,
-		       offsetof(struct offcpu_row_key, row));
+	return r && r->process == k->process && r->tid == k->tid && r->stack == k->stack &&
+	       (uint32_t)r->reason == k->reason;
 }
 
 static int add_offcpu(void *ctx, const struct sched_offcpu *o)
@@ -310,21 +305,14 @@ static int add_offcpu(void *ctx, const struct sched_offcpu *o)
 		.stack = (uint32_t)stack,
 		.reason = (uint32_t)strata_offcpu_reason_to_wire(o->key->reason),
 	};
-	uint64_t h = hash_bytes(&k2, offsetof(struct offcpu_row_key, row), 0);
-	int64_t id = profile_htab__find(&s->offcpu_ids, h, offcpu_key_eq, &k2, s);
+	uint64_t h = hash_bytes(&k2, sizeof(k2), 0);
+	int64_t id = profile_htab__find(&s->offcpu_rows, h, offcpu_row_eq, &k2, c);
 
 	if (id >= 0) {
-		row = batch_builder__row_at(c->bb, BB_OFFCPU,
-					    ((struct offcpu_row_key *)s->offcpu_rows.v)[id].row);
-		if (row && row->process == k2.process && row->tid == k2.tid &&
-		    row->stack == k2.stack && row->reason == k2.reason) {
-			row->ns += o->ns;
-			row->count += o->count;
-			return 0;
-		}
-		/* a batch went without batch_sched__add (a window callback
-		 * before it failed): the index is of that batch */
-		offcpu_index_reset(s);
+		row = batch_builder__row_at(c->bb, BB_OFFCPU, (uint32_t)id);
+		row->ns += o->ns;
+		row->count += o->count;
+		return 0;
 	}
 	row = batch_builder__row(c->bb, BB_OFFCPU);
 	if (!row)
@@ -336,8 +324,7 @@ static int add_offcpu(void *ctx, const struct sched_offcpu *o)
 	row->ns = o->ns;
 	row->count = o->count;
 	s->st.records++;
-	k2.row = batch_builder__rows(c->bb, BB_OFFCPU) - 1;
-	if (vec_add_indexed(&s->offcpu_rows, &s->offcpu_ids, h, &k2, sizeof(k2)) < 0)
+	if (profile_htab__insert(&s->offcpu_rows, h, batch_builder__rows(c->bb, BB_OFFCPU) - 1))
 		s->st.offcpu_unmerged++; /* the row stands alone: still right */
 	return 0;
 }
@@ -582,7 +569,7 @@ int batch_sched__add(struct batch_sched *s, struct agent_batch *ab, struct sched
 		err = add_irq(s, ab, c);
 	if (!err)
 		err = add_cum(s, ab, c);
-	offcpu_index_reset(s); /* the batch is finished next */
+	profile_htab__fini(&s->offcpu_rows); /* the batch is finished next */
 	return err;
 }
 
