@@ -410,6 +410,21 @@ void batch_builder__label_job(struct batch_builder *bb, uint32_t process, const 
 	}
 }
 
+void batch_builder__label_comm(struct batch_builder *bb, uint32_t process, const char *comm)
+{
+	struct wproc *p;
+	uint32_t c;
+
+	if (process >= bb->procs.n || !comm || !comm[0])
+		return;
+	p = &((struct wproc *)bb->procs.v)[process];
+	if (p->comm) /* string 0 is "" */
+		return;
+	c = intern(bb, comm);
+	if (c != UINT32_MAX)
+		p->comm = c;
+}
+
 void batch_builder__process_exit(struct batch_builder *bb, uint32_t process, uint64_t exit_ns)
 {
 	if (process < bb->procs.n)

@@ -177,6 +177,10 @@ void batch_builder__label_rank(struct batch_builder *bb, uint32_t process, int32
  * where the name came from (strata.io/job-source). */
 void batch_builder__label_job(struct batch_builder *bb, uint32_t process, const char *job,
 			      const char *source);
+/* Names the process where nothing named it yet: a process gone before its
+ * /proc was read whose first record in the batch carried no name (an
+ * off-CPU block), named by a later layer that kept one (the GPU layer). */
+void batch_builder__label_comm(struct batch_builder *bb, uint32_t process, const char *comm);
 /* The process exited at exit_ns (CLOCK_REALTIME): Process.exit_ns. */
 void batch_builder__process_exit(struct batch_builder *bb, uint32_t process, uint64_t exit_ns);
 /* A new row of list l: a zeroed, initialized message (strata.pb-c.h; for

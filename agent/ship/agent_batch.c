@@ -321,8 +321,13 @@ int64_t agent_batch__process_tgid(struct agent_batch *ab, uint32_t tgid,
 	const struct cached_view *c;
 	int64_t id = batch_builder__find_pid(ab->bb, tgid); /* its samples' instance */
 
-	if (id >= 0)
+	if (id >= 0) {
+		/* added first by a record without its name (an off-CPU block
+		 * of a process gone before /proc was read) */
+		if (fallback)
+			batch_builder__label_comm(ab->bb, (uint32_t)id, fallback->comm);
 		return id;
+	}
 	read = latest_read(ab, tgid);
 	if (read)
 		return process_of_cached(ab->bb, view_of(ab, read), NULL);

@@ -265,6 +265,41 @@ static void test_label_provenance(void **state)
 	batch_builder__free(bb);
 }
 
+/*
+ * A process gone before its /proc was read, first added to the batch by a
+ * record that carries no name (an off-CPU block, drained at every drain),
+ * is named by a later layer that kept its name (the GPU layer's comm).
+ * Before, the first record's empty name stuck: test_server_gpu's ranks
+ * came out of 3 runs in 8 without a comm.
+ */
+static void test_later_layer_names_process(void **state)
+{
+	struct batch_builder_opts o = { .sz = sizeof(o), .node = "n1" };
+	struct batch_builder *bb = batch_builder__new(&o);
+	struct batch_sources src = { 0 };
+	struct agent_batch *ab = agent_batch__new(bb, &src);
+	pid_t pid = child();
+	struct strata_stack_key k = { .tgid = (uint32_t)pid, .tid = (uint32_t)pid, .mm_id = 0x99 };
+	struct sampler_sample smp = { .key = &k, .count = 1 }; /* no comm */
+	struct bb_process fb = { .pid = (uint32_t)pid, .comm = "train_sim", .rank = -1 };
+	Strata__V1__Batch *b;
+	uint32_t proc;
+	int64_t stack;
+
+	(void)state;
+	reap(pid);
+	assert_int_equal(agent_batch__sampled_stack(ab, &smp, &proc, &stack), 0);
+	assert_int_equal(agent_batch__process_tgid(ab, (uint32_t)pid, &fb), (int64_t)proc);
+	fb.comm = "other"; /* a name given stays */
+	assert_int_equal(agent_batch__process_tgid(ab, (uint32_t)pid, &fb), (int64_t)proc);
+	b = finish_and_decode(bb, 1);
+	assert_int_equal(b->n_processes, 1);
+	assert_string_equal(b->strings[b->processes[0]->comm_str], "train_sim");
+	batch_decode__free(b);
+	agent_batch__free(ab);
+	batch_builder__free(bb);
+}
+
 /* The API calls of tgid the batch carries (0: no row). */
 static uint64_t tally_calls(const Strata__V1__Batch *b, uint32_t tgid)
 {
@@ -321,6 +356,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_labels_pack),
 		cmocka_unit_test(test_label_provenance),
+		cmocka_unit_test(test_later_layer_names_process),
 		cmocka_unit_test(test_no_stack_rows_only),
 		cmocka_unit_test(test_identity_survives_exit),
 		cmocka_unit_test(test_cache_keeps_newest),
