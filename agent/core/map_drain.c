@@ -4,6 +4,7 @@
 #include <bpf/bpf.h>
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "bpf/strata.h"
@@ -88,4 +89,23 @@ int map_drain__clear(int fd, size_t key_sz, uint32_t max)
 		err = map_drain__delete_keys(fd, keys, key_sz, (uint32_t)n);
 	free(keys);
 	return err;
+}
+
+int64_t map_drain__delete_matching(int fd, size_t key_sz, uint64_t max_steps,
+				   bool (*match)(int fd, const void *key, void *ctx), void *ctx)
+{
+	char cur[MAP_DRAIN_KEY_MAX], next[MAP_DRAIN_KEY_MAX];
+	int64_t deleted = 0;
+	bool more;
+
+	if (key_sz > sizeof(cur))
+		return -EINVAL;
+	more = !bpf_map_get_next_key(fd, NULL, cur);
+	for (uint64_t step = 0; more && step < max_steps; step++) {
+		more = !bpf_map_get_next_key(fd, cur, next);
+		if (match(fd, cur, ctx) && !bpf_map_delete_elem(fd, cur))
+			deleted++;
+		memcpy(cur, next, key_sz);
+	}
+	return deleted;
 }

@@ -12,6 +12,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "agent/core/map_drain.h"
 #include "agent/gpu/gpu_names.h"
 #include "agent/proc/proc_thread.h"
 #include "lib/clock.h"
@@ -203,49 +204,36 @@ void gpu_proc_maps_of(struct gpu *g, struct bpf_map **maps)
 	memcpy(maps, m, sizeof(m));
 }
 
-/* The per-thread call entries of a dead process (keyed by thread id). */
-static void purge_threads(struct gpu *g, uint32_t tgid)
+/* Every key of the per-process maps starts with the tgid. */
+static bool key_of_tgid(int fd, const void *key, void *tgid)
 {
-	int fd = bpf_map__fd(g->skel->maps.gpu_inflight);
-	uint32_t key, next;
-	struct gpu_call c;
-	void *prev = NULL;
+	(void)fd;
+	return *(const uint32_t *)key == *(const uint32_t *)tgid;
+}
 
-	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
-		key = next;
-		if (!bpf_map_lookup_elem(fd, &key, &c) && c.tgid == tgid) {
-			bpf_map_delete_elem(fd, &key);
-			prev = NULL; /* restart: the iteration order changed */
-			continue;
-		}
-		prev = &key;
-	}
+/* gpu_inflight is keyed by thread id: its call names the process. */
+static bool call_of_tgid(int fd, const void *key, void *tgid)
+{
+	struct gpu_call c;
+
+	return !bpf_map_lookup_elem(fd, key, &c) && c.tgid == *(const uint32_t *)tgid;
 }
 
 /* Deletes every BPF entry of an exited process (its rows were read). */
 static void purge_bpf(struct gpu *g, uint32_t tgid)
 {
-	struct bpf_map *maps[GPU_PROC_MAPS];
+	struct bpf_map *maps[GPU_PROC_MAPS + 1];
 
 	gpu_proc_maps_of(g, maps);
-	for (size_t m = 0; m < GPU_PROC_MAPS; m++) {
-		int fd = bpf_map__fd(maps[m]);
-		char key[64], next[64];
-		void *prev = NULL;
+	maps[GPU_PROC_MAPS] = g->skel->maps.gpu_inflight;
+	for (size_t m = 0; m <= GPU_PROC_MAPS; m++) {
+		/* a walk that BPF's deletes restart at most a few times */
+		uint64_t steps = 4 * (uint64_t)bpf_map__max_entries(maps[m]) + 64;
 
-		/* every key of these maps starts with the tgid */
-		while (bpf_map_get_next_key(fd, prev, next) == 0) {
-			memcpy(key, next, sizeof(key));
-			if (*(uint32_t *)key == tgid) {
-				bpf_map_delete_elem(fd, key);
-				prev = NULL; /* restart: the iteration order changed */
-				continue;
-			}
-			prev = key;
-		}
+		map_drain__delete_matching(bpf_map__fd(maps[m]), bpf_map__key_size(maps[m]), steps,
+					   m < GPU_PROC_MAPS ? key_of_tgid : call_of_tgid, &tgid);
 	}
 	bpf_map_delete_elem(bpf_map__fd(g->skel->maps.gpu_targets), &tgid);
-	purge_threads(g, tgid);
 }
 
 static void finish_exited(struct gpu *g)
