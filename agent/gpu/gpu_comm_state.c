@@ -28,6 +28,9 @@ struct gpu_comm_state {
 	struct entry *restored; /* what this run put back */
 	size_t nrestored;
 	struct entry *scratch; /* save */
+	struct entry *saved;   /* what the file holds (valid when written) */
+	size_t nsaved;
+	bool written;
 	struct gpu_comm_state_stats st;
 };
 
@@ -41,7 +44,8 @@ struct gpu_comm_state *gpu_comm_state__new(const char *path, uint64_t run_id)
 	s->mix = hash_bytes(&run_id, sizeof(run_id), 0x6e63636c) | 1;
 	s->restored = calloc(MAX_ENTRIES, sizeof(*s->restored));
 	s->scratch = calloc(MAX_ENTRIES, sizeof(*s->scratch));
-	if (!s->restored || !s->scratch) {
+	s->saved = calloc(MAX_ENTRIES, sizeof(*s->saved));
+	if (!s->restored || !s->scratch || !s->saved) {
 		gpu_comm_state__free(s);
 		return NULL;
 	}
@@ -54,6 +58,7 @@ void gpu_comm_state__free(struct gpu_comm_state *s)
 		return;
 	free(s->restored);
 	free(s->scratch);
+	free(s->saved);
 	free(s);
 }
 
@@ -157,6 +162,24 @@ static uint64_t job_hash_of(const struct gpu_comm_state *s, const struct gpu_com
 	return map_hash;
 }
 
+static bool entry_eq(const struct entry *a, const struct entry *b)
+{
+	return a->tgid == b->tgid && a->start == b->start && a->comm == b->comm &&
+	       a->job_hash == b->job_hash && a->hash == b->hash && a->seq == b->seq &&
+	       a->p2p_seq == b->p2p_seq && a->rank == b->rank && a->nranks == b->nranks;
+}
+
+/* The file already holds scratch[0..n) (in the map's order). */
+static bool file_holds(const struct gpu_comm_state *s, size_t n)
+{
+	if (!s->written || n != s->nsaved)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!entry_eq(&s->scratch[i], &s->saved[i]))
+			return false;
+	return true;
+}
+
 int gpu_comm_state__save(struct gpu_comm_state *s, int comms_fd, const char *proc_root)
 {
 	struct gpu_comm_key key, next, *prev = NULL;
@@ -190,6 +213,12 @@ int gpu_comm_state__save(struct gpu_comm_state *s, int comms_fd, const char *pro
 						  .nranks = (int32_t)v.nranks };
 	}
 	s->st.saves++;
+	/* a node without NCCL jobs (or between collectives) rewrites nothing:
+	 * the file is written when what it holds changes */
+	if (file_holds(s, n)) {
+		s->st.unchanged++;
+		return 0;
+	}
 	snprintf(tmp, sizeof(tmp), "%s.tmp", s->path);
 	f = fopen(tmp, "we");
 	if (!f) {
@@ -218,6 +247,9 @@ int gpu_comm_state__save(struct gpu_comm_state *s, int comms_fd, const char *pro
 		return err;
 	}
 	s->st.saved_entries = n;
+	memcpy(s->saved, s->scratch, n * sizeof(*s->saved));
+	s->nsaved = n;
+	s->written = true;
 	return 0;
 }
 

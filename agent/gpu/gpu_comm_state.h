@@ -31,6 +31,7 @@
 
 struct gpu_comm_state_stats {
 	uint64_t restored, stale, bad_lines, saves, save_failed, saved_entries;
+	uint64_t unchanged; /* saves that found the file up to date */
 };
 
 /* What a restored process was. */
@@ -55,7 +56,8 @@ int gpu_comm_state__restore(struct gpu_comm_state *s, int comms_fd, const char *
 bool gpu_comm_state__identity(const struct gpu_comm_state *s, uint32_t tgid,
 			      struct gpu_comm_identity *id);
 
-/* Writes the map's entries of live processes to the file.  0 or -errno. */
+/* Writes the map's entries of live processes to the file, unless it holds
+ * them already.  0 or -errno. */
 int gpu_comm_state__save(struct gpu_comm_state *s, int comms_fd, const char *proc_root);
 
 void gpu_comm_state__stats(const struct gpu_comm_state *s, struct gpu_comm_state_stats *st);

@@ -227,10 +227,11 @@ void gpu__report(struct gpu *g)
 		gpu_comm_state__stats(g->comm_state, &cs);
 		fprintf(stderr,
 			"  gpu nccl comms: restored=%llu stale=%llu bad_lines=%llu saves=%llu "
-			"save_failed=%llu saved=%llu\n",
+			"save_failed=%llu saved=%llu unchanged=%llu\n",
 			(unsigned long long)cs.restored, (unsigned long long)cs.stale,
 			(unsigned long long)cs.bad_lines, (unsigned long long)cs.saves,
-			(unsigned long long)cs.save_failed, (unsigned long long)cs.saved_entries);
+			(unsigned long long)cs.save_failed, (unsigned long long)cs.saved_entries,
+			(unsigned long long)cs.unchanged);
 	}
 	gpu_nccl_recover_report(g);
 }
