@@ -212,6 +212,52 @@ static __always_inline int proc_exit(bool with_vmas)
 	return 0;
 }
 
+/*
+ * The dynamic linker tells debuggers of every change to a process's list of
+ * loaded objects by calling _dl_debug_state() (r_debug.r_brk): at start-up
+ * once its libraries are mapped, and before and after each dlopen and
+ * dlclose (PyTorch loads CUDA when it is imported).  A uprobe there, on
+ * each ld.so file the watched processes run (agent/gpu/gpu_files.c), has
+ * user space read that process's maps for GPU libraries then, instead of
+ * reading the maps of every process it watches twice a second (a cost that
+ * grows with the node's processes and their mappings: ~0.5 ms a read for a
+ * PyTorch process).  At most one event per process per
+ * GPU_MAPPED_EVENT_NS: after an event user space reads the maps in a series
+ * that lasts longer (agent/gpu/gpu_procs.c), so the objects one burst of
+ * dlopens maps after the first event are seen too.
+ */
+#define GPU_MAPPED_EVENT_NS 200000000ULL
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u32);   /* tgid */
+	__type(value, __u64); /* its last event, bpf_ktime_get_ns */
+} gpu_mapped_last SEC(".maps");
+
+SEC("uprobe")
+int gpu_dl_notify(struct pt_regs *ctx)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u64 now = bpf_ktime_get_ns(), *last;
+	struct strata_proc_event *e;
+	struct task_struct *task;
+
+	last = bpf_map_lookup_elem(&gpu_mapped_last, &tgid);
+	if (last && now - *last < GPU_MAPPED_EVENT_NS)
+		return 0;
+	bpf_map_update_elem(&gpu_mapped_last, &tgid, &now, BPF_ANY);
+	e = bpf_ringbuf_reserve(&gpu_proc_events, sizeof(*e), 0);
+	if (!e) {
+		gpu_count(GPU_CNT_EVENTS_LOST);
+		return 0;
+	}
+	task = bpf_get_current_task_btf();
+	proc_event_fill(e, PROC_EV_MAPPED_EXEC, task, tgid, mm_id_of(task));
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
 /* Exactly one of these four is loaded: as the sampler's exit programs
  * (bpf/profile.bpf.c says which, and why). */
 SEC("tp_btf/sched_process_exit")

@@ -82,6 +82,11 @@ enum proc_event_type {
 				  * kernel's tracepoint has no such field,
 				  * before a 2024 change); comm: the
 				  * victim's ("" then) */
+	PROC_EV_MAPPED_EXEC = 8, /* the process's dynamic linker changed its
+				  * loaded objects (start-up, dlopen,
+				  * dlclose: _dl_debug_state); at most one
+				  * per process per 200 ms (GPU object,
+				  * bpf/gpu.bpf.c) */
 };
 
 #define PROC_EV_F_SAMPLED 1 /* EXIT: the address space had samples */

@@ -254,6 +254,8 @@ void gpu__free(struct gpu *g)
 	gpu_comm_state__free(g->comm_state);
 	for (int i = 0; i < g->nfiles; i++)
 		gpu_file_detach(g, &g->files[i]);
+	for (size_t i = 0; i < g->ndls; i++)
+		bpf_link__destroy(g->dls[i].link);
 	ring_buffer__free(g->rb);
 	gpu_bpf__destroy(g->skel);
 	if (g->stats_fd >= 0)

@@ -53,6 +53,9 @@ static void scan_symtab(int fd, Elf *e, Elf_Scn *scn, const GElf_Shdr *sh,
 		if (GELF_ST_TYPE(sym.st_info) != STT_FUNC)
 			continue;
 		name = elf_strptr(e, sh->sh_link, sym.st_name);
+		if (name && !strcmp(name, "_dl_debug_state") &&
+		    !elf_vaddr_to_offset(e, sym.st_value, true, &off))
+			out->dl_notify = off;
 		if (!name || (name[0] != 'c' && name[0] != 'n' && name[0] != 'p'))
 			continue;
 		if ((!strcmp(name, "ncclGetVersion") || !strcmp(name, "pncclGetVersion")) &&
@@ -73,6 +76,7 @@ int gpu_elf_scan(int fd, struct gpu_elf_probes *out)
 
 	out->n = out->dropped = 0;
 	out->nccl_version = 0;
+	out->dl_notify = 0;
 	elf_version(EV_CURRENT);
 	/* ELF_C_READ (pread into bounded heap copies), never mmap: the file
 	 * is a target's, which may truncate it while we read (SIGBUS) */

@@ -5,7 +5,8 @@
  * statically (an executable, libtorch_cuda.so): by symbol, in .dynsym and
  * .symtab, versioned (cudaMalloc@@libcudart.so.13) and per-thread-stream
  * (_ptsz) variants included.  Aliases (ncclAllReduce / pncclAllReduce at
- * one address) give one probe.
+ * one address) give one probe.  Also the dynamic linker's debugger hook,
+ * where the file is ld.so.
  */
 #ifndef STRATA_GPU_ELF_H
 #define STRATA_GPU_ELF_H
@@ -27,6 +28,9 @@ struct gpu_elf_probes {
 	/* NCCL_VERSION_CODE from ncclGetVersion's code (agent/gpu/nccl_comm.h);
 	 * 0: no NCCL here, or not understood */
 	uint32_t nccl_version;
+	/* file offset of the dynamic linker's debugger hook (_dl_debug_state:
+	 * ld.so calls it when the loaded objects change); 0: none here */
+	uint64_t dl_notify;
 };
 
 /* Scans the ELF file open at fd.  Returns 0 (out->n may be 0: not a GPU

@@ -203,6 +203,32 @@ uint64_t gpu_files_expire(struct gpu *g, uint64_t now_ms)
 	return next;
 }
 
+/* A dynamic linker (ld.so) the watched processes run: its debugger hook
+ * tells of every dlopen (PROC_EV_MAPPED_EXEC, bpf/gpu.bpf.c), so their maps
+ * need not be polled. */
+static void hook_dl(struct gpu *g, struct module *mod, uint64_t off)
+{
+	LIBBPF_OPTS(bpf_uprobe_opts, o);
+	struct bpf_link *link;
+
+	if (g->ndls >= GPU_MAX_DLS) {
+		g->dls_dropped++;
+		return;
+	}
+	link = bpf_program__attach_uprobe_opts(g->skel->progs.gpu_dl_notify, -1, mod->open_path,
+					       off, &o);
+	if (!link) {
+		g->dls_failed++;
+		pr_info("gpu: %s: no uprobe on _dl_debug_state (%s): the maps of its processes "
+			"are read every %d ms",
+			mod->path, strerror(errno), GPU_SCAN_MAX_MS);
+		return;
+	}
+	mod->pins++; /* the uprobe holds the file: kept for good */
+	g->dls[g->ndls++] = (struct gpu_dl){ .mod = mod, .link = link };
+	pr_debug("gpu: %s: dynamic linker hooked at %#llx", mod->path, (unsigned long long)off);
+}
+
 /* The loader's detect() (agent/proc/loaders.h: once per file): the file's
  * CUDA/NCCL entry points, as a GPU file; NULL for other files. */
 static void *detect_file(void *ctx, struct module *mod)
@@ -219,6 +245,10 @@ static void *detect_file(void *ctx, struct module *mod)
 	f->mod = mod;
 	if (gpu_elf_scan(mod->fd, &f->probes))
 		return NULL;
+	if (f->probes.dl_notify && !f->probes.n) {
+		hook_dl(g, mod, f->probes.dl_notify);
+		return NULL;
+	}
 	gpu_usdt_scan(g, f); /* a framework library (libc10_cuda.so) has only these */
 	if (!f->probes.n && !f->nusdt)
 		return NULL;
@@ -249,9 +279,15 @@ static int file_index(struct gpu *g, struct module *mod)
 	return f ? (int)(f - g->files) : -1;
 }
 
-int gpu_classify(struct gpu *g, int pid, const struct proc_map *m)
+int gpu_classify(struct gpu *g, int pid, const struct proc_map *m, bool *dl)
 {
-	return file_index(g, modules__from_map(g->mods, pid, m));
+	struct module *mod = modules__from_map(g->mods, pid, m);
+	int fi = file_index(g, mod);
+
+	for (size_t i = 0; mod && fi < 0 && i < g->ndls; i++)
+		if (g->dls[i].mod == mod)
+			*dl = true;
+	return fi;
 }
 
 /* Attaches a library for the whole session (pre-attach, --gpu-lib). */

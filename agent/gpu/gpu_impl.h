@@ -50,8 +50,14 @@ struct bpf_map;
 #define GPU_MAX_ALLOC_RECS 262144  /* wire: outstanding allocations listed per drain */
 #define GPU_MAX_INFLIGHT 4096	   /* wire: calls in flight listed per drain */
 #define GPU_SCAN_FIRST_MS 5
-/* also how late a target whose exit events were missed is found dead */
+/* the last step of a series of maps reads (gpu_proc_scan); also how late a
+ * target whose exit events were missed is found dead */
 #define GPU_SCAN_MAX_MS 500
+/* with PROC_EV_MAPPED_EXEC events, a series ends after its last step and
+ * the maps are read again at the next event, or after this long (a lost
+ * event) */
+#define GPU_SCAN_IDLE_MS 30000
+#define GPU_MAX_DLS 16	    /* dynamic linker files hooked */
 #define GPU_GRACE_MS 5000   /* a file's probes stay attached this long unused */
 #define GPU_RESOLVE_TRIES 8 /* drains a live process's stack may stay partly unknown */
 #define GPU_EXIT_DRAINS 3   /* drains an exited process waits for its exit record */
@@ -97,6 +103,9 @@ struct gpu_proc {
 	uint32_t tgid;
 	uint32_t state;
 	uint64_t next_scan_ms;
+	uint64_t next_alive_ms; /* a target's next liveness check (no maps read) */
+	uint64_t start_ticks;	/* /proc/PID/stat's start time, at the first read */
+	bool notified;		/* it runs a hooked ld.so: PROC_EV_MAPPED_EXEC comes */
 	uint32_t backoff_ms;
 	uint32_t nfiles;
 	int files[GPU_PROC_FILES];
@@ -202,6 +211,16 @@ struct gpu {
 	uint64_t attach_ns;		   /* time spent attaching, all files */
 	uint64_t adopted;		   /* BPF-admitted targets found without their event */
 	uint64_t links, attach_failed, scans, scan_failed, files_dropped, procs_dropped;
+	/* the dynamic linkers hooked (gpu_dl_notify on _dl_debug_state): one
+	 * per distinct ld.so file the watched processes run */
+	struct gpu_dl {
+		struct module *mod;
+		struct bpf_link *link;
+	} dls[GPU_MAX_DLS];
+	size_t ndls;
+	uint64_t dls_dropped, dls_failed;
+	uint64_t mapped_seen; /* PROC_EV_MAPPED_EXEC events of watched processes */
+	uint64_t alive_checks;
 	uint64_t exits;
 	uint64_t calls_taken_ns; /* CLOCK_REALTIME of the last gpu__calls_taken */
 	uint64_t procs_pruned;	 /* exited processes' rows dropped after a batch told them */
@@ -225,7 +244,9 @@ void gpu_clock_calibrate(struct gpu *g);
 
 /* gpu_files.c */
 int gpu_files_register(struct gpu *g);
-int gpu_classify(struct gpu *g, int pid, const struct proc_map *m);
+/* The GPU file index of a mapping, or -1; *dl set when the mapping is a
+ * dynamic linker hooked for PROC_EV_MAPPED_EXEC. */
+int gpu_classify(struct gpu *g, int pid, const struct proc_map *m, bool *dl);
 void gpu_file_ref(struct gpu *g, struct gpu_file *f);
 void gpu_file_unref(struct gpu *g, struct gpu_file *f);
 void gpu_file_detach(struct gpu *g, struct gpu_file *f);
@@ -242,6 +263,7 @@ void gpu_usdt_detach(struct gpu *g, struct gpu_file *f);
 struct gpu_proc *gpu_proc_find(struct gpu *g, uint32_t tgid);
 struct gpu_proc *gpu_proc_find_exited(struct gpu *g, uint32_t tgid);
 void gpu_proc_scan(struct gpu *g, struct gpu_proc *p, uint64_t now_ms);
+void gpu_proc_alive(struct gpu *g, struct gpu_proc *p, uint64_t now_ms);
 void gpu_proc_admitted(struct gpu *g, uint32_t tgid, uint64_t mm_id, const char *comm);
 void gpu_adopt_targets(struct gpu *g);
 int gpu_on_proc_event(void *ctx, void *data, size_t size);

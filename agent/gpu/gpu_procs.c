@@ -14,6 +14,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "agent/proc/proc_stat.h"
 #include "lib/clock.h"
 #include "lib/log.h"
 #include "gpu.skel.h"
@@ -94,26 +95,63 @@ static void proc_target(struct gpu *g, struct gpu_proc *p, bool in_bpf)
 	pr_info("gpu: tracing pid %u (%s)", p->tgid, p->info.comm);
 }
 
+/* Gone without an exit event.  A target that died before its BPF filter
+ * entry was made sends none: finish it like an exited one (its file
+ * references and filter entry are released). */
+static void proc_vanished(struct gpu *g, struct gpu_proc *p)
+{
+	if (p->state == PROC_TARGET || p->nfiles) {
+		p->state = PROC_EXITED;
+		p->info.exited = true;
+		p->info.exit_ns = realtime_ns();
+		g->exits++;
+	} else {
+		p->state = PROC_FREE;
+	}
+}
+
+/* A target between two maps reads: still the same process?  (One small
+ * read of /proc/PID/stat, where a maps read of a training process reads
+ * thousands of lines.) */
+void gpu_proc_alive(struct gpu *g, struct gpu_proc *p, uint64_t now_ms)
+{
+	uint64_t start = proc_stat__start_ticks("/proc", p->tgid, NULL, 0);
+
+	g->alive_checks++;
+	p->next_alive_ms = now_ms + GPU_SCAN_MAX_MS;
+	if (!start || (p->start_ticks && start != p->start_ticks))
+		proc_vanished(g, p);
+}
+
+/* When a process's maps are read next: a series of reads at growing
+ * intervals after it started or mapped a file (ld.so maps a burst of
+ * libraries), then, where the kernel tells of new mappings
+ * (its dynamic linker hooked: PROC_EV_MAPPED_EXEC), only at the next one,
+ * or after GPU_SCAN_IDLE_MS should its event be lost; without those events
+ * every GPU_SCAN_MAX_MS, for good (dlopen may add a GPU library at any
+ * time). */
+static void next_scan(struct gpu *g, struct gpu_proc *p, uint64_t now_ms)
+{
+	bool series_over = p->backoff_ms >= GPU_SCAN_MAX_MS;
+
+	p->next_scan_ms = now_ms + (series_over && p->notified ? GPU_SCAN_IDLE_MS : p->backoff_ms);
+	p->next_alive_ms = now_ms + GPU_SCAN_MAX_MS;
+	p->backoff_ms = p->backoff_ms * 2 > GPU_SCAN_MAX_MS ? GPU_SCAN_MAX_MS : p->backoff_ms * 2;
+}
+
 /* Scans a process's executable mappings for GPU files. */
 void gpu_proc_scan(struct gpu *g, struct gpu_proc *p, uint64_t now_ms)
 {
 	struct proc_map *maps = NULL;
+	bool notified = false;
 	size_t n = 0;
 
 	g->scans++;
+	if (!p->start_ticks)
+		p->start_ticks = proc_stat__start_ticks("/proc", p->tgid, NULL, 0);
 	if (proc_maps__read((int)p->tgid, 1, &maps, &n)) {
 		g->scan_failed++;
-		/* Gone.  A target that died before its BPF filter entry was
-		 * made sends no exit event: finish it like an exited one (its
-		 * file references and filter entry are released). */
-		if (p->state == PROC_TARGET || p->nfiles) {
-			p->state = PROC_EXITED;
-			p->info.exited = true;
-			p->info.exit_ns = realtime_ns();
-			g->exits++;
-		} else {
-			p->state = PROC_FREE;
-		}
+		proc_vanished(g, p);
 		return;
 	}
 	for (size_t i = 0; i < n; i++) {
@@ -122,7 +160,7 @@ void gpu_proc_scan(struct gpu *g, struct gpu_proc *p, uint64_t now_ms)
 
 		if (!maps[i].inode)
 			continue;
-		fi = gpu_classify(g, (int)p->tgid, &maps[i]);
+		fi = gpu_classify(g, (int)p->tgid, &maps[i], &notified);
 		if (fi < 0)
 			continue;
 		/* The process tracker re-reads the maps while they lack a GPU
@@ -144,11 +182,24 @@ void gpu_proc_scan(struct gpu *g, struct gpu_proc *p, uint64_t now_ms)
 		gpu_file_ref(g, &g->files[fi]);
 	}
 	free(maps);
+	p->notified = notified;
 	if (p->nfiles && p->state == PROC_WATCH)
 		proc_target(g, p, false);
 	/* dlopen can add a library later (PyTorch loads CUDA on import) */
-	p->next_scan_ms = now_ms + p->backoff_ms;
-	p->backoff_ms = p->backoff_ms * 2 > GPU_SCAN_MAX_MS ? GPU_SCAN_MAX_MS : p->backoff_ms * 2;
+	next_scan(g, p, now_ms);
+}
+
+/* The process's dynamic linker changed its loaded objects
+ * (PROC_EV_MAPPED_EXEC): a new series of reads, the first at once. */
+static void proc_mapped(struct gpu *g, uint32_t tgid)
+{
+	struct gpu_proc *p = gpu_proc_find(g, tgid);
+
+	if (!p || (p->state != PROC_WATCH && p->state != PROC_TARGET))
+		return;
+	g->mapped_seen++;
+	p->backoff_ms = GPU_SCAN_FIRST_MS;
+	p->next_scan_ms = 0;
 }
 
 /* A process whose communicator a previous agent run saw initialise. */
@@ -314,6 +365,9 @@ int gpu_on_proc_event(void *ctx, void *data, size_t size)
 	}
 	case PROC_EV_VMA:
 		proc_tracker__on_event(g->procs_tracker, e);
+		break;
+	case PROC_EV_MAPPED_EXEC:
+		proc_mapped(g, e->tgid);
 		break;
 	case PROC_EV_UNWIND_MISS: { /* a call-site walk met a pc without table */
 		const struct proc_mapping *m;

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The GPU layer finds a CUDA runtime that a process loads late (dlopen, as
+# PyTorch does when it is imported), from a file nothing attached before (a
+# container's or a pip wheel's copy), host-wide with the DaemonSet's args
+# and the server's defaults.  The process runs and is sampled first, so the
+# agent watches it and reads its maps at start-up; after that series its
+# maps are read again when its dynamic linker reports a change
+# (_dl_debug_state: bpf/gpu.bpf.c gpu_dl_notify), not by polling every
+# watched process twice a second.  Without that event the next read would
+# come 30 s later (GPU_SCAN_IDLE_MS): the calls here come 0.3 s after the
+# dlopen and the process is gone 2 s after it.
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/server_lib.sh"
+require_bpf
+export SIM_INIT_MS=300
+
+PORT=$(free_port)
+start_server "$PORT"
+"$AGENT" --server "http://127.0.0.1:$PORT" --spool "$T/spool" --spool-max 512 --period 10 \
+	--freq 49 -v 2> "$T/agent.log" &
+AGENT_PID=$!
+wait_agent_ready "$T/agent.log"
+"$FIX/gpu_dlopen" "$FIX/libcudart.so" 20 2000 > "$T/w.out" 2>&1 &
+W=$!
+wait "$W" || fail "gpu_dlopen failed: $(cat "$T/w.out")"
+kill -INT "$AGENT_PID"
+wait "$AGENT_PID" || fail "agent exited with an error: $(tail -5 "$T/agent.log")"
+AGENT_PID=
+gpu_line=$(grep 'gpu: links=' "$T/agent.log" | tail -1)
+echo "$gpu_line" | grep -o 'scans=[0-9]* mapped=[0-9]* alive_checks=[0-9]* dls=[0-9]*'
+mapped=$(echo "$gpu_line" | sed -n 's/.* mapped=\([0-9]*\) .*/\1/p')
+[ "${mapped:-0}" -ge 1 ] || fail "no dynamic-linker event for a watched process: $gpu_line"
+grep -q "gpu: tracing pid $W " "$T/agent.log" || fail "pid $W never traced: $(grep 'gpu:' "$T/agent.log" | tail -5)"
+
+api "/api/v1/tally?pid=$W" > "$T/tally.json"
+api "/api/v1/leaks?pid=$W" > "$T/leaks.json"
+python3 - "$T/tally.json" "$T/leaks.json" <<'PY' || fail "the late-loaded runtime's calls through the server"
+import json, sys
+tally = {t["fn"]: t for t in json.load(open(sys.argv[1]))["tally"]}
+assert "cudaMalloc" in tally, tally
+calls = tally["cudaMalloc"]["calls"]
+# the context-creating first call may have entered before the probes were
+# attached; the 20 after it may not be missed
+assert calls >= 20, tally["cudaMalloc"]
+out = json.load(open(sys.argv[2]))["outstanding"]
+top = out[0]
+assert any("leaky_site" in f for f in top["stack"]), top
+assert top["allocations"] >= 20, top
+print("ok: %d cudaMalloc calls of a runtime loaded late, %d outstanding at leaky_site" % (calls, top["allocations"]))
+PY
