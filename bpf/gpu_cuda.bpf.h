@@ -87,6 +87,8 @@ static __always_inline void alloc_exit(const struct gpu_call *c, __s64 ret, __u6
 	ev[0] = k.ptr;
 	if (bpf_map_update_elem(&gpu_allocs, &k, &v, BPF_ANY))
 		gpu_count(GPU_CNT_ALLOCS_FULL);
+	else
+		allocs_changed(&gpu_allocs_changes);
 }
 
 static __always_inline void free_exit(const struct gpu_call *c, __s64 ret, __u64 *ev)
@@ -103,7 +105,8 @@ static __always_inline void free_exit(const struct gpu_call *c, __s64 ret, __u64
 		return;
 	}
 	ev[1] = v->size;
-	bpf_map_delete_elem(&gpu_allocs, &k);
+	if (!bpf_map_delete_elem(&gpu_allocs, &k))
+		allocs_changed(&gpu_allocs_changes);
 }
 
 static __always_inline void lookup_exit(const struct gpu_call *c, __s64 ret)

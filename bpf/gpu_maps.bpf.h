@@ -115,6 +115,20 @@ struct {
 	__type(value, struct gpu_alloc_val);
 } gpu_allocs SEC(".maps");
 
+/* Inserts and deletes in gpu_allocs and gpu_fw_allocs so far: user space
+ * walks one of those maps (262,144 buckets, ~0.3 ms even empty) at a drain
+ * only when its count moved since the last walk (agent/gpu/gpu_drain.c).
+ * Raised after the map operation, with a fully ordered atomic. */
+__u64 gpu_allocs_changes;
+__u64 gpu_fw_allocs_changes;
+
+static __always_inline void allocs_changed(__u64 *changes)
+{
+	volatile __u64 old = __sync_fetch_and_add(changes, 1); /* the fetch form: ordered */
+
+	(void)old;
+}
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);

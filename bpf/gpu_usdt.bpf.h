@@ -115,6 +115,8 @@ static __always_inline int on_usdt(struct pt_regs *ctx)
 	if (spec->event == GPU_USDT_FW_FREE) {
 		if (bpf_map_delete_elem(&gpu_fw_allocs, &k))
 			gpu_count(GPU_CNT_FW_FREE_UNKNOWN);
+		else
+			allocs_changed(&gpu_fw_allocs_changes);
 		return 0;
 	}
 	if (spec->event != GPU_USDT_FW_MALLOC || !usdt_arg(ctx, &spec->args[2], &size) || !size)
@@ -130,6 +132,8 @@ static __always_inline int on_usdt(struct pt_regs *ctx)
 	v.ts_ns = bpf_ktime_get_ns();
 	if (bpf_map_update_elem(&gpu_fw_allocs, &k, &v, BPF_ANY))
 		gpu_count(GPU_CNT_FW_ALLOCS_FULL);
+	else
+		allocs_changed(&gpu_fw_allocs_changes);
 	return 0;
 }
 

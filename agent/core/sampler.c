@@ -33,6 +33,9 @@ struct sampler {
 	struct bpf_link **clinks;
 	int *cfds;
 	uint32_t capture_hz;
+	/* the generation to drain may hold timed samples: a capture ran in it
+	 * (a drain walks the 65,536-entry timed maps only then) */
+	bool timed_pending;
 	uint64_t timed_dropped;
 };
 
@@ -444,11 +447,14 @@ int sampler__drain(struct sampler *s, sampler_sample_fn fn, sampler_sample_fn ti
 	if (n < 0)
 		err = n;
 	/* deep capture: the timed samples, before their stacks are cleared */
-	q = drain_counts(s, old ? s->skel->maps.timed1 : s->skel->maps.timed0,
-			 sizeof(struct strata_timed_key), true, sfd, pfd, &b,
-			 timed_fn ? timed_fn : drop_timed, ctx);
-	if (!err && q < 0)
-		err = q;
+	if (s->timed_pending) {
+		q = drain_counts(s, old ? s->skel->maps.timed1 : s->skel->maps.timed0,
+				 sizeof(struct strata_timed_key), true, sfd, pfd, &b,
+				 timed_fn ? timed_fn : drop_timed, ctx);
+		if (!err && q < 0)
+			err = q;
+	}
+	s->timed_pending = s->capture_hz != 0; /* it writes the next generation */
 	q = map_drain__clear(sfd, sizeof(uint64_t), bpf_map__max_entries(smap));
 	if (!err)
 		err = q;
@@ -508,6 +514,7 @@ int sampler__capture_freq(struct sampler *s, uint32_t freq_hz)
 		return err;
 	}
 	s->capture_hz = freq_hz;
+	s->timed_pending = true;
 	return 0;
 }
 

@@ -256,6 +256,8 @@ void gpu__free(struct gpu *g)
 		gpu_file_detach(g, &g->files[i]);
 	for (size_t i = 0; i < g->ndls; i++)
 		bpf_link__destroy(g->dls[i].link);
+	free(g->alloc_mirror[0].v);
+	free(g->alloc_mirror[1].v);
 	ring_buffer__free(g->rb);
 	gpu_bpf__destroy(g->skel);
 	if (g->stats_fd >= 0)

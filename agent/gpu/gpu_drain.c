@@ -7,6 +7,7 @@
 #include "agent/gpu/gpu_impl.h"
 
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <bpf/bpf.h>
@@ -52,6 +53,48 @@ static void read_map(struct gpu *g, struct bpf_map *m, struct gpu_table *t, size
 	}
 }
 
+/* The allocation map's entries into its mirror, unless BPF changed nothing
+ * since the last read (its change count: bpf/gpu_maps.bpf.h).  The count
+ * is read before the walk: a change during the walk moves it past what is
+ * remembered, so the next drain reads again. */
+static void mirror_read(struct gpu *g, struct bpf_map *map, struct gpu_alloc_mirror *m,
+			const __u64 *changes)
+{
+	int fd = bpf_map__fd(map);
+	uint64_t c = __atomic_load_n(changes, __ATOMIC_ACQUIRE);
+	uint32_t max = bpf_map__max_entries(map);
+	struct gpu_alloc_key key, next;
+	void *prev = NULL;
+
+	if (m->valid && c == m->seen) {
+		g->alloc_walks_skipped++;
+		return;
+	}
+	m->n = 0;
+	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+		key = next;
+		prev = &key;
+		if (m->n == m->cap) {
+			size_t cap = m->cap ? 2 * m->cap : 1024;
+			struct gpu_alloc_entry *v;
+
+			if (cap > max)
+				cap = max;
+			v = cap > m->cap ? realloc(m->v, cap * sizeof(*v)) : NULL;
+			if (!v) {
+				g->data.dropped_rows++;
+				continue;
+			}
+			m->v = v;
+			m->cap = cap;
+		}
+		if (!bpf_map_lookup_elem(fd, &key, &m->v[m->n].val))
+			m->v[m->n++].key = key;
+	}
+	m->seen = c;
+	m->valid = true;
+}
+
 /*
  * Outstanding allocations of one level, grouped by (process, stack) and
  * listed for the wire: the driver's (level 0, gpu_allocs: cudaMalloc & co)
@@ -61,39 +104,37 @@ static void read_map(struct gpu *g, struct bpf_map *m, struct gpu_table *t, size
 static void snapshot_allocs(struct gpu *g, struct bpf_map *map, struct gpu_leaks *lk,
 			    uint32_t level)
 {
-	int fd = bpf_map__fd(map);
-	struct gpu_alloc_key key, next;
-	struct gpu_alloc_val v;
-	void *prev = NULL;
+	struct gpu_alloc_mirror *m = &g->alloc_mirror[level];
 
+	mirror_read(g, map, m,
+		    level ? &g->skel->bss->gpu_fw_allocs_changes
+			  : &g->skel->bss->gpu_allocs_changes);
 	gpu_leaks__begin(lk, realtime_ns());
 	if (!level)
 		g->data.nallocs = 0; /* this drain's outstanding set */
-	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+	for (size_t i = 0; i < m->n; i++) {
+		const struct gpu_alloc_key *k = &m->v[i].key;
+		const struct gpu_alloc_val *v = &m->v[i].val;
 		struct gpu_proc *p;
 
-		key = next;
-		prev = &key;
-		if (bpf_map_lookup_elem(fd, &key, &v))
-			continue;
-		p = gpu_proc_find(g, key.tgid);
+		p = gpu_proc_find(g, k->tgid);
 		if (!p) /* exited: rows already final */
-			p = gpu_proc_find_exited(g, key.tgid);
-		if (gpu_leaks__add(lk, key.tgid, v.stack_id, v.size, gpu_to_realtime(g, v.ts_ns),
+			p = gpu_proc_find_exited(g, k->tgid);
+		if (gpu_leaks__add(lk, k->tgid, v->stack_id, v->size, gpu_to_realtime(g, v->ts_ns),
 				   p && p->state == PROC_EXITED)) {
 			g->data.dropped_rows++;
 			continue;
 		}
-		gpu_resolve_stack(g, key.tgid, v.stack_id, p);
+		gpu_resolve_stack(g, k->tgid, v->stack_id, p);
 		if (g->data.allocs && g->data.nallocs < GPU_MAX_ALLOC_RECS)
 			g->data.allocs[g->data.nallocs++] = (struct gpu_alloc_rec){
-				.tgid = key.tgid,
-				.api = v.api,
-				.ptr = key.ptr,
-				.size = v.size,
-				.alloc_ns = gpu_to_realtime(g, v.ts_ns),
-				.stack_id = v.stack_id,
-				.mono_ns = v.ts_ns,
+				.tgid = k->tgid,
+				.api = v->api,
+				.ptr = k->ptr,
+				.size = v->size,
+				.alloc_ns = gpu_to_realtime(g, v->ts_ns),
+				.stack_id = v->stack_id,
+				.mono_ns = v->ts_ns,
 				.level = level,
 			};
 		else
@@ -234,6 +275,8 @@ static void purge_bpf(struct gpu *g, uint32_t tgid)
 					   m < GPU_PROC_MAPS ? key_of_tgid : call_of_tgid, &tgid);
 	}
 	bpf_map_delete_elem(bpf_map__fd(g->skel->maps.gpu_targets), &tgid);
+	/* deleted here, not by BPF: the change counts did not move */
+	g->alloc_mirror[0].valid = g->alloc_mirror[1].valid = false;
 }
 
 static void finish_exited(struct gpu *g)

@@ -219,7 +219,18 @@ struct gpu {
 	} dls[GPU_MAX_DLS];
 	size_t ndls;
 	uint64_t dls_dropped, dls_failed;
-	uint64_t mapped_seen; /* PROC_EV_MAPPED_EXEC events of watched processes */
+	/* gpu_allocs [0] and gpu_fw_allocs [1] as last read (gpu_drain.c) */
+	struct gpu_alloc_mirror {
+		struct gpu_alloc_entry {
+			struct gpu_alloc_key key;
+			struct gpu_alloc_val val;
+		} * v;
+		size_t n, cap;
+		uint64_t seen; /* the map's change count at that read */
+		bool valid;
+	} alloc_mirror[2];
+	uint64_t alloc_walks_skipped; /* drains that found a map unchanged */
+	uint64_t mapped_seen;	      /* PROC_EV_MAPPED_EXEC events of watched processes */
 	uint64_t alive_checks;
 	uint64_t exits;
 	uint64_t calls_taken_ns; /* CLOCK_REALTIME of the last gpu__calls_taken */

@@ -205,6 +205,7 @@ void gpu__report(struct gpu *g)
 	fprintf(stderr,
 		"\n  gpu: links=%llu attach_failed=%llu files_attached=%llu targets=%llu "
 		"watched=%llu exits=%llu scans=%llu mapped=%llu alive_checks=%llu dls=%zu "
+		"alloc_walks_skipped=%llu "
 		"dls_dropped=%llu dls_failed=%llu "
 		"bpf_targets=%llu bpf_allocs=%llu "
 		"bpf_inflight=%llu bpf_proc_rows=%llu adopted=%llu dropped_rows=%llu "
@@ -215,7 +216,8 @@ void gpu__report(struct gpu *g)
 		(unsigned long long)st.files_attached, (unsigned long long)st.targets,
 		(unsigned long long)st.watched, (unsigned long long)g->exits,
 		(unsigned long long)g->scans, (unsigned long long)g->mapped_seen,
-		(unsigned long long)g->alive_checks, g->ndls, (unsigned long long)g->dls_dropped,
+		(unsigned long long)g->alive_checks, g->ndls,
+		(unsigned long long)g->alloc_walks_skipped, (unsigned long long)g->dls_dropped,
 		(unsigned long long)g->dls_failed, (unsigned long long)st.bpf_targets,
 		(unsigned long long)st.bpf_allocs, (unsigned long long)st.bpf_inflight,
 		(unsigned long long)st.bpf_proc_rows, (unsigned long long)g->adopted,
