@@ -57,7 +57,7 @@ struct bpf_map;
  * the maps are read again at the next event, or after this long (a lost
  * event) */
 #define GPU_SCAN_IDLE_MS 30000
-#define GPU_MAX_DLS 16	    /* dynamic linker files hooked */
+#define GPU_MAX_DLS 64	    /* dynamic linker files hooked: one per container image, often */
 #define GPU_GRACE_MS 5000   /* a file's probes stay attached this long unused */
 #define GPU_RESOLVE_TRIES 8 /* drains a live process's stack may stay partly unknown */
 #define GPU_EXIT_DRAINS 3   /* drains an exited process waits for its exit record */
