@@ -246,12 +246,12 @@ int gpu_dl_notify(struct pt_regs *ctx)
 	last = bpf_map_lookup_elem(&gpu_mapped_last, &tgid);
 	if (last && now - *last < GPU_MAPPED_EVENT_NS)
 		return 0;
-	bpf_map_update_elem(&gpu_mapped_last, &tgid, &now, BPF_ANY);
 	e = bpf_ringbuf_reserve(&gpu_proc_events, sizeof(*e), 0);
-	if (!e) {
+	if (!e) { /* not remembered: the next call tries again */
 		gpu_count(GPU_CNT_EVENTS_LOST);
 		return 0;
 	}
+	bpf_map_update_elem(&gpu_mapped_last, &tgid, &now, BPF_ANY);
 	task = bpf_get_current_task_btf();
 	proc_event_fill(e, PROC_EV_MAPPED_EXEC, task, tgid, mm_id_of(task));
 	bpf_ringbuf_submit(e, 0);

@@ -271,6 +271,9 @@ int sampler__start(struct sampler *s)
 	bool online[s->ncpus];
 	int err;
 
+	/* before the first CPU's event is on: what it writes is drained even
+	 * if a later CPU fails and the capture is undone */
+	s->timed_pending = true;
 	memset(online, 0, sizeof(online));
 	err = read_online_cpus(online, s->ncpus);
 	if (err) {
@@ -493,6 +496,9 @@ int sampler__capture_freq(struct sampler *s, uint32_t freq_hz)
 	capture_detach(s);
 	if (!freq_hz)
 		return 0;
+	/* before the first CPU's event is on: what it writes is drained even
+	 * if a later CPU fails and the capture is undone */
+	s->timed_pending = true;
 	memset(online, 0, sizeof(online));
 	err = read_online_cpus(online, s->ncpus);
 	for (int cpu = 0; !err && cpu < s->ncpus; cpu++) {

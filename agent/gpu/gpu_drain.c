@@ -65,6 +65,7 @@ static void mirror_read(struct gpu *g, struct bpf_map *map, struct gpu_alloc_mir
 	uint32_t max = bpf_map__max_entries(map);
 	struct gpu_alloc_key key, next;
 	void *prev = NULL;
+	bool dropped = false;
 
 	if (m->valid && c == m->seen) {
 		g->alloc_walks_skipped++;
@@ -83,6 +84,7 @@ static void mirror_read(struct gpu *g, struct bpf_map *map, struct gpu_alloc_mir
 			v = cap > m->cap ? realloc(m->v, cap * sizeof(*v)) : NULL;
 			if (!v) {
 				g->data.dropped_rows++;
+				dropped = true;
 				continue;
 			}
 			m->v = v;
@@ -92,7 +94,7 @@ static void mirror_read(struct gpu *g, struct bpf_map *map, struct gpu_alloc_mir
 			m->v[m->n++].key = key;
 	}
 	m->seen = c;
-	m->valid = true;
+	m->valid = !dropped; /* a mirror missing entries is read again */
 }
 
 /*
@@ -309,9 +311,16 @@ int gpu__drain(struct gpu *g)
 {
 	const size_t site_val = offsetof(struct gpu_site, val);
 
+	uint64_t lost;
+
 	g->drains++;
 	gpu_clock_calibrate(g);
 	ring_buffer__consume(g->rb);
+	lost = gpu_counter(g, GPU_CNT_EVENTS_LOST);
+	if (lost != g->events_lost_seen) { /* a dlopen's event may be among them */
+		g->events_lost_seen = lost;
+		gpu_rescan_notified(g);
+	}
 	gpu_adopt_targets(g);
 	gpu_drain_stacks(g);
 	for (size_t i = 0; i < GPU_MAX_PROCS; i++) {

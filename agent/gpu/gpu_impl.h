@@ -50,17 +50,18 @@ struct bpf_map;
 #define GPU_MAX_ALLOC_RECS 262144  /* wire: outstanding allocations listed per drain */
 #define GPU_MAX_INFLIGHT 4096	   /* wire: calls in flight listed per drain */
 #define GPU_SCAN_FIRST_MS 5
-/* the last step of a series of maps reads (gpu_proc_scan); also how late a
+/* the cap on a series' steps of maps reads (gpu_proc_scan); also how late a
  * target whose exit events were missed is found dead */
 #define GPU_SCAN_MAX_MS 500
 /* with PROC_EV_MAPPED_EXEC events, a series ends after its last step and
  * the maps are read again at the next event, or after this long (a lost
  * event) */
 #define GPU_SCAN_IDLE_MS 30000
-#define GPU_MAX_DLS 64	    /* dynamic linker files hooked: one per container image, often */
-#define GPU_GRACE_MS 5000   /* a file's probes stay attached this long unused */
-#define GPU_RESOLVE_TRIES 8 /* drains a live process's stack may stay partly unknown */
-#define GPU_EXIT_DRAINS 3   /* drains an exited process waits for its exit record */
+#define GPU_ALIVE_WATCH_MS 5000 /* a watched (not target) process's liveness check */
+#define GPU_MAX_DLS 64		/* dynamic linker files hooked: one per container image, often */
+#define GPU_GRACE_MS 5000	/* a file's probes stay attached this long unused */
+#define GPU_RESOLVE_TRIES 8	/* drains a live process's stack may stay partly unknown */
+#define GPU_EXIT_DRAINS 3	/* drains an exited process waits for its exit record */
 /* drains a raw stack stays once no kept process's stack uses it
  * (gpu_retire.c): well past the GPU_RESOLVE_TRIES + GPU_EXIT_DRAINS a
  * resolution can take */
@@ -230,6 +231,8 @@ struct gpu {
 		bool valid;
 	} alloc_mirror[2];
 	uint64_t alloc_walks_skipped; /* drains that found a map unchanged */
+	uint64_t events_lost_seen;    /* GPU_CNT_EVENTS_LOST at the last drain */
+	uint64_t slots_reused;	      /* slots let go: their pid is another process's */
 	uint64_t mapped_seen;	      /* PROC_EV_MAPPED_EXEC events of watched processes */
 	uint64_t alive_checks;
 	uint64_t exits;
@@ -275,6 +278,8 @@ struct gpu_proc *gpu_proc_find(struct gpu *g, uint32_t tgid);
 struct gpu_proc *gpu_proc_find_exited(struct gpu *g, uint32_t tgid);
 void gpu_proc_scan(struct gpu *g, struct gpu_proc *p, uint64_t now_ms);
 void gpu_proc_alive(struct gpu *g, struct gpu_proc *p, uint64_t now_ms);
+void gpu_rescan_notified(struct gpu *g);
+uint64_t gpu_counter(const struct gpu *g, uint32_t c);
 void gpu_proc_admitted(struct gpu *g, uint32_t tgid, uint64_t mm_id, const char *comm);
 void gpu_adopt_targets(struct gpu *g);
 int gpu_on_proc_event(void *ctx, void *data, size_t size);

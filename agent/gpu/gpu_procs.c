@@ -110,22 +110,50 @@ static void proc_vanished(struct gpu *g, struct gpu_proc *p)
 	}
 }
 
-/* A target between two maps reads: still the same process?  (One small
- * read of /proc/PID/stat, where a maps read of a training process reads
- * thousands of lines.) */
+/* How long a process goes between liveness checks: a target's exit must
+ * be noticed within GPU_SCAN_MAX_MS should its exit event be lost; a
+ * watched process that was never sampled sends none (and its slot must not
+ * outlive it long: its pid may be reused). */
+static uint64_t alive_every_ms(const struct gpu_proc *p)
+{
+	return p->state == PROC_TARGET ? GPU_SCAN_MAX_MS : GPU_ALIVE_WATCH_MS;
+}
+
+/* Between two maps reads: still the same process?  (One small read of
+ * /proc/PID/stat, where a maps read of a training process reads thousands
+ * of lines.) */
 void gpu_proc_alive(struct gpu *g, struct gpu_proc *p, uint64_t now_ms)
 {
 	uint64_t start = proc_stat__start_ticks("/proc", p->tgid, NULL, 0);
 
 	g->alive_checks++;
-	p->next_alive_ms = now_ms + GPU_SCAN_MAX_MS;
+	p->next_alive_ms = now_ms + alive_every_ms(p);
 	if (!start || (p->start_ticks && start != p->start_ticks))
 		proc_vanished(g, p);
 }
 
+/* The live slot of tgid, or NULL: a slot whose process is gone and whose
+ * pid another process has now (its start time differs) is let go, not
+ * taken for the new one (whose liveness check would then find it "gone"
+ * and sweep its entries). */
+static struct gpu_proc *live_slot(struct gpu *g, uint32_t tgid)
+{
+	struct gpu_proc *p = gpu_proc_find(g, tgid);
+	uint64_t start;
+
+	if (!p || !p->start_ticks)
+		return p;
+	start = proc_stat__start_ticks("/proc", tgid, NULL, 0);
+	if (!start || start == p->start_ticks)
+		return p; /* the same, or gone already: its exit event follows */
+	proc_vanished(g, p);
+	g->slots_reused++;
+	return NULL;
+}
+
 /* When a process's maps are read next: a series of reads at growing
  * intervals after it started or mapped a file (ld.so maps a burst of
- * libraries), then, where the kernel tells of new mappings
+ * libraries: 5 ms .. 320 ms apart, ~0.6 s in all), then, where the kernel tells of new mappings
  * (its dynamic linker hooked: PROC_EV_MAPPED_EXEC), only at the next one,
  * or after GPU_SCAN_IDLE_MS should its event be lost; without those events
  * every GPU_SCAN_MAX_MS, for good (dlopen may add a GPU library at any
@@ -135,7 +163,7 @@ static void next_scan(struct gpu *g, struct gpu_proc *p, uint64_t now_ms)
 	bool series_over = p->backoff_ms >= GPU_SCAN_MAX_MS;
 
 	p->next_scan_ms = now_ms + (series_over && p->notified ? GPU_SCAN_IDLE_MS : p->backoff_ms);
-	p->next_alive_ms = now_ms + GPU_SCAN_MAX_MS;
+	p->next_alive_ms = now_ms + alive_every_ms(p);
 	p->backoff_ms = p->backoff_ms * 2 > GPU_SCAN_MAX_MS ? GPU_SCAN_MAX_MS : p->backoff_ms * 2;
 }
 
@@ -144,7 +172,7 @@ void gpu_proc_scan(struct gpu *g, struct gpu_proc *p, uint64_t now_ms)
 {
 	struct proc_map *maps = NULL;
 	bool notified = false;
-	size_t n = 0;
+	size_t n = 0, ndls = g->ndls;
 
 	g->scans++;
 	if (!p->start_ticks)
@@ -182,11 +210,27 @@ void gpu_proc_scan(struct gpu *g, struct gpu_proc *p, uint64_t now_ms)
 		gpu_file_ref(g, &g->files[fi]);
 	}
 	free(maps);
-	p->notified = notified;
+	/* a dynamic linker hooked during this read: a dlopen between the read
+	 * and the hook told nothing, so the series goes on */
+	p->notified = notified && g->ndls == ndls;
 	if (p->nfiles && p->state == PROC_WATCH)
 		proc_target(g, p, false);
 	/* dlopen can add a library later (PyTorch loads CUDA on import) */
 	next_scan(g, p, now_ms);
+}
+
+/* Dynamic-linker events were lost (the ring was full): every process they
+ * may have been about reads its maps again. */
+void gpu_rescan_notified(struct gpu *g)
+{
+	for (size_t i = 0; i < GPU_MAX_PROCS; i++) {
+		struct gpu_proc *p = &g->procs[i];
+
+		if ((p->state == PROC_WATCH || p->state == PROC_TARGET) && p->notified) {
+			p->backoff_ms = GPU_SCAN_FIRST_MS;
+			p->next_scan_ms = 0;
+		}
+	}
 }
 
 /* The process's dynamic linker changed its loaded objects
@@ -239,7 +283,7 @@ static struct gpu_proc *proc_new(struct gpu *g, uint32_t tgid)
 
 void gpu__watch(struct gpu *g, uint32_t tgid)
 {
-	struct gpu_proc *p = gpu_proc_find(g, tgid);
+	struct gpu_proc *p = live_slot(g, tgid);
 
 	if (p) {
 		p->backoff_ms = GPU_SCAN_FIRST_MS; /* exec: a new image to look at */
@@ -299,7 +343,7 @@ void gpu__on_proc_event(struct gpu *g, const struct strata_proc_event *e)
  * even if it is gone already (its exit event follows and finishes it). */
 void gpu_proc_admitted(struct gpu *g, uint32_t tgid, uint64_t mm_id, const char *comm)
 {
-	struct gpu_proc *p = gpu_proc_find(g, tgid);
+	struct gpu_proc *p = live_slot(g, tgid);
 
 	if (!p)
 		p = proc_new(g, tgid);

@@ -55,6 +55,11 @@ static uint64_t percpu_sum(const struct bpf_map *map, uint32_t key)
 	return sum;
 }
 
+uint64_t gpu_counter(const struct gpu *g, uint32_t c)
+{
+	return percpu_sum(g->skel->maps.gpu_counters, c);
+}
+
 const struct gpu_data *gpu__data(struct gpu *g)
 {
 	struct gpu_data *d = &g->data;
@@ -204,7 +209,9 @@ void gpu__report(struct gpu *g)
 		(unsigned long long)g->link_objs, (double)g->attach_ns / 1e6);
 	fprintf(stderr,
 		"\n  gpu: links=%llu attach_failed=%llu files_attached=%llu targets=%llu "
-		"watched=%llu exits=%llu scans=%llu mapped=%llu alive_checks=%llu dls=%zu "
+		"watched=%llu exits=%llu scans=%llu mapped=%llu alive_checks=%llu "
+		"slots_reused=%llu "
+		"dls=%zu "
 		"alloc_walks_skipped=%llu "
 		"dls_dropped=%llu dls_failed=%llu "
 		"bpf_targets=%llu bpf_allocs=%llu "
@@ -216,7 +223,7 @@ void gpu__report(struct gpu *g)
 		(unsigned long long)st.files_attached, (unsigned long long)st.targets,
 		(unsigned long long)st.watched, (unsigned long long)g->exits,
 		(unsigned long long)g->scans, (unsigned long long)g->mapped_seen,
-		(unsigned long long)g->alive_checks, g->ndls,
+		(unsigned long long)g->alive_checks, (unsigned long long)g->slots_reused, g->ndls,
 		(unsigned long long)g->alloc_walks_skipped, (unsigned long long)g->dls_dropped,
 		(unsigned long long)g->dls_failed, (unsigned long long)st.bpf_targets,
 		(unsigned long long)st.bpf_allocs, (unsigned long long)st.bpf_inflight,

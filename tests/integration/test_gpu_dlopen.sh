@@ -27,7 +27,7 @@ kill -INT "$AGENT_PID"
 wait "$AGENT_PID" || fail "agent exited with an error: $(tail -5 "$T/agent.log")"
 AGENT_PID=
 gpu_line=$(grep 'gpu: links=' "$T/agent.log" | tail -1)
-echo "$gpu_line" | grep -o 'scans=[0-9]* mapped=[0-9]* alive_checks=[0-9]* dls=[0-9]*'
+echo "$gpu_line" | grep -o 'scans=[0-9]* mapped=[0-9]* alive_checks=[0-9]* slots_reused=[0-9]* dls=[0-9]*'
 mapped=$(echo "$gpu_line" | sed -n 's/.* mapped=\([0-9]*\) .*/\1/p')
 [ "${mapped:-0}" -ge 1 ] || fail "no dynamic-linker event for a watched process: $gpu_line"
 grep -q "gpu: tracing pid $W " "$T/agent.log" || fail "pid $W never traced: $(grep 'gpu:' "$T/agent.log" | tail -5)"
