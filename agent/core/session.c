@@ -123,10 +123,6 @@ static int on_event(void *ctx, const struct strata_proc_event *e)
 
 	if (proc_tracker__on_event(s->procs, e))
 		s->events_failed++;
-	/* a new address space sampled (a process started, forked or exec'd):
-	 * its labels are looked at the next drain, not by scanning /proc */
-	if (s->targets && (e->type == PROC_EV_NEW || e->type == PROC_EV_EXEC))
-		sched_targets__note(s->targets, e->tgid);
 	if (s->gpu)
 		gpu__on_proc_event(s->gpu, e);
 	return 0;
@@ -568,7 +564,7 @@ static void mark_targets(struct session *s)
 			if (!d->procs[i].exited)
 				sched_targets__mark(s->targets, d->procs[i].tgid, true);
 	}
-	sched_targets__tick(s->targets, labelled_target, s);
+	sched_targets__scan(s->targets, labelled_target, s);
 }
 
 /*
@@ -723,13 +719,11 @@ void session__report_sched(struct session *s)
 			sched_targets__stats(s->targets, &ts);
 			fprintf(stderr,
 				"  sched targets: scans=%llu examined=%llu by_labels=%llu "
-				"by_gpu=%llu unreadable=%llu out_of_range=%llu resets=%llu "
-				"told=%llu\n",
+				"by_gpu=%llu unreadable=%llu out_of_range=%llu resets=%llu\n",
 				(unsigned long long)ts.scans, (unsigned long long)ts.examined,
 				(unsigned long long)ts.by_labels, (unsigned long long)ts.by_gpu,
 				(unsigned long long)ts.unreadable,
-				(unsigned long long)ts.out_of_range, (unsigned long long)ts.resets,
-				(unsigned long long)ts.told);
+				(unsigned long long)ts.out_of_range, (unsigned long long)ts.resets);
 		}
 	}
 }

@@ -14,12 +14,7 @@
 
 #define SEEN_SLOTS 131072 /* power of two; at most half used */
 #define SEEN_MAX (SEEN_SLOTS / 2)
-#define ENV_MAX 65536	 /* environ bytes read per process */
-#define PENDING_MAX 1024 /* processes told between two ticks */
-/* a full /proc scan every this many ticks (drains), for the processes no
- * event told of (never sampled yet); the others are examined at the tick
- * after their event */
-#define SCAN_EVERY 10
+#define ENV_MAX 65536 /* environ bytes read per process */
 
 struct sched_targets {
 	uint64_t *words;
@@ -28,10 +23,6 @@ struct sched_targets {
 	uint64_t *seen; /* hash of (pid, start time); 0: empty */
 	uint32_t nseen;
 	char *env;
-	uint32_t pending[PENDING_MAX]; /* told since the last tick */
-	uint32_t npending;
-	bool overflow; /* more were told: the next tick scans /proc */
-	uint64_t ticks;
 	struct sched_targets_stats st;
 };
 
@@ -163,26 +154,6 @@ static bool has_label(struct sched_targets *t, uint32_t pid)
 	return sched_targets__env_has_label(t->env, (size_t)total);
 }
 
-/* 1 when pid became a target now (told to marked_fn), else 0. */
-static int examine(struct sched_targets *t, uint32_t pid, sched_target_fn marked_fn, void *ctx)
-{
-	uint64_t start;
-
-	/* never itself: an agent started from a job's shell inherits its
-	 * labels */
-	if (!pid || pid == (uint32_t)getpid() || sched_targets__is(t, pid))
-		return 0;
-	start = identity(t, pid);
-	if (!start || !first_look(t, pid, start))
-		return 0;
-	t->st.examined++;
-	if (!has_label(t, pid) || !sched_targets__mark(t, pid, false))
-		return 0;
-	if (marked_fn)
-		marked_fn(ctx, pid);
-	return 1;
-}
-
 int sched_targets__scan(struct sched_targets *t, sched_target_fn marked_fn, void *ctx)
 {
 	DIR *d = opendir(t->proc_root);
@@ -195,35 +166,24 @@ int sched_targets__scan(struct sched_targets *t, sched_target_fn marked_fn, void
 	while ((de = readdir(d))) {
 		char *end;
 		unsigned long pid = strtoul(de->d_name, &end, 10);
+		uint64_t start;
 
-		if (!*end && pid <= UINT32_MAX)
-			marked += examine(t, (uint32_t)pid, marked_fn, ctx);
+		/* never itself: an agent started from a job's shell inherits
+		 * its labels */
+		if (*end || !pid || pid > UINT32_MAX || pid == (unsigned long)getpid() ||
+		    sched_targets__is(t, (uint32_t)pid))
+			continue;
+		start = identity(t, (uint32_t)pid);
+		if (!start || !first_look(t, (uint32_t)pid, start))
+			continue;
+		t->st.examined++;
+		if (has_label(t, (uint32_t)pid) && sched_targets__mark(t, (uint32_t)pid, false)) {
+			marked++;
+			if (marked_fn)
+				marked_fn(ctx, (uint32_t)pid);
+		}
 	}
 	closedir(d);
-	return marked;
-}
-
-void sched_targets__note(struct sched_targets *t, uint32_t pid)
-{
-	if (t->npending < PENDING_MAX)
-		t->pending[t->npending++] = pid;
-	else
-		t->overflow = true;
-}
-
-int sched_targets__tick(struct sched_targets *t, sched_target_fn marked_fn, void *ctx)
-{
-	int marked = 0;
-
-	if (t->ticks++ % SCAN_EVERY == 0 || t->overflow) {
-		t->overflow = false;
-		t->npending = 0;
-		return sched_targets__scan(t, marked_fn, ctx);
-	}
-	for (uint32_t i = 0; i < t->npending; i++)
-		marked += examine(t, t->pending[i], marked_fn, ctx);
-	t->st.told += t->npending;
-	t->npending = 0;
 	return marked;
 }
 

@@ -4,9 +4,7 @@
  * a process is one when it uses CUDA/NCCL (the GPU layer's processes, told
  * at every drain) or carries training labels in its environment (RANK,
  * LOCAL_RANK, WORLD_SIZE, TORCHELASTIC_RUN_ID, SLURM_JOB_ID, STRATA_JOB;
- * found when an event tells of the process -- a new address space
- * sampled -- or by a /proc scan every 10 drains, of processes not examined
- * yet).  Marking sets the
+ * found by a /proc scan of processes not examined yet).  Marking sets the
  * tgid's bit in the sched object's auto_targets map (mmapped, atomic OR);
  * BPF marks forks of targets and clears a process's bit when it exits.
  * The examined set is bounded (65536 (pid, start time) pairs; full: it
@@ -21,7 +19,6 @@
 
 struct sched_targets_stats {
 	uint64_t scans, examined, by_labels, by_gpu, unreadable, out_of_range, resets;
-	uint64_t told; /* processes examined on an event, between scans */
 };
 
 struct sched_targets;
@@ -39,17 +36,6 @@ bool sched_targets__is(const struct sched_targets *t, uint32_t tgid);
  * each told to marked (may be NULL). */
 typedef void (*sched_target_fn)(void *ctx, uint32_t tgid);
 int sched_targets__scan(struct sched_targets *t, sched_target_fn marked, void *ctx);
-
-/* A process that may be new (a new address space was sampled): examined
- * at the next tick.  Bounded: past 1024 between two ticks, that tick scans
- * /proc instead. */
-void sched_targets__note(struct sched_targets *t, uint32_t pid);
-/* Once per drain: the processes told since the last tick are examined,
- * and every 10th tick (the first included) all of /proc is scanned, for
- * the processes no event told of.  (A scan of /proc at every drain read
- * every process's stat file each second.)  Returns how many became
- * targets, each told to marked. */
-int sched_targets__tick(struct sched_targets *t, sched_target_fn marked, void *ctx);
 
 /* Calls fn for every target now (marked here or by BPF: forks). */
 void sched_targets__each(const struct sched_targets *t, sched_target_fn fn, void *ctx);

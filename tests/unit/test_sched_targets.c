@@ -93,52 +93,11 @@ static void scan_fake_proc(void **state)
 	assert_int_equal(system(cmd), 0);
 }
 
-/* Between full scans only the processes told of are examined: a labelled
- * process nobody told of waits for the 10th tick's scan. */
-static void tick_examines_told(void **state)
-{
-	char root[] = "/tmp/strata-proc.XXXXXX";
-	uint64_t words[4] = { 0 };
-	struct sched_targets *t;
-	struct sched_targets_stats st;
-	static const char ranked[] = "RANK=0\0WORLD_SIZE=2";
-
-	(void)state;
-	assert_non_null(mkdtemp(root));
-	t = sched_targets__new(words, 4, root);
-	assert_non_null(t);
-	assert_int_equal(sched_targets__tick(t, NULL, NULL), 0); /* tick 0: a scan */
-	write_proc(root, 110, "python", ranked, sizeof(ranked));
-	write_proc(root, 111, "python", ranked, sizeof(ranked));
-	sched_targets__note(t, 110);
-	assert_int_equal(sched_targets__tick(t, NULL, NULL), 1); /* told: examined */
-	assert_true(sched_targets__is(t, 110));
-	assert_false(sched_targets__is(t, 111)); /* not told, no scan yet */
-	for (int i = 2; i < 10; i++)
-		assert_int_equal(sched_targets__tick(t, NULL, NULL), 0);
-	assert_int_equal(sched_targets__tick(t, NULL, NULL), 1); /* tick 10: a scan */
-	assert_true(sched_targets__is(t, 111));
-	/* more told than kept between two ticks: that tick scans */
-	write_proc(root, 112, "python", ranked, sizeof(ranked));
-	for (int i = 0; i < 1100; i++)
-		sched_targets__note(t, 1);
-	assert_int_equal(sched_targets__tick(t, NULL, NULL), 1);
-	assert_true(sched_targets__is(t, 112));
-	sched_targets__stats(t, &st);
-	assert_int_equal(st.scans, 3);
-	assert_int_equal(st.told, 1);
-	sched_targets__free(t);
-	char cmd[300];
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
-	assert_int_equal(system(cmd), 0);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(labels),
 		cmocka_unit_test(scan_fake_proc),
-		cmocka_unit_test(tick_examines_told),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
