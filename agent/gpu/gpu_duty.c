@@ -64,12 +64,11 @@ int gpu__poll(struct gpu *g)
 			continue;
 		if (p->next_scan_ms <= now)
 			gpu_proc_scan(g, p, now);
-		else if ((p->state == PROC_TARGET || p->notified) && p->next_alive_ms <= now)
+		else if (gpu_proc_checks_alive(p) && p->next_alive_ms <= now)
 			gpu_proc_alive(g, p, now);
 		if (p->state != PROC_FREE && p->next_scan_ms < next)
 			next = p->next_scan_ms;
-		if ((p->state == PROC_TARGET || (p->state == PROC_WATCH && p->notified)) &&
-		    p->next_alive_ms < next)
+		if (gpu_proc_checks_alive(p) && p->next_alive_ms < next)
 			next = p->next_alive_ms;
 	}
 	if (g->opts.budget >= 0 && gpu_budget__tick(&g->budget, now_ns, &bnext))

@@ -277,6 +277,9 @@ void gpu_usdt_detach(struct gpu *g, struct gpu_file *f);
 struct gpu_proc *gpu_proc_find(struct gpu *g, uint32_t tgid);
 struct gpu_proc *gpu_proc_find_exited(struct gpu *g, uint32_t tgid);
 void gpu_proc_scan(struct gpu *g, struct gpu_proc *p, uint64_t now_ms);
+/* Between maps reads a target's liveness is checked every 500 ms, a watched
+ * process's every 5 s where its reads wait for dynamic-linker events. */
+bool gpu_proc_checks_alive(const struct gpu_proc *p);
 void gpu_proc_alive(struct gpu *g, struct gpu_proc *p, uint64_t now_ms);
 void gpu_rescan_notified(struct gpu *g);
 uint64_t gpu_counter(const struct gpu *g, uint32_t c);

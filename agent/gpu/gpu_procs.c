@@ -95,13 +95,14 @@ static void proc_target(struct gpu *g, struct gpu_proc *p, bool in_bpf)
 	pr_info("gpu: tracing pid %u (%s)", p->tgid, p->info.comm);
 }
 
-/* Gone without an exit event.  A target that died before its BPF filter
- * entry was made sends none: finish it like an exited one (its file
- * references and filter entry are released). */
+/* The process is gone, told by its exit event or found gone (a target that
+ * died before its BPF filter entry was made sends no event): a target is
+ * finished at the next drain (its file references and filter entry are
+ * released), a watched process's slot is free at once. */
 static void proc_vanished(struct gpu *g, struct gpu_proc *p)
 {
 	if (p->state == PROC_TARGET || p->nfiles) {
-		p->state = PROC_EXITED;
+		p->state = PROC_EXITED; /* finished at the next drain */
 		p->info.exited = true;
 		p->info.exit_ns = realtime_ns();
 		g->exits++;
@@ -122,6 +123,11 @@ static uint64_t alive_every_ms(const struct gpu_proc *p)
 /* Between two maps reads: still the same process?  (One small read of
  * /proc/PID/stat, where a maps read of a training process reads thousands
  * of lines.) */
+bool gpu_proc_checks_alive(const struct gpu_proc *p)
+{
+	return p->state == PROC_TARGET || (p->state == PROC_WATCH && p->notified);
+}
+
 void gpu_proc_alive(struct gpu *g, struct gpu_proc *p, uint64_t now_ms)
 {
 	uint64_t start = proc_stat__start_ticks("/proc", p->tgid, NULL, 0);
@@ -313,14 +319,7 @@ static void proc_exited(struct gpu *g, uint32_t tgid, uint64_t mm_id)
 	}
 	if (!p->mm_id)
 		p->mm_id = mm_id;
-	if (p->state == PROC_TARGET || p->nfiles) {
-		p->state = PROC_EXITED; /* finished at the next drain */
-		p->info.exited = true;
-		p->info.exit_ns = realtime_ns(); /* within a drain of the exit */
-		g->exits++;
-	} else {
-		p->state = PROC_FREE;
-	}
+	proc_vanished(g, p); /* exit_ns: within a drain of the exit */
 }
 
 void gpu__on_proc_event(struct gpu *g, const struct strata_proc_event *e)
