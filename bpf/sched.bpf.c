@@ -143,6 +143,17 @@ struct {
 	__type(value, __u32);
 } targets SEC(".maps");
 
+/* A bitmap user space mmaps: an array of 64-bit words; max_entries set at
+ * load. */
+#define BITMAP_WORDS(name, nwords)                 \
+	struct {                                   \
+		__uint(type, BPF_MAP_TYPE_ARRAY);  \
+		__uint(map_flags, BPF_F_MMAPABLE); \
+		__uint(max_entries, nwords);       \
+		__type(key, __u32);                \
+		__type(value, __u64);              \
+	} name SEC(".maps")
+
 /*
  * Automatic targets (STRATA_FILTER_AUTO, host-wide): one bit per tgid, set
  * by user space (processes using CUDA/NCCL, processes with training labels)
@@ -152,13 +163,19 @@ struct {
  * the same words BPF changes atomically.  max_entries: pid_max / 64, set
  * at load.
  */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(map_flags, BPF_F_MMAPABLE);
-	__uint(max_entries, 65536);
-	__type(key, __u32);
-	__type(value, __u64);
-} auto_targets SEC(".maps");
+BITMAP_WORDS(auto_targets, 65536);
+
+/*
+ * Processes that exec'd since user space last looked (STRATA_FILTER_AUTO):
+ * a new program brings a new environment, whose training labels user space
+ * reads at its next drain (agent/sched/sched_targets.h) instead of reading
+ * every process's stat file each second.  Bit tgid in exec_words, and bit
+ * tgid / 64 in exec_summary so the harvest reads only words with bits.
+ * Mmapable; user space takes words with atomic exchanges.  max_entries set
+ * at load: auto_targets' and its / 64.
+ */
+BITMAP_WORDS(exec_words, 65536);
+BITMAP_WORDS(exec_summary, 1024);
 
 struct {
 	__uint(type, BPF_MAP_TYPE_CGROUP_ARRAY);
@@ -546,6 +563,28 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 	w = auto_word(ctgid);
 	if (w)
 		__sync_fetch_and_or(w, 1ULL << (ctgid % STRATA_AUTO_TARGET_BITS));
+	return 0;
+}
+
+/* A process ran a new program: user space reads its environment at the
+ * next drain.  The word's bit is set first (a fully ordered fetch-or), the
+ * summary's after, so a harvest that clears the summary and then the word
+ * misses nothing: a bit set meanwhile raises the summary again. */
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	__u32 tgid = p->tgid, k = tgid / STRATA_AUTO_TARGET_BITS;
+	__u32 sk = k / STRATA_AUTO_TARGET_BITS;
+	__u64 bit = 1ULL << (tgid % STRATA_AUTO_TARGET_BITS);
+	__u64 *w = bpf_map_lookup_elem(&exec_words, &k);
+	__u64 *s = bpf_map_lookup_elem(&exec_summary, &sk);
+
+	if (!w || !s)
+		return 0;
+	/* already pending: whoever set it raises the summary */
+	if (__sync_fetch_and_or(w, bit) & bit)
+		return 0;
+	__sync_fetch_and_or(s, 1ULL << (k % STRATA_AUTO_TARGET_BITS));
 	return 0;
 }
 

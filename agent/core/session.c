@@ -287,8 +287,7 @@ struct session *session__new(const struct session_opts *opts)
 									     : opts->sampler.filter,
 			.test_layer_binary = opts->sched_test_layer_binary,
 		};
-		uint64_t *words;
-		uint32_t nwords;
+		const struct sched_bitmaps *bits;
 
 		sampler__filter_maps(s->sampler, &so.targets_fd, &so.cgroup_map_fd);
 		s->sched = sched_collector__new(&so);
@@ -296,8 +295,8 @@ struct session *session__new(const struct session_opts *opts)
 			err = -errno;
 			goto err_out;
 		}
-		words = sched_collector__auto_targets(s->sched, &nwords);
-		if (words && !(s->targets = sched_targets__new(words, nwords, "/proc"))) {
+		bits = sched_collector__bitmaps(s->sched);
+		if (bits && !(s->targets = sched_targets__new(bits, "/proc"))) {
 			err = -ENOMEM;
 			goto err_out;
 		}
@@ -564,7 +563,7 @@ static void mark_targets(struct session *s)
 			if (!d->procs[i].exited)
 				sched_targets__mark(s->targets, d->procs[i].tgid, true);
 	}
-	sched_targets__scan(s->targets, labelled_target, s);
+	sched_targets__tick(s->targets, labelled_target, s);
 }
 
 /*
@@ -719,11 +718,13 @@ void session__report_sched(struct session *s)
 			sched_targets__stats(s->targets, &ts);
 			fprintf(stderr,
 				"  sched targets: scans=%llu examined=%llu by_labels=%llu "
-				"by_gpu=%llu unreadable=%llu out_of_range=%llu resets=%llu\n",
+				"by_gpu=%llu unreadable=%llu out_of_range=%llu resets=%llu "
+				"execs=%llu gone=%llu\n",
 				(unsigned long long)ts.scans, (unsigned long long)ts.examined,
 				(unsigned long long)ts.by_labels, (unsigned long long)ts.by_gpu,
 				(unsigned long long)ts.unreadable,
-				(unsigned long long)ts.out_of_range, (unsigned long long)ts.resets);
+				(unsigned long long)ts.out_of_range, (unsigned long long)ts.resets,
+				(unsigned long long)ts.execs, (unsigned long long)ts.gone);
 		}
 	}
 }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "agent/core/map_drain.h"
+#include "agent/sched/sched_targets.h"
 #include "lib/log.h"
 #include "sched.skel.h"
 
@@ -31,8 +32,9 @@ struct sched_collector {
 	struct sched_retire_stats rs;
 	uint64_t drain_wait_timeouts; /* off-CPU generation never went quiet */
 	uint64_t stacks_missing;      /* a key's stack not in its generation's map */
-	uint64_t *auto_words;	      /* STRATA_FILTER_AUTO: the mmapped bitmap */
-	size_t auto_len;
+	/* STRATA_FILTER_AUTO: the mmapped bitmaps (agent/sched/sched_targets.h) */
+	struct sched_bitmaps bits;
+	size_t auto_len, exec_len, summary_len;
 	uint32_t auto_nwords;
 };
 
@@ -48,6 +50,26 @@ static uint32_t auto_words_for_pid_max(void)
 		fclose(f);
 	}
 	return (uint32_t)((pid_max + STRATA_AUTO_TARGET_BITS - 1) / STRATA_AUTO_TARGET_BITS);
+}
+
+/* Maps an mmapable array of 64-bit words (all of it) into *words. */
+static int map_words(struct bpf_map *map, uint64_t **words, size_t *len)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	size_t n = (size_t)bpf_map__max_entries(map) * sizeof(uint64_t);
+	void *m;
+
+	n = (n + (size_t)page - 1) / (size_t)page * (size_t)page;
+	m = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(map), 0);
+	if (m == MAP_FAILED) {
+		int err = -errno;
+
+		pr_err("sched: cannot map %s: %s", bpf_map__name(map), strerror(-err));
+		return err;
+	}
+	*words = m;
+	*len = n;
+	return 0;
 }
 
 struct sched_collector *sched_collector__new(const struct sched_collector_opts *opts)
@@ -76,7 +98,12 @@ struct sched_collector *sched_collector__new(const struct sched_collector_opts *
 			strtoull(getenv("STRATA_SCHED_STACK_NS"), NULL, 10);
 	c->auto_nwords = opts->filter == STRATA_FILTER_AUTO ? auto_words_for_pid_max() : 1;
 	bpf_map__set_max_entries(c->skel->maps.auto_targets, c->auto_nwords);
+	bpf_map__set_max_entries(c->skel->maps.exec_words, c->auto_nwords);
+	bpf_map__set_max_entries(c->skel->maps.exec_summary,
+				 (c->auto_nwords + STRATA_AUTO_TARGET_BITS - 1) /
+					 STRATA_AUTO_TARGET_BITS);
 	bpf_program__set_autoload(c->skel->progs.on_fork, opts->filter == STRATA_FILTER_AUTO);
+	bpf_program__set_autoload(c->skel->progs.on_exec, opts->filter == STRATA_FILTER_AUTO);
 	if (opts->max_threads)
 		bpf_map__set_max_entries(c->skel->maps.threads, opts->max_threads);
 	if (opts->max_offcpu) {
@@ -106,22 +133,12 @@ struct sched_collector *sched_collector__new(const struct sched_collector_opts *
 		       strerror(-err));
 		goto err_out;
 	}
-	if (opts->filter == STRATA_FILTER_AUTO) {
-		long page = sysconf(_SC_PAGESIZE);
-		size_t len = (size_t)c->auto_nwords * sizeof(uint64_t);
-		void *m;
-
-		len = (len + (size_t)page - 1) / (size_t)page * (size_t)page;
-		m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED,
-			 bpf_map__fd(c->skel->maps.auto_targets), 0);
-		if (m == MAP_FAILED) {
-			err = -errno;
-			pr_err("sched: cannot map the automatic targets: %s", strerror(-err));
-			goto err_out;
-		}
-		c->auto_words = m;
-		c->auto_len = len;
-	}
+	if (opts->filter == STRATA_FILTER_AUTO &&
+	    ((err = map_words(c->skel->maps.auto_targets, &c->bits.auto_words, &c->auto_len)) ||
+	     (err = map_words(c->skel->maps.exec_words, &c->bits.exec_words, &c->exec_len)) ||
+	     (err = map_words(c->skel->maps.exec_summary, &c->bits.exec_summary, &c->summary_len))))
+		goto err_out;
+	c->bits.nwords = c->auto_nwords;
 	return c;
 
 err_out:
@@ -138,8 +155,12 @@ void sched_collector__free(struct sched_collector *c)
 	bpf_link__destroy(c->fault_links[1]);
 	bpf_link__destroy(c->layer_links[0]);
 	bpf_link__destroy(c->layer_links[1]);
-	if (c->auto_words)
-		munmap(c->auto_words, c->auto_len);
+	if (c->bits.auto_words)
+		munmap(c->bits.auto_words, c->auto_len);
+	if (c->bits.exec_words)
+		munmap(c->bits.exec_words, c->exec_len);
+	if (c->bits.exec_summary)
+		munmap(c->bits.exec_summary, c->summary_len);
 	sched_bpf__destroy(c->skel);
 	free(c->retired);
 	free(c);
@@ -431,8 +452,7 @@ void sched_collector__counters(const struct sched_collector *c, uint64_t *out)
 	}
 }
 
-uint64_t *sched_collector__auto_targets(struct sched_collector *c, uint32_t *nwords)
+const struct sched_bitmaps *sched_collector__bitmaps(const struct sched_collector *c)
 {
-	*nwords = c->auto_words ? c->auto_nwords : 0;
-	return c->auto_words;
+	return c->bits.auto_words ? &c->bits : NULL;
 }

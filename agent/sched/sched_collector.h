@@ -34,15 +34,16 @@ struct sched_collector_opts {
 };
 
 struct sched_collector;
+struct sched_bitmaps;
 
 /* NULL with errno set (message logged) on failure. */
 struct sched_collector *sched_collector__new(const struct sched_collector_opts *opts);
 void sched_collector__free(struct sched_collector *c);
 int sched_collector__start(struct sched_collector *c);
 
-/* STRATA_FILTER_AUTO: the automatic-target bitmap (agent/sched/sched_targets.h),
- * *nwords 64-bit words; NULL in the other modes. */
-uint64_t *sched_collector__auto_targets(struct sched_collector *c, uint32_t *nwords);
+/* STRATA_FILTER_AUTO: the automatic-target and exec bitmaps
+ * (agent/sched/sched_targets.h); NULL in the other modes. */
+const struct sched_bitmaps *sched_collector__bitmaps(const struct sched_collector *c);
 
 /* The API-layer map, for the GPU layer's object (bpf_map__reuse_fd). */
 int sched_collector__api_layers_fd(const struct sched_collector *c);

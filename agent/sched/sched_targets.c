@@ -17,8 +17,7 @@
 #define ENV_MAX 65536 /* environ bytes read per process */
 
 struct sched_targets {
-	uint64_t *words;
-	uint32_t nwords;
+	struct sched_bitmaps bits;
 	char proc_root[64];
 	uint64_t *seen; /* hash of (pid, start time); 0: empty */
 	uint32_t nseen;
@@ -26,14 +25,13 @@ struct sched_targets {
 	struct sched_targets_stats st;
 };
 
-struct sched_targets *sched_targets__new(uint64_t *words, uint32_t nwords, const char *proc_root)
+struct sched_targets *sched_targets__new(const struct sched_bitmaps *bits, const char *proc_root)
 {
 	struct sched_targets *t = calloc(1, sizeof(*t));
 
 	if (!t)
 		return NULL;
-	t->words = words;
-	t->nwords = nwords;
+	t->bits = *bits;
 	snprintf(t->proc_root, sizeof(t->proc_root), "%s", proc_root ? proc_root : "/proc");
 	t->seen = calloc(SEEN_SLOTS, sizeof(*t->seen));
 	t->env = malloc(ENV_MAX);
@@ -55,15 +53,16 @@ void sched_targets__free(struct sched_targets *t)
 
 bool sched_targets__mark(struct sched_targets *t, uint32_t tgid, bool gpu)
 {
+	uint64_t *words = t->bits.auto_words;
 	uint32_t w = tgid / 64;
 
-	if (w >= t->nwords) {
+	if (w >= t->bits.nwords) {
 		t->st.out_of_range++;
 		return false;
 	}
-	if (__atomic_load_n(&t->words[w], __ATOMIC_RELAXED) >> (tgid % 64) & 1)
+	if (__atomic_load_n(&words[w], __ATOMIC_RELAXED) >> (tgid % 64) & 1)
 		return false;
-	__atomic_fetch_or(&t->words[w], 1ULL << (tgid % 64), __ATOMIC_RELAXED);
+	__atomic_fetch_or(&words[w], 1ULL << (tgid % 64), __ATOMIC_RELAXED);
 	if (gpu)
 		t->st.by_gpu++;
 	else
@@ -73,8 +72,9 @@ bool sched_targets__mark(struct sched_targets *t, uint32_t tgid, bool gpu)
 
 bool sched_targets__is(const struct sched_targets *t, uint32_t tgid)
 {
-	return tgid / 64 < t->nwords &&
-	       (__atomic_load_n(&t->words[tgid / 64], __ATOMIC_RELAXED) >> (tgid % 64) & 1);
+	return tgid / 64 < t->bits.nwords &&
+	       (__atomic_load_n(&t->bits.auto_words[tgid / 64], __ATOMIC_RELAXED) >> (tgid % 64) &
+		1);
 }
 
 bool sched_targets__env_has_label(const char *env, size_t n)
@@ -145,13 +145,39 @@ static bool has_label(struct sched_targets *t, uint32_t pid)
 	snprintf(path, sizeof(path), "%s/%u/environ", t->proc_root, pid);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
-		t->st.unreadable++;
+		if (errno == ENOENT || errno == ESRCH)
+			t->st.gone++;
+		else
+			t->st.unreadable++;
 		return false;
 	}
 	while (total < ENV_MAX && (n = read(fd, t->env + total, ENV_MAX - total)) > 0)
 		total += n;
 	close(fd);
 	return sched_targets__env_has_label(t->env, (size_t)total);
+}
+
+/* 1 when pid became a target now (told to marked_fn), else 0.  once: the
+ * scan's look, skipped for an instance examined before; an exec is always
+ * examined (a launcher's exec of the same command with RANK set keeps its
+ * start time and name). */
+static int examine(struct sched_targets *t, uint32_t pid, bool once, sched_target_fn marked_fn,
+		   void *ctx)
+{
+	uint64_t start;
+
+	/* never itself: an agent started from a job's shell inherits its
+	 * labels */
+	if (!pid || pid == (uint32_t)getpid() || sched_targets__is(t, pid))
+		return 0;
+	if (once && (!(start = identity(t, pid)) || !first_look(t, pid, start)))
+		return 0;
+	t->st.examined++;
+	if (!has_label(t, pid) || !sched_targets__mark(t, pid, false))
+		return 0;
+	if (marked_fn)
+		marked_fn(ctx, pid);
+	return 1;
 }
 
 int sched_targets__scan(struct sched_targets *t, sched_target_fn marked_fn, void *ctx)
@@ -166,24 +192,54 @@ int sched_targets__scan(struct sched_targets *t, sched_target_fn marked_fn, void
 	while ((de = readdir(d))) {
 		char *end;
 		unsigned long pid = strtoul(de->d_name, &end, 10);
-		uint64_t start;
 
-		/* never itself: an agent started from a job's shell inherits
-		 * its labels */
-		if (*end || !pid || pid > UINT32_MAX || pid == (unsigned long)getpid() ||
-		    sched_targets__is(t, (uint32_t)pid))
-			continue;
-		start = identity(t, (uint32_t)pid);
-		if (!start || !first_look(t, (uint32_t)pid, start))
-			continue;
-		t->st.examined++;
-		if (has_label(t, (uint32_t)pid) && sched_targets__mark(t, (uint32_t)pid, false)) {
-			marked++;
-			if (marked_fn)
-				marked_fn(ctx, (uint32_t)pid);
-		}
+		if (!*end && pid <= UINT32_MAX)
+			marked += examine(t, (uint32_t)pid, true, marked_fn, ctx);
 	}
 	closedir(d);
+	return marked;
+}
+
+/* Takes exec word w's bits (atomically: BPF may set more meanwhile, they
+ * stay for the next tick) and examines their processes. */
+static int take_exec_word(struct sched_targets *t, uint32_t w, sched_target_fn marked_fn, void *ctx)
+{
+	uint64_t bits = __atomic_exchange_n(&t->bits.exec_words[w], 0, __ATOMIC_SEQ_CST);
+	int marked = 0;
+
+	while (bits) {
+		uint32_t pid = w * 64 + (uint32_t)__builtin_ctzll(bits);
+
+		bits &= bits - 1;
+		t->st.execs++;
+		marked += examine(t, pid, false, marked_fn, ctx);
+	}
+	return marked;
+}
+
+int sched_targets__tick(struct sched_targets *t, sched_target_fn marked_fn, void *ctx)
+{
+	uint32_t nsummary = (t->bits.nwords + 63) / 64;
+	int marked = 0;
+
+	if (!t->bits.exec_words || !t->bits.exec_summary)
+		return sched_targets__scan(t, marked_fn, ctx);
+	/* the summary first, then the words it names: a bit BPF sets after
+	 * the word was taken raises the summary again (bpf/sched.bpf.c) */
+	for (uint32_t i = 0; i < nsummary; i++) {
+		uint64_t sum;
+
+		if (!__atomic_load_n(&t->bits.exec_summary[i], __ATOMIC_RELAXED))
+			continue;
+		sum = __atomic_exchange_n(&t->bits.exec_summary[i], 0, __ATOMIC_SEQ_CST);
+		while (sum) {
+			uint32_t w = i * 64 + (uint32_t)__builtin_ctzll(sum);
+
+			sum &= sum - 1;
+			if (w < t->bits.nwords)
+				marked += take_exec_word(t, w, marked_fn, ctx);
+		}
+	}
 	return marked;
 }
 
@@ -194,8 +250,8 @@ void sched_targets__stats(const struct sched_targets *t, struct sched_targets_st
 
 void sched_targets__each(const struct sched_targets *t, sched_target_fn fn, void *ctx)
 {
-	for (uint32_t w = 0; w < t->nwords; w++) {
-		uint64_t bits = __atomic_load_n(&t->words[w], __ATOMIC_RELAXED);
+	for (uint32_t w = 0; w < t->bits.nwords; w++) {
+		uint64_t bits = __atomic_load_n(&t->bits.auto_words[w], __ATOMIC_RELAXED);
 
 		while (bits) {
 			int b = __builtin_ctzll(bits);

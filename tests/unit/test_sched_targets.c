@@ -54,10 +54,19 @@ static void write_proc(const char *root, unsigned pid, const char *comm, const c
 	fclose(f);
 }
 
+static void rm_tree(const char *root)
+{
+	char cmd[300];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
+	assert_int_equal(system(cmd), 0);
+}
+
 static void scan_fake_proc(void **state)
 {
 	char root[] = "/tmp/strata-proc.XXXXXX";
 	uint64_t words[4] = { 0 }; /* pids 0..255 */
+	struct sched_bitmaps bits = { .auto_words = words, .nwords = 4 };
 	struct sched_targets *t;
 	struct sched_targets_stats st;
 	static const char ranked[] = "RANK=1\0WORLD_SIZE=4";
@@ -68,7 +77,7 @@ static void scan_fake_proc(void **state)
 	write_proc(root, 101, "bash", plain, sizeof(plain));
 	write_proc(root, 102, "torchrun", plain, sizeof(plain)); /* before its exec */
 	write_proc(root, 300, "python", ranked, sizeof(ranked)); /* beyond the bitmap */
-	t = sched_targets__new(words, 4, root);
+	t = sched_targets__new(&bits, root);
 	assert_non_null(t);
 	assert_int_equal(sched_targets__scan(t, NULL, NULL), 1);
 	assert_true(sched_targets__is(t, 100));
@@ -80,6 +89,7 @@ static void scan_fake_proc(void **state)
 	assert_int_equal(sched_targets__scan(t, NULL, NULL), 1);
 	assert_true(sched_targets__is(t, 102));
 	assert_int_equal(sched_targets__scan(t, NULL, NULL), 0); /* nothing new */
+	assert_int_equal(sched_targets__tick(t, NULL, NULL), 0); /* no exec bitmap: a scan */
 	sched_targets__mark(t, 7, true);			 /* the GPU layer's process */
 	assert_true(sched_targets__is(t, 7));
 	sched_targets__stats(t, &st);
@@ -88,9 +98,70 @@ static void scan_fake_proc(void **state)
 	assert_int_equal(st.out_of_range, 1); /* pid 300 */
 	assert_int_equal(st.examined, 5);
 	sched_targets__free(t);
-	char cmd[300];
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
-	assert_int_equal(system(cmd), 0);
+	rm_tree(root);
+}
+
+static void told_to(void *ctx, uint32_t tgid)
+{
+	*(uint32_t *)ctx = tgid;
+}
+
+/* With the exec bitmap, a tick examines the processes BPF says exec'd (and
+ * only those), takes their bits, and leaves the summary clear. */
+static void tick_examines_execs(void **state)
+{
+	char root[] = "/tmp/strata-proc.XXXXXX";
+	uint64_t words[4] = { 0 }, exec_words[4] = { 0 }, summary[1] = { 0 };
+	struct sched_bitmaps bits = {
+		.auto_words = words,
+		.exec_words = exec_words,
+		.exec_summary = summary,
+		.nwords = 4,
+	};
+	struct sched_targets *t;
+	struct sched_targets_stats st;
+	static const char ranked[] = "RANK=1\0WORLD_SIZE=4";
+	static const char plain[] = "PATH=/bin";
+	uint32_t told = 0;
+
+	assert_non_null(mkdtemp(root));
+	write_proc(root, 101, "bash", plain, sizeof(plain));
+	write_proc(root, 130, "python", plain, sizeof(plain)); /* a launcher */
+	write_proc(root, 131, "python", ranked, sizeof(ranked));
+	t = sched_targets__new(&bits, root);
+	assert_non_null(t);
+	assert_int_equal(sched_targets__scan(t, NULL, NULL), 1); /* at start: 131 */
+	/* nothing exec'd: nothing read (131's labels are not looked at again
+	 * through a tick, nor 101's) */
+	assert_int_equal(sched_targets__tick(t, told_to, &told), 0);
+	sched_targets__stats(t, &st);
+	assert_int_equal(st.examined, 3);
+	/* the launcher execs python again, now with RANK set: same start time
+	 * and name, so only the event says it is new */
+	write_proc(root, 130, "python", ranked, sizeof(ranked));
+	exec_words[130 / 64] |= 1ULL << (130 % 64);
+	exec_words[101 / 64] |= 1ULL << (101 % 64); /* bash ran another shell */
+	exec_words[150 / 64] |= 1ULL << (150 % 64); /* exited since */
+	summary[0] |= 1ULL << (130 / 64) | 1ULL << (101 / 64) | 1ULL << (150 / 64);
+	summary[0] |= 1ULL << 3; /* raised for a word whose bit was taken: harmless */
+	assert_int_equal(sched_targets__tick(t, told_to, &told), 1);
+	assert_int_equal(told, 130);
+	assert_true(sched_targets__is(t, 130));
+	assert_false(sched_targets__is(t, 101));
+	assert_int_equal(exec_words[1] | exec_words[2] | summary[0], 0);
+	sched_targets__stats(t, &st);
+	assert_int_equal(st.execs, 3);
+	assert_int_equal(st.examined, 6);
+	assert_int_equal(st.gone, 1);
+	assert_int_equal(st.unreadable, 0);
+	assert_int_equal(st.scans, 1);
+	/* a bit without its summary bit is not looked at yet (BPF raises the
+	 * summary after the word) */
+	exec_words[0] = 1ULL << 7;
+	assert_int_equal(sched_targets__tick(t, NULL, NULL), 0);
+	assert_int_equal(exec_words[0], 1ULL << 7);
+	sched_targets__free(t);
+	rm_tree(root);
 }
 
 int main(void)
@@ -98,6 +169,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(labels),
 		cmocka_unit_test(scan_fake_proc),
+		cmocka_unit_test(tick_examines_execs),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
