@@ -225,14 +225,21 @@ static __always_inline int proc_exit(bool with_vmas)
  * GPU_MAPPED_EVENT_NS: after an event user space reads the maps in a series
  * that lasts longer (agent/gpu/gpu_procs.c), so the objects one burst of
  * dlopens maps after the first event are seen too.
+ *
+ * Only for the processes user space watches: every dynamically linked
+ * program on the node runs a hooked ld.so, and each of its starts would
+ * otherwise wake the agent for an event it throws away.
  */
 #define GPU_MAPPED_EVENT_NS 200000000ULL
 
+/* The watched processes (added and removed by user space, value 0) and
+ * each one's last event (bpf_ktime_get_ns).  max_entries: user space's
+ * process slots, set at load. */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 8192);
-	__type(key, __u32);   /* tgid */
-	__type(value, __u64); /* its last event, bpf_ktime_get_ns */
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u64);
 } gpu_mapped_last SEC(".maps");
 
 SEC("uprobe")
@@ -244,14 +251,14 @@ int gpu_dl_notify(struct pt_regs *ctx)
 	struct task_struct *task;
 
 	last = bpf_map_lookup_elem(&gpu_mapped_last, &tgid);
-	if (last && now - *last < GPU_MAPPED_EVENT_NS)
+	if (!last || now - *last < GPU_MAPPED_EVENT_NS)
 		return 0;
 	e = bpf_ringbuf_reserve(&gpu_proc_events, sizeof(*e), 0);
 	if (!e) { /* not remembered: the next call tries again */
 		gpu_count(GPU_CNT_EVENTS_LOST);
 		return 0;
 	}
-	bpf_map_update_elem(&gpu_mapped_last, &tgid, &now, BPF_ANY);
+	*last = now;
 	task = bpf_get_current_task_btf();
 	proc_event_fill(e, PROC_EV_MAPPED_EXEC, task, tgid, mm_id_of(task));
 	bpf_ringbuf_submit(e, 0);

@@ -152,6 +152,7 @@ struct gpu *gpu__new(const struct gpu_opts *opts, struct module_registry *mods,
 	g->skel->rodata->alloc_events = opts->alloc_events;
 	g->skel->rodata->want_stacks = !opts->no_stacks;
 	g->skel->rodata->page_shift = (uint32_t)__builtin_ctzl((unsigned long)getpagesize());
+	bpf_map__set_max_entries(g->skel->maps.gpu_mapped_last, GPU_MAX_PROCS);
 	err = session_maps(g);
 	if (err)
 		goto err_out;

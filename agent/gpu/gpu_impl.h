@@ -107,6 +107,7 @@ struct gpu_proc {
 	uint64_t next_alive_ms; /* a target's next liveness check (no maps read) */
 	uint64_t start_ticks;	/* /proc/PID/stat's start time, at the first read */
 	bool notified;		/* it runs a hooked ld.so: PROC_EV_MAPPED_EXEC comes */
+	bool in_notify_filter;	/* in BPF's gpu_mapped_last: its events are sent */
 	uint32_t backoff_ms;
 	uint32_t nfiles;
 	int files[GPU_PROC_FILES];
@@ -234,6 +235,8 @@ struct gpu {
 	uint64_t events_lost_seen;    /* GPU_CNT_EVENTS_LOST at the last drain */
 	uint64_t slots_reused;	      /* slots let go: their pid is another process's */
 	uint64_t mapped_seen;	      /* PROC_EV_MAPPED_EXEC events of watched processes */
+	uint64_t notify_full;	      /* watched, not in gpu_mapped_last: polled instead */
+	uint64_t mapped_ignored;      /* PROC_EV_MAPPED_EXEC of others (BPF filters them) */
 	uint64_t alive_checks;
 	uint64_t exits;
 	uint64_t calls_taken_ns; /* CLOCK_REALTIME of the last gpu__calls_taken */

@@ -101,6 +101,10 @@ static void proc_target(struct gpu *g, struct gpu_proc *p, bool in_bpf)
  * released), a watched process's slot is free at once. */
 static void proc_vanished(struct gpu *g, struct gpu_proc *p)
 {
+	if (p->in_notify_filter) {
+		bpf_map_delete_elem(bpf_map__fd(g->skel->maps.gpu_mapped_last), &p->tgid);
+		p->in_notify_filter = false;
+	}
 	if (p->state == PROC_TARGET || p->nfiles) {
 		p->state = PROC_EXITED; /* finished at the next drain */
 		p->info.exited = true;
@@ -218,7 +222,7 @@ void gpu_proc_scan(struct gpu *g, struct gpu_proc *p, uint64_t now_ms)
 	free(maps);
 	/* a dynamic linker hooked during this read: a dlopen between the read
 	 * and the hook told nothing, so the series goes on */
-	p->notified = notified && g->ndls == ndls;
+	p->notified = notified && g->ndls == ndls && p->in_notify_filter;
 	if (p->nfiles && p->state == PROC_WATCH)
 		proc_target(g, p, false);
 	/* dlopen can add a library later (PyTorch loads CUDA on import) */
@@ -245,8 +249,10 @@ static void proc_mapped(struct gpu *g, uint32_t tgid)
 {
 	struct gpu_proc *p = gpu_proc_find(g, tgid);
 
-	if (!p || (p->state != PROC_WATCH && p->state != PROC_TARGET))
+	if (!p || (p->state != PROC_WATCH && p->state != PROC_TARGET)) {
+		g->mapped_ignored++;
 		return;
+	}
 	g->mapped_seen++;
 	p->backoff_ms = GPU_SCAN_FIRST_MS;
 	p->next_scan_ms = 0;
@@ -265,6 +271,18 @@ static void gpu_restored_identity(struct gpu *g, struct gpu_proc *p)
 	p->info.job_hash = id.job_hash;
 }
 
+/* Its dynamic linker's events are sent from now on (bpf/gpu.bpf.c's filter,
+ * as many entries as slots); without room it is polled (counted). */
+static void notify_filter_add(struct gpu *g, struct gpu_proc *p)
+{
+	uint64_t never = 0;
+
+	p->in_notify_filter = !bpf_map_update_elem(bpf_map__fd(g->skel->maps.gpu_mapped_last),
+						   &p->tgid, &never, BPF_ANY);
+	if (!p->in_notify_filter)
+		g->notify_full++;
+}
+
 /* A free slot for tgid, watched; NULL (counted) when none is left. */
 static struct gpu_proc *proc_new(struct gpu *g, uint32_t tgid)
 {
@@ -281,6 +299,7 @@ static struct gpu_proc *proc_new(struct gpu *g, uint32_t tgid)
 		p->info.rank = p->info.local_rank = p->info.world_size = -1;
 		p->info.nccl_rank = p->info.nccl_nranks = -1;
 		gpu_restored_identity(g, p);
+		notify_filter_add(g, p);
 		return p;
 	}
 	g->procs_dropped++;

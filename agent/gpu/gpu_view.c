@@ -209,8 +209,9 @@ void gpu__report(struct gpu *g)
 		(unsigned long long)g->link_objs, (double)g->attach_ns / 1e6);
 	fprintf(stderr,
 		"\n  gpu: links=%llu attach_failed=%llu files_attached=%llu targets=%llu "
-		"watched=%llu exits=%llu scans=%llu mapped=%llu alive_checks=%llu "
-		"slots_reused=%llu "
+		"watched=%llu exits=%llu scans=%llu mapped=%llu mapped_ignored=%llu "
+		"alive_checks=%llu "
+		"slots_reused=%llu notify_full=%llu "
 		"dls=%zu "
 		"alloc_walks_skipped=%llu "
 		"dls_dropped=%llu dls_failed=%llu "
@@ -223,7 +224,8 @@ void gpu__report(struct gpu *g)
 		(unsigned long long)st.files_attached, (unsigned long long)st.targets,
 		(unsigned long long)st.watched, (unsigned long long)g->exits,
 		(unsigned long long)g->scans, (unsigned long long)g->mapped_seen,
-		(unsigned long long)g->alive_checks, (unsigned long long)g->slots_reused, g->ndls,
+		(unsigned long long)g->mapped_ignored, (unsigned long long)g->alive_checks,
+		(unsigned long long)g->slots_reused, (unsigned long long)g->notify_full, g->ndls,
 		(unsigned long long)g->alloc_walks_skipped, (unsigned long long)g->dls_dropped,
 		(unsigned long long)g->dls_failed, (unsigned long long)st.bpf_targets,
 		(unsigned long long)st.bpf_allocs, (unsigned long long)st.bpf_inflight,
