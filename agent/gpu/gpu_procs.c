@@ -244,7 +244,7 @@ void gpu_rescan_notified(struct gpu *g)
 }
 
 /* The process's dynamic linker changed its loaded objects
- * (PROC_EV_MAPPED_EXEC): a new series of reads, the first at once. */
+ * (PROC_EV_MAPPED_EXEC): a read at once, in a series of reads. */
 static void proc_mapped(struct gpu *g, uint32_t tgid)
 {
 	struct gpu_proc *p = gpu_proc_find(g, tgid);
@@ -254,7 +254,13 @@ static void proc_mapped(struct gpu *g, uint32_t tgid)
 		return;
 	}
 	g->mapped_seen++;
-	p->backoff_ms = GPU_SCAN_FIRST_MS;
+	/* A read now.  During a series (a burst of dlopens: `import torch`
+	 * sends an event every 200 ms for seconds) the series goes on from
+	 * where it is rather than starting over at 5 ms: its later steps,
+	 * 320 ms and more after this event, still see what the dlopens the
+	 * rate limit held back mapped.  After a series, a new one. */
+	if (p->backoff_ms >= GPU_SCAN_MAX_MS)
+		p->backoff_ms = GPU_SCAN_FIRST_MS;
 	p->next_scan_ms = 0;
 }
 
