@@ -14,7 +14,9 @@
 #include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -65,6 +67,8 @@ struct query {
 	char *out; /* the answer's body (malloc'd) */
 	size_t out_len;
 	struct route_answer a;
+	int fd;	   /* the client's socket (-1: unknown), polled while suspended */
+	bool gone; /* the client hung up: nobody reads the answer */
 };
 
 /* One request, from its first callback to its completion. */
@@ -404,6 +408,23 @@ static int query_snapshot(struct query *q, struct MHD_Connection *c, const char 
 	return !q->path || !q->method || q->copy_failed ? -ENOMEM : 0;
 }
 
+/*
+ * Has the client of a suspended connection hung up?  (libmicrohttpd does
+ * not poll a suspended connection's socket.)  A client that closed, or
+ * only shut down its sending side, as nginx also takes it, is gone: a
+ * request is answered only to a client that still reads.
+ */
+static bool client_gone(void *ctx)
+{
+	struct query *q = ctx;
+	struct pollfd p = { .fd = q->fd, .events = POLLRDHUP };
+
+	if (!q->gone && q->fd >= 0 && poll(&p, 1, 0) > 0 &&
+	    (p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+		q->gone = true;
+	return q->gone;
+}
+
 static void query_run(struct query_job *j, int cancelled)
 {
 	struct query *q = (struct query *)j;
@@ -423,17 +444,25 @@ static void query_run(struct query_job *j, int cancelled)
 		q->status = 0; /* the connection is closed */
 	} else if (cancelled) {
 		q->status = json_error(out, 503, "server stopping");
+	} else if (client_gone(q)) { /* gave up while it waited */
+		q->status = 0;
 	} else {
 		store__set_read_deadline(t0 + STORE_QUERY_MAX_NS);
+		store__set_read_client(client_gone, q);
 		q->status = route__run(q->rt, q->srv, &r, out, &q->a);
+		store__set_read_client(NULL, NULL);
 		store__set_read_deadline(0);
-		if (q->rt->query) {
+		if (client_gone(q)) /* its reads were stopped, or it left since */
+			q->status = 0;
+		else if (q->rt->query) {
 			__atomic_fetch_add(&q->srv->m.queries, 1, __ATOMIC_RELAXED);
 			if (q->status >= 500)
 				__atomic_fetch_add(&q->srv->m.query_errors, 1, __ATOMIC_RELAXED);
 			latency_hist__add(&q->srv->m.query, mono_ns() - t0);
 		}
 	}
+	if (q->gone)
+		__atomic_fetch_add(&q->srv->m.queries_abandoned, 1, __ATOMIC_RELAXED);
 	if (out && fclose(out))
 		q->status = 0;
 	cs->qstate = QUERY_ANSWERED; /* read after the resume (its lock orders it) */
@@ -452,12 +481,16 @@ static enum MHD_Result query_start(struct server *srv, struct MHD_Connection *c,
 	struct query *q = &cs->q;
 	int err;
 
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+
 	*q = (struct query){ .job.run = query_run,
 			     .srv = srv,
 			     .conn = c,
 			     .rt = cs->rt,
 			     .body = cs->body,
-			     .body_len = cs->len };
+			     .body_len = cs->len,
+			     .fd = ci ? ci->connect_fd : -1 };
 	if (query_snapshot(q, c, url, method)) {
 		query_clear(q);
 		return MHD_NO;

@@ -98,6 +98,9 @@ int api_metrics(struct server *srv, FILE *o)
 	counter(o, "strata_queries_refused_total",
 		"queries and pages answered 503: the query threads' queue was full",
 		ld(&m->queries_refused));
+	counter(o, "strata_queries_abandoned_total",
+		"queries and pages whose client hung up before the answer: stopped, or never run",
+		ld(&m->queries_abandoned));
 	if (srv->queries) {
 		struct query_pool_stats qs;
 

@@ -45,7 +45,8 @@ struct server_metrics {
 	uint64_t agent_drops[8]; /* Drops fields the agents reported, in wire order */
 	uint64_t symbol_uploads, symbol_upload_rejected;
 	uint64_t queries, query_errors;
-	uint64_t queries_refused; /* the query threads' queue full */
+	uint64_t queries_refused;   /* the query threads' queue full */
+	uint64_t queries_abandoned; /* the client hung up before its answer */
 	uint64_t retention_runs, retention_deleted;
 	struct latency_hist store_ingest, query, symbolize;
 };

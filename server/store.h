@@ -21,6 +21,7 @@
 #ifndef STRATA_SERVER_STORE_H
 #define STRATA_SERVER_STORE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -441,6 +442,20 @@ struct store *store__open(const char *spec, char *err, size_t errsz);
 #define STORE_QUERY_MAX_NS (30ull * 1000000000ull)
 void store__set_read_deadline(uint64_t mono_ns);
 uint64_t store__read_deadline(void);
+
+/*
+ * The calling thread's reads also stop (failing as at the deadline) once
+ * gone(ctx) says the client they are for has left: a query a client gave
+ * up on frees its thread at once rather than at the deadline.  Asked at
+ * most every STORE_GONE_CHECK_NS of a read.  NULL: never.
+ */
+#define STORE_GONE_CHECK_NS (20ull * 1000000ull)
+typedef bool (*store_client_gone_fn)(void *ctx);
+void store__set_read_client(store_client_gone_fn gone, void *ctx);
+/* Should the calling thread's read stop now: past its deadline, or its
+ * client gone (asked when *next_check_ns has passed, which it moves)?
+ * For a backend's long reads (SQLite's progress handler). */
+bool store__read_over(uint64_t *next_check_ns);
 static inline void store__close(struct store *s)
 {
 	if (s)

@@ -22,7 +22,7 @@
 struct sq_conn {
 	sqlite3 *db;
 	pthread_mutex_t lock;
-	uint64_t deadline_ns; /* readers: the holder's store__read_deadline(); 0 none */
+	uint64_t next_check_ns; /* readers: store__read_over()'s, per read */
 };
 
 struct sqlite_store {
@@ -50,9 +50,9 @@ static inline int64_t sq_i64(uint64_t v)
 	return (int64_t)v;
 }
 
-/* A reader connection, locked (unlock c->lock when done). */
 /* A reader connection, locked (unlock its lock when done), its reads
- * interrupted at the calling thread's store__read_deadline(). */
+ * interrupted when store__read_over() says so (the calling thread's
+ * deadline, or its client gone). */
 struct sq_conn *sq_reader(struct sqlite_store *s);
 
 /* A record table's DDL (CREATE TABLE and its index), for make_schema and

@@ -5,9 +5,13 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Per thread: a query thread's bound (store.h); thread-local because every
- * store read of the query, however deep, honours it. */
+#include "lib/clock.h"
+
+/* Per thread: a query thread's bounds (store.h); thread-local because
+ * every store read of the query, however deep, honours them. */
 static __thread uint64_t read_deadline_ns;
+static __thread store_client_gone_fn read_client_gone;
+static __thread void *read_client;
 
 void store__set_read_deadline(uint64_t mono_ns)
 {
@@ -17,6 +21,27 @@ void store__set_read_deadline(uint64_t mono_ns)
 uint64_t store__read_deadline(void)
 {
 	return read_deadline_ns;
+}
+
+void store__set_read_client(store_client_gone_fn gone, void *ctx)
+{
+	read_client_gone = gone;
+	read_client = ctx;
+}
+
+bool store__read_over(uint64_t *next_check_ns)
+{
+	uint64_t now;
+
+	if (!read_deadline_ns && !read_client_gone)
+		return false;
+	now = mono_ns();
+	if (read_deadline_ns && now > read_deadline_ns)
+		return true;
+	if (!read_client_gone || now < *next_check_ns)
+		return false;
+	*next_check_ns = now + STORE_GONE_CHECK_NS;
+	return read_client_gone(read_client);
 }
 
 struct store *store__open(const char *spec, char *err, size_t errsz)

@@ -7,7 +7,9 @@
 # connection threads and a batch waited behind one (21 s behind six
 # 6-s queries: docs/benchmarks.md).  Past the query queue (64 waiting) a
 # query is answered 503 with Retry-After at once and counted; the others
-# are all answered.
+# are all answered.  A query whose client hangs up is stopped (or, still
+# waiting, never run) and counted: six slow queries whose clients give up
+# leave the query threads free within a fraction of one query's time.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/server_lib.sh"
 
@@ -21,6 +23,7 @@ SLOW="/api/v1/profile?format=pprof&from=$((now - 7200))&to=$((now + 60))"
 stamp() { date +%s.%N > "$1"; }
 
 # A. six slow queries, then a batch
+stamp "$T/a.start"
 pids=()
 for i in 1 2 3 4 5 6; do
 	(
@@ -45,6 +48,7 @@ batch = float(open(f"{t}/batch.end").read())
 first = min(ends)
 assert batch < first, f"batch answered {batch - first:.1f} s after the first query"
 print(f"ok: the batch answered {first - batch:.1f} s before the first of 6 queries")
+open(f"{t}/one_query_s", "w").write("%.3f" % (first - float(open(f"{t}/a.start").read())))
 PY
 
 # B. two slow queries hold the query threads; 80 quick ones come: 64 wait,
@@ -72,3 +76,37 @@ refused=$(echo "$metrics" | sed -n 's/^strata_queries_refused_total \([0-9]*\)/\
 [ "$refused" = "$busy" ] || fail "strata_queries_refused_total $refused, $busy answered 503"
 echo "$metrics" | grep -q '^strata_queries_waiting 0' || fail "queries still waiting: $metrics"
 echo "ok: 80 queries behind 2 slow ones: $ok answered, $busy refused at once (counted)"
+
+# C. six slow queries (two running, four waiting) whose clients give up
+# after 0.5 s: the running ones are stopped, the waiting ones never run
+idle() { # the query threads idle and nothing waiting
+	local m
+	m=$(curl -s "http://127.0.0.1:$PORT/metrics")
+	echo "$m" | grep -q '^strata_queries_running 0' && echo "$m" | grep -q '^strata_queries_waiting 0'
+}
+pids=()
+for i in 1 2 3 4 5 6; do
+	curl -s -o /dev/null --max-time 0.5 "http://127.0.0.1:$PORT$SLOW" &
+	pids+=($!)
+done
+wait "${pids[@]}" || true # curl: 28, timed out
+stamp "$T/c.left"
+for _ in $(seq 300); do
+	idle && break
+	sleep 0.1
+done
+stamp "$T/c.idle"
+idle || fail "the abandoned queries still hold the query threads after 30 s"
+abandoned=$(curl -s "http://127.0.0.1:$PORT/metrics" | sed -n 's/^strata_queries_abandoned_total \([0-9]*\)/\1/p')
+[ "$abandoned" = 6 ] || fail "strata_queries_abandoned_total ${abandoned:-none}, want 6"
+python3 - "$T" <<'PY' || fail "the abandoned queries ran on"
+import sys
+t = sys.argv[1]
+one = float(open(f"{t}/one_query_s").read())
+freed = float(open(f"{t}/c.idle").read()) - float(open(f"{t}/c.left").read())
+# run to their end, the two running would have held the threads for about
+# one query's time after their clients left, and the four waiting as long
+# again
+assert freed < one / 2, f"threads free {freed:.2f} s after the clients left (a query: {one:.2f} s)"
+print(f"ok: 6 abandoned queries counted; threads free {freed:.2f} s after the clients left (a query takes {one:.2f} s)")
+PY

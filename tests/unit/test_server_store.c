@@ -597,37 +597,54 @@ static int count_rows(void *ctx, sqlite3_stmt *st)
  * reader connection serves the next read: no query holds a query thread
  * longer than STORE_QUERY_MAX_NS (200 ms here; the read is a count to
  * 10^12, which SQLite takes hours over).  A thread without a deadline (the
- * diagnosis engine's) reads unbounded.
+ * diagnosis engine's) reads unbounded.  A read whose client has gone stops
+ * at the next check (asked at most every STORE_GONE_CHECK_NS).
  */
+static bool gone_after_calls(void *ctx)
+{
+	int *calls = ctx;
+
+	return ++*calls >= 3;
+}
+
+#define COUNT_FOREVER                                                                              \
+	"WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1000000000000) " \
+	"SELECT max(i) FROM n"
+
 static void test_read_deadline(void **state)
 {
 	char dir[] = "/tmp/strata-deadline-XXXXXX", spec[128], cmd[160], err[256] = "";
 	struct sqlite_store *s;
 	struct sq_conn *c;
 	sqlite3_stmt *st;
-	uint64_t n = 0, t0;
+	uint64_t n = 0, t0, next = 0;
+	int calls = 0;
 
 	(void)state;
 	assert_non_null(mkdtemp(dir));
 	snprintf(spec, sizeof(spec), "sqlite:%s/db", dir);
 	s = (struct sqlite_store *)store__open(spec, err, sizeof(err));
 	assert_non_null(s);
-	c = sq_reader(s);
-	assert_int_equal(c->deadline_ns, 0); /* none set on this thread */
-	pthread_mutex_unlock(&c->lock);
+	assert_false(store__read_over(&next)); /* no bound set on this thread */
 	store__set_read_deadline(mono_ns() + 200000000ull);
 	c = sq_reader(s);
-	assert_int_equal(
-		sqlite3_prepare_v2(c->db,
-				   "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 "
-				   "FROM n WHERE i < 1000000000000) SELECT max(i) FROM n",
-				   -1, &st, NULL),
-		SQLITE_OK);
+	assert_int_equal(sqlite3_prepare_v2(c->db, COUNT_FOREVER, -1, &st, NULL), SQLITE_OK);
 	t0 = mono_ns();
 	assert_int_equal(sq_run(st, count_rows, &n), -ETIMEDOUT);
 	assert_true(mono_ns() - t0 < 20000000000ull);
 	pthread_mutex_unlock(&c->lock);
 	store__set_read_deadline(0);
+	/* the client leaves: asked every 20 ms, gone at the third question */
+	store__set_read_client(gone_after_calls, &calls);
+	c = sq_reader(s);
+	assert_int_equal(sqlite3_prepare_v2(c->db, COUNT_FOREVER, -1, &st, NULL), SQLITE_OK);
+	t0 = mono_ns();
+	assert_int_equal(sq_run(st, count_rows, &n), -ETIMEDOUT);
+	assert_int_equal(calls, 3);
+	assert_true(mono_ns() - t0 >= 2 * STORE_GONE_CHECK_NS);
+	assert_true(mono_ns() - t0 < 20000000000ull);
+	pthread_mutex_unlock(&c->lock);
+	store__set_read_client(NULL, NULL);
 	c = sq_reader(s); /* no deadline: the next read runs */
 	assert_int_equal(sqlite3_prepare_v2(c->db, "SELECT 1", -1, &st, NULL), SQLITE_OK);
 	assert_int_equal(sq_run(st, count_rows, &n), 0);
