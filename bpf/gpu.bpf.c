@@ -258,7 +258,9 @@ int gpu_dl_notify(struct pt_regs *ctx)
 		gpu_count(GPU_CNT_EVENTS_LOST);
 		return 0;
 	}
-	*last = now;
+	/* by key again: user space may have deleted the entry meanwhile,
+	 * and another process's taken its element */
+	bpf_map_update_elem(&gpu_mapped_last, &tgid, &now, BPF_EXIST);
 	task = bpf_get_current_task_btf();
 	proc_event_fill(e, PROC_EV_MAPPED_EXEC, task, tgid, mm_id_of(task));
 	bpf_ringbuf_submit(e, 0);

@@ -550,41 +550,65 @@ int BPF_PROG(on_thread_exit, struct task_struct *p)
 	return 0;
 }
 
+/* Processes whose environment user space has not read since their last
+ * exec.  The word's bit is set first (a fully ordered fetch-or), the
+ * summary's after, so a harvest that clears the summary and then the word
+ * misses nothing: a bit set meanwhile raises the summary again.  A tgid
+ * past pid_max at load (raised since) has no bit: it could not be a target
+ * either (auto_targets). */
+static __always_inline void exec_note(__u32 tgid)
+{
+	__u32 k = tgid / STRATA_AUTO_TARGET_BITS, sk = k / STRATA_AUTO_TARGET_BITS;
+	__u64 bit = 1ULL << (tgid % STRATA_AUTO_TARGET_BITS);
+	__u64 *w = bpf_map_lookup_elem(&exec_words, &k);
+	__u64 *s = bpf_map_lookup_elem(&exec_summary, &sk);
+
+	if (!w || !s)
+		return;
+	/* already pending: whoever set it raises the summary */
+	if (__sync_fetch_and_or(w, bit) & bit)
+		return;
+	__sync_fetch_and_or(s, 1ULL << (k % STRATA_AUTO_TARGET_BITS));
+}
+
+static __always_inline bool exec_pending(__u32 tgid)
+{
+	__u32 k = tgid / STRATA_AUTO_TARGET_BITS;
+	__u64 *w = bpf_map_lookup_elem(&exec_words, &k);
+
+	return w && (*w >> (tgid % STRATA_AUTO_TARGET_BITS)) & 1;
+}
+
 /* A new process forked by an automatic target is one too (DataLoader
- * workers, ranks a launcher forks after it was marked). */
+ * workers, ranks a launcher forks after it was marked).  One forked by a
+ * process whose environment user space has not read yet (it exec'd since
+ * the last drain) is read with it: it carries the same labels, and its
+ * parent may be gone by then. */
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 {
 	__u32 ptgid = parent->tgid, ctgid = child->tgid;
 	__u64 *w;
 
-	if (filter_mode != STRATA_FILTER_AUTO || ptgid == ctgid || !is_target_tgid(ptgid))
+	if (filter_mode != STRATA_FILTER_AUTO || ptgid == ctgid)
 		return 0;
+	if (!is_target_tgid(ptgid)) {
+		if (exec_pending(ptgid))
+			exec_note(ctgid);
+		return 0;
+	}
 	w = auto_word(ctgid);
 	if (w)
 		__sync_fetch_and_or(w, 1ULL << (ctgid % STRATA_AUTO_TARGET_BITS));
 	return 0;
 }
 
-/* A process ran a new program: user space reads its environment at the
- * next drain.  The word's bit is set first (a fully ordered fetch-or), the
- * summary's after, so a harvest that clears the summary and then the word
- * misses nothing: a bit set meanwhile raises the summary again. */
+/* A process ran a new program: user space reads its environment (the one
+ * the program was started with) at the next drain. */
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
-	__u32 tgid = p->tgid, k = tgid / STRATA_AUTO_TARGET_BITS;
-	__u32 sk = k / STRATA_AUTO_TARGET_BITS;
-	__u64 bit = 1ULL << (tgid % STRATA_AUTO_TARGET_BITS);
-	__u64 *w = bpf_map_lookup_elem(&exec_words, &k);
-	__u64 *s = bpf_map_lookup_elem(&exec_summary, &sk);
-
-	if (!w || !s)
-		return 0;
-	/* already pending: whoever set it raises the summary */
-	if (__sync_fetch_and_or(w, bit) & bit)
-		return 0;
-	__sync_fetch_and_or(s, 1ULL << (k % STRATA_AUTO_TARGET_BITS));
+	exec_note(p->tgid);
 	return 0;
 }
 

@@ -15,13 +15,15 @@
 #define SEEN_SLOTS 131072 /* power of two; at most half used */
 #define SEEN_MAX (SEEN_SLOTS / 2)
 #define ENV_MAX 65536 /* environ bytes read per process */
+#define KIDS_MAX 1024 /* descendants marked with a process found by its labels */
 
 struct sched_targets {
 	struct sched_bitmaps bits;
 	char proc_root[64];
 	uint64_t *seen; /* hash of (pid, start time); 0: empty */
 	uint32_t nseen;
-	char *env;
+	char *env;	/* environ, then children lists */
+	uint32_t *kids; /* mark_children's queue */
 	struct sched_targets_stats st;
 };
 
@@ -35,7 +37,8 @@ struct sched_targets *sched_targets__new(const struct sched_bitmaps *bits, const
 	snprintf(t->proc_root, sizeof(t->proc_root), "%s", proc_root ? proc_root : "/proc");
 	t->seen = calloc(SEEN_SLOTS, sizeof(*t->seen));
 	t->env = malloc(ENV_MAX);
-	if (!t->seen || !t->env) {
+	t->kids = malloc(KIDS_MAX * sizeof(*t->kids));
+	if (!t->seen || !t->env || !t->kids) {
 		sched_targets__free(t);
 		return NULL;
 	}
@@ -48,10 +51,12 @@ void sched_targets__free(struct sched_targets *t)
 		return;
 	free(t->seen);
 	free(t->env);
+	free(t->kids);
 	free(t);
 }
 
-bool sched_targets__mark(struct sched_targets *t, uint32_t tgid, bool gpu)
+/* Sets tgid's bit; true when it was not set. */
+static bool set_target(struct sched_targets *t, uint32_t tgid)
 {
 	uint64_t *words = t->bits.auto_words;
 	uint32_t w = tgid / 64;
@@ -63,6 +68,13 @@ bool sched_targets__mark(struct sched_targets *t, uint32_t tgid, bool gpu)
 	if (__atomic_load_n(&words[w], __ATOMIC_RELAXED) >> (tgid % 64) & 1)
 		return false;
 	__atomic_fetch_or(&words[w], 1ULL << (tgid % 64), __ATOMIC_RELAXED);
+	return true;
+}
+
+bool sched_targets__mark(struct sched_targets *t, uint32_t tgid, bool gpu)
+{
+	if (!set_target(t, tgid))
+		return false;
 	if (gpu)
 		t->st.by_gpu++;
 	else
@@ -157,6 +169,70 @@ static bool has_label(struct sched_targets *t, uint32_t pid)
 	return sched_targets__env_has_label(t->env, (size_t)total);
 }
 
+/* Appends the children of pid's threads (/proc/PID/task/TID/children) to
+ * t->kids[*n..KIDS_MAX). */
+static void children_of(struct sched_targets *t, uint32_t pid, uint32_t *n)
+{
+	char path[128];
+	struct dirent *de;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "%s/%u/task", t->proc_root, pid);
+	d = opendir(path);
+	if (!d)
+		return;
+	while ((de = readdir(d)) && *n < KIDS_MAX) {
+		ssize_t len;
+		int fd;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%u/task/%.16s/children", t->proc_root, pid,
+			 de->d_name);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		len = read(fd, t->env, ENV_MAX - 1);
+		close(fd);
+		if (len <= 0)
+			continue;
+		t->env[len] = 0;
+		for (char *p = t->env, *end; *n < KIDS_MAX; p = end) {
+			unsigned long kid = strtoul(p, &end, 10);
+
+			if (end == p)
+				break;
+			if (kid && kid <= UINT32_MAX)
+				t->kids[(*n)++] = (uint32_t)kid;
+		}
+	}
+	closedir(d);
+}
+
+/*
+ * A process just marked by its labels: the children (and theirs) it forked
+ * between the harvest that took its exec bit and the mark are marked too.
+ * BPF follows forks of targets (on_fork) and of processes still pending,
+ * but in between the parent was neither.  Bounded by KIDS_MAX.
+ */
+static void mark_children(struct sched_targets *t, uint32_t pid, sched_target_fn marked_fn,
+			  void *ctx)
+{
+	uint32_t n = 0;
+
+	children_of(t, pid, &n);
+	for (uint32_t at = 0; at < n; at++) {
+		uint32_t kid = t->kids[at];
+
+		if (!set_target(t, kid))
+			continue;
+		t->st.children++;
+		if (marked_fn)
+			marked_fn(ctx, kid);
+		children_of(t, kid, &n);
+	}
+}
+
 /* 1 when pid became a target now (told to marked_fn), else 0.  once: the
  * scan's look, skipped for an instance examined before; an exec is always
  * examined (a launcher's exec of the same command with RANK set keeps its
@@ -177,6 +253,7 @@ static int examine(struct sched_targets *t, uint32_t pid, bool once, sched_targe
 		return 0;
 	if (marked_fn)
 		marked_fn(ctx, pid);
+	mark_children(t, pid, marked_fn, ctx);
 	return 1;
 }
 

@@ -12,10 +12,14 @@
  * that, in the processes that exec'd since the last drain (BPF sets their
  * bits at sched_process_exec).  A process's environment is the one its
  * program was started with (/proc/PID/environ does not follow setenv), so
- * only an exec brings new labels; a fork without one carries its parent's,
- * examined already (and a target's forks are targets).  Without the exec
- * bitmap every drain scans /proc, skipping the (pid, start time, command)
- * instances examined before: a bounded set (65536; full, it starts over).
+ * only an exec brings new labels; a fork without one carries its parent's.
+ * Forks are followed: BPF marks the children of targets and sets the bit
+ * of a child whose parent's bit is still set (read with it, even if the
+ * parent is gone by then); the children forked between the harvest of the
+ * parent's bit and its mark are marked with it (/proc/PID/task/TID/children).
+ * Without the exec bitmap every drain scans /proc, skipping the (pid,
+ * start time, command) instances examined before: a bounded set (65536;
+ * full, it starts over).
  */
 #ifndef STRATA_AGENT_SCHED_TARGETS_H
 #define STRATA_AGENT_SCHED_TARGETS_H
@@ -26,8 +30,9 @@
 
 struct sched_targets_stats {
 	uint64_t scans, examined, by_labels, by_gpu, unreadable, out_of_range, resets;
-	uint64_t execs; /* processes examined because they exec'd */
-	uint64_t gone;	/* exited before their environment was read */
+	uint64_t execs;	   /* processes examined because they exec'd */
+	uint64_t gone;	   /* exited before their environment was read */
+	uint64_t children; /* forked by one marked by labels before it was marked */
 };
 
 /* The BPF side's bitmaps (mmapped), nwords 64-bit words each, bit tgid % 64

@@ -9,13 +9,14 @@
 # watched process twice a second.  Without that event the next read would
 # come 30 s later (GPU_SCAN_IDLE_MS): the calls here come 0.3 s after the
 # dlopen and the process is gone 2 s after it.  A second process loads
-# three other libraries 60 ms apart first (an import's burst): the runtime
-# comes during the maps reads that the burst's first event started, and
-# its own dynamic-linker calls are rate-limited away; the series' later
-# reads must find it.
+# three other libraries 250 ms apart first (an import's burst): each event
+# comes during the series of maps reads the one before started, the
+# runtime's too (sent before ld.so maps it; the call after the mapping is
+# rate-limited away), and the series must go on to find it.
 # The node's other programs run the same (now hooked) ld.so: 300 short
 # processes the agent does not watch must not each send an event (and wake
-# it): BPF passes only the watched processes' (mapped_ignored stays ~0).
+# it): BPF passes only the watched processes' (mapped_ignored stays ~0),
+# and a process leaves that filter when it exits.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/server_lib.sh"
 require_bpf
@@ -35,6 +36,19 @@ wait "$W" || fail "gpu_dlopen failed: $(cat "$T/w.out")"
 wait "$W2" || fail "gpu_dlopen burst failed: $(cat "$T/w2.out")"
 for i in $(seq 300); do /bin/true; done
 sleep 1.5 # a drain
+if command -v bpftool > /dev/null; then
+	# the agent's own filter map (fdinfo names its maps' ids)
+	ids=$(grep -h '^map_id:' /proc/"$AGENT_PID"/fdinfo/* 2> /dev/null | awk '{print $2}')
+	left=$(bpftool map show -j | python3 -c '
+import json, subprocess, sys
+ids, gone = set(sys.argv[1].split()), {int(sys.argv[2]), int(sys.argv[3])}
+maps = [m["id"] for m in json.load(sys.stdin) if m.get("name") == "gpu_mapped_last" and str(m["id"]) in ids]
+assert len(maps) == 1, maps
+keys = {e["formatted"]["key"] for e in json.loads(subprocess.check_output(["bpftool", "map", "dump", "id", str(maps[0]), "-j"]))}
+print(" ".join(str(k) for k in sorted(keys & gone)))
+' "$ids" "$W" "$W2") || fail "cannot read the agent's gpu_mapped_last"
+	[ -z "$left" ] || fail "exited processes still in the dynamic-linker filter: $left"
+fi
 kill -INT "$AGENT_PID"
 wait "$AGENT_PID" || fail "agent exited with an error: $(tail -5 "$T/agent.log")"
 AGENT_PID=
@@ -46,6 +60,7 @@ ignored=$(echo "$gpu_line" | sed -n 's/.* mapped_ignored=\([0-9]*\) .*/\1/p')
 # a process's slot may be let go while its last event is in the ring: a few
 [ -n "$ignored" ] && [ "$ignored" -le 20 ] ||
 	fail "dynamic-linker events of unwatched processes reached user space: $gpu_line"
+echo "$gpu_line" | grep -q ' notify_full=0 ' || fail "watched processes without room in the filter: $gpu_line"
 for pid in "$W" "$W2"; do
 	grep -q "gpu: tracing pid $pid " "$T/agent.log" ||
 		fail "pid $pid never traced: $(grep 'gpu:' "$T/agent.log" | tail -5)"

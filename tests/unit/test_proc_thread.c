@@ -21,25 +21,13 @@
 
 #include "agent/proc/proc_stat.h"
 #include "agent/proc/proc_thread.h"
+#include "tests/unit/test_util.h"
 
 static char root[64];
 
 static void put(uint32_t tid, const char *name, const char *text)
 {
-	char path[256];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/7", root);
-	mkdir(path, 0700);
-	snprintf(path, sizeof(path), "%s/7/task", root);
-	mkdir(path, 0700);
-	snprintf(path, sizeof(path), "%s/7/task/%u", root, tid);
-	mkdir(path, 0700);
-	snprintf(path, sizeof(path), "%s/7/task/%u/%s", root, tid, name);
-	f = fopen(path, "w");
-	assert_non_null(f);
-	fputs(text, f);
-	fclose(f);
+	fake_task_file(root, 7, tid, name, text);
 }
 
 static int setup(void **state)

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "agent/sched/sched_targets.h"
+#include "tests/unit/test_util.h"
 
 static void labels(void **state)
 {
@@ -111,12 +112,13 @@ static void told_to(void *ctx, uint32_t tgid)
 static void tick_examines_execs(void **state)
 {
 	char root[] = "/tmp/strata-proc.XXXXXX";
-	uint64_t words[4] = { 0 }, exec_words[4] = { 0 }, summary[1] = { 0 };
+	/* pids 0 .. 8319: three summary words, the last one partly used */
+	static uint64_t words[130], exec_words[130], summary[3];
 	struct sched_bitmaps bits = {
 		.auto_words = words,
 		.exec_words = exec_words,
 		.exec_summary = summary,
-		.nwords = 4,
+		.nwords = 130,
 	};
 	struct sched_targets *t;
 	struct sched_targets_stats st;
@@ -128,6 +130,7 @@ static void tick_examines_execs(void **state)
 	write_proc(root, 101, "bash", plain, sizeof(plain));
 	write_proc(root, 130, "python", plain, sizeof(plain)); /* a launcher */
 	write_proc(root, 131, "python", ranked, sizeof(ranked));
+	write_proc(root, 8300, "python", plain, sizeof(plain)); /* in word 129 */
 	t = sched_targets__new(&bits, root);
 	assert_non_null(t);
 	assert_int_equal(sched_targets__scan(t, NULL, NULL), 1); /* at start: 131 */
@@ -135,7 +138,7 @@ static void tick_examines_execs(void **state)
 	 * through a tick, nor 101's) */
 	assert_int_equal(sched_targets__tick(t, told_to, &told), 0);
 	sched_targets__stats(t, &st);
-	assert_int_equal(st.examined, 3);
+	assert_int_equal(st.examined, 4);
 	/* the launcher execs python again, now with RANK set: same start time
 	 * and name, so only the event says it is new */
 	write_proc(root, 130, "python", ranked, sizeof(ranked));
@@ -151,7 +154,7 @@ static void tick_examines_execs(void **state)
 	assert_int_equal(exec_words[1] | exec_words[2] | summary[0], 0);
 	sched_targets__stats(t, &st);
 	assert_int_equal(st.execs, 3);
-	assert_int_equal(st.examined, 6);
+	assert_int_equal(st.examined, 7);
 	assert_int_equal(st.gone, 1);
 	assert_int_equal(st.unreadable, 0);
 	assert_int_equal(st.scans, 1);
@@ -160,6 +163,28 @@ static void tick_examines_execs(void **state)
 	exec_words[0] = 1ULL << 7;
 	assert_int_equal(sched_targets__tick(t, NULL, NULL), 0);
 	assert_int_equal(exec_words[0], 1ULL << 7);
+	exec_words[0] = 0;
+	/* the last word, through the third summary word; a summary bit past
+	 * the bitmap's words is taken and ignored.  8300 execs a rank that
+	 * forked two workers (one of them a launcher of a third) before the
+	 * mark: they are marked with it. */
+	write_proc(root, 8300, "python", ranked, sizeof(ranked));
+	for (unsigned kid = 8301; kid <= 8303; kid++)
+		write_proc(root, kid, "python", ranked, sizeof(ranked));
+	fake_task_file(root, 8300, 8300, "children", "8301 8302 ");
+	fake_task_file(root, 8302, 8302, "children", "8303");
+	exec_words[129] = 1ULL << (8300 % 64);
+	summary[2] = 1ULL << (129 % 64) | 1ULL << (130 % 64);
+	assert_int_equal(sched_targets__tick(t, told_to, &told), 1);
+	assert_true(sched_targets__is(t, 8300));
+	assert_true(sched_targets__is(t, 8301) && sched_targets__is(t, 8302) &&
+		    sched_targets__is(t, 8303));
+	assert_int_equal(told, 8303); /* told of each, the last one last */
+	assert_int_equal(exec_words[129] | summary[2], 0);
+	sched_targets__stats(t, &st);
+	assert_int_equal(st.children, 3);
+	assert_int_equal(st.by_labels, 3);
+	assert_int_equal(st.out_of_range, 0);
 	sched_targets__free(t);
 	rm_tree(root);
 }

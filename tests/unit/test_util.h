@@ -6,10 +6,32 @@
 #include <elf.h>
 #include <fcntl.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+/* Writes text to ROOT/PID/task/TID/NAME of a fake /proc tree, making its
+ * directories.  Asserts on error. */
+static inline void fake_task_file(const char *root, unsigned pid, unsigned tid, const char *name,
+				  const char *text)
+{
+	char path[256];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%u", root, pid);
+	mkdir(path, 0755);
+	snprintf(path, sizeof(path), "%s/%u/task", root, pid);
+	mkdir(path, 0755);
+	snprintf(path, sizeof(path), "%s/%u/task/%u", root, pid, tid);
+	mkdir(path, 0755);
+	snprintf(path, sizeof(path), "%s/%u/task/%u/%s", root, pid, tid, name);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+}
 
 /* The whole file at path, malloc'd; its size in *len.  Asserts on error. */
 static inline void *read_all(const char *path, size_t *len)
