@@ -45,15 +45,25 @@ grep -aq "e2e-job" "$T/wire.bin" ||
 	fail "job label not in the batches (chain pid $CHAIN_PID): $(grep -E 'agent:|batch' "$T/agent.log" | tail -5)"
 echo "ok: $(spooled_batches "$T/spool") spooled batches, no native names on the wire"
 
+# The backlog: the batches spooled while the server was down.  (The agent
+# goes on spooling each new batch before it sends it, so "the spool is
+# empty" is true only between two; it failed in the VM at 2f90a0d, a batch
+# spooled just after the backlog was gone.)
+mapfile -t backlog < <(find "$T/spool" -maxdepth 1 -name '*.batch')
+backlog_left() {
+	local f n=0
+	for f in "${backlog[@]}"; do [ -e "$f" ] && n=$((n + 1)); done
+	echo $n
+}
 start_server "$PORT"
 # The agent's retry back-off, then the uploads: seconds here; in an
 # emulated VM (tests/vm) the server was down long enough for the back-off to
 # reach its 60-s cap: wait up to 150 s.
 for _ in $(seq 1500); do
-	[ "$(spooled_batches "$T/spool")" = 0 ] && break
+	[ "$(backlog_left)" = 0 ] && break
 	sleep 0.1
 done
-[ "$(spooled_batches "$T/spool")" = 0 ] || fail "spool not drained after the server came up: $(spooled_batches "$T/spool") left; agent: $(grep -E 'uploader|spool' "$T/agent.log" | tail -6); server: $(tail -4 "$T/server.log" 2> /dev/null)"
+[ "$(backlog_left)" = 0 ] || fail "spool not drained after the server came up: $(backlog_left) of ${#backlog[@]} left; agent: $(grep -E 'uploader|spool' "$T/agent.log" | tail -6); server: $(tail -4 "$T/server.log" 2> /dev/null)"
 sleep 2 # the symbol files the server asked for follow the batches
 kill -INT "$AGENT_PID"
 wait "$AGENT_PID" || fail "agent exited with an error: $(tail -5 "$T/agent.log")"
