@@ -21,6 +21,8 @@ struct ch_client {
 	char *userpwd;
 	uint32_t timeout_ms;
 	size_t max_result;
+	bool (*stop)(uint64_t *next_check_ns); /* ch_opts' */
+	uint64_t next_check_ns;		       /* the running request's, for stop */
 	char err[CH_ERR_MAX];
 };
 
@@ -108,6 +110,7 @@ struct ch_client *ch_client__new(const struct ch_opts *o)
 	if (!c->curl)
 		goto err_out;
 	c->timeout_ms = o->timeout_ms ? o->timeout_ms : CH_DEFAULT_TIMEOUT_MS;
+	c->stop = o->stop;
 	c->max_result = o->max_result_bytes ? o->max_result_bytes : CH_DEFAULT_MAX_RESULT;
 	if (o->database) {
 		db = curl_easy_escape(c->curl, o->database, 0);
@@ -199,6 +202,7 @@ static int curl_errno(CURLcode rc, const struct ch_body *b)
 {
 	switch (rc) {
 	case CURLE_OPERATION_TIMEDOUT:
+	case CURLE_ABORTED_BY_CALLBACK: /* stop(): the caller's bound */
 		return -ETIMEDOUT;
 	case CURLE_COULDNT_CONNECT:
 		return -ECONNREFUSED;
@@ -211,6 +215,16 @@ static int curl_errno(CURLcode rc, const struct ch_body *b)
 	default:
 		return -EIO;
 	}
+}
+
+/* CURLOPT_XFERINFOFUNCTION: nonzero abandons the request. */
+static int ask_stop(void *ctx, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+		    curl_off_t ulnow)
+{
+	struct ch_client *c = ctx;
+
+	(void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+	return c->stop(&c->next_check_ns);
 }
 
 /*
@@ -241,6 +255,12 @@ static int request(struct ch_client *c, const char *extra, const char *body, siz
 	curl_easy_setopt(c->curl, CURLOPT_CONNECTTIMEOUT_MS, (long)CH_DEFAULT_CONNECT_MS);
 	curl_easy_setopt(c->curl, CURLOPT_NOSIGNAL, 1L); /* threads: no SIGALRM */
 	curl_easy_setopt(c->curl, CURLOPT_PROTOCOLS_STR, "http,https");
+	if (c->stop) {
+		c->next_check_ns = 0;
+		curl_easy_setopt(c->curl, CURLOPT_XFERINFOFUNCTION, ask_stop);
+		curl_easy_setopt(c->curl, CURLOPT_XFERINFODATA, c);
+		curl_easy_setopt(c->curl, CURLOPT_NOPROGRESS, 0L);
+	}
 	if (c->userpwd) {
 		curl_easy_setopt(c->curl, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
 		curl_easy_setopt(c->curl, CURLOPT_USERPWD, c->userpwd);

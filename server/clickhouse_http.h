@@ -17,6 +17,7 @@
 #ifndef STRATA_SERVER_CLICKHOUSE_HTTP_H
 #define STRATA_SERVER_CLICKHOUSE_HTTP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -32,6 +33,10 @@ struct ch_opts {
 	/* NULL, or settings for every request as URL parameters,
 	 * "name=value&name=value" (constant text, not escaped here) */
 	const char *settings;
+	/* NULL, or asked while a request runs (at least once a second, on
+	 * the calling thread): true abandons it (-ETIMEDOUT).  next_check_ns
+	 * is the request's own, 0 at its start (store__read_over's form). */
+	bool (*stop)(uint64_t *next_check_ns);
 };
 
 /*

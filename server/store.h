@@ -434,10 +434,11 @@ struct store *store__open(const char *spec, char *err, size_t errsz);
 /*
  * The calling thread's reads fail with -ETIMEDOUT once CLOCK_MONOTONIC
  * passes mono_ns (0: no bound).  The query threads (server/http.c) set
- * STORE_QUERY_MAX_NS around each query, so a query a client gave up on
- * frees its thread; the diagnosis engine, retention and /metrics read
- * without one.  SQLite interrupts the statement; ClickHouse has its own
- * max_execution_time (30 s) on every query.
+ * STORE_QUERY_MAX_NS around each query, so no query holds its thread
+ * longer; the diagnosis engine, retention and /metrics read without one.
+ * SQLite interrupts the statement (progress handler); ClickHouse has its
+ * own max_execution_time (30 s) on every query, and the client abandons
+ * the request (libcurl's progress callback, at least once a second).
  */
 #define STORE_QUERY_MAX_NS (30ull * 1000000000ull)
 void store__set_read_deadline(uint64_t mono_ns);
@@ -447,7 +448,8 @@ uint64_t store__read_deadline(void);
  * The calling thread's reads also stop (failing as at the deadline) once
  * gone(ctx) says the client they are for has left: a query a client gave
  * up on frees its thread at once rather than at the deadline.  Asked at
- * most every STORE_GONE_CHECK_NS of a read.  NULL: never.
+ * most every STORE_GONE_CHECK_NS of a read (SQLite), about once a second
+ * (ClickHouse).  NULL: never.
  */
 #define STORE_GONE_CHECK_NS (20ull * 1000000ull)
 typedef bool (*store_client_gone_fn)(void *ctx);

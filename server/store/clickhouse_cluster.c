@@ -65,6 +65,7 @@ int ch_store__parse_spec(struct ch_store *s, const char *spec, char *err, size_t
 		    ch_parse_url(one, &n->opts, n->buf, sizeof(n->buf)))
 			goto bad;
 		explicit_bzero(one, sizeof(one));
+		n->opts.stop = store__read_over; /* a query's deadline, its client gone */
 		if (s->cluster[0])
 			n->opts.settings = CH_CLUSTER_SETTINGS;
 		h = end < slash ? end + 1 : end;

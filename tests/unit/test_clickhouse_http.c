@@ -137,6 +137,15 @@ static int teardown(void **state)
 			skip(); \
 	} while (0)
 
+static int stop_asks;
+
+/* ch_opts.stop: true at the request's second question. */
+static bool stop_at_second_ask(uint64_t *next_check_ns)
+{
+	(void)next_check_ns;
+	return ++stop_asks == 2;
+}
+
 static struct ch_client *client_for(const struct fixture *f, uint32_t timeout_ms, size_t max)
 {
 	struct ch_opts o = { .sz = sizeof(o),
@@ -289,6 +298,23 @@ static void test_limits(void **state)
 	/* A query slower than the timeout. */
 	c = client_for(f, 300, 0);
 	assert_int_equal(ch_client__query(c, "SELECT sleep(2)", &r), -ETIMEDOUT);
+	ch_client__free(c);
+
+	/* A query whose caller stops it (its client gone): abandoned well
+	 * within its 10-s timeout, where it would have answered after 3 s. */
+	struct ch_opts so = { .sz = sizeof(so),
+			      .url = f->url,
+			      .database = "chtest",
+			      .timeout_ms = 10000,
+			      .stop = stop_at_second_ask };
+	stop_asks = 0;
+	c = ch_client__new(&so);
+	assert_non_null(c);
+	assert_int_equal(ch_client__query(c, "SELECT sleep(3)", &r), -ETIMEDOUT);
+	assert_int_equal(stop_asks, 2);
+	stop_asks = -1000; /* the next request is not stopped */
+	assert_int_equal(ch_client__query(c, "SELECT 1", &r), 0);
+	ch_result__free(&r);
 	ch_client__free(c);
 
 	/* Nobody listening: port 1 on loopback. */
