@@ -9,11 +9,14 @@
 # agent does for processes it watches but that never call CUDA.  Prints
 # each agent's CPU seconds per minute over MEAS_S after a WARM_S warm-up.
 #   bench/agent_idle.sh OLD_BUILD_DIR NEW_BUILD_DIR   (e.g. a worktree's build/)
-#   env: WATCHED (default 4), WARM_S (default 30), MEAS_S (default 120)
+#   env: WATCHED (default 4), WARM_S (default 30), MEAS_S (default 120),
+#   IDLE_PROCS (default 0: processes that only sleep, never sampled, as a
+#   node's daemons, shells and containers' processes are: a node has
+#   hundreds to thousands)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OLD=$1 NEW=$2
-WATCHED=${WATCHED:-4} WARM_S=${WARM_S:-30} MEAS_S=${MEAS_S:-120}
+WATCHED=${WATCHED:-4} WARM_S=${WARM_S:-30} MEAS_S=${MEAS_S:-120} IDLE_PROCS=${IDLE_PROCS:-0}
 [ "$(id -u)" -eq 0 ] || { echo "bench: needs root"; exit 1; }
 T=$(mktemp -d /tmp/strata-bench-idle.XXXXXX)
 trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null; rm -rf "$T"' EXIT
@@ -30,6 +33,8 @@ end = time.time() + 3
 while time.time() < end: pass
 time.sleep(100000)" &
 done
+
+for _ in $(seq "$IDLE_PROCS"); do sleep 100000 & done
 
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 declare -A agent c0
@@ -48,7 +53,7 @@ sleep "$WARM_S"
 for w in old new; do c0[$w]=$(cpu_ticks "${agent[$w]}"); done
 sleep "$MEAS_S"
 tck=$(getconf CLK_TCK)
-echo "| agent ($WATCHED watched processes, ${MEAS_S} s after ${WARM_S} s) | CPU s per minute | share of one CPU |"
+echo "| agent ($WATCHED watched processes, $IDLE_PROCS idle ones, ${MEAS_S} s after ${WARM_S} s) | CPU s per minute | share of one CPU |"
 echo "|---|---|---|"
 for w in old new; do
 	d=$(($(cpu_ticks "${agent[$w]}") - c0[$w]))
@@ -60,4 +65,5 @@ for w in old new; do kill -INT "${agent[$w]}"; done
 wait "${agent[old]}" "${agent[new]}" 2>/dev/null || true
 for w in old new; do
 	grep -o 'watched=[0-9]* exits=[0-9]* scans=[0-9]*' "$T/$w.agent.log" | tail -1 | sed "s/^/$w: /"
+	grep -o 'sched targets: scans=[0-9]* examined=[0-9]*' "$T/$w.agent.log" | tail -1 | sed "s/^/$w: /"
 done
