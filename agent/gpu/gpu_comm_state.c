@@ -214,8 +214,10 @@ int gpu_comm_state__save(struct gpu_comm_state *s, int comms_fd, const char *pro
 	}
 	s->st.saves++;
 	/* a node without NCCL jobs (or between collectives) rewrites nothing:
-	 * the file is written when what it holds changes */
-	if (file_holds(s, n)) {
+	 * the file is written when what it holds changes, or when it is gone
+	 * (removed by hand, or the state directory cleaned: a restart would
+	 * find nothing) */
+	if (file_holds(s, n) && !access(s->path, F_OK)) {
 		s->st.unchanged++;
 		return 0;
 	}

@@ -100,8 +100,12 @@ static void test_save_only_changes(void **state)
 	first = inode(e->path);
 	assert_int_equal(gpu_comm_state__save(s, e->fd, "/proc"), 0);
 	assert_true(inode(e->path) == first);
+	/* the file removed under it: written again, unchanged as it is */
+	assert_int_equal(unlink(e->path), 0);
+	assert_int_equal(gpu_comm_state__save(s, e->fd, "/proc"), 0);
+	assert_true(inode(e->path) != 0);
 	gpu_comm_state__stats(s, &st);
-	assert_int_equal(st.saves, 5);
+	assert_int_equal(st.saves, 6);
 	assert_int_equal(st.unchanged, 2);
 	assert_int_equal(st.saved_entries, 1);
 	gpu_comm_state__free(s);
