@@ -229,9 +229,11 @@ static int ask_stop(void *ctx, curl_off_t dltotal, curl_off_t dlnow, curl_off_t 
 
 /*
  * POSTs body to base + extra (already URL-escaped) and collects the
- * response.  On an HTTP error the server's message goes to c->err.
+ * response.  On an HTTP error the server's message goes to c->err.  A read
+ * asks c->stop while it runs; statements and inserts run to their end (a
+ * write abandoned after its body was sent may be committed anyway).
  */
-static int request(struct ch_client *c, const char *extra, const char *body, size_t len,
+static int request(struct ch_client *c, const char *extra, const char *body, size_t len, bool read,
 		   struct ch_body *out)
 {
 	char *url = NULL;
@@ -255,7 +257,7 @@ static int request(struct ch_client *c, const char *extra, const char *body, siz
 	curl_easy_setopt(c->curl, CURLOPT_CONNECTTIMEOUT_MS, (long)CH_DEFAULT_CONNECT_MS);
 	curl_easy_setopt(c->curl, CURLOPT_NOSIGNAL, 1L); /* threads: no SIGALRM */
 	curl_easy_setopt(c->curl, CURLOPT_PROTOCOLS_STR, "http,https");
-	if (c->stop) {
+	if (c->stop && read) {
 		c->next_check_ns = 0;
 		curl_easy_setopt(c->curl, CURLOPT_XFERINFOFUNCTION, ask_stop);
 		curl_easy_setopt(c->curl, CURLOPT_XFERINFODATA, c);
@@ -297,7 +299,7 @@ out:
 int ch_client__exec(struct ch_client *c, const char *sql)
 {
 	struct ch_body b;
-	int err = request(c, NULL, sql, strlen(sql), &b);
+	int err = request(c, NULL, sql, strlen(sql), false, &b);
 
 	free(b.p);
 	return err;
@@ -390,7 +392,7 @@ int ch_client__query(struct ch_client *c, const char *sql, struct ch_result *r)
 	memset(r, 0, sizeof(*r));
 	if (asprintf(&full, "%s FORMAT TabSeparated", sql) < 0)
 		return -ENOMEM;
-	err = request(c, NULL, full, strlen(full), &b);
+	err = request(c, NULL, full, strlen(full), true, &b);
 	free(full);
 	if (err)
 		return err;
@@ -621,7 +623,7 @@ int ch_client__insert(struct ch_client *c, const char *table_cols, const struct 
 		return -ENOMEM;
 	}
 	curl_free(esc);
-	err = request(c, extra, w->buf, w->len, &b);
+	err = request(c, extra, w->buf, w->len, false, &b);
 	free(extra);
 	free(b.p);
 	return err;

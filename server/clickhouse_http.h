@@ -33,9 +33,10 @@ struct ch_opts {
 	/* NULL, or settings for every request as URL parameters,
 	 * "name=value&name=value" (constant text, not escaped here) */
 	const char *settings;
-	/* NULL, or asked while a request runs (at least once a second, on
-	 * the calling thread): true abandons it (-ETIMEDOUT).  next_check_ns
-	 * is the request's own, 0 at its start (store__read_over's form). */
+	/* NULL, or asked while a query runs (ch_client__query; at least once
+	 * a second, on the calling thread): true abandons it (-ETIMEDOUT).
+	 * next_check_ns is the request's own, 0 at its start
+	 * (store__read_over's form).  Statements and inserts are not asked. */
 	bool (*stop)(uint64_t *next_check_ns);
 };
 

@@ -312,10 +312,14 @@ static void evict_idle(struct diag_engine *e, const struct job_list *jl, uint64_
 int diag_engine__run(struct diag_engine *e, uint64_t now_ns)
 {
 	struct job_list jl = { 0 };
+	struct store_read_bounds bounds;
 	int err;
 
 	/* Queries and the thread share one run at a time: a second caller
-	 * waits, then finds the work done. */
+	 * waits, then finds the work done.  The run is everyone's: a query
+	 * thread's deadline and client do not bound it (an interrupted window
+	 * is judged again, and part of it was added already). */
+	store__read_bounds_take(&bounds);
 	pthread_mutex_lock(&e->lock);
 	e->stats.runs++;
 	err = e->st->ops->jobs(e->st, &(struct store_filter){ 0 }, on_job, &jl);
@@ -367,6 +371,7 @@ int diag_engine__run(struct diag_engine *e, uint64_t now_ns)
 		}
 	}
 	pthread_mutex_unlock(&e->lock);
+	store__read_bounds_put(&bounds);
 	free(jl.v);
 	return err;
 }

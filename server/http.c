@@ -452,14 +452,16 @@ static void query_run(struct query_job *j, int cancelled)
 		q->status = route__run(q->rt, q->srv, &r, out, &q->a);
 		store__set_read_client(NULL, NULL);
 		store__set_read_deadline(0);
-		if (client_gone(q)) /* its reads were stopped, or it left since */
-			q->status = 0;
-		else if (q->rt->query) {
+		client_gone(q);	    /* its reads were stopped, or it left since */
+		if (q->rt->query) { /* it ran: counted, its time too (abandoned
+				     * ones are mostly the slow tail) */
 			__atomic_fetch_add(&q->srv->m.queries, 1, __ATOMIC_RELAXED);
-			if (q->status >= 500)
+			if (q->status >= 500 && !q->gone)
 				__atomic_fetch_add(&q->srv->m.query_errors, 1, __ATOMIC_RELAXED);
 			latency_hist__add(&q->srv->m.query, mono_ns() - t0);
 		}
+		if (q->gone)
+			q->status = 0;
 	}
 	if (q->gone)
 		__atomic_fetch_add(&q->srv->m.queries_abandoned, 1, __ATOMIC_RELAXED);

@@ -458,6 +458,17 @@ void store__set_read_client(store_client_gone_fn gone, void *ctx);
  * client gone (asked when *next_check_ns has passed, which it moves)?
  * For a backend's long reads (SQLite's progress handler). */
 bool store__read_over(uint64_t *next_check_ns);
+
+/* The calling thread's bounds (deadline, client), taken off it and put
+ * back: work a query thread does for everyone (the diagnosis engine's run,
+ * which a query may start) must not stop because one client left. */
+struct store_read_bounds {
+	uint64_t deadline_ns;
+	store_client_gone_fn gone;
+	void *ctx;
+};
+void store__read_bounds_take(struct store_read_bounds *saved);
+void store__read_bounds_put(const struct store_read_bounds *saved);
 static inline void store__close(struct store *s)
 {
 	if (s)

@@ -29,6 +29,21 @@ void store__set_read_client(store_client_gone_fn gone, void *ctx)
 	read_client = ctx;
 }
 
+void store__read_bounds_take(struct store_read_bounds *saved)
+{
+	*saved = (struct store_read_bounds){ read_deadline_ns, read_client_gone, read_client };
+	read_deadline_ns = 0;
+	read_client_gone = NULL;
+	read_client = NULL;
+}
+
+void store__read_bounds_put(const struct store_read_bounds *saved)
+{
+	read_deadline_ns = saved->deadline_ns;
+	read_client_gone = saved->gone;
+	read_client = saved->ctx;
+}
+
 bool store__read_over(uint64_t *next_check_ns)
 {
 	uint64_t now;

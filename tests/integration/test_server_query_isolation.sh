@@ -99,6 +99,9 @@ stamp "$T/c.idle"
 idle || fail "the abandoned queries still hold the query threads after 30 s"
 abandoned=$(curl -s "http://127.0.0.1:$PORT/metrics" | sed -n 's/^strata_queries_abandoned_total \([0-9]*\)/\1/p')
 [ "$abandoned" = 6 ] || fail "strata_queries_abandoned_total ${abandoned:-none}, want 6"
+# the query threads serve the next client as before (their bounds reset)
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/api/v1/profile?format=folded&from=$((now - 60))&to=$((now + 60))")
+[ "$code" = 200 ] || fail "a query after the abandoned ones: HTTP $code"
 python3 - "$T" <<'PY' || fail "the abandoned queries ran on"
 import sys
 t = sys.argv[1]

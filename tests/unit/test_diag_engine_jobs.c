@@ -8,7 +8,9 @@
  * a new job every 30 minutes and over 100 short jobs in a row inside an
  * hour (the table fills, quiet jobs make room, and come back only with
  * newer data, from where they stopped); a table full
- * of active jobs drops the newcomer (counted) until one goes quiet.
+ * of active jobs drops the newcomer (counted) until one goes quiet.  A run
+ * started by a query whose client has gone (or is past its deadline) is
+ * not cut short: the run is everyone's.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -68,7 +70,10 @@ static int fake_thread_times(struct store *s, const struct store_filter *f, stor
 			     void *ctx)
 {
 	struct fake_store *fs = (struct fake_store *)s;
+	uint64_t next_check = 0;
 
+	if (store__read_over(&next_check)) /* as the backends' reads do */
+		return -ETIMEDOUT;
 	for (size_t i = 0; i < fs->n; i++) {
 		struct fake_job *j = &fs->jobs[i];
 
@@ -238,12 +243,39 @@ static void test_full_of_active_jobs(void **state)
 	fake_free(fs);
 }
 
+static bool client_gone(void *ctx)
+{
+	(void)ctx;
+	return true;
+}
+
+/* From a query thread whose client has left: the run judges every window
+ * (its reads are not stopped), and the thread's bounds are back after. */
+static void test_run_from_an_abandoned_query(void **state)
+{
+	struct fake_store *fs = fake_new();
+	uint64_t t0 = 1700000000ull * S, next_check = 0;
+	uint32_t max_tracked = 0;
+
+	add_job(fs, t0, 300 * S);
+	store__set_read_deadline(1); /* long past */
+	store__set_read_client(client_gone, NULL);
+	drive(fs->e, fs, t0, t0 + 400 * S, 5 * S, &max_tracked);
+	assert_all_judged(fs);
+	assert_true(store__read_over(&next_check));
+	store__set_read_client(NULL, NULL);
+	store__set_read_deadline(0);
+	assert_false(store__read_over(&next_check));
+	fake_free(fs);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_weeks_of_jobs),
 		cmocka_unit_test(test_many_short_jobs),
 		cmocka_unit_test(test_full_of_active_jobs),
+		cmocka_unit_test(test_run_from_an_abandoned_query),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
