@@ -719,13 +719,14 @@ void session__report_sched(struct session *s)
 			fprintf(stderr,
 				"  sched targets: scans=%llu examined=%llu by_labels=%llu "
 				"by_gpu=%llu unreadable=%llu out_of_range=%llu resets=%llu "
-				"execs=%llu gone=%llu children=%llu\n",
+				"execs=%llu gone=%llu children=%llu kids_dropped=%llu\n",
 				(unsigned long long)ts.scans, (unsigned long long)ts.examined,
 				(unsigned long long)ts.by_labels, (unsigned long long)ts.by_gpu,
 				(unsigned long long)ts.unreadable,
 				(unsigned long long)ts.out_of_range, (unsigned long long)ts.resets,
 				(unsigned long long)ts.execs, (unsigned long long)ts.gone,
-				(unsigned long long)ts.children);
+				(unsigned long long)ts.children,
+				(unsigned long long)ts.kids_dropped);
 		}
 	}
 }

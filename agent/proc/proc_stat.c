@@ -47,6 +47,16 @@ uint64_t proc_stat__start_ticks(const char *root, uint32_t pid, char *comm, size
 	return start ? start : 1; /* a process started at tick 0 (init) is live */
 }
 
+char proc_stat__state(const char *root, uint32_t pid)
+{
+	char buf[1024], *p;
+
+	if (!read_head(root, pid, "stat", buf, sizeof(buf)))
+		return 0;
+	p = strrchr(buf, ')');
+	return p && p[1] == ' ' ? p[2] : 0;
+}
+
 uint32_t proc_stat__tgid(const char *root, uint32_t tid)
 {
 	char buf[512], *p; /* Tgid is the fourth line */

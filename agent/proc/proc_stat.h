@@ -19,6 +19,10 @@
  * command name. */
 uint64_t proc_stat__start_ticks(const char *root, uint32_t pid, char *comm, size_t commsz);
 
+/* Its state (field 3: 'R', 'S', 'D', 'Z' a zombie, ...), or 0 when it is
+ * gone or the file is malformed. */
+char proc_stat__state(const char *root, uint32_t pid);
+
 /* The process a thread id belongs to (root/TID/status "Tgid:"; a thread's
  * directory is there though readdir does not list it).  0 when it is gone
  * or the file is malformed. */

@@ -55,19 +55,32 @@ void sched_targets__free(struct sched_targets *t)
 	free(t);
 }
 
-/* Sets tgid's bit; true when it was not set. */
+/*
+ * Sets tgid's bit; true when it was not set.  A process that has exited
+ * (gone, or a zombie: the children lists hold those) gets its bit taken
+ * back: BPF clears a bit at the exit, which came before this set, and the
+ * next process with that pid would be taken for a target.  One that exits
+ * after the check is cleared by BPF.
+ */
 static bool set_target(struct sched_targets *t, uint32_t tgid)
 {
-	uint64_t *words = t->bits.auto_words;
+	uint64_t *words = t->bits.auto_words, bit = 1ULL << (tgid % 64);
 	uint32_t w = tgid / 64;
+	char state;
 
 	if (w >= t->bits.nwords) {
 		t->st.out_of_range++;
 		return false;
 	}
-	if (__atomic_load_n(&words[w], __ATOMIC_RELAXED) >> (tgid % 64) & 1)
+	if (__atomic_load_n(&words[w], __ATOMIC_RELAXED) & bit)
 		return false;
-	__atomic_fetch_or(&words[w], 1ULL << (tgid % 64), __ATOMIC_RELAXED);
+	__atomic_fetch_or(&words[w], bit, __ATOMIC_SEQ_CST);
+	state = proc_stat__state(t->proc_root, tgid);
+	if (!state || state == 'Z' || state == 'X') {
+		__atomic_fetch_and(&words[w], ~bit, __ATOMIC_SEQ_CST);
+		t->st.gone++;
+		return false;
+	}
 	return true;
 }
 
@@ -190,20 +203,37 @@ static void children_of(struct sched_targets *t, uint32_t pid, uint32_t *n)
 		snprintf(path, sizeof(path), "%s/%u/task/%.16s/children", t->proc_root, pid,
 			 de->d_name);
 		fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
+		if (fd < 0) {
+			/* ENOENT, not counted: a thread that ended meanwhile,
+			 * or a kernel without CONFIG_PROC_CHILDREN (Debian's,
+			 * RHEL's and Ubuntu's have it), where this window's
+			 * children are not followed */
+			if (errno != ENOENT && errno != ESRCH)
+				t->st.unreadable++;
 			continue;
-		len = read(fd, t->env, ENV_MAX - 1);
+		}
+		/* seq_file: a page or so per read */
+		for (len = 0; (size_t)len < ENV_MAX - 1;) {
+			ssize_t r = read(fd, t->env + len, ENV_MAX - 1 - (size_t)len);
+
+			if (r <= 0)
+				break;
+			len += r;
+		}
 		close(fd);
-		if (len <= 0)
-			continue;
 		t->env[len] = 0;
-		for (char *p = t->env, *end; *n < KIDS_MAX; p = end) {
+		for (char *p = t->env, *end;; p = end) {
 			unsigned long kid = strtoul(p, &end, 10);
 
 			if (end == p)
 				break;
-			if (kid && kid <= UINT32_MAX)
-				t->kids[(*n)++] = (uint32_t)kid;
+			if (!kid || kid > UINT32_MAX || kid == (unsigned long)getpid())
+				continue; /* never itself (started from a job's shell) */
+			if (*n == KIDS_MAX) {
+				t->st.kids_dropped++;
+				break;
+			}
+			t->kids[(*n)++] = (uint32_t)kid;
 		}
 	}
 	closedir(d);

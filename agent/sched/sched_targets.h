@@ -30,9 +30,10 @@
 
 struct sched_targets_stats {
 	uint64_t scans, examined, by_labels, by_gpu, unreadable, out_of_range, resets;
-	uint64_t execs;	   /* processes examined because they exec'd */
-	uint64_t gone;	   /* exited before their environment was read */
-	uint64_t children; /* forked by one marked by labels before it was marked */
+	uint64_t execs;	       /* processes examined because they exec'd */
+	uint64_t gone;	       /* exited before their environment was read */
+	uint64_t children;     /* forked by one marked by labels before it was marked */
+	uint64_t kids_dropped; /* children past 1024 with one process marked */
 };
 
 /* The BPF side's bitmaps (mmapped), nwords 64-bit words each, bit tgid % 64

@@ -34,8 +34,10 @@ static void labels(void **state)
 	assert_false(sched_targets__env_has_label("", 0));
 }
 
-static void write_proc(const char *root, unsigned pid, const char *comm, const char *env,
-		       size_t envlen)
+/* A process in the fake tree: its stat (state S, or Z with zombie) and
+ * environ. */
+static void write_proc_state(const char *root, unsigned pid, const char *comm, const char *env,
+			     size_t envlen, bool zombie)
 {
 	char path[256];
 	FILE *f;
@@ -45,14 +47,20 @@ static void write_proc(const char *root, unsigned pid, const char *comm, const c
 	snprintf(path, sizeof(path), "%s/%u/stat", root, pid);
 	f = fopen(path, "w");
 	assert_non_null(f);
-	fprintf(f, "%u (%s) S 1 %u %u 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 12345 0 0\n", pid, comm,
-		pid, pid);
+	fprintf(f, "%u (%s) %c 1 %u %u 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 12345 0 0\n", pid,
+		comm, zombie ? 'Z' : 'S', pid, pid);
 	fclose(f);
 	snprintf(path, sizeof(path), "%s/%u/environ", root, pid);
 	f = fopen(path, "w");
 	assert_non_null(f);
 	fwrite(env, 1, envlen, f);
 	fclose(f);
+}
+
+static void write_proc(const char *root, unsigned pid, const char *comm, const char *env,
+		       size_t envlen)
+{
+	write_proc_state(root, pid, comm, env, envlen, false);
 }
 
 static void rm_tree(const char *root)
@@ -91,9 +99,18 @@ static void scan_fake_proc(void **state)
 	assert_true(sched_targets__is(t, 102));
 	assert_int_equal(sched_targets__scan(t, NULL, NULL), 0); /* nothing new */
 	assert_int_equal(sched_targets__tick(t, NULL, NULL), 0); /* no exec bitmap: a scan */
-	sched_targets__mark(t, 7, true);			 /* the GPU layer's process */
+	write_proc(root, 7, "python", plain, sizeof(plain));
+	sched_targets__mark(t, 7, true); /* the GPU layer's process */
 	assert_true(sched_targets__is(t, 7));
+	/* one that exited meanwhile, or is a zombie: its bit is not left set
+	 * (BPF cleared it at the exit; the pid's next process is another) */
+	write_proc_state(root, 8, "python", plain, sizeof(plain), true);
+	assert_false(sched_targets__mark(t, 8, true));
+	assert_false(sched_targets__mark(t, 9, true));
+	assert_false(sched_targets__is(t, 8) || sched_targets__is(t, 9));
+	assert_int_equal(words[0], 1ULL << 7);
 	sched_targets__stats(t, &st);
+	assert_int_equal(st.gone, 2);
 	assert_int_equal(st.by_labels, 2);
 	assert_int_equal(st.by_gpu, 1);
 	assert_int_equal(st.out_of_range, 1); /* pid 300 */
@@ -171,7 +188,11 @@ static void tick_examines_execs(void **state)
 	write_proc(root, 8300, "python", ranked, sizeof(ranked));
 	for (unsigned kid = 8301; kid <= 8303; kid++)
 		write_proc(root, kid, "python", ranked, sizeof(ranked));
-	fake_task_file(root, 8300, 8300, "children", "8301 8302 ");
+	char kids[64];
+
+	/* and the agent itself, started from that shell: never a target */
+	snprintf(kids, sizeof(kids), "8301 %u 8302 ", (unsigned)getpid());
+	fake_task_file(root, 8300, 8300, "children", kids);
 	fake_task_file(root, 8302, 8302, "children", "8303");
 	exec_words[129] = 1ULL << (8300 % 64);
 	summary[2] = 1ULL << (129 % 64) | 1ULL << (130 % 64);
