@@ -134,28 +134,39 @@ def check_straggler(sc, args):
                                                                       args.max_alert))
 
     # The alert is decided at ingest; the findings compare complete windows
-    # of stored data, so they may come a window or two later.
+    # of stored data, so they may come a window or two later.  The wanted
+    # evidence too: a window judged before the fault's (some other process
+    # on the rank's CPU) names what ran then.
+    def wanted_hits(finds):
+        hits = []
+        for want in args.want_finding or []:
+            metric, _, evidence = want.partition(':')
+            hit = [f for f in finds if f['metric'] in metric.split(',') and
+                   any(evidence in e for e in f.get('evidence', []))]
+            if not hit:
+                return None, (metric, evidence)
+            hits.append(hit[0])
+        return hits, None
+
     while True:
         try:
             finds = sc.get('/api/v1/findings?job=%s&rank=%d' % (sc.job, rank))
         except Exception:  # 404 until a window is judged
             finds = []
-        if finds and finds[0]['layer'] == layer:
+        hits, missing = wanted_hits(finds) if finds else (None, None)
+        if finds and finds[0]['layer'] == layer and hits is not None:
             break
         if time.time() >= deadline:
+            if finds and finds[0]['layer'] == layer:
+                fail('want finding %s with evidence naming %r among rank %d\'s: %s' %
+                     (missing[0], missing[1], rank, finds))
             fail('want layer %s first in the findings of rank %d: %s' % (layer, rank, finds))
         time.sleep(0.5)
     findings_at = time.time()
     top = finds[0]
-    for want in args.want_finding or []:
-        metric, _, evidence = want.partition(':')
-        hit = [f for f in finds if f['metric'] in metric.split(',') and
-               any(evidence in e for e in f.get('evidence', []))]
-        if not hit:
-            fail('want finding %s with evidence naming %r among rank %d\'s: %s' %
-                 (metric, evidence, rank, finds))
+    for hit in hits:
         print('finding: %s %.3f vs peers %.3f: %s' %
-              (hit[0]['metric'], hit[0]['value'], hit[0]['peer_median'], hit[0]['evidence']))
+              (hit['metric'], hit['value'], hit['peer_median'], hit['evidence']))
     metrics = sc.get('/metrics')
     if not re.search(r'^strata_straggler_confirmed\{job="%s",[^}]*rank="%d"[^}]*\} 1$' %
                      (re.escape(sc.job), rank), metrics, re.M):
