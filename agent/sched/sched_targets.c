@@ -161,10 +161,22 @@ static bool first_look(struct sched_targets *t, uint32_t pid, uint64_t start)
 	}
 }
 
+/* Reads fd to its end or limit bytes into t->env (seq_file and environ
+ * give a page or so a read), closes it; the length read. */
+static size_t read_env_buf(struct sched_targets *t, int fd, size_t limit)
+{
+	size_t total = 0;
+	ssize_t n;
+
+	while (total < limit && (n = read(fd, t->env + total, limit - total)) > 0)
+		total += (size_t)n;
+	close(fd);
+	return total;
+}
+
 static bool has_label(struct sched_targets *t, uint32_t pid)
 {
 	char path[96];
-	ssize_t n, total = 0;
 	int fd;
 
 	snprintf(path, sizeof(path), "%s/%u/environ", t->proc_root, pid);
@@ -176,10 +188,7 @@ static bool has_label(struct sched_targets *t, uint32_t pid)
 			t->st.unreadable++;
 		return false;
 	}
-	while (total < ENV_MAX && (n = read(fd, t->env + total, ENV_MAX - total)) > 0)
-		total += n;
-	close(fd);
-	return sched_targets__env_has_label(t->env, (size_t)total);
+	return sched_targets__env_has_label(t->env, read_env_buf(t, fd, ENV_MAX));
 }
 
 /* Appends the children of pid's threads (/proc/PID/task/TID/children) to
@@ -195,7 +204,7 @@ static void children_of(struct sched_targets *t, uint32_t pid, uint32_t *n)
 	if (!d)
 		return;
 	while ((de = readdir(d)) && *n < KIDS_MAX) {
-		ssize_t len;
+		size_t len;
 		int fd;
 
 		if (de->d_name[0] == '.')
@@ -212,15 +221,7 @@ static void children_of(struct sched_targets *t, uint32_t pid, uint32_t *n)
 				t->st.unreadable++;
 			continue;
 		}
-		/* seq_file: a page or so per read */
-		for (len = 0; (size_t)len < ENV_MAX - 1;) {
-			ssize_t r = read(fd, t->env + len, ENV_MAX - 1 - (size_t)len);
-
-			if (r <= 0)
-				break;
-			len += r;
-		}
-		close(fd);
+		len = read_env_buf(t, fd, ENV_MAX - 1);
 		t->env[len] = 0;
 		for (char *p = t->env, *end;; p = end) {
 			unsigned long kid = strtoul(p, &end, 10);
