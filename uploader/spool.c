@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,13 +16,15 @@
 
 struct entry {
 	uint64_t seq, size;
+	uint8_t *mem; /* held in memory (the disk refused it), else a file */
+	bool gone;    /* dropped from the middle for memory: skipped */
 };
 
 struct spool {
 	char *dir;
-	uint64_t max_bytes;
+	uint64_t max_bytes, mem_max;
 	pthread_mutex_t lock;
-	struct entry *q; /* ring, oldest at head */
+	struct entry *q; /* ring, oldest at head, in seq order */
 	size_t head, n, cap;
 	uint64_t next_seq;
 	struct spool_stats st;
@@ -32,7 +35,8 @@ static void path_of(const struct spool *s, uint64_t seq, char *buf, size_t sz)
 	snprintf(buf, sz, "%s/%020" PRIu64 ".batch", s->dir, seq);
 }
 
-static int q_push(struct spool *s, uint64_t seq, uint64_t size)
+/* Takes ownership of mem (NULL: the batch is a file). */
+static int q_push(struct spool *s, uint64_t seq, uint64_t size, uint8_t *mem)
 {
 	if (s->n == s->cap) {
 		size_t ncap = s->cap ? s->cap * 2 : 64;
@@ -47,18 +51,67 @@ static int q_push(struct spool *s, uint64_t seq, uint64_t size)
 		s->cap = ncap;
 		s->head = 0;
 	}
-	s->q[(s->head + s->n++) % s->cap] = (struct entry){ seq, size };
+	s->q[(s->head + s->n++) % s->cap] = (struct entry){ .seq = seq, .size = size, .mem = mem };
 	s->st.files++;
 	s->st.bytes += size;
+	if (mem) {
+		s->st.mem_files++;
+		s->st.mem_bytes += size;
+	}
 	return 0;
+}
+
+/* Lets e's batch go (its file deleted): it stays in the ring, skipped. */
+static void drop_entry(struct spool *s, struct entry *e)
+{
+	char path[PATH_MAX];
+
+	if (e->gone)
+		return;
+	if (e->mem) {
+		free(e->mem);
+		e->mem = NULL;
+		s->st.mem_files--;
+		s->st.mem_bytes -= e->size;
+	} else {
+		path_of(s, e->seq, path, sizeof(path));
+		unlink(path);
+	}
+	s->st.files--;
+	s->st.bytes -= e->size;
+	e->gone = true;
 }
 
 static void q_pop(struct spool *s)
 {
-	s->st.files--;
-	s->st.bytes -= s->q[s->head].size;
+	drop_entry(s, &s->q[s->head]);
 	s->head = (s->head + 1) % s->cap;
 	s->n--;
+}
+
+/* The head, past the entries dropped from the middle; NULL when empty. */
+static struct entry *q_oldest(struct spool *s)
+{
+	while (s->n && s->q[s->head].gone)
+		q_pop(s);
+	return s->n ? &s->q[s->head] : NULL;
+}
+
+/* Makes room in memory for len bytes by dropping the oldest batches held
+ * there; false when len does not fit even then. */
+static bool mem_room(struct spool *s, uint64_t len)
+{
+	if (len > s->mem_max)
+		return false;
+	for (size_t i = 0; i < s->n && s->st.mem_bytes + len > s->mem_max; i++) {
+		struct entry *e = &s->q[(s->head + i) % s->cap];
+
+		if (e->mem && !e->gone) {
+			drop_entry(s, e);
+			s->st.dropped_full++;
+		}
+	}
+	return s->st.mem_bytes + len <= s->mem_max;
 }
 
 static int entry_cmp(const void *a, const void *b)
@@ -102,14 +155,14 @@ static int scan(struct spool *s)
 			found = nf;
 			cap = ncap;
 		}
-		found[n++] = (struct entry){ seq, (uint64_t)st.st_size };
+		found[n++] = (struct entry){ .seq = seq, .size = (uint64_t)st.st_size };
 	}
 	closedir(d);
 	if (!err) {
 		if (n)
 			qsort(found, n, sizeof(*found), entry_cmp);
 		for (size_t i = 0; i < n && !err; i++) {
-			err = q_push(s, found[i].seq, found[i].size);
+			err = q_push(s, found[i].seq, found[i].size, NULL);
 			if (found[i].seq >= s->next_seq)
 				s->next_seq = found[i].seq + 1;
 		}
@@ -137,40 +190,36 @@ static int mkdir_p(const char *dir)
 	return mkdir(buf, 0700) && errno != EEXIST ? -errno : 0;
 }
 
-struct spool *spool__open(const char *dir, uint64_t max_bytes)
+struct spool *spool__open(const char *dir, uint64_t max_bytes, int *dir_err)
 {
 	struct spool *s;
 	int err;
 
-	err = mkdir_p(dir);
-	if (err) {
-		errno = -err;
-		return NULL;
-	}
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return NULL;
 	s->dir = strdup(dir);
 	s->max_bytes = max_bytes;
+	s->mem_max = max_bytes < SPOOL_MEM_MAX ? max_bytes : SPOOL_MEM_MAX;
 	s->next_seq = 1;
 	pthread_mutex_init(&s->lock, NULL);
-	err = s->dir ? scan(s) : -ENOMEM;
-	if (err) {
+	if (!s->dir) {
 		spool__free(s);
-		errno = -err;
+		errno = ENOMEM;
 		return NULL;
 	}
+	/* A disk that is full or read-only must not keep the agent from
+	 * starting (a restart loop profiles nothing): memory until it heals. */
+	err = mkdir_p(dir);
+	if (!err)
+		err = scan(s);
+	if (err == -ENOMEM) {
+		spool__free(s);
+		errno = ENOMEM;
+		return NULL;
+	}
+	*dir_err = err;
 	return s;
-}
-
-void spool__free(struct spool *s)
-{
-	if (!s)
-		return;
-	pthread_mutex_destroy(&s->lock);
-	free(s->q);
-	free(s->dir);
-	free(s);
 }
 
 static int write_file(const char *path, const void *data, size_t len)
@@ -197,70 +246,103 @@ static int write_file(const char *path, const void *data, size_t len)
 	return close(fd) ? -errno : 0;
 }
 
-int spool__put(struct spool *s, const void *data, size_t len, uint64_t *seq_out)
+/* seq's file, atomically (temp file + rename); the directory is made again
+ * when it is gone. */
+static int write_batch(struct spool *s, uint64_t seq, const void *data, size_t len)
 {
 	char path[PATH_MAX], tmp[PATH_MAX + 8];
-	uint64_t seq;
 	int err;
-
-	if (len > s->max_bytes) {
-		pthread_mutex_lock(&s->lock);
-		s->st.write_failed++;
-		pthread_mutex_unlock(&s->lock);
-		return -EFBIG;
-	}
-	pthread_mutex_lock(&s->lock);
-	/* Oldest first out: the newest data is the most useful. */
-	while (s->n && s->st.bytes + len > s->max_bytes) {
-		path_of(s, s->q[s->head].seq, path, sizeof(path));
-		unlink(path);
-		q_pop(s);
-		s->st.dropped_full++;
-	}
-	seq = s->next_seq++;
-	pthread_mutex_unlock(&s->lock);
 
 	path_of(s, seq, path, sizeof(path));
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
 	err = write_file(tmp, data, len);
+	if (err == -ENOENT && !mkdir_p(s->dir)) {
+		pthread_mutex_lock(&s->lock);
+		s->st.dir_made++;
+		pthread_mutex_unlock(&s->lock);
+		err = write_file(tmp, data, len);
+	}
 	if (!err && rename(tmp, path))
 		err = -errno;
+	if (err)
+		unlink(tmp);
+	return err;
+}
+
+void spool__free(struct spool *s)
+{
+	if (!s)
+		return;
+	/* what memory holds is kept for the next run if the disk takes it now */
+	for (size_t i = 0; i < s->n; i++) {
+		struct entry *e = &s->q[(s->head + i) % s->cap];
+
+		if (e->mem && !e->gone)
+			write_batch(s, e->seq, e->mem, e->size);
+		free(e->mem);
+	}
+	pthread_mutex_destroy(&s->lock);
+	free(s->q);
+	free(s->dir);
+	free(s);
+}
+
+int spool__put(struct spool *s, const void *data, size_t len, uint64_t *seq_out)
+{
+	uint8_t *mem = NULL;
+	uint64_t seq;
+	int err;
+
+	pthread_mutex_lock(&s->lock);
+	if (len > s->max_bytes) {
+		s->st.write_failed++;
+		pthread_mutex_unlock(&s->lock);
+		return -EFBIG;
+	}
+	/* Oldest first out: the newest data is the most useful. */
+	while (s->n && s->st.bytes + len > s->max_bytes) {
+		if (!s->q[s->head].gone)
+			s->st.dropped_full++;
+		q_pop(s);
+	}
+	seq = s->next_seq++;
+	pthread_mutex_unlock(&s->lock);
+
+	err = write_batch(s, seq, data, len);
 	pthread_mutex_lock(&s->lock);
 	if (err) {
-		unlink(tmp);
-		s->st.write_failed++;
-	} else {
-		err = q_push(s, seq, len);
-		if (!err)
-			s->st.written++;
+		s->st.disk_failed++;
+		if (mem_room(s, len) && (mem = malloc(len ? len : 1))) {
+			memcpy(mem, data, len);
+			err = 0;
+		}
 	}
+	if (!err) {
+		err = q_push(s, seq, len, mem);
+		if (err)
+			free(mem);
+	}
+	if (err)
+		s->st.write_failed++;
+	else
+		s->st.written++;
 	pthread_mutex_unlock(&s->lock);
 	if (!err && seq_out)
 		*seq_out = seq;
 	return err;
 }
 
-int spool__oldest(struct spool *s, uint64_t *seq, uint8_t **data, size_t *len)
+/* Reads seq's file; -errno when it is gone or cannot be read whole. */
+static int read_batch(struct spool *s, uint64_t seq, uint8_t **data, size_t *len)
 {
 	char path[PATH_MAX];
 	struct stat st;
 	int fd, err = 0;
 
-	for (;;) {
-		pthread_mutex_lock(&s->lock);
-		if (!s->n) {
-			pthread_mutex_unlock(&s->lock);
-			return -ENOENT;
-		}
-		*seq = s->q[s->head].seq;
-		pthread_mutex_unlock(&s->lock);
-		path_of(s, *seq, path, sizeof(path));
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd >= 0)
-			break;
-		/* Dropped meanwhile to make room: take the next one. */
-		spool__remove(s, *seq);
-	}
+	path_of(s, seq, path, sizeof(path));
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
 	if (fstat(fd, &st)) {
 		err = -errno;
 	} else {
@@ -277,16 +359,53 @@ int spool__oldest(struct spool *s, uint64_t *seq, uint8_t **data, size_t *len)
 	return err;
 }
 
+int spool__oldest(struct spool *s, uint64_t *seq, uint8_t **data, size_t *len)
+{
+	for (;;) {
+		struct entry *e;
+		int err;
+
+		pthread_mutex_lock(&s->lock);
+		e = q_oldest(s);
+		if (!e) {
+			pthread_mutex_unlock(&s->lock);
+			return -ENOENT;
+		}
+		*seq = e->seq;
+		if (e->mem) {
+			*len = e->size;
+			*data = malloc(*len ? *len : 1);
+			if (*data)
+				memcpy(*data, e->mem, *len);
+			pthread_mutex_unlock(&s->lock);
+			return *data ? 0 : -ENOMEM;
+		}
+		pthread_mutex_unlock(&s->lock);
+		err = read_batch(s, *seq, data, len);
+		if (!err || err == -ENOMEM || err == -EMFILE || err == -ENFILE)
+			return err; /* the last three pass: the batch is kept */
+		/* Dropped meanwhile to make room (counted then), or removed,
+		 * damaged or out of reach behind our back: counted, and the
+		 * next one (a batch that cannot be read must not stop the rest) */
+		pthread_mutex_lock(&s->lock);
+		e = q_oldest(s);
+		if (e && e->seq == *seq) {
+			q_pop(s);
+			s->st.lost++;
+		}
+		pthread_mutex_unlock(&s->lock);
+	}
+}
+
 int spool__remove(struct spool *s, uint64_t seq)
 {
-	char path[PATH_MAX];
+	struct entry *e;
 	int err = -ENOENT;
 
 	pthread_mutex_lock(&s->lock);
 	/* Only the oldest is ever removed this way (in-order replay). */
-	if (s->n && s->q[s->head].seq == seq) {
-		path_of(s, seq, path, sizeof(path));
-		unlink(path);
+	e = q_oldest(s);
+	if (e && e->seq == seq) {
 		q_pop(s);
 		err = 0;
 	}
@@ -299,7 +418,7 @@ size_t spool__count(struct spool *s)
 	size_t n;
 
 	pthread_mutex_lock(&s->lock);
-	n = s->n;
+	n = s->st.files;
 	pthread_mutex_unlock(&s->lock);
 	return n;
 }
@@ -309,4 +428,9 @@ void spool__stats(struct spool *s, struct spool_stats *st)
 	pthread_mutex_lock(&s->lock);
 	*st = s->st;
 	pthread_mutex_unlock(&s->lock);
+}
+
+uint64_t spool__dropped(const struct spool_stats *st)
+{
+	return st->dropped_full + st->write_failed + st->lost;
 }

@@ -403,8 +403,12 @@ static void *sender(void *arg)
 			continue;
 		}
 		pthread_mutex_unlock(&u->lock);
-		if (spool__oldest(u->spool, &seq, &data, &len)) {
+		int rerr = spool__oldest(u->spool, &seq, &data, &len);
+
+		if (rerr) {
 			pthread_mutex_lock(&u->lock);
+			if (rerr != -ENOENT) /* no memory, a file we may not read: not a spin */
+				not_before = mono_ms() + u->o.backoff_min_ms;
 			continue;
 		}
 		status = post(u, "/api/v1/batches", "application/x-strata-batch", "zstd", data, len,
@@ -502,7 +506,7 @@ static int read_token(const char *path, char *auth, size_t sz)
 struct uploader *uploader__new(const struct uploader_opts *opts)
 {
 	struct uploader *u = calloc(1, sizeof(*u));
-	int err = -ENOMEM;
+	int err = -ENOMEM, dir_err;
 
 	if (!u)
 		return NULL;
@@ -539,12 +543,16 @@ struct uploader *uploader__new(const struct uploader_opts *opts)
 		pr_warn("uploader: token file %s: %s", opts->token_file, strerror(-err));
 		goto err_out;
 	}
-	u->spool = spool__open(opts->spool_dir, u->o.spool_max_bytes);
+	u->spool = spool__open(opts->spool_dir, u->o.spool_max_bytes, &dir_err);
 	if (!u->spool) {
 		err = -errno;
 		pr_warn("uploader: spool %s: %s", opts->spool_dir, strerror(errno));
 		goto err_out;
 	}
+	if (dir_err)
+		pr_warn("uploader: spool %s: %s; batches are held in memory until it can be "
+			"written",
+			opts->spool_dir, strerror(-dir_err));
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	u->curl = curl_easy_init();
 	if (!u->curl)
@@ -621,8 +629,8 @@ uint64_t uploader__take_spool_dropped(struct uploader *u)
 
 	spool__stats(u->spool, &st);
 	pthread_mutex_lock(&u->lock);
-	d = st.dropped_full - u->spool_dropped_seen;
-	u->spool_dropped_seen = st.dropped_full;
+	d = spool__dropped(&st) - u->spool_dropped_seen;
+	u->spool_dropped_seen = spool__dropped(&st);
 	pthread_mutex_unlock(&u->lock);
 	return d;
 }

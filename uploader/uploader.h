@@ -74,7 +74,7 @@ int uploader__submit(struct uploader *u, const void *data, size_t len);
 void uploader__note_file(void *u, const char *build_id_hex, const char *path);
 /* Waits until the spool is empty or timeout_ms passed; 0 or -ETIMEDOUT. */
 int uploader__drain(struct uploader *u, uint32_t timeout_ms);
-/* Batches dropped from the spool since the last call (for Drops). */
+/* Batches the spool lost since the last call (for Drops): spool__dropped. */
 uint64_t uploader__take_spool_dropped(struct uploader *u);
 void uploader__stats(struct uploader *u, struct uploader_stats *st);
 

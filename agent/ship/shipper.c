@@ -240,8 +240,8 @@ void shipper__report(struct shipper *sh)
 		"  upload: sent=%llu duplicates=%llu attempts=%llu failures=%llu rejected=%llu "
 		"backoff_ms=%u last_status=%d symbols sent=%llu failed=%llu skipped=%llu "
 		"noted_resets=%llu\n"
-		"  spool: files=%llu bytes=%llu dropped_full=%llu write_failed=%llu "
-		"recovered=%llu\n",
+		"  spool: files=%llu bytes=%llu in_memory=%llu dropped_full=%llu "
+		"write_failed=%llu disk_failed=%llu dir_made=%llu lost=%llu recovered=%llu\n",
 		(unsigned long long)bs.batches, (unsigned long long)bs.samples,
 		(unsigned long long)bs.rows_dropped, (unsigned long long)bs.raw_bytes,
 		(unsigned long long)bs.wire_bytes, (unsigned long long)as.proc_read_failed,
@@ -251,8 +251,11 @@ void shipper__report(struct shipper *sh)
 		us.last_status, (unsigned long long)us.symbols_sent,
 		(unsigned long long)us.symbols_failed, (unsigned long long)us.symbols_skipped,
 		(unsigned long long)us.symbols_noted_resets, (unsigned long long)us.spool.files,
-		(unsigned long long)us.spool.bytes, (unsigned long long)us.spool.dropped_full,
-		(unsigned long long)us.spool.write_failed, (unsigned long long)us.spool.recovered);
+		(unsigned long long)us.spool.bytes, (unsigned long long)us.spool.mem_files,
+		(unsigned long long)us.spool.dropped_full,
+		(unsigned long long)us.spool.write_failed, (unsigned long long)us.spool.disk_failed,
+		(unsigned long long)us.spool.dir_made, (unsigned long long)us.spool.lost,
+		(unsigned long long)us.spool.recovered);
 	if (sh->sched) {
 		struct batch_sched_stats ss;
 
