@@ -40,6 +40,23 @@ json_sum() {
 	python3 -c 'import json, sys; print(sum(x[sys.argv[2]] for x in json.load(sys.stdin)[sys.argv[1]]))' "$1" "$2"
 }
 
+# assert_stored_once NODE FINAL_LINE: the server on $PORT holds NODE's
+# batches and samples exactly as the agent's "final batches" line says it
+# built them (none lost, none twice).
+assert_stored_once() {
+	local built samples s_batches s_samples
+	built=$(sed -n 's/.*built=\([0-9]*\).*/\1/p' <<< "$2")
+	samples=$(sed -n 's/.* samples=\([0-9]*\).*/\1/p' <<< "$2")
+	[ -n "$built" ] && [ -n "$samples" ] || fail "no final batches line from the agent: $2"
+	api "/api/v1/nodes?node=$1" > "$T/nodes.json"
+	s_batches=$(json_sum nodes batches < "$T/nodes.json")
+	s_samples=$(json_sum nodes cpu_samples < "$T/nodes.json")
+	echo "server: $s_batches batches, $s_samples samples"
+	[ "$s_batches" -eq "$built" ] || fail "agent built $built batches, server stored $s_batches"
+	[ "$s_samples" -eq "$samples" ] || fail "agent sampled $samples, server stored $s_samples"
+	STORED_BATCHES=$built STORED_SAMPLES=$samples
+}
+
 cleanup_server() {
 	stop_server
 	[ -n "${AGENT_PID:-}" ] && kill "$AGENT_PID" 2> /dev/null

@@ -29,18 +29,11 @@ final=$(grep -E '^agent: final batches:' "$T/agent.log" | tail -1)
 up=$(grep -E '^  upload: ' "$T/agent.log" | tail -1)
 echo "$final"
 echo "agent: $up"
-built=$(sed -n 's/.*built=\([0-9]*\).*/\1/p' <<< "$final")
-samples=$(sed -n 's/.* samples=\([0-9]*\).*/\1/p' <<< "$final")
 dropped=$(sed -n 's/.*rows_dropped=\([0-9]*\).*/\1/p' <<< "$final")
 failures=$(sed -n 's/.*failures=\([0-9]*\).*/\1/p' <<< "$up")
 [ "$dropped" -eq 0 ] || fail "the batch builder dropped $dropped samples"
 [ "$failures" -gt 0 ] || fail "the agent never saw the outage"
 [ "$(spooled_batches "$T/spool")" = 0 ] || fail "batches left in the spool: $(ls "$T/spool")"
 
-api "/api/v1/nodes?node=outage-node" > "$T/nodes.json"
-s_batches=$(json_sum nodes batches < "$T/nodes.json")
-s_samples=$(json_sum nodes cpu_samples < "$T/nodes.json")
-echo "server: $s_batches batches, $s_samples samples"
-[ "$s_batches" -eq "$built" ] || fail "agent built $built batches, server stored $s_batches"
-[ "$s_samples" -eq "$samples" ] || fail "agent sampled $samples, server stored $s_samples"
-echo "ok: $built batches and $samples samples, each stored exactly once"
+assert_stored_once outage-node "$final"
+echo "ok: $STORED_BATCHES batches and $STORED_SAMPLES samples, each stored exactly once"

@@ -52,8 +52,6 @@ echo "$final"
 echo "agent:$spool"
 echo "agent:$up"
 field() { sed -n "s/.* $1=\([0-9]*\).*/\1/p" <<< "$2"; }
-built=$(field built "$final")
-samples=$(field samples "$final")
 [ "$(field rows_dropped "$final")" -eq 0 ] || fail "the batch builder dropped samples"
 [ "$(field disk_failed "$spool")" -ge 2 ] || fail "the full disk refused no batch: $spool"
 [ "$(field dir_made "$spool")" -ge 1 ] || fail "the removed directory was not made again: $spool"
@@ -63,10 +61,5 @@ done
 [ "$(field failures "$up")" -gt 0 ] || fail "the agent never saw the outage"
 [ "$(spooled_batches "$DISK/spool")" = 0 ] || fail "batches left in the spool: $(ls "$DISK/spool")"
 
-api "/api/v1/nodes?node=full-node" > "$T/nodes.json"
-s_batches=$(json_sum nodes batches < "$T/nodes.json")
-s_samples=$(json_sum nodes cpu_samples < "$T/nodes.json")
-echo "server: $s_batches batches, $s_samples samples"
-[ "$s_batches" -eq "$built" ] || fail "agent built $built batches, server stored $s_batches"
-[ "$s_samples" -eq "$samples" ] || fail "agent sampled $samples, server stored $s_samples"
-echo "ok: $built batches and $samples samples through a full disk, an outage and a removed spool, each stored once"
+assert_stored_once full-node "$final"
+echo "ok: $STORED_BATCHES batches and $STORED_SAMPLES samples through a full disk, an outage and a removed spool, each stored once"
