@@ -12,12 +12,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
+
+#include "lib/log.h"
 
 struct entry {
 	uint64_t seq, size;
-	uint8_t *mem; /* held in memory (the disk refused it), else a file */
-	bool gone;    /* dropped from the middle for memory: skipped */
+	uint64_t carried; /* the drops this batch tells the server */
+	uint8_t *mem;	  /* held in memory (the disk refused it), else a file */
+	bool gone;	  /* let go: skipped, reclaimed at the head or by q_compact */
 };
 
 struct spool {
@@ -26,6 +30,7 @@ struct spool {
 	pthread_mutex_t lock;
 	struct entry *q; /* ring, oldest at head, in seq order */
 	size_t head, n, cap;
+	size_t ngone; /* entries of the ring let go, not yet reclaimed */
 	uint64_t next_seq;
 	struct spool_stats st;
 };
@@ -36,22 +41,32 @@ static void path_of(const struct spool *s, uint64_t seq, char *buf, size_t sz)
 }
 
 /* Takes ownership of mem (NULL: the batch is a file). */
-static int q_push(struct spool *s, uint64_t seq, uint64_t size, uint8_t *mem)
+static int q_push(struct spool *s, uint64_t seq, uint64_t size, uint64_t carried, uint8_t *mem)
 {
 	if (s->n == s->cap) {
-		size_t ncap = s->cap ? s->cap * 2 : 64;
+		/* Full: a new ring without the entries let go.  Mostly gone
+		 * (memory batches dropped behind a head that cannot move, an
+		 * outage), it keeps its size instead of growing for good. */
+		size_t ncap = !s->cap ? 64 : s->ngone > s->n / 2 ? s->cap : s->cap * 2, k = 0;
 		struct entry *nq = malloc(ncap * sizeof(*nq));
 
 		if (!nq)
 			return -ENOMEM;
-		for (size_t i = 0; i < s->n; i++)
-			nq[i] = s->q[(s->head + i) % s->cap];
+		for (size_t i = 0; i < s->n; i++) {
+			struct entry *e = &s->q[(s->head + i) % s->cap];
+
+			if (!e->gone)
+				nq[k++] = *e;
+		}
 		free(s->q);
 		s->q = nq;
 		s->cap = ncap;
 		s->head = 0;
+		s->n = k;
+		s->ngone = 0;
 	}
-	s->q[(s->head + s->n++) % s->cap] = (struct entry){ .seq = seq, .size = size, .mem = mem };
+	s->q[(s->head + s->n++) % s->cap] =
+		(struct entry){ .seq = seq, .size = size, .carried = carried, .mem = mem };
 	s->st.files++;
 	s->st.bytes += size;
 	if (mem) {
@@ -80,11 +95,20 @@ static void drop_entry(struct spool *s, struct entry *e)
 	s->st.files--;
 	s->st.bytes -= e->size;
 	e->gone = true;
+	s->ngone++;
+}
+
+/* e's batch is lost: it and the drops it carried are told by a later one. */
+static void lose(struct spool *s, struct entry *e)
+{
+	s->st.to_report += 1 + e->carried;
+	drop_entry(s, e);
 }
 
 static void q_pop(struct spool *s)
 {
 	drop_entry(s, &s->q[s->head]);
+	s->ngone--;
 	s->head = (s->head + 1) % s->cap;
 	s->n--;
 }
@@ -107,7 +131,7 @@ static bool mem_room(struct spool *s, uint64_t len)
 		struct entry *e = &s->q[(s->head + i) % s->cap];
 
 		if (e->mem && !e->gone) {
-			drop_entry(s, e);
+			lose(s, e);
 			s->st.dropped_full++;
 		}
 	}
@@ -141,8 +165,10 @@ static int scan(struct spool *s)
 			unlinkat(dirfd(d), e->d_name, 0);
 			continue;
 		}
+		/* larger than the bound: not a batch of ours (never sent whole) */
 		if (sscanf(e->d_name, "%20llu%15s", &seq, tail) != 2 || strcmp(tail, ".batch") ||
-		    fstatat(dirfd(d), e->d_name, &st, 0) || !S_ISREG(st.st_mode))
+		    fstatat(dirfd(d), e->d_name, &st, 0) || !S_ISREG(st.st_mode) ||
+		    (uint64_t)st.st_size > s->max_bytes)
 			continue;
 		if (n == cap) {
 			size_t ncap = cap ? cap * 2 : 64;
@@ -162,7 +188,7 @@ static int scan(struct spool *s)
 		if (n)
 			qsort(found, n, sizeof(*found), entry_cmp);
 		for (size_t i = 0; i < n && !err; i++) {
-			err = q_push(s, found[i].seq, found[i].size, NULL);
+			err = q_push(s, found[i].seq, found[i].size, 0, NULL);
 			if (found[i].seq >= s->next_seq)
 				s->next_seq = found[i].seq + 1;
 		}
@@ -218,6 +244,10 @@ struct spool *spool__open(const char *dir, uint64_t max_bytes, int *dir_err)
 		errno = ENOMEM;
 		return NULL;
 	}
+	/* Unscanned, the directory may hold an earlier run's batches: numbers
+	 * from the clock (ms) do not replace them when it can be written. */
+	if (err)
+		s->next_seq = (uint64_t)time(NULL) * 1000;
 	*dir_err = err;
 	return s;
 }
@@ -271,23 +301,28 @@ static int write_batch(struct spool *s, uint64_t seq, const void *data, size_t l
 
 void spool__free(struct spool *s)
 {
+	uint64_t unsaved = 0;
+
 	if (!s)
 		return;
 	/* what memory holds is kept for the next run if the disk takes it now */
 	for (size_t i = 0; i < s->n; i++) {
 		struct entry *e = &s->q[(s->head + i) % s->cap];
 
-		if (e->mem && !e->gone)
-			write_batch(s, e->seq, e->mem, e->size);
+		if (e->mem && !e->gone && write_batch(s, e->seq, e->mem, e->size))
+			unsaved++;
 		free(e->mem);
 	}
+	if (unsaved)
+		pr_warn("spool: %s: %llu batches held in memory are lost (the disk refused them)",
+			s->dir, (unsigned long long)unsaved);
 	pthread_mutex_destroy(&s->lock);
 	free(s->q);
 	free(s->dir);
 	free(s);
 }
 
-int spool__put(struct spool *s, const void *data, size_t len, uint64_t *seq_out)
+int spool__put(struct spool *s, const void *data, size_t len, uint64_t carried, uint64_t *seq_out)
 {
 	uint8_t *mem = NULL;
 	uint64_t seq;
@@ -296,13 +331,16 @@ int spool__put(struct spool *s, const void *data, size_t len, uint64_t *seq_out)
 	pthread_mutex_lock(&s->lock);
 	if (len > s->max_bytes) {
 		s->st.write_failed++;
+		s->st.to_report += 1 + carried;
 		pthread_mutex_unlock(&s->lock);
 		return -EFBIG;
 	}
 	/* Oldest first out: the newest data is the most useful. */
 	while (s->n && s->st.bytes + len > s->max_bytes) {
-		if (!s->q[s->head].gone)
+		if (!s->q[s->head].gone) {
 			s->st.dropped_full++;
+			lose(s, &s->q[s->head]);
+		}
 		q_pop(s);
 	}
 	seq = s->next_seq++;
@@ -318,13 +356,14 @@ int spool__put(struct spool *s, const void *data, size_t len, uint64_t *seq_out)
 		}
 	}
 	if (!err) {
-		err = q_push(s, seq, len, mem);
+		err = q_push(s, seq, len, carried, mem);
 		if (err)
 			free(mem);
 	}
-	if (err)
+	if (err) {
 		s->st.write_failed++;
-	else
+		s->st.to_report += 1 + carried;
+	} else
 		s->st.written++;
 	pthread_mutex_unlock(&s->lock);
 	if (!err && seq_out)
@@ -390,6 +429,7 @@ int spool__oldest(struct spool *s, uint64_t *seq, uint8_t **data, size_t *len)
 		pthread_mutex_lock(&s->lock);
 		e = q_oldest(s);
 		if (e && e->seq == *seq) {
+			lose(s, e);
 			q_pop(s);
 			s->st.lost++;
 		}
@@ -428,9 +468,4 @@ void spool__stats(struct spool *s, struct spool_stats *st)
 	pthread_mutex_lock(&s->lock);
 	*st = s->st;
 	pthread_mutex_unlock(&s->lock);
-}
-
-uint64_t spool__dropped(const struct spool_stats *st)
-{
-	return st->dropped_full + st->write_failed + st->lost;
 }

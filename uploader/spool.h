@@ -12,7 +12,8 @@
  * the disk refuses (full, read-only, unwritable) is held in memory, up to
  * min(max_bytes, SPOOL_MEM_MAX), oldest first out, in the same order as the
  * files.  Held batches are written out at spool__free when the disk takes
- * them again, so an agent's restart keeps them.  A spool whose directory
+ * them again, so an agent's restart keeps them (else a warning counts
+ * them).  A spool whose directory
  * cannot be made at open runs from memory only (a warning is logged).
  * Thread-safe (the agent writes, the upload thread reads and removes).
  */
@@ -31,10 +32,15 @@ struct spool_stats {
 	uint64_t dropped_full;	       /* oldest batches dropped to make room */
 	uint64_t write_failed;	       /* batches lost at put: larger than the bound,
 					* or refused by the disk with memory full */
-	uint64_t disk_failed;	       /* refused by the disk, held in memory */
+	uint64_t disk_failed;	       /* refused by the disk (then held in memory
+					* when it fits there) */
 	uint64_t dir_made;	       /* the directory was gone and made again */
 	uint64_t lost;		       /* spooled files gone or unreadable when sent */
 	uint64_t recovered;	       /* found at open (left by an earlier run) */
+	/* The drops to tell the server, summed since the spool opened: 1 for
+	 * each batch lost (the four ways above) plus the drops that batch was
+	 * carrying, told again by a later batch. */
+	uint64_t to_report;
 };
 
 struct spool;
@@ -46,9 +52,10 @@ struct spool *spool__open(const char *dir, uint64_t max_bytes, int *dir_err);
 void spool__free(struct spool *s);
 
 /* Writes one batch (atomically: temp file + rename), else holds it in
- * memory.  0 or -errno: -EFBIG, the batch alone is larger than max_bytes;
- * the disk's error when memory could not take it either. */
-int spool__put(struct spool *s, const void *data, size_t len, uint64_t *seq);
+ * memory.  carried: the drops the batch tells the server (told again if
+ * the batch is lost).  0 or -errno: -EFBIG, the batch alone is larger
+ * than max_bytes; the disk's error when memory could not take it either. */
+int spool__put(struct spool *s, const void *data, size_t len, uint64_t carried, uint64_t *seq);
 
 /* Reads the oldest batch into *data (malloc'd).  0, -ENOENT when empty.
  * A file gone or unreadable is dropped (counted in lost), and the next
@@ -60,9 +67,6 @@ int spool__remove(struct spool *s, uint64_t seq);
 
 /* Batches spooled (on disk or in memory). */
 size_t spool__count(struct spool *s);
-/* Batches lost since the spool opened: dropped for room, at put, or
- * gone when read back (what the server is told, Drops.spool_dropped). */
-uint64_t spool__dropped(const struct spool_stats *st);
 void spool__stats(struct spool *s, struct spool_stats *st);
 
 #endif /* STRATA_UPLOADER_SPOOL_H */

@@ -590,9 +590,9 @@ void uploader__free(struct uploader *u)
 	free(u);
 }
 
-int uploader__submit(struct uploader *u, const void *data, size_t len)
+int uploader__submit(struct uploader *u, const void *data, size_t len, uint64_t carried)
 {
-	int err = spool__put(u->spool, data, len, NULL);
+	int err = spool__put(u->spool, data, len, carried, NULL);
 
 	pthread_mutex_lock(&u->lock);
 	pthread_cond_broadcast(&u->wake);
@@ -629,8 +629,8 @@ uint64_t uploader__take_spool_dropped(struct uploader *u)
 
 	spool__stats(u->spool, &st);
 	pthread_mutex_lock(&u->lock);
-	d = spool__dropped(&st) - u->spool_dropped_seen;
-	u->spool_dropped_seen = spool__dropped(&st);
+	d = st.to_report - u->spool_dropped_seen;
+	u->spool_dropped_seen = st.to_report;
 	pthread_mutex_unlock(&u->lock);
 	return d;
 }

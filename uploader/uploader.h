@@ -68,13 +68,16 @@ struct uploader *uploader__new(const struct uploader_opts *opts);
 /* Stops the thread (after at most one request in flight); keeps the spool. */
 void uploader__free(struct uploader *u);
 
-/* Spools one compressed batch and wakes the sender.  0 or -errno. */
-int uploader__submit(struct uploader *u, const void *data, size_t len);
+/* Spools one compressed batch and wakes the sender.  carried: the
+ * batch's Drops.spool_dropped (told again if the batch is lost too).
+ * 0 or -errno. */
+int uploader__submit(struct uploader *u, const void *data, size_t len, uint64_t carried);
 /* Remembers which file holds a build-id (for symbol uploads). Thread-safe. */
 void uploader__note_file(void *u, const char *build_id_hex, const char *path);
 /* Waits until the spool is empty or timeout_ms passed; 0 or -ETIMEDOUT. */
 int uploader__drain(struct uploader *u, uint32_t timeout_ms);
-/* Batches the spool lost since the last call (for Drops): spool__dropped. */
+/* Batches the spool lost since the last call, with the drops they
+ * carried (for Drops.spool_dropped: spool_stats.to_report). */
 uint64_t uploader__take_spool_dropped(struct uploader *u);
 void uploader__stats(struct uploader *u, struct uploader_stats *st);
 

@@ -207,7 +207,7 @@ int shipper__period(struct shipper *sh, struct session *s)
 	err = batch_builder__finish(sh->bb, &m, &data, &len);
 	if (err)
 		return err;
-	err = uploader__submit(sh->up, data, len);
+	err = uploader__submit(sh->up, data, len, m.spool_dropped);
 	free(data);
 	if (err)
 		pr_warn("agent: cannot spool batch %llu: %s", (unsigned long long)m.seq,

@@ -11,7 +11,11 @@ source "$(dirname "$0")/scenario_lib.sh"
 DISK=$T/disk
 mkdir -p "$DISK"
 mount -t tmpfs -o size=1m tmpfs "$DISK" || skip "cannot mount a tmpfs"
-trap 'umount -l "$DISK" 2> /dev/null; cleanup_server' EXIT
+on_exit() { # the tmpfs first, then server_lib.sh's cleanup (or KEEP_T's)
+	umount -l "$DISK" 2> /dev/null || true
+	if [ -n "${KEEP_T:-}" ]; then stop_server; echo "kept $T"; else cleanup_server; fi
+}
+trap on_exit EXIT
 mkdir "$DISK/spool"
 dd if=/dev/zero of="$DISK/fill" bs=4k 2> /dev/null || true # to ENOSPC
 if echo x 2> /dev/null > "$DISK/spool/probe"; then fail "the tmpfs is not full"; fi
@@ -51,6 +55,7 @@ up=$(grep -E '^  upload: ' "$T/agent.log" | tail -1)
 echo "$final"
 echo "agent:$spool"
 echo "agent:$up"
+[ -n "$final" ] && [ -n "$spool" ] && [ -n "$up" ] || fail "the agent did not report: $(tail -5 "$T/agent.log")"
 field() { sed -n "s/.* $1=\([0-9]*\).*/\1/p" <<< "$2"; }
 [ "$(field rows_dropped "$final")" -eq 0 ] || fail "the batch builder dropped samples"
 [ "$(field disk_failed "$spool")" -ge 2 ] || fail "the full disk refused no batch: $spool"

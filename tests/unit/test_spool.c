@@ -49,7 +49,7 @@ static void put_bytes(struct spool *s, char fill, size_t n, uint64_t *seq)
 	char buf[4096];
 
 	memset(buf, fill, n);
-	assert_int_equal(spool__put(s, buf, n, seq), 0);
+	assert_int_equal(spool__put(s, buf, n, 0, seq), 0);
 }
 
 static void expect_oldest(struct spool *s, uint64_t want_seq, char fill, size_t n)
@@ -110,7 +110,7 @@ static void test_bound_drops_oldest(void **state)
 	expect_oldest(s, seqs[2], '2', 1000);
 	/* larger than the whole spool: refused, nothing dropped for it */
 	char big[4000] = { 0 };
-	assert_int_equal(spool__put(s, big, sizeof(big), NULL), -EFBIG);
+	assert_int_equal(spool__put(s, big, sizeof(big), 0, NULL), -EFBIG);
 	spool__stats(s, &st);
 	assert_int_equal(st.dropped_full, 2);
 	assert_int_equal(st.write_failed, 1);
@@ -183,7 +183,7 @@ static void test_disk_refuses_held_in_memory(void **state)
 	assert_int_equal(st.mem_bytes, 500);
 	assert_int_equal(st.files, 4);
 	assert_int_equal(st.written, 4);
-	assert_int_equal(spool__dropped(&st), 0);
+	assert_int_equal(st.to_report, 0);
 	assert_int_equal(spool__count(s), 4);
 	/* one order, files and memory alike */
 	expect_oldest(s, a, 'a', 100);
@@ -221,7 +221,7 @@ static void test_memory_bound(void **state)
 	fclose(fopen(d, "w"));
 	for (size_t i = 0; i < n; i++) {
 		memset(buf, (int)i, mib);
-		assert_int_equal(spool__put(s, buf, mib, &seq), 0);
+		assert_int_equal(spool__put(s, buf, mib, 0, &seq), 0);
 		if (!first)
 			first = seq;
 	}
@@ -238,13 +238,14 @@ static void test_memory_bound(void **state)
 	free(data);
 	spool__stats(s, &st);
 	assert_int_equal(st.lost, 1);
-	assert_int_equal(spool__dropped(&st), 3);
+	assert_int_equal(st.to_report, 3);
 	assert_int_equal(spool__count(s), n - 2);
 	/* larger than memory's bound, disk refusing: lost, counted */
 	uint8_t *big = calloc(1, SPOOL_MEM_MAX + 1);
-	assert_int_equal(spool__put(s, big, SPOOL_MEM_MAX + 1, NULL), -ENOTDIR);
+	assert_int_equal(spool__put(s, big, SPOOL_MEM_MAX + 1, 0, NULL), -ENOTDIR);
 	spool__stats(s, &st);
 	assert_int_equal(st.write_failed, 1);
+	assert_int_equal(st.to_report, 4);
 	assert_int_equal(st.mem_bytes, SPOOL_MEM_MAX); /* nothing dropped for it */
 	free(big);
 	free(buf);
@@ -298,6 +299,79 @@ static void test_dir_unusable_at_open(void **state)
 	free(d);
 }
 
+/* A lost batch is told by a later one, with the drops it was carrying. */
+static void test_lost_drops_told_again(void **state)
+{
+	char *d = tmpdir();
+	struct spool *s = open_ok(d, 3000);
+	char buf[1000] = { 0 };
+	struct spool_stats st;
+
+	assert_int_equal(spool__put(s, buf, sizeof(buf), 0, NULL), 0);
+	assert_int_equal(spool__put(s, buf, sizeof(buf), 5, NULL), 0); /* tells 5 */
+	assert_int_equal(spool__put(s, buf, sizeof(buf), 0, NULL), 0);
+	assert_int_equal(spool__put(s, buf, sizeof(buf), 1, NULL), 0); /* the first goes */
+	spool__stats(s, &st);
+	assert_int_equal(st.to_report, 1);
+	assert_int_equal(spool__put(s, buf, sizeof(buf), 0, NULL), 0); /* the second goes */
+	spool__stats(s, &st);
+	assert_int_equal(st.dropped_full, 2);
+	assert_int_equal(st.to_report, 1 + 1 + 5);
+	spool__free(s);
+	rm_dir(d);
+	free(d);
+}
+
+/* Memory batches dropped behind a head that cannot move (an outage): the
+ * ring reclaims them, and what is left comes out in order, every count
+ * back at 0. */
+static void test_ring_reclaims_dropped(void **state)
+{
+	char *d = tmpdir();
+	struct spool *s = open_ok(d, 1ull << 30);
+	const size_t sz = 64 << 10, held = SPOOL_MEM_MAX / sz, puts = 4 * held + 7;
+	uint8_t *buf = malloc(sz), *data;
+	struct spool_stats st;
+	uint64_t a, seq, first = 0, want;
+	size_t len, n = 0;
+
+	put_bytes(s, 'a', 10, &a);
+	rm_dir(d);
+	fclose(fopen(d, "w")); /* every write fails from here */
+	for (size_t i = 0; i < puts; i++) {
+		memset(buf, (int)(i & 0xff), sz);
+		assert_int_equal(spool__put(s, buf, sz, 0, &seq), 0);
+		if (!first)
+			first = seq;
+	}
+	spool__stats(s, &st);
+	assert_int_equal(st.mem_files, held);
+	assert_int_equal(st.dropped_full, puts - held);
+	want = first + (puts - held);
+	while (!spool__oldest(s, &seq, &data, &len)) {
+		assert_int_equal(seq, want);
+		assert_int_equal(len, sz);
+		assert_int_equal(data[0], (uint8_t)((seq - first) & 0xff));
+		free(data);
+		assert_int_equal(spool__remove(s, seq), 0);
+		want++;
+		n++;
+	}
+	assert_int_equal(n, held);
+	spool__stats(s, &st);
+	assert_int_equal(st.files, 0);
+	assert_int_equal(st.bytes, 0);
+	assert_int_equal(st.mem_files, 0);
+	assert_int_equal(st.mem_bytes, 0);
+	assert_int_equal(st.lost, 1); /* a's file went with the directory */
+	assert_int_equal(st.to_report, 1 + puts - held);
+	assert_int_equal(spool__count(s), 0);
+	free(buf);
+	spool__free(s);
+	unlink(d);
+	free(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -308,6 +382,8 @@ int main(void)
 		cmocka_unit_test(test_memory_bound),
 		cmocka_unit_test(test_dir_removed),
 		cmocka_unit_test(test_dir_unusable_at_open),
+		cmocka_unit_test(test_lost_drops_told_again),
+		cmocka_unit_test(test_ring_reclaims_dropped),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
