@@ -18,6 +18,7 @@
 #include "lib/json_str.h"
 #include "server/capture.h"
 #include "server/diag_live.h"
+#include "server/node_health.h"
 #include "server/server.h"
 
 #define REPLY_CTYPE "application/x-strata-reply"
@@ -134,6 +135,8 @@ int api_ingest(struct server *srv, const struct request *r, FILE *out, const cha
 		status = json_error(out, 503, "store failed: %s", strerror(-ret));
 		goto out;
 	}
+	if (srv->nodes) /* a duplicate too: the agent is alive */
+		node_health__batch(srv->nodes, b, stb.received_ns, ret == 1);
 	if (ret == 1) {
 		add(&srv->m.batches_duplicate, 1);
 	} else {

@@ -5,6 +5,7 @@
 #include "server/capture.h"
 #include "server/diag_engine.h"
 #include "server/diag_live.h"
+#include "server/node_health.h"
 #include "server/diag_shared.h"
 #include "server/query_pool.h"
 #include "server/replicas.h"
@@ -90,6 +91,8 @@ int api_metrics(struct server *srv, FILE *o)
 		fprintf(o, "strata_agent_drops_total{kind=\"%s\"} %" PRIu64 "\n", drops[i],
 			ld(&m->agent_drops[i]));
 	kernel_paths__print(&srv->kpaths, o);
+	if (srv->nodes) /* docs/metrics.md: agent health */
+		node_health__metrics(srv->nodes, o);
 	histogram(o, "strata_store_ingest_seconds", "time to store one batch", &m->store_ingest);
 	histogram(o, "strata_query_seconds", "time to answer one API query", &m->query);
 	histogram(o, "strata_symbolize_seconds", "time to symbolize one batch", &m->symbolize);

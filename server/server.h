@@ -77,6 +77,7 @@ struct server {
 	struct replicas *replicas;	   /* server/replicas.h: NULL when not replicated */
 	struct diag_shared *shared;	   /* replicated: stragglers from the store instead */
 	struct kernel_paths kpaths;	   /* the agents' kernel feature paths, for /metrics */
+	struct node_health *nodes;	   /* server/node_health.h: each agent last heard */
 	struct capture_registry *captures; /* server/capture.h: deep captures */
 	uint32_t capture_lead_ms;	   /* an API capture starts this long after it is made */
 	unsigned query_threads;		   /* threads for queries and pages (0: 2) */

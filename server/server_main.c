@@ -23,6 +23,7 @@
 #include "server/diag_engine.h"
 #include "server/diag_live.h"
 #include "server/diag_shared.h"
+#include "server/node_health.h"
 #include "server/replicas.h"
 #include "server/server.h"
 #include "server/server_creds.h"
@@ -188,6 +189,29 @@ static int start_shared(struct server *srv, const struct server_opts *o)
  * goes up to the hard one (at least the connections and a reserve, when
  * the hard limit allows).
  */
+static int seed_node(void *ctx, const struct store_node *n)
+{
+	node_health__seed(ctx, n->node, n->last_ns);
+	return 0;
+}
+
+/* The nodes the store heard from within retention: an agent that died
+ * before this server (re)started stays down for StrataAgentDown instead of
+ * vanishing from /metrics.  Once, from the main thread, while requests are
+ * served already (a big store takes a while). */
+static void seed_nodes(struct server *srv, uint32_t retention_h)
+{
+	uint64_t keep_ns = (uint64_t)retention_h * 3600 * 1000000000ull, now = realtime_ns();
+	struct store_filter f = { .from_ns = now > keep_ns ? now - keep_ns : 0 };
+	int err = srv->store->ops->nodes(srv->store, &f, seed_node, srv->nodes);
+
+	if (err)
+		fprintf(stderr,
+			"strata-server: nodes not read from the store (%s): agents "
+			"down before this start are not known\n",
+			strerror(-err));
+}
+
 static void raise_fd_limit(void)
 {
 	struct rlimit rl;
@@ -255,6 +279,11 @@ static int serve(const struct server_opts *o)
 	srv.store = store__open(spec, err, sizeof(err));
 	if (!srv.store) {
 		fprintf(stderr, "strata-server: %s\n", err);
+		goto out;
+	}
+	srv.nodes = node_health__new();
+	if (!srv.nodes) {
+		fprintf(stderr, "strata-server: out of memory\n");
 		goto out;
 	}
 	srv.captures = capture_registry__new(
@@ -339,6 +368,7 @@ static int serve(const struct server_opts *o)
 	printf("strata-server: listening on port %u%s, store %s, build-ids in %s\n", port,
 	       srv.tls ? " (https)" : "", o->store, bdir);
 	fflush(stdout);
+	seed_nodes(&srv, o->retention_h);
 	for (;;) {
 		struct timespec every = { .tv_sec = 60 };
 		int sig = sigtimedwait(&mask, NULL, &every);
@@ -356,6 +386,8 @@ static int serve(const struct server_opts *o)
 			__atomic_fetch_add(&srv.m.retention_runs, 1, __ATOMIC_RELAXED);
 			__atomic_fetch_add(&srv.m.retention_deleted, deleted, __ATOMIC_RELAXED);
 		}
+		if (now > keep_ns) /* their data is gone: so is their health */
+			node_health__forget(srv.nodes, now - keep_ns);
 	}
 	ret = 0;
 out:
@@ -370,6 +402,7 @@ out:
 	buildid_store__free(srv.bids);
 	sym_asks__free(srv.asks);
 	capture_registry__free(srv.captures);
+	node_health__free(srv.nodes);
 	store__close(srv.store);
 	server_creds__free(&srv, spec);
 	return ret;

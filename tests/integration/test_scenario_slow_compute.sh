@@ -6,7 +6,7 @@ source "$(dirname "$0")/scenario_lib.sh"
 export SIM_SLOW_RANK=2 SIM_SLOWDOWN=2
 scenario_start
 scenario_check --name slow_compute straggler 2 cuda
-scenario_promtool StrataStragglerConfirmed
+scenario_promtool StrataStragglerConfirmed StrataAgentDown
 
 # The confirmation starts a deep capture (docs/diagnosis.md "Deep capture"):
 # rank 2 and two healthy peers, one agent period after the decision so

@@ -37,3 +37,12 @@ failures=$(sed -n 's/.*failures=\([0-9]*\).*/\1/p' <<< "$up")
 
 assert_stored_once outage-node "$final"
 echo "ok: $STORED_BATCHES batches and $STORED_SAMPLES samples, each stored exactly once"
+
+# The agent is gone; a restarted server still knows the node from its store
+# (StrataAgentDown goes on firing for it instead of losing the series).
+stop_server
+start_server "$PORT"
+api /metrics > "$T/metrics.txt"
+grep -E '^strata_agent_last_batch_timestamp_seconds\{node="outage-node"\} [0-9]{10}\.[0-9]{3}$' \
+	"$T/metrics.txt" || fail "the restarted server lost the node: $(grep strata_agent_ "$T/metrics.txt")"
+echo "ok: the restarted server knows outage-node"
