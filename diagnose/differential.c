@@ -331,10 +331,51 @@ static double share_noise(double share, double samples)
 	return sqrt(p * (1 - p) / samples);
 }
 
+/* The kernel's side of a system call starts at its entry (x86-64, arm64). */
+static const char *const SYSCALL_ENTRY[] = { "entry_SYSCALL_64", "do_syscall_64", "el0_svc" };
+/* Frames of the kernel's file and block I/O path (name prefixes). */
+static const char *const IO_PATH[] = { "vfs_",	       "blk_",		"__blk_",    "submit_bio",
+				       "iomap_",       "filemap_",	"io_uring",  "io_submit",
+				       "page_cache_",  "__x64_sys_io_", "ksys_read", "ksys_write",
+				       "ksys_pread64", "ksys_pwrite64" };
+
+static bool frame_is(const char *f, size_t len, const char *const *names, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (len >= strlen(names[i]) && !strncmp(f, names[i], strlen(names[i])))
+			return true;
+	return false;
+}
+
+/*
+ * An on-CPU stack in the kernel's I/O path: a system call's frames through
+ * the VFS, the page cache or the block layer.  That CPU time is the I/O's
+ * own cost (on a virtual disk, each request's notify is a VM exit the vCPU
+ * spends on-CPU), so it belongs to the OS layer, beside the off-CPU I/O
+ * wait, not to the rank's compute.
+ */
+static bool stack_in_io_path(const char *frames)
+{
+	bool kernel = false;
+
+	for (const char *f = frames; f && *f;) {
+		size_t len = strcspn(f, ";");
+
+		if (!kernel)
+			kernel = frame_is(f, len, SYSCALL_ENTRY,
+					  sizeof(SYSCALL_ENTRY) / sizeof(*SYSCALL_ENTRY));
+		else if (frame_is(f, len, IO_PATH, sizeof(IO_PATH) / sizeof(*IO_PATH)))
+			return true;
+		f += len + (f[len] == ';');
+	}
+	return false;
+}
+
 /*
  * The differential flamegraph as findings: stacks whose share of the
  * flagged rank's on-CPU time exceeds their share on the peers by more than
- * the peers' spread and the flagged rank's own sampling noise.
+ * the peers' spread and the flagged rank's own sampling noise.  A stack in
+ * the kernel's I/O path is an OS finding (oncpu_io_stack_share).
  */
 static int stack_findings(const struct diag_rank_window *fl, const struct diag_rank_window *peers,
 			  size_t np, double min, struct diag_finding *cand, size_t *nc)
@@ -377,8 +418,13 @@ static int stack_findings(const struct diag_rank_window *fl, const struct diag_r
 			continue;
 		struct diag_finding *f = &cand[(*nc)++];
 		memset(f, 0, sizeof(*f));
-		f->layer = DIAG_LAYER_CPU;
-		snprintf(f->metric, sizeof(f->metric), "oncpu_stack_share");
+		if (stack_in_io_path(top[i]->frames)) {
+			f->layer = DIAG_LAYER_OS;
+			snprintf(f->metric, sizeof(f->metric), "oncpu_io_stack_share");
+		} else {
+			f->layer = DIAG_LAYER_CPU;
+			snprintf(f->metric, sizeof(f->metric), "oncpu_stack_share");
+		}
 		f->value = share;
 		f->peer_median = med;
 		f->score = z;

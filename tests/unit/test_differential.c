@@ -189,6 +189,45 @@ static void differential_stack(void **state)
 	assert_true(seen);
 }
 
+/* On-CPU time in the kernel's I/O path (a virtual disk's notify exits) is
+ * the OS layer's; a system call elsewhere (a clock read), and user code
+ * whose names look like the kernel's, stay compute. */
+static void io_path_stack_is_os(void **state)
+{
+	static const struct diag_stack hot[] = {
+		{ "python;train;forward;matmul", 4.0e9 },
+		{ "main;load;__libc_pread64;entry_SYSCALL_64_after_hwframe;do_syscall_64;"
+		  "__x64_sys_pread64;vfs_read;ext4_file_read_iter;iomap_dio_rw;blk_finish_plug;"
+		  "blk_mq_dispatch_rq_list;virtio_queue_rq;iowrite16",
+		  3.0e9 },
+		{ "main;spin_us;__clock_gettime;entry_SYSCALL_64_after_hwframe;do_syscall_64;"
+		  "pvm_irq_enable",
+		  1.5e9 },
+		{ "main;vfs_read_mirror;blk_copy", 1.5e9 },
+	};
+	struct diag_finding out[16];
+	struct diag_rank_window w = healthy(0);
+	int n, io = 0, cpu = 0;
+
+	(void)state;
+	w.oncpu = hot;
+	w.n_oncpu = 4;
+	n = diagnose(&w, out, 16);
+	for (int i = 0; i < n; i++) {
+		if (!strcmp(out[i].metric, "oncpu_io_stack_share")) {
+			assert_int_equal(out[i].layer, DIAG_LAYER_OS);
+			assert_true(any_evidence(&out[i], "virtio_queue_rq;iowrite16"));
+			io++;
+		} else if (!strcmp(out[i].metric, "oncpu_stack_share")) {
+			assert_int_equal(out[i].layer, DIAG_LAYER_CPU);
+			assert_false(any_evidence(&out[i], "iowrite16"));
+			cpu++;
+		}
+	}
+	assert_int_equal(io, 1);
+	assert_int_equal(cpu, 2); /* the clock read, the user's vfs_read_mirror */
+}
+
 /* Two new stacks with the same share tie on everything but the stack: the
  * findings come out in one order whatever order the stacks arrive in. */
 static void tied_stacks_ordered(void **state)
@@ -301,6 +340,7 @@ int main(void)
 		cmocka_unit_test(slow_gpu_compute),
 		cmocka_unit_test(differential_stack),
 		cmocka_unit_test(tied_stacks_ordered),
+		cmocka_unit_test(io_path_stack_is_os),
 		cmocka_unit_test(stack_share_needs_samples),
 		cmocka_unit_test(alloc_failures_and_seq_gaps),
 		cmocka_unit_test(custom_loader_patterns_and_bad_input),
