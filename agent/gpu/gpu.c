@@ -254,7 +254,8 @@ void gpu__free(struct gpu *g)
 		gpu_comm_state__save(g->comm_state, bpf_map__fd(g->skel->maps.gpu_comms), "/proc");
 	gpu_comm_state__free(g->comm_state);
 	for (int i = 0; i < g->nfiles; i++)
-		gpu_file_detach(g, &g->files[i]);
+		if (g->files[i].used)
+			gpu_file_detach(g, &g->files[i]);
 	for (size_t i = 0; i < g->ndls; i++)
 		bpf_link__destroy(g->dls[i].link);
 	free(g->alloc_mirror[0].v);

@@ -3,6 +3,11 @@
  * Files with CUDA/NCCL entry points: classified once per (device, inode),
  * their probes attached while a target maps them (or for the whole session:
  * pre-attach, --gpu-lib), detached after a grace period without users.
+ * Then the file's module is no longer pinned: when the registry evicts it
+ * (no process maps it for a while, or at once when deleted), its slot is
+ * given back.  A node runs jobs from many images over weeks, each with its
+ * own copies (inodes) of the CUDA libraries: GPU_MAX_FILES bounds the files
+ * in use, not the files ever seen.
  */
 #include "agent/gpu/gpu_impl.h"
 
@@ -147,6 +152,10 @@ static void file_attach(struct gpu *g, struct gpu_file *f)
 {
 	uint64_t t0 = mono_ns();
 
+	if (!f->mod_pin) { /* its probes attach through mod's fd */
+		f->mod->pins++;
+		f->mod_pin = true;
+	}
 	group_attach(g, f, GRP_FIXED);
 	gpu_usdt_attach(g, f);
 	if (g->budget.attached)
@@ -196,6 +205,9 @@ uint64_t gpu_files_expire(struct gpu *g, uint64_t now_ms)
 			pr_info("gpu: %s: no user for %u ms: detached", f->mod->path,
 				g->opts.grace_ms);
 			gpu_file_detach(g, f);
+			/* the registry may evict it now (forget_file) */
+			f->mod->pins--;
+			f->mod_pin = false;
 		} else if (due < next) {
 			next = due;
 		}
@@ -234,13 +246,17 @@ static void hook_dl(struct gpu *g, struct module *mod, uint64_t off)
 static void *detect_file(void *ctx, struct module *mod)
 {
 	struct gpu *g = ctx;
-	struct gpu_file *f;
+	struct gpu_file *f = NULL;
 
-	if (g->nfiles >= GPU_MAX_FILES) {
+	for (int i = 0; i < g->nfiles && !f; i++)
+		if (!g->files[i].used)
+			f = &g->files[i];
+	if (!f && g->nfiles >= GPU_MAX_FILES) {
 		g->files_dropped++;
 		return NULL;
 	}
-	f = &g->files[g->nfiles];
+	if (!f)
+		f = &g->files[g->nfiles];
 	memset(f, 0, sizeof(*f));
 	f->mod = mod;
 	if (gpu_elf_scan(mod->fd, &f->probes))
@@ -255,16 +271,38 @@ static void *detect_file(void *ctx, struct module *mod)
 	f->dev = mod->dev;
 	f->ino = mod->ino;
 	memset(f->multi, 0xff, sizeof(f->multi)); /* -1: no link */
-	g->nfiles++;
-	mod->pins++; /* its probes attach through mod's fd: kept for good */
+	if (f == &g->files[g->nfiles])
+		g->nfiles++;
+	f->used = true;
+	/* kept until its first users come and go (gpu_files_expire) */
+	mod->pins++;
+	f->mod_pin = true;
 	pr_info("gpu: %s: %zu CUDA/NCCL entry points, %u framework USDT probes", mod->path,
 		f->probes.n, f->nusdt);
 	return f;
 }
 
+/* The loader's forget(): the registry evicts a file no process maps, so
+ * it is detached and unpinned (pinned ones are never evicted): its slot is
+ * free.  Mapped again later, it is detected again. */
+static void forget_file(void *ctx, struct module *mod, void *answer)
+{
+	struct gpu *g = ctx;
+	struct gpu_file *f = answer;
+
+	(void)mod;
+	if (!f)
+		return;
+	f->used = false;
+	f->mod = NULL;
+	g->files_freed++;
+}
+
 int gpu_files_register(struct gpu *g)
 {
-	struct proc_loader l = { .name = "gpu", .ctx = g, .detect = detect_file };
+	struct proc_loader l = {
+		.name = "gpu", .ctx = g, .detect = detect_file, .forget = forget_file
+	};
 
 	g->loader = proc_tracker__add_loader(g->procs_tracker, &l);
 	return g->loader < 0 ? g->loader : 0;

@@ -93,6 +93,9 @@ struct gpu_file {
 	struct gpu_usdt_site usdt[GPU_FILE_USDT];
 	uint32_t nusdt;
 	uint32_t refs; /* target processes mapping it */
+	bool used;     /* the slot holds a file (else free for the next one) */
+	bool mod_pin;  /* holds a pin on mod: from detection until its grace
+			* without users ends, and while attached */
 	bool attached;
 	bool pinned;		/* attached for the whole session */
 	uint64_t idle_since_ms; /* refs fell to 0 then */
@@ -213,6 +216,7 @@ struct gpu {
 	uint64_t attach_ns;		   /* time spent attaching, all files */
 	uint64_t adopted;		   /* BPF-admitted targets found without their event */
 	uint64_t links, attach_failed, scans, scan_failed, files_dropped, procs_dropped;
+	uint64_t files_freed; /* slots given back: their file unused and evicted */
 	/* the dynamic linkers hooked (gpu_dl_notify on _dl_debug_state): one
 	 * per distinct ld.so file the watched processes run */
 	struct gpu_dl {

@@ -14,6 +14,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "agent/proc/proc_env.h"
 #include "agent/proc/proc_stat.h"
 #include "lib/clock.h"
 #include "lib/log.h"
@@ -39,7 +40,7 @@ struct gpu_proc *gpu_proc_find_exited(struct gpu *g, uint32_t tgid)
 
 static void read_environ(struct gpu_proc *p)
 {
-	char path[64], buf[32768];
+	char path[64], *buf;
 	struct gpu_proc_info *in = &p->info;
 	size_t n;
 	FILE *f;
@@ -52,10 +53,15 @@ static void read_environ(struct gpu_proc *p)
 		fclose(f);
 	}
 	snprintf(path, sizeof(path), "/proc/%u/environ", p->tgid);
-	f = fopen(path, "r");
+	f = fopen(path, "re");
 	if (!f)
 		return;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
+	buf = malloc(PROC_ENV_MAX);
+	if (!buf) {
+		fclose(f);
+		return;
+	}
+	n = fread(buf, 1, PROC_ENV_MAX - 1, f);
 	fclose(f);
 	buf[n] = 0;
 	for (size_t i = 0; i < n; i += strlen(buf + i) + 1) {
@@ -74,6 +80,7 @@ static void read_environ(struct gpu_proc *p)
 		else if (!strncmp(e, "STRATA_JOB=", 11))
 			snprintf(in->strata_job, sizeof(in->strata_job), "%s", e + 11);
 	}
+	free(buf);
 }
 
 /* p is a target: in the BPF filter (in_bpf: BPF admitted it already, and

@@ -208,7 +208,8 @@ void gpu__report(struct gpu *g)
 		kernel_features__path(&g->features, KPATH_GPU_PROBES, NULL),
 		(unsigned long long)g->link_objs, (double)g->attach_ns / 1e6);
 	fprintf(stderr,
-		"\n  gpu: links=%llu attach_failed=%llu files_attached=%llu targets=%llu "
+		"\n  gpu: links=%llu attach_failed=%llu files_attached=%llu files_freed=%llu "
+		"files_dropped=%llu targets=%llu "
 		"watched=%llu exits=%llu scans=%llu mapped=%llu mapped_ignored=%llu "
 		"alive_checks=%llu "
 		"slots_reused=%llu notify_full=%llu "
@@ -221,7 +222,8 @@ void gpu__report(struct gpu *g)
 		"rows_retired=%llu stacks_retired=%llu frames_compacted=%llu stacks=%zu "
 		"raw_stacks=%zu frames=%u clock_err_ns=%llu\n",
 		(unsigned long long)st.links, (unsigned long long)g->attach_failed,
-		(unsigned long long)st.files_attached, (unsigned long long)st.targets,
+		(unsigned long long)st.files_attached, (unsigned long long)g->files_freed,
+		(unsigned long long)g->files_dropped, (unsigned long long)st.targets,
 		(unsigned long long)st.watched, (unsigned long long)g->exits,
 		(unsigned long long)g->scans, (unsigned long long)g->mapped_seen,
 		(unsigned long long)g->mapped_ignored, (unsigned long long)g->alive_checks,

@@ -9,12 +9,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agent/proc/proc_env.h"
 #include "agent/proc/proc_stat.h"
 #include "lib/hash.h"
 
 #define SEEN_SLOTS 131072 /* power of two; at most half used */
 #define SEEN_MAX (SEEN_SLOTS / 2)
-#define ENV_MAX 65536 /* environ bytes read per process */
 #define KIDS_MAX 1024 /* descendants marked with a process found by its labels */
 
 struct sched_targets {
@@ -36,7 +36,7 @@ struct sched_targets *sched_targets__new(const struct sched_bitmaps *bits, const
 	t->bits = *bits;
 	snprintf(t->proc_root, sizeof(t->proc_root), "%s", proc_root ? proc_root : "/proc");
 	t->seen = calloc(SEEN_SLOTS, sizeof(*t->seen));
-	t->env = malloc(ENV_MAX);
+	t->env = malloc(PROC_ENV_MAX);
 	t->kids = malloc(KIDS_MAX * sizeof(*t->kids));
 	if (!t->seen || !t->env || !t->kids) {
 		sched_targets__free(t);
@@ -188,7 +188,7 @@ static bool has_label(struct sched_targets *t, uint32_t pid)
 			t->st.unreadable++;
 		return false;
 	}
-	return sched_targets__env_has_label(t->env, read_env_buf(t, fd, ENV_MAX));
+	return sched_targets__env_has_label(t->env, read_env_buf(t, fd, PROC_ENV_MAX));
 }
 
 /* Appends the children of pid's threads (/proc/PID/task/TID/children) to
@@ -221,7 +221,7 @@ static void children_of(struct sched_targets *t, uint32_t pid, uint32_t *n)
 				t->st.unreadable++;
 			continue;
 		}
-		len = read_env_buf(t, fd, ENV_MAX - 1);
+		len = read_env_buf(t, fd, PROC_ENV_MAX - 1);
 		t->env[len] = 0;
 		for (char *p = t->env, *end;; p = end) {
 			unsigned long kid = strtoul(p, &end, 10);

@@ -10,9 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agent/proc/proc_env.h"
 #include "lib/clock.h"
-
-#define ENV_MAX (256 * 1024) /* environ bytes read at most */
 
 /*
  * Reads up to sz-1 bytes of name in the process directory dir (an fd of
@@ -196,12 +195,12 @@ static int env_int(const char *v, int32_t *out)
 
 static void read_environ(int dir, struct proc_labels *o)
 {
-	char *buf = malloc(ENV_MAX);
+	char *buf = malloc(PROC_ENV_MAX);
 	ssize_t n;
 
 	if (!buf)
 		return;
-	n = read_file(dir, "environ", buf, ENV_MAX);
+	n = read_file(dir, "environ", buf, PROC_ENV_MAX);
 	for (ssize_t i = 0; i < n;) {
 		const char *kv = buf + i;
 		size_t len = strnlen(kv, (size_t)(n - i));

@@ -69,9 +69,25 @@ scenario_agent_stop() { # SIGNAL
 	AGENT_PID=
 }
 
+# k8s_service_env N: the variables Kubernetes puts in every pod's
+# environment for each of N services of its namespace (enableServiceLinks,
+# on by default), one per line: 7 a service, ~250 bytes.
+k8s_service_env() {
+	local i name ip
+	for ((i = 0; i < $1; i++)); do
+		name=TEAM_$((i % 17))_FEATURE_STORE_API_$i ip=10.96.$((i / 250)).$((i % 250 + 1))
+		printf '%s\n' "${name}_SERVICE_HOST=$ip" "${name}_SERVICE_PORT=8080" \
+			"${name}_PORT=tcp://$ip:8080" "${name}_PORT_8080_TCP=tcp://$ip:8080" \
+			"${name}_PORT_8080_TCP_PROTO=tcp" "${name}_PORT_8080_TCP_PORT=8080" \
+			"${name}_PORT_8080_TCP_ADDR=$ip"
+	done
+}
+
 # scenario_job: the job (train_sim 4 ranks, the caller's SIM_* environment)
 # in its own process group, so cleanup ends every rank; waits until its
-# fault onset is known ($T/train.out).
+# fault onset is known ($T/train.out).  Its environment is a pod's in a
+# namespace of 320 services (~120 KiB) with the job's label after it, and
+# train_sim appends RANK & co. at the end, as torchrun does.
 scenario_job() {
 	# the job's name (host-wide, other jobs on this machine are followed
 	# too): STRATA_JOB, or a torchrun-style run id (SCEN_RUN_ID); given to
@@ -79,7 +95,9 @@ scenario_job() {
 	local label=STRATA_JOB=scen-$$
 	[ -n "${SCEN_RUN_ID:-}" ] && label=TORCHELASTIC_RUN_ID=$SCEN_RUN_ID
 	SCEN_JOB=${label#*=}
-	env "$label" setsid "$SIM" 4 1000000 > "$T/train.out" 2>&1 &
+	local pod_env
+	mapfile -t pod_env < <(k8s_service_env 320)
+	env "${pod_env[@]}" "$label" setsid "$SIM" 4 1000000 > "$T/train.out" 2>&1 &
 	JOB_PID=$!
 	for _ in $(seq 50); do
 		grep -q 'fault onset' "$T/train.out" && return 0
