@@ -4,6 +4,8 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "server/prom_word.h"
+
 void kernel_paths__init(struct kernel_paths *k)
 {
 	memset(k, 0, sizeof(*k));
@@ -15,24 +17,10 @@ void kernel_paths__fini(struct kernel_paths *k)
 	pthread_mutex_destroy(&k->lock);
 }
 
-/* A label value as agents send it: a short word of [a-z0-9_], so nothing
- * needs escaping and the label space stays small. */
-static bool word(const char *s)
-{
-	size_t n = s ? strlen(s) : 0;
-
-	if (n == 0 || n >= KERNEL_PATH_NAME)
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '_'))
-			return false;
-	return true;
-}
-
 void kernel_paths__note(struct kernel_paths *k, const char *name, const char *taken, bool fallback)
 {
 	pthread_mutex_lock(&k->lock);
-	if (!word(name) || !word(taken)) {
+	if (!prom_word(name, KERNEL_PATH_NAME) || !prom_word(taken, KERNEL_PATH_NAME)) {
 		k->dropped++;
 		goto out;
 	}

@@ -9,6 +9,7 @@
 
 #include "lib/hash.h"
 #include "server/diag_inputs.h"
+#include "server/prom_word.h"
 
 #define SLOTS (2 * NODE_HEALTH_MAX) /* open addressing, at most half full */
 
@@ -86,24 +87,11 @@ static struct node_entry *entry_of(struct node_health *h, const char *node)
 	return *s;
 }
 
-/* A probe name as agents send it: a short word of [a-z0-9_]. */
-static bool probe_word(const char *s)
-{
-	size_t n = s ? strlen(s) : 0;
-
-	if (n == 0 || n >= NODE_HEALTH_PROBE_NAME)
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '_'))
-			return false;
-	return true;
-}
-
 static void note_probe(struct node_health *h, struct node_entry *e, const char *name, double ratio)
 {
 	struct probe_row *p = NULL;
 
-	if (!probe_word(name)) {
+	if (!prom_word(name, NODE_HEALTH_PROBE_NAME)) {
 		h->probes_dropped++;
 		return;
 	}

@@ -51,14 +51,15 @@ print('\n'.join(out))
 EOF
 }
 
-# scenario_agent: starts (again) strata-agent as the DaemonSet runs it.
+# scenario_agent [SPOOL [NODE]]: starts (again) strata-agent as the
+# DaemonSet runs it (spool $T/spool, node scen-node by default).
 scenario_agent() {
 	local args
-	mapfile -t args < <(daemonset_args "http://127.0.0.1:$PORT" "$T/token" "$T/spool") ||
+	mapfile -t args < <(daemonset_args "http://127.0.0.1:$PORT" "$T/token" "${1:-$T/spool}") ||
 		fail "cannot read the DaemonSet's arguments"
 	[ -n "${AGENT_ARGS_SHOWN:-}" ] || echo "agent: strata-agent ${args[*]}"
 	AGENT_ARGS_SHOWN=1
-	STRATA_NODE_NAME=scen-node "$AGENT" "${args[@]}" -v 2>> "$T/agent.log" &
+	STRATA_NODE_NAME=${2:-scen-node} "$AGENT" "${args[@]}" -v 2>> "$T/agent.log" &
 	AGENT_PID=$!
 }
 
@@ -114,12 +115,18 @@ scenario_server() {
 		> "$T/hook.log" 2>&1 &
 	HOOK_PID=$!
 	trap scenario_cleanup EXIT
+	scenario_token
+	start_server "$PORT" --token-file "$T/token" \
+		--alert-webhook "http://127.0.0.1:$HOOK_PORT/hook"
+}
+
+# scenario_token: a port for the server and the token its agents present
+# (PORT, TOKEN, $T/token).
+scenario_token() {
 	PORT=$(free_port)
 	TOKEN=scenario-token-$$
 	echo "$TOKEN" > "$T/token"
 	export TOKEN STRATA_TOKEN=$TOKEN
-	start_server "$PORT" --token-file "$T/token" \
-		--alert-webhook "http://127.0.0.1:$HOOK_PORT/hook"
 }
 
 # scenario_start: server + webhook receiver + agent + job.  SCEN_JOB_FIRST=S:

@@ -63,4 +63,8 @@ cleanup_server() {
 	rm -rf "$T"
 }
 trap cleanup_server EXIT
-if [ -n "${KEEP_T:-}" ]; then trap 'stop_server; echo "kept $T"' EXIT; fi
+# KEEP_T: the files stay, the processes go (a host-wide agent left running
+# would sample every test after this one)
+if [ -n "${KEEP_T:-}" ]; then
+	trap 'stop_server; [ -n "${AGENT_PID:-}" ] && kill "$AGENT_PID" 2> /dev/null; echo "kept $T"' EXIT
+fi

@@ -8,14 +8,9 @@
 # rank traced, its calls at the server.
 source "$(dirname "$0")/scenario_lib.sh"
 
-PORT=$(free_port)
-echo "images-token-$$" > "$T/token"
-TOKEN=$(cat "$T/token")
+scenario_token
 start_server "$PORT" --token-file "$T/token"
-mapfile -t args < <(daemonset_args "http://127.0.0.1:$PORT" "$T/token" "$T/spool") ||
-	fail "cannot read the DaemonSet's arguments"
-STRATA_NODE_NAME=images-node "$AGENT" "${args[@]}" -v 2> "$T/agent.log" &
-AGENT_PID=$!
+scenario_agent "$T/spool" images-node
 wait_agent_ready "$T/agent.log"
 mkdir "$T/img"
 for i in $(seq 72); do cp "$FIX/libcudart.so" "$T/img/libcudart-$i.so"; done

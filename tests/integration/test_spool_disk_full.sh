@@ -11,7 +11,8 @@ source "$(dirname "$0")/scenario_lib.sh"
 DISK=$T/disk
 mkdir -p "$DISK"
 mount -t tmpfs -o size=1m tmpfs "$DISK" || skip "cannot mount a tmpfs"
-on_exit() { # the tmpfs first, then server_lib.sh's cleanup (or KEEP_T's)
+on_exit() { # the agent, the tmpfs, then the server (and $T unless KEEP_T)
+	scenario_agent_stop INT
 	umount -l "$DISK" 2> /dev/null || true
 	if [ -n "${KEEP_T:-}" ]; then stop_server; echo "kept $T"; else cleanup_server; fi
 }
@@ -21,15 +22,9 @@ dd if=/dev/zero of="$DISK/fill" bs=4k 2> /dev/null || true # to ENOSPC
 if echo x 2> /dev/null > "$DISK/spool/probe"; then fail "the tmpfs is not full"; fi
 rm -f "$DISK/spool/probe"
 
-PORT=$(free_port)
-echo "full-disk-token-$$" > "$T/token"
-TOKEN=$(cat "$T/token")
+scenario_token
 start_server "$PORT" --token-file "$T/token"
-mapfile -t args < <(daemonset_args "http://127.0.0.1:$PORT" "$T/token" "$DISK/spool") ||
-	fail "cannot read the DaemonSet's arguments"
-echo "agent: strata-agent ${args[*]}"
-STRATA_NODE_NAME=full-node "$AGENT" "${args[@]}" -v 2> "$T/agent.log" &
-AGENT_PID=$!
+scenario_agent "$DISK/spool" full-node
 wait_agent_ready "$T/agent.log"
 "$FIX/chain" 46 &
 LOAD=$!
