@@ -76,13 +76,18 @@ now=$(date +%s)
 start=$((now - 4))
 HANGJOB=hangjob-1
 mkdir -p "$T/b" "$T/h"
-"$SCEN" "$T/b" --fault cpu --rank 2 --windows 90 --onset 5 --start "$start" > "$T/onset"
-"$SCEN" "$T/h" --fault hang --rank 1 --windows 90 --onset 5 --start "$start" --job "$HANGJOB" > /dev/null
+# The job outlasts the test: the owner is killed once the checks before
+# are done, 37 s in on a quiet machine, 90 s in on a slow one (ClickHouse
+# 18.16 taking 0.3 s a batch on 2 loaded cores), and batches must still
+# come after it.  The senders are stopped at the end.
+WINDOWS=240
+"$SCEN" "$T/b" --fault cpu --rank 2 --windows $WINDOWS --onset 5 --start "$start" > "$T/onset"
+"$SCEN" "$T/h" --fault hang --rank 1 --windows $WINDOWS --onset 5 --start "$start" --job "$HANGJOB" > /dev/null
 # A batch neither replica took goes again a second later, as an agent's
 # spool would send it (a lost one would fake a missing collective).
 send_rank() { # DIR RANK FIRST SECOND
 	local r=$2 f id try
-	for w in $(seq 0 89); do
+	for w in $(seq 0 $((WINDOWS - 1))); do
 		while [ "$(date +%s)" -lt $((start + w + 1)) ]; do sleep 0.2; done
 		f=$(printf '%s/%04d-%d.zst' "$1" "$w" "$r")
 		for try in 1 2 3 4 5; do
