@@ -331,13 +331,23 @@ static double share_noise(double share, double samples)
 	return sqrt(p * (1 - p) / samples);
 }
 
-/* The kernel's side of a system call starts at its entry (x86-64, arm64). */
-static const char *const SYSCALL_ENTRY[] = { "entry_SYSCALL_64", "do_syscall_64", "el0_svc" };
-/* Frames of the kernel's file and block I/O path (name prefixes). */
-static const char *const IO_PATH[] = { "vfs_",	       "blk_",		"__blk_",    "submit_bio",
-				       "iomap_",       "filemap_",	"io_uring",  "io_submit",
-				       "page_cache_",  "__x64_sys_io_", "ksys_read", "ksys_write",
-				       "ksys_pread64", "ksys_pwrite64" };
+/* The kernel's side of a system call starts at its entry (x86-64, its
+ * 32-bit entries, arm64). */
+static const char *const SYSCALL_ENTRY[] = { "entry_SYSCALL_64",     "do_syscall_64",
+					     "entry_SYSCALL_compat", "do_int80_syscall_32",
+					     "do_fast_syscall_32",   "el0_svc" };
+/* An interrupt taken during the call: what follows is its handler's, not
+ * the call's (a block completion softirq is not the caller's I/O). */
+static const char *const INTERRUPT[] = { "asm_common_interrupt", "asm_sysvec_",	 "irq_exit_rcu",
+					 "__irq_exit_rcu",	 "__do_softirq", "handle_softirqs",
+					 "el1_interrupt",	 "el0_interrupt" };
+/* Frames of storage I/O: the block layer, the page cache, direct I/O, a
+ * file system's read or write (not pipes, sockets, stat or ioctl, which
+ * also pass the VFS). */
+static const char *const IO_PATH[] = { "blk_",	     "__blk_",	      "submit_bio",	"iomap_",
+				       "__iomap_",   "filemap_",      "page_cache_",	"io_uring",
+				       "io_submit_", "__x64_sys_io_", "__arm64_sys_io_" };
+static const char *const IO_PATH_SUFFIX[] = { "_file_read_iter", "_file_write_iter" };
 
 static bool frame_is(const char *f, size_t len, const char *const *names, size_t n)
 {
@@ -347,24 +357,37 @@ static bool frame_is(const char *f, size_t len, const char *const *names, size_t
 	return false;
 }
 
+static bool frame_ends(const char *f, size_t len, const char *const *names, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (len >= strlen(names[i]) &&
+		    !strncmp(f + len - strlen(names[i]), names[i], strlen(names[i])))
+			return true;
+	return false;
+}
+
+#define NAMES(a) a, sizeof(a) / sizeof(*(a))
+
 /*
- * An on-CPU stack in the kernel's I/O path: a system call's frames through
- * the VFS, the page cache or the block layer.  That CPU time is the I/O's
- * own cost (on a virtual disk, each request's notify is a VM exit the vCPU
- * spends on-CPU), so it belongs to the OS layer, beside the off-CPU I/O
- * wait, not to the rank's compute.
+ * An on-CPU stack in the kernel's storage I/O path: a system call's frames
+ * through a file system's read or write, the page cache or the block
+ * layer.  That CPU time is the I/O's own cost (on a virtual disk, each
+ * request's notify is a VM exit the vCPU spends on-CPU), so it belongs to
+ * the OS layer, beside the off-CPU I/O wait, not to the rank's compute.
  */
 static bool stack_in_io_path(const char *frames)
 {
-	bool kernel = false;
+	bool call = false;
 
 	for (const char *f = frames; f && *f;) {
 		size_t len = strcspn(f, ";");
 
-		if (!kernel)
-			kernel = frame_is(f, len, SYSCALL_ENTRY,
-					  sizeof(SYSCALL_ENTRY) / sizeof(*SYSCALL_ENTRY));
-		else if (frame_is(f, len, IO_PATH, sizeof(IO_PATH) / sizeof(*IO_PATH)))
+		if (frame_is(f, len, NAMES(INTERRUPT)))
+			call = false;
+		else if (!call)
+			call = frame_is(f, len, NAMES(SYSCALL_ENTRY));
+		else if (frame_is(f, len, NAMES(IO_PATH)) ||
+			 frame_ends(f, len, NAMES(IO_PATH_SUFFIX)))
 			return true;
 		f += len + (f[len] == ';');
 	}

@@ -8,10 +8,12 @@
 #include <string.h>
 
 #include "lib/hash.h"
+#include "lib/utf8.h"
 #include "server/diag_inputs.h"
 #include "server/prom_word.h"
 
 #define SLOTS (2 * NODE_HEALTH_MAX) /* open addressing, at most half full */
+#define NODE_KEY_MAX (3 * 256 + 4)  /* a batch's node (<= 255 bytes), each byte U+FFFD */
 
 struct probe_row {
 	char name[NODE_HEALTH_PROBE_NAME];
@@ -70,11 +72,43 @@ static struct node_entry **slot_of(struct node_entry **slots, const char *node)
 	return &slots[i];
 }
 
-/* node's entry, made when new; NULL when the table is full. Locked. */
-static struct node_entry *entry_of(struct node_health *h, const char *node)
+/*
+ * node as its label prints (diag_prom_label: a bad byte or a control
+ * character but the newline becomes U+FFFD), into out (cap >= 3 x its
+ * length + 1): two names that print the same are one node, not two
+ * series with the same labels (a scrape Prometheus refuses).
+ */
+static void label_key(const char *node, char *out, size_t cap)
 {
-	struct node_entry **s = slot_of(h->slots, node);
-	size_t len = strlen(node);
+	size_t k = 0;
+
+	while (*node && k + 4 < cap) {
+		uint32_t cp;
+		size_t n = utf8_next(node, &cp);
+
+		if (cp == UTF8_REPLACEMENT || (cp < 0x20 && cp != '\n') ||
+		    (cp >= 0x7f && cp < 0xa0)) {
+			memcpy(out + k, "\xef\xbf\xbd", 3);
+			k += 3;
+		} else {
+			memcpy(out + k, node, n);
+			k += n;
+		}
+		node += n;
+	}
+	out[k] = 0;
+}
+
+/* node's entry, made when new; NULL when the table is full. Locked. */
+static struct node_entry *entry_of(struct node_health *h, const char *raw)
+{
+	char node[NODE_KEY_MAX];
+	struct node_entry **s;
+	size_t len;
+
+	label_key(raw, node, sizeof(node));
+	s = slot_of(h->slots, node);
+	len = strlen(node);
 
 	if (*s)
 		return *s;
@@ -171,7 +205,7 @@ void node_health__metrics(struct node_health *h, FILE *o)
 {
 	pthread_mutex_lock(&h->lock);
 	fputs("# HELP strata_agent_last_batch_timestamp_seconds when this server last took a "
-	      "batch from the node's agent (its own clock)\n"
+	      "batch from the node's agent (this server's clock)\n"
 	      "# TYPE strata_agent_last_batch_timestamp_seconds gauge\n",
 	      o);
 	for (uint32_t i = 0; i < SLOTS; i++)

@@ -182,16 +182,13 @@ static int start_shared(struct server *srv, const struct server_opts *o)
 	return 0;
 }
 
-/*
- * Every connection is an fd, and so are the store's, the uploads' and
- * debuginfod's: with the common soft limit of 1024, a full connection
- * table left none for them (EMFILE in SQLite and curl).  The soft limit
- * goes up to the hard one (at least the connections and a reserve, when
- * the hard limit allows).
- */
 static int seed_node(void *ctx, const struct store_node *n)
 {
-	node_health__seed(ctx, n->node, n->last_ns);
+	uint64_t now = realtime_ns();
+
+	/* the store has the agent's clock: one running ahead must not put
+	 * the node's last batch in the future (no alert until then) */
+	node_health__seed(ctx, n->node, n->last_ns < now ? n->last_ns : now);
 	return 0;
 }
 
@@ -212,6 +209,13 @@ static void seed_nodes(struct server *srv, uint32_t retention_h)
 			strerror(-err));
 }
 
+/*
+ * Every connection is an fd, and so are the store's, the uploads' and
+ * debuginfod's: with the common soft limit of 1024, a full connection
+ * table left none for them (EMFILE in SQLite and curl).  The soft limit
+ * goes up to the hard one (at least the connections and a reserve, when
+ * the hard limit allows).
+ */
 static void raise_fd_limit(void)
 {
 	struct rlimit rl;

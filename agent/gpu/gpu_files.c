@@ -199,12 +199,16 @@ uint64_t gpu_files_expire(struct gpu *g, uint64_t now_ms)
 		struct gpu_file *f = &g->files[i];
 		uint64_t due = f->idle_since_ms + g->opts.grace_ms;
 
-		if (!f->attached || f->refs || f->pinned)
+		/* attached, or detected and never used (a process with
+		 * GPU_PROC_FILES already): both hold mod until their grace ends */
+		if (!f->used || f->refs || f->pinned || !f->mod_pin)
 			continue;
 		if (now_ms >= due) {
-			pr_info("gpu: %s: no user for %u ms: detached", f->mod->path,
-				g->opts.grace_ms);
-			gpu_file_detach(g, f);
+			if (f->attached) {
+				pr_info("gpu: %s: no user for %u ms: detached", f->mod->path,
+					g->opts.grace_ms);
+				gpu_file_detach(g, f);
+			}
 			/* the registry may evict it now (forget_file) */
 			f->mod->pins--;
 			f->mod_pin = false;
@@ -277,6 +281,7 @@ static void *detect_file(void *ctx, struct module *mod)
 	/* kept until its first users come and go (gpu_files_expire) */
 	mod->pins++;
 	f->mod_pin = true;
+	f->idle_since_ms = mono_ms();
 	pr_info("gpu: %s: %zu CUDA/NCCL entry points, %u framework USDT probes", mod->path,
 		f->probes.n, f->nusdt);
 	return f;
@@ -293,6 +298,7 @@ static void forget_file(void *ctx, struct module *mod, void *answer)
 	(void)mod;
 	if (!f)
 		return;
+	gpu_usdt_release(g, f);
 	f->used = false;
 	f->mod = NULL;
 	g->files_freed++;

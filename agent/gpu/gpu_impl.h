@@ -72,7 +72,7 @@ struct bpf_map;
 enum { GRP_FIXED, GRP_SHED, GRP_MAX }; /* probe groups: see group_attach() */
 
 #define GPU_FILE_USDT 8	   /* framework USDT sites per file */
-#define GPU_USDT_SPECS 256 /* gpu_usdt_specs entries (never reused) */
+#define GPU_USDT_SPECS 256 /* gpu_usdt_specs entries (a freed file's are reused) */
 
 /* A framework USDT probe site of a GPU file (gpu_usdt.c). */
 struct gpu_usdt_site {
@@ -193,9 +193,10 @@ struct gpu {
 	struct gpu_leaks leaks;	   /* driver allocations (segments) */
 	struct gpu_leaks fw_leaks; /* framework allocations (USDT: tensors) */
 	struct usdt_stats usdt;	   /* notes read, skipped (args not understood) */
-	uint32_t usdt_specs;	   /* gpu_usdt_specs entries used */
-	uint64_t usdt_dropped;	   /* sites beyond GPU_FILE_USDT / GPU_USDT_SPECS */
-	int stats_fd;		   /* STRATA_BPF_STATS: the kernel's run-time stats on */
+	uint32_t usdt_specs;	   /* gpu_usdt_specs entries used now */
+	uint64_t usdt_spec_used[GPU_USDT_SPECS / 64]; /* which */
+	uint64_t usdt_dropped; /* sites beyond GPU_FILE_USDT / GPU_USDT_SPECS */
+	int stats_fd;	       /* STRATA_BPF_STATS: the kernel's run-time stats on */
 	struct gpu_call_rec *calls;
 	size_t ncalls;
 	/* alloc_events of processes not traced: apart from calls, so they
@@ -279,6 +280,8 @@ void gpu_shed_set(struct gpu *g, bool attach);
 int gpu_usdt_scan(struct gpu *g, struct gpu_file *f);
 void gpu_usdt_attach(struct gpu *g, struct gpu_file *f);
 void gpu_usdt_detach(struct gpu *g, struct gpu_file *f);
+/* The file's slot is given back: its sites' spec ids too (detached). */
+void gpu_usdt_release(struct gpu *g, struct gpu_file *f);
 
 /* gpu_procs.c */
 struct gpu_proc *gpu_proc_find(struct gpu *g, uint32_t tgid);

@@ -61,7 +61,7 @@ static void read_environ(struct gpu_proc *p)
 		fclose(f);
 		return;
 	}
-	n = fread(buf, 1, PROC_ENV_MAX - 1, f);
+	n = proc_env_whole(buf, fread(buf, 1, PROC_ENV_MAX - 1, f), PROC_ENV_MAX - 1);
 	fclose(f);
 	buf[n] = 0;
 	for (size_t i = 0; i < n; i += strlen(buf + i) + 1) {

@@ -32,10 +32,37 @@ struct scan_ctx {
 	struct gpu_file *f;
 };
 
+/* A free gpu_usdt_specs key, taken; -1 when all are in use. */
+static int spec_take(struct gpu *g)
+{
+	for (uint32_t w = 0; w < GPU_USDT_SPECS / 64; w++) {
+		if (g->usdt_spec_used[w] == UINT64_MAX)
+			continue;
+		int b = __builtin_ctzll(~g->usdt_spec_used[w]);
+
+		g->usdt_spec_used[w] |= 1ull << b;
+		g->usdt_specs++;
+		return (int)(w * 64 + (uint32_t)b);
+	}
+	return -1;
+}
+
+void gpu_usdt_release(struct gpu *g, struct gpu_file *f)
+{
+	for (uint32_t i = 0; i < f->nusdt; i++) {
+		uint32_t id = f->usdt[i].spec_id;
+
+		g->usdt_spec_used[id / 64] &= ~(1ull << (id % 64));
+		g->usdt_specs--;
+	}
+	f->nusdt = 0;
+}
+
 static int on_probe(void *ctx, const struct usdt_probe *p)
 {
 	struct scan_ctx *c = ctx;
 	struct gpu_usdt_site *s;
+	int id;
 
 	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++) {
 		if (strcmp(p->provider, known[i].provider) || strcmp(p->name, known[i].name))
@@ -44,7 +71,7 @@ static int on_probe(void *ctx, const struct usdt_probe *p)
 			c->g->usdt.bad_args++; /* not the shape we read: never guessed */
 			return 0;
 		}
-		if (c->f->nusdt >= GPU_FILE_USDT || c->g->usdt_specs >= GPU_USDT_SPECS) {
+		if (c->f->nusdt >= GPU_FILE_USDT || (id = spec_take(c->g)) < 0) {
 			c->g->usdt_dropped++;
 			return 0;
 		}
@@ -52,7 +79,7 @@ static int on_probe(void *ctx, const struct usdt_probe *p)
 		memset(s, 0, sizeof(*s));
 		s->offset = p->offset;
 		s->sem_offset = p->sem_offset;
-		s->spec_id = c->g->usdt_specs++;
+		s->spec_id = (uint32_t)id;
 		s->spec.event = known[i].event;
 		s->spec.nargs = known[i].nargs;
 		memcpy(s->spec.args, p->args, known[i].nargs * sizeof(p->args[0]));

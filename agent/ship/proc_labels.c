@@ -201,6 +201,8 @@ static void read_environ(int dir, struct proc_labels *o)
 	if (!buf)
 		return;
 	n = read_file(dir, "environ", buf, PROC_ENV_MAX);
+	if (n > 0)
+		n = (ssize_t)proc_env_whole(buf, (size_t)n, PROC_ENV_MAX - 1);
 	for (ssize_t i = 0; i < n;) {
 		const char *kv = buf + i;
 		size_t len = strnlen(kv, (size_t)(n - i));

@@ -126,7 +126,14 @@ static void test_hostile_names(void **state)
 		make_batch(&o, "n", p, 0.5);
 		node_health__batch(h, &o.b, 1000000000ull, 0);
 	}
+	/* two names that print the same: one node, not two series alike */
+	make_batch(&o, "dup\xff", NULL, 0);
+	node_health__batch(h, &o.b, 2000000000ull, 0);
+	make_batch(&o, "dup\x01", NULL, 0);
+	node_health__batch(h, &o.b, 3000000000ull, 0);
 	m = scrape(h);
+	assert_non_null(strstr(m, "{node=\"dup\xef\xbf\xbd\"} 3.000\n"));
+	assert_non_null(strstr(m, "strata_agent_batches_total{node=\"dup\xef\xbf\xbd\"} 2\n"));
 	assert_non_null(strstr(m, "{node=\"evil\\\"} 1\\nstrata_up 0 #\"} 1.000\n"));
 	assert_null(strstr(m, "\nstrata_up"));
 	assert_null(strstr(m, "bad"));
