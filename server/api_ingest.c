@@ -191,6 +191,9 @@ int api_symbols(struct server *srv, const struct request *r, const char *hex, FI
 		add(&srv->m.symbol_upload_rejected, 1);
 		if (err == -ENOEXEC)
 			return json_error(out, 422, "not an ELF file with build-id %s", hex);
+		if (err == -EBADMSG)
+			return json_error(out, 400,
+					  "malformed sparse ELF upload of %s (cut short?)", hex);
 		if (err == -ENOSPC)
 			return json_error(out, 507, "build-id store is full");
 		return json_error(out, 500, "cannot store %s: %s", hex, strerror(-err));

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "lib/clock.h"
+#include "lib/sparse_elf.h"
 #include "server/buildid_index.h"
 #include "symbolize/buildid.h"
 
@@ -141,6 +142,7 @@ static void index_dir(struct buildid_store *s)
 			continue;
 		while ((e = readdir(dd))) {
 			struct stat st;
+			uint64_t bytes;
 
 			if (e->d_name[0] == '.' || fstatat(dirfd(dd), e->d_name, &st, 0) ||
 			    !S_ISREG(st.st_mode))
@@ -153,13 +155,17 @@ static void index_dir(struct buildid_store *s)
 				continue;
 			memcpy(hex, d->d_name, 2);
 			memcpy(hex + 2, e->d_name, strlen(e->d_name) + 1);
+			/* a sparse upload's file: what it takes on disk */
+			bytes = (uint64_t)st.st_blocks * 512 < (uint64_t)st.st_size
+					? (uint64_t)st.st_blocks * 512
+					: (uint64_t)st.st_size;
 			if (!buildid_hex_valid(hex) || buildid_index__get(s->idx, hex) ||
-			    !buildid_index__add(s->idx, hex, (uint64_t)st.st_size,
+			    !buildid_index__add(s->idx, hex, bytes,
 						(uint64_t)st.st_mtim.tv_sec * 1000000000ull +
 							(uint64_t)st.st_mtim.tv_nsec))
 				continue;
 			s->st.files++;
-			s->st.bytes += (uint64_t)st.st_size;
+			s->st.bytes += bytes;
 		}
 		closedir(dd);
 	}
@@ -291,7 +297,8 @@ struct buildid_upload {
 	struct buildid_store *s;
 	char hex[BUILDID_HEX_MAX], path[PATH_MAX], tmp[PATH_MAX];
 	int fd;
-	uint64_t written, reserved; /* reserved >= written */
+	uint64_t written, reserved;	  /* file bytes; reserved >= written */
+	struct sparse_elf_reader *sparse; /* a sparse ELF body, else the file whole */
 };
 
 /*
@@ -374,7 +381,8 @@ fail:
 	return err;
 }
 
-int buildid_upload__write(struct buildid_upload *u, const void *data, size_t n)
+/* n more bytes of the file, within the bound: 0 or -ENOSPC. */
+static int take(struct buildid_upload *u, uint64_t n)
 {
 	if (u->written + n > u->reserved) {
 		int err = reserve(u->s, u->written + n - u->reserved);
@@ -384,7 +392,50 @@ int buildid_upload__write(struct buildid_upload *u, const void *data, size_t n)
 		u->reserved = u->written + n;
 	}
 	u->written += n;
-	return write_all(u->fd, data, n);
+	return 0;
+}
+
+/* A sparse body's bytes at their place in the file (holes stay holes:
+ * only what was sent takes disk and the bound). */
+static int write_at(void *ctx, uint64_t off, const void *data, size_t n)
+{
+	struct buildid_upload *u = ctx;
+	const char *p = data;
+	int err = take(u, n);
+
+	while (!err && n) {
+		ssize_t w = pwrite(u->fd, p, n, (off_t)off);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return w < 0 ? -errno : -EIO;
+		p += w;
+		off += (uint64_t)w;
+		n -= (size_t)w;
+	}
+	return err;
+}
+
+int buildid_upload__sparse(struct buildid_upload *u)
+{
+	u->sparse = malloc(sizeof(*u->sparse));
+	if (!u->sparse)
+		return -ENOMEM;
+	sparse_elf_reader__init(u->sparse);
+	return 0;
+}
+
+int buildid_upload__write(struct buildid_upload *u, const void *data, size_t n)
+{
+	int err;
+
+	if (u->sparse) {
+		err = sparse_elf_reader__feed(u->sparse, data, n, write_at, u);
+		return err == -EINVAL ? -EBADMSG : err;
+	}
+	err = take(u, n);
+	return err ? err : write_all(u->fd, data, n);
 }
 
 /* Ends u: gives back its reservation, counts a refusal, frees it. */
@@ -401,6 +452,9 @@ static void upload_end(struct buildid_upload *u, int refused)
 	if (refused)
 		s->st.rejected++;
 	pthread_mutex_unlock(&s->lock);
+	if (u->sparse)
+		sparse_elf_reader__fini(u->sparse);
+	free(u->sparse);
 	free(u);
 }
 
@@ -415,8 +469,17 @@ int buildid_store__commit(struct buildid_upload *u)
 	struct buildid_store *s = u->s;
 	char sub[PATH_MAX];
 	struct bid_entry *e;
-	int err;
+	uint64_t size;
+	int err = 0;
 
+	if (u->sparse) { /* whole, then as long as the file it stands for */
+		if (sparse_elf_reader__end(u->sparse, &size))
+			err = -EBADMSG;
+		else if (ftruncate(u->fd, (off_t)size))
+			err = -errno;
+		if (err)
+			goto fail;
+	}
 	err = verify(u->fd, u->hex);
 	if (err)
 		goto fail;

@@ -7,10 +7,10 @@
  * of an id wins, and a stored file found not to match its id (checked
  * once, on first use) is dropped so the next upload replaces it.  Uploads
  * stream to a file under DIR/.incoming (never held in memory) and are
- * renamed into place once verified.  Bounded in bytes and files: the least
- * recently used files are evicted for room (their last use survives
- * restarts in the mtime); an upload larger than the whole bound is
- * refused.  Every outcome is counted.  Thread-safe.
+ * renamed into place once verified; a sparse ELF upload (an agent leaves a
+ * library's loaded code and data out) is stored with its holes.  Bounded in bytes and files: the
+ * least recently used files are evicted for room (their last use survives restarts in the mtime);
+ * an upload larger than the whole bound is refused.  Every outcome is counted.  Thread-safe.
  */
 #ifndef STRATA_SERVER_BUILDID_STORE_H
 #define STRATA_SERVER_BUILDID_STORE_H
@@ -61,6 +61,12 @@ struct buildid_upload;
 int buildid_store__begin(struct buildid_store *s, const char *hex, uint64_t expect,
 			 struct buildid_upload **out);
 int buildid_upload__write(struct buildid_upload *u, const void *data, size_t n);
+/* The body is a sparse ELF (lib/sparse_elf.h), not the file whole: write
+ * takes it in pieces and places each range at its offset (holes take no
+ * disk, and only the bytes sent count against the bound); write and
+ * commit fail with -EBADMSG when it is malformed or cut short.  0 or
+ * -ENOMEM.  Right after begin. */
+int buildid_upload__sparse(struct buildid_upload *u);
 int buildid_store__commit(struct buildid_upload *u);
 void buildid_upload__abort(struct buildid_upload *u);
 

@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "lib/clock.h"
+#include "lib/sparse_elf.h"
 #include "server/http_auth.h"
 #include "server/http_route.h"
 #include "server/query_pool.h"
@@ -218,6 +219,12 @@ static int preflight(struct server *srv, struct MHD_Connection *c, const char *u
 					    "bound");
 			return fail(cs, 500, "cannot store %s: %s", hex, strerror(-err));
 		}
+		/* an agent sends the file without its loaded code and data */
+		const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type");
+
+		if (ct && !strncmp(ct, SPARSE_ELF_CTYPE, strlen(SPARSE_ELF_CTYPE)) &&
+		    buildid_upload__sparse(cs->up))
+			return fail(cs, 500, "cannot store %s: out of memory", hex);
 	}
 	return 0;
 }
@@ -238,6 +245,8 @@ static void take_body(struct server *srv, struct conn_state *cs, const char *dat
 		cs->len += n;
 		if (err == -ENOSPC)
 			fail(cs, 507, "build-id store full, or uploads in progress at their bound");
+		else if (err == -EBADMSG)
+			fail(cs, 400, "malformed sparse ELF upload");
 		else if (err)
 			fail(cs, 500, "cannot store the upload: %s", strerror(-err));
 	} else {

@@ -17,6 +17,8 @@
 #include "lib/hash.h"
 #include "lib/log.h"
 #include "lib/safe_open.h"
+#include "lib/sparse_elf.h"
+#include "uploader/elf_slim.h"
 
 #define RESP_MAX 65536
 #define REPLY_CTYPE "application/x-strata-reply"
@@ -40,11 +42,18 @@ struct noted_file {
 };
 
 /* A symbol upload's body, read with pread as curl asks for it: never
- * mapped (a target may truncate its own file meanwhile: SIGBUS). */
+ * mapped (a target may truncate its own file meanwhile: SIGBUS).  A sparse
+ * ELF (uploader/elf_slim.h): head (header and range table), then each
+ * range's bytes from the file. */
 struct file_body {
 	int fd;
-	off_t off, size;
-	int short_read; /* the file shrank or failed: the upload is aborted */
+	off_t off, size; /* in the body */
+	int short_read;	 /* the file shrank or failed: the upload is aborted */
+	uint8_t *head;	 /* SPARSE_ELF_HEAD + 16 bytes a range */
+	size_t head_len;
+	const struct elf_slim *slim;
+	uint32_t ri;	   /* the range being sent */
+	uint64_t in_range; /* of it, bytes sent */
 };
 
 struct uploader {
@@ -93,21 +102,64 @@ static size_t read_body(char *buf, size_t size, size_t n, void *ctx)
 {
 	struct file_body *b = ctx;
 	size_t want = size * n;
+	uint64_t at;
 	ssize_t r;
 
 	if (b->off >= b->size)
 		return 0;
 	if ((off_t)want > b->size - b->off)
 		want = (size_t)(b->size - b->off);
+	if ((size_t)b->off < b->head_len) { /* the sparse head, from memory */
+		if (want > b->head_len - (size_t)b->off)
+			want = b->head_len - (size_t)b->off;
+		memcpy(buf, b->head + b->off, want);
+		b->off += (off_t)want;
+		return want;
+	}
+	at = (uint64_t)b->off; /* the whole file */
+	if (b->slim) {
+		const struct sparse_range *rg = &b->slim->r[b->ri];
+
+		if (want > rg->len - b->in_range)
+			want = (size_t)(rg->len - b->in_range);
+		at = rg->off + b->in_range;
+	}
 	do
-		r = pread(b->fd, buf, want, b->off);
+		r = pread(b->fd, buf, want, (off_t)at);
 	while (r < 0 && errno == EINTR);
 	if (r <= 0) {
 		b->short_read = 1;
 		return CURL_READFUNC_ABORT;
 	}
 	b->off += r;
+	if (b->slim && (b->in_range += (uint64_t)r) == b->slim->r[b->ri].len) {
+		b->ri++;
+		b->in_range = 0;
+	}
 	return (size_t)r;
+}
+
+/* The sparse head of s into b (wire-format.md "Sparse ELF upload");
+ * -ENOMEM. */
+static int sparse_head(struct file_body *b, const struct elf_slim *s)
+{
+	uint8_t *p;
+
+	b->head_len = SPARSE_ELF_HEAD + 16 * (size_t)s->n;
+	b->head = p = malloc(b->head_len);
+	if (!p)
+		return -ENOMEM;
+	memcpy(p, SPARSE_ELF_MAGIC, 8);
+	put_le64(p + 8, s->size);
+	put_le32(p + 16, s->n);
+	put_le32(p + 20, 0);
+	for (uint32_t i = 0; i < s->n; i++) {
+		put_le64(p + SPARSE_ELF_HEAD + 16 * i, s->r[i].off);
+		put_le64(p + SPARSE_ELF_HEAD + 16 * i + 8, s->r[i].len);
+	}
+	b->slim = s;
+	b->size = (off_t)(b->head_len + s->kept);
+	return 0;
 }
 
 /* POSTs body (or, when body is NULL, len bytes read from file) to
@@ -286,6 +338,7 @@ static void upload_symbols(struct uploader *u, const char *hex)
 	char path[64], api[200];
 	struct resp_buf *resp;
 	struct file_body body;
+	struct elf_slim *slim;
 	const char *why = "";
 	dev_t dev;
 	ino_t ino;
@@ -315,12 +368,17 @@ static void upload_symbols(struct uploader *u, const char *hex)
 	pthread_mutex_unlock(&u->lock);
 
 	/* a regular file (never blocks on a FIFO), and still the one noted:
-	 * the fd number may have been closed and reused since */
+	 * the fd number may have been closed and reused since; what the
+	 * server needs of it (its loaded code and data left out: a CUDA
+	 * library's GPU code is most of its GBs) within the bound */
 	fd = safe_open(AT_FDCWD, path, 0, &st);
-	if (fd < 0 || st.st_dev != dev || st.st_ino != ino ||
-	    (uint64_t)st.st_size > u->o.max_symbol_file || st.st_size == 0) {
+	slim = fd >= 0 ? malloc(sizeof(*slim)) : NULL;
+	if (!slim || st.st_dev != dev || st.st_ino != ino || st.st_size == 0 ||
+	    (uint64_t)st.st_size > SPARSE_ELF_MAX_SIZE ||
+	    elf_slim__ranges(fd, (uint64_t)st.st_size, slim) || slim->kept > u->o.max_symbol_file) {
 		if (fd >= 0)
 			close(fd);
+		free(slim);
 		/* nothing sent: the hour's budget untouched; the file noted
 		 * anew (its fd) by a later batch, tried when asked again */
 		__atomic_fetch_add(&u->st.symbols_skipped, 1, __ATOMIC_RELAXED);
@@ -333,16 +391,19 @@ static void upload_symbols(struct uploader *u, const char *hex)
 		f->tries++;
 	pthread_mutex_unlock(&u->lock);
 	resp = malloc(sizeof(*resp));
-	if (!resp) {
+	body = (struct file_body){ .fd = fd };
+	if (!resp || sparse_head(&body, slim)) {
 		close(fd);
+		free(slim);
+		free(resp);
 		__atomic_fetch_add(&u->st.symbols_failed, 1, __ATOMIC_RELAXED);
 		return;
 	}
-	body = (struct file_body){ .fd = fd, .size = st.st_size };
 	snprintf(api, sizeof(api), "/api/v1/symbols/%.128s", hex);
-	status = post(u, api, "application/octet-stream", NULL, NULL, (size_t)st.st_size, &body,
-		      resp, &why);
+	status = post(u, api, SPARSE_ELF_CTYPE, NULL, NULL, (size_t)body.size, &body, resp, &why);
 	close(fd);
+	free(body.head);
+	free(slim);
 	pthread_mutex_lock(&u->lock);
 	f = file_slot(u, hex); /* the table may have started again */
 	if (f && f->hex[0] &&

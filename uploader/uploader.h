@@ -37,7 +37,8 @@ struct uploader_opts {
 	uint32_t timeout_ms;	     /* per request; 0 = 10000 */
 	uint32_t backoff_min_ms;     /* 0 = 500 */
 	uint32_t backoff_max_ms;     /* 0 = 60000 */
-	uint64_t max_symbol_file;    /* bytes; 0 = 512 MiB */
+	uint64_t max_symbol_file;    /* bytes sent of a file (its loaded code and
+				      * data left out, elf_slim.h); 0 = 512 MiB */
 	uint32_t max_symbol_uploads; /* symbol files sent or tried an hour; 0 = 1024 */
 	const char *node;	     /* the batches' node name (NULL: hostname): the
 				      * server takes symbol files only for the ids

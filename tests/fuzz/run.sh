@@ -123,6 +123,17 @@ done
 [ -f "$work/corpus/unwind_table/seed-dbg" ] &&
 	{ printf '\001'; cat "$work/corpus/unwind_table/seed-dbg"; } > "$work/corpus/elf_module/seed-static"
 
+# Sparse ELF seeds (byte 0 even: the server's reader, byte 1 its piece
+# size; odd: the agent's elf_slim on an ELF): a body of two ranges of an
+# 8-byte file, and the ELFs above.
+printf '\000\007STRSPARS\010\000\000\000\000\000\000\000\002\000\000\000\000\000\000\000''\000\000\000\000\000\000\000\000\002\000\000\000\000\000\000\000''\005\000\000\000\000\000\000\000\003\000\000\000\000\000\000\000abxyz' \
+	> "$work/corpus/sparse_elf/seed-body"
+for f in "$work/sym.so" "$work/corpus/unwind_table/seed-dbg" build/fixtures/libcudart.so; do
+	if [ -f "$f" ]; then
+		{ printf '\001'; cat "$f"; } > "$work/corpus/sparse_elf/seed-$(basename "$f")"
+	fi
+done
+
 # Text seeds (byte 0: the XML writer's limit): markup, entities, controls,
 # invalid and overlong UTF-8, a surrogate, U+FFFE.
 printf '\100<a href="x">&amp;\t\001\177\377\300\257\355\240\200\357\277\276\303\251' \

@@ -22,6 +22,7 @@
 
 #include <cmocka.h>
 
+#include "lib/sparse_elf.h"
 #include "server/buildid_store.h"
 #include "tests/unit/test_util.h"
 
@@ -263,6 +264,74 @@ static void test_uploads_in_progress_evict_nothing(void **state)
 
 /* A bound on files; the order of use survives a restart (in the mtime),
  * and a lower bound at open evicts down to it. */
+/* A sparse ELF upload (lib/sparse_elf.h) of a 4 MiB file of which 356
+ * bytes are sent: stored with its holes at its size, counted by what it
+ * takes (also after a restart); one cut short or malformed is refused. */
+static void test_sparse_upload(void **state)
+{
+	char *dir = tmpdir(), hex[41], path[512];
+	struct buildid_store *s = buildid_store__open(dir, 1 << 20, 0);
+	struct buildid_store_stats st;
+	struct buildid_upload *u;
+	uint8_t id[20], *f, *body;
+	size_t len, blen = 0;
+	struct stat sb;
+
+	(void)state;
+	id20(0x31, id, hex);
+	f = make_elf(id, 20, 1 << 20, &len);
+	memset(f + (512 << 10), 0xab, 100);
+	body = malloc(SPARSE_ELF_HEAD + 32 + 356);
+	memcpy(body, SPARSE_ELF_MAGIC, 8);
+	put_le64(body + 8, 4 << 20);
+	put_le32(body + 16, 2);
+	put_le32(body + 20, 0);
+	put_le64(body + 24, 0);
+	put_le64(body + 32, 256);
+	put_le64(body + 40, 512 << 10);
+	put_le64(body + 48, 100);
+	blen = SPARSE_ELF_HEAD + 32;
+	memcpy(body + blen, f, 256);
+	memcpy(body + blen + 256, f + (512 << 10), 100);
+	blen += 356;
+
+	assert_int_equal(buildid_store__begin(s, hex, blen, &u), 0);
+	assert_int_equal(buildid_upload__sparse(u), 0);
+	for (size_t at = 0; at < blen; at += 7)
+		assert_int_equal(buildid_upload__write(u, body + at, blen - at < 7 ? blen - at : 7),
+				 0);
+	assert_int_equal(buildid_store__commit(u), 0);
+	assert_int_equal(buildid_store__path(s, hex, path, sizeof(path)), 0);
+	assert_int_equal(stat(path, &sb), 0);
+	assert_int_equal(sb.st_size, 4 << 20);
+	assert_true(sb.st_blocks * 512 < (64 << 10)); /* holes */
+	buildid_store__stats(s, &st);
+	assert_int_equal(st.bytes, 356);
+
+	/* cut short: refused at the end; malformed: refused as it comes */
+	id20(0x32, id, hex);
+	assert_int_equal(buildid_store__begin(s, hex, blen, &u), 0);
+	assert_int_equal(buildid_upload__sparse(u), 0);
+	assert_int_equal(buildid_upload__write(u, body, blen - 1), 0);
+	assert_int_equal(buildid_store__commit(u), -EBADMSG);
+	assert_int_equal(buildid_store__begin(s, hex, blen, &u), 0);
+	assert_int_equal(buildid_upload__sparse(u), 0);
+	body[0] = 'X';
+	assert_int_equal(buildid_upload__write(u, body, blen), -EBADMSG);
+	buildid_upload__abort(u);
+	buildid_store__free(s);
+
+	/* a restart counts what the file takes on disk, not its size */
+	s = buildid_store__open(dir, 1 << 20, 0);
+	buildid_store__stats(s, &st);
+	assert_int_equal(st.files, 1);
+	assert_true(st.bytes < (64 << 10));
+	buildid_store__free(s);
+	free(body);
+	free(f);
+	rmdir_all(dir);
+}
+
 static void test_lru_files_restart(void **state)
 {
 	char *dir = tmpdir();
@@ -309,6 +378,7 @@ int main(void)
 		cmocka_unit_test(test_replace_bad_file),
 		cmocka_unit_test(test_lru_bytes),
 		cmocka_unit_test(test_uploads_in_progress_evict_nothing),
+		cmocka_unit_test(test_sparse_upload),
 		cmocka_unit_test(test_lru_files_restart),
 	};
 
