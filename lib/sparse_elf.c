@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "lib/sparse_elf.h"
 
+#include "lib/elf_shdrs.h"
+
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -133,4 +135,61 @@ int sparse_elf_reader__end(struct sparse_elf_reader *r, uint64_t *size)
 		return fail(r, "body ended early (%llu bytes)", (unsigned long long)r->taken);
 	*size = r->size;
 	return 0;
+}
+
+bool sparse_elf_section_needed(const Elf64_Shdr *sh)
+{
+	if (sh->sh_type == SHT_NOBITS || sh->sh_type == SHT_NULL)
+		return false;
+	return !(sh->sh_flags & SHF_ALLOC) || sh->sh_type != SHT_PROGBITS;
+}
+
+struct cover {
+	uint64_t size;
+	const struct sparse_range *r;
+	uint32_t n;
+};
+
+/* [off, off + len) inside one range (r sorted, disjoint). */
+static bool covered(const struct cover *c, uint64_t off, uint64_t len)
+{
+	uint32_t lo = 0, hi = c->n;
+
+	while (lo < hi) { /* the last range starting at or before off */
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (c->r[mid].off <= off)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo && off - c->r[lo - 1].off <= c->r[lo - 1].len &&
+	       len <= c->r[lo - 1].len - (off - c->r[lo - 1].off);
+}
+
+static int check_section(void *ctx, const Elf64_Shdr *sh, const char *name)
+{
+	const struct cover *c = ctx;
+	uint64_t len = sh->sh_size;
+
+	(void)name;
+	if (!sparse_elf_section_needed(sh) || sh->sh_offset >= c->size || !len)
+		return 0;
+	if (len > c->size - sh->sh_offset) /* clipped to the file, as the agent does */
+		len = c->size - sh->sh_offset;
+	return covered(c, sh->sh_offset, len) ? 0 : -EBADMSG;
+}
+
+int sparse_elf_check(int fd, uint64_t size, const struct sparse_range *r, uint32_t n)
+{
+	const struct cover c = { size, r, n };
+	Elf64_Ehdr eh;
+	uint64_t shnum = 0;
+	int err;
+
+	err = elf_shdrs__walk(fd, size, &eh, &shnum, check_section, (void *)&c);
+	if (err != 1)
+		return err;
+	/* not a file whose sections we read: it must have come whole */
+	return n == 1 && r[0].off == 0 && r[0].len == size ? 0 : -EBADMSG;
 }

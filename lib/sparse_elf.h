@@ -17,6 +17,8 @@
 #ifndef STRATA_LIB_SPARSE_ELF_H
 #define STRATA_LIB_SPARSE_ELF_H
 
+#include <elf.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -24,7 +26,7 @@
 #define SPARSE_ELF_MAGIC "STRSPARS"
 #define SPARSE_ELF_HEAD 24
 #define SPARSE_ELF_MAX_RANGES 4096
-#define SPARSE_ELF_MAX_SIZE (64ull << 30) /* the file's size, holes included */
+#define SPARSE_ELF_MAX_SIZE (16ull << 30) /* the file's size, holes included */
 
 struct sparse_range {
 	uint64_t off, len;
@@ -77,5 +79,18 @@ int sparse_elf_reader__feed(struct sparse_elf_reader *r, const void *data, size_
 
 /* The body ended: 0 and the file's size when it was whole, -EINVAL. */
 int sparse_elf_reader__end(struct sparse_elf_reader *r, uint64_t *size);
+
+/* A section a symbolizer reads, which an upload must carry whole: all but
+ * the loaded code and data (SHF_ALLOC SHT_PROGBITS) and those with nothing
+ * in the file (SHT_NOBITS, SHT_NULL). */
+bool sparse_elf_section_needed(const Elf64_Shdr *sh);
+
+/*
+ * The file fd (size bytes) as stored from the ranges r[0..n): 0 when every
+ * section it needs lies inside one range, or the file came whole;
+ * -EBADMSG otherwise (a hole where a symbol table claims to be: the
+ * server's symbolizer would read gigabytes of zeros); -ENOMEM, -EIO.
+ */
+int sparse_elf_check(int fd, uint64_t size, const struct sparse_range *r, uint32_t n);
 
 #endif /* STRATA_LIB_SPARSE_ELF_H */

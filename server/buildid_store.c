@@ -57,6 +57,16 @@ static int file_path(const struct buildid_store *s, const char *hex, char *buf, 
  * with that byte).  Notes longer than BUILD_ID_MAX are read truncated, as
  * the agents read and report them.
  */
+/* What a stored file counts against the bound: its size, or less for a
+ * sparse upload's file with holes (st_blocks; a file system that reports
+ * none: its size). */
+static uint64_t disk_bytes(const struct stat *st)
+{
+	uint64_t blocks = (uint64_t)st->st_blocks * 512;
+
+	return blocks && blocks < (uint64_t)st->st_size ? blocks : (uint64_t)st->st_size;
+}
+
 static int verify(int fd, const char *hex)
 {
 	uint8_t id[BUILD_ID_MAX];
@@ -155,10 +165,7 @@ static void index_dir(struct buildid_store *s)
 				continue;
 			memcpy(hex, d->d_name, 2);
 			memcpy(hex + 2, e->d_name, strlen(e->d_name) + 1);
-			/* a sparse upload's file: what it takes on disk */
-			bytes = (uint64_t)st.st_blocks * 512 < (uint64_t)st.st_size
-					? (uint64_t)st.st_blocks * 512
-					: (uint64_t)st.st_size;
+			bytes = disk_bytes(&st);
 			if (!buildid_hex_valid(hex) || buildid_index__get(s->idx, hex) ||
 			    !buildid_index__add(s->idx, hex, bytes,
 						(uint64_t)st.st_mtim.tv_sec * 1000000000ull +
@@ -469,16 +476,24 @@ int buildid_store__commit(struct buildid_upload *u)
 	struct buildid_store *s = u->s;
 	char sub[PATH_MAX];
 	struct bid_entry *e;
+	struct stat st;
 	uint64_t size;
 	int err = 0;
 
-	if (u->sparse) { /* whole, then as long as the file it stands for */
+	if (u->sparse) { /* whole, then as long as the file it stands for, and
+			  * no hole where the symbolizer will read */
 		if (sparse_elf_reader__end(u->sparse, &size))
 			err = -EBADMSG;
 		else if (ftruncate(u->fd, (off_t)size))
 			err = -errno;
+		else
+			err = sparse_elf_check(u->fd, size, u->sparse->r, u->sparse->n);
 		if (err)
 			goto fail;
+		/* what it takes on disk (a file system without holes: all of
+		 * it), as a restart will count it */
+		if (!fstat(u->fd, &st) && disk_bytes(&st) > u->written)
+			u->written = disk_bytes(&st);
 	}
 	err = verify(u->fd, u->hex);
 	if (err)

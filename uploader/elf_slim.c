@@ -8,34 +8,19 @@
 #include <string.h>
 #include <unistd.h>
 
-#define SHNUM_MAX 65536		 /* section headers read at most (4 MiB) */
-#define SHSTRTAB_MAX (16u << 20) /* section names read at most */
+#include "lib/elf_shdrs.h"
 
-static int pread_all(int fd, void *buf, size_t n, uint64_t off)
-{
-	size_t got = 0;
-
-	while (got < n) {
-		ssize_t r = pread(fd, (char *)buf + got, n - got, (off_t)(off + got));
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return r < 0 ? -errno : -EIO;
-		got += (size_t)r;
-	}
-	return 0;
-}
-
-/* Loaded code and data the server does not read; the rest is kept. */
+/* What the server does not read: loaded code and data
+ * (!sparse_elf_section_needed), but for the unwind tables and MiniDebugInfo,
+ * kept in case (small). */
 static bool dropped(const Elf64_Shdr *sh, const char *name)
 {
 	static const char *const keep[] = { ".eh_frame", ".eh_frame_hdr", ".gnu_debugdata" };
 
+	if (sparse_elf_section_needed(sh))
+		return false;
 	if (sh->sh_type == SHT_NOBITS || sh->sh_type == SHT_NULL)
 		return true; /* nothing in the file */
-	if (!(sh->sh_flags & SHF_ALLOC) || sh->sh_type != SHT_PROGBITS)
-		return false;
 	for (size_t i = 0; name && i < sizeof(keep) / sizeof(*keep); i++)
 		if (!strcmp(name, keep[i]))
 			return false;
@@ -98,65 +83,34 @@ static int merge(const struct range_list *l, uint64_t gap, struct elf_slim *out)
 	return 0;
 }
 
-/* The section headers' ranges of an ELF64 LSB file; 1 when it is not one
- * (the caller sends it whole), 0, or -errno. */
+struct walk {
+	struct range_list *l;
+	uint64_t size;
+};
+
+static int on_section(void *ctx, const Elf64_Shdr *sh, const char *name)
+{
+	struct walk *w = ctx;
+
+	return dropped(sh, name) ? 0 : add(w->l, w->size, sh->sh_offset, sh->sh_size);
+}
+
+/* The ranges of an ELF64 LSB file's headers and kept sections; 1 when it
+ * is not one (the caller sends it whole), 0, or -errno. */
 static int section_ranges(int fd, uint64_t size, struct range_list *l)
 {
+	struct walk w = { l, size };
 	Elf64_Ehdr eh;
-	Elf64_Shdr *sh = NULL, first;
-	char *names = NULL;
-	uint64_t shnum, names_len = 0;
-	uint32_t shstrndx;
-	int err;
+	uint64_t shnum = 0;
+	int err = elf_shdrs__walk(fd, size, &eh, &shnum, on_section, &w);
 
-	if (size < sizeof(eh) || pread_all(fd, &eh, sizeof(eh), 0))
-		return 1;
-	if (memcmp(eh.e_ident, ELFMAG, SELFMAG) || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
-	    eh.e_ident[EI_DATA] != ELFDATA2LSB || !eh.e_shoff ||
-	    eh.e_shentsize != sizeof(Elf64_Shdr) ||
-	    (eh.e_phnum && eh.e_phentsize != sizeof(Elf64_Phdr)))
-		return 1;
-	/* extended numbering: the counts in the first section header */
-	if (eh.e_shoff > size - sizeof(first) || pread_all(fd, &first, sizeof(first), eh.e_shoff))
-		return 1;
-	shnum = eh.e_shnum ? eh.e_shnum : first.sh_size;
-	shstrndx = eh.e_shstrndx == SHN_XINDEX ? first.sh_link : eh.e_shstrndx;
-	if (!shnum || shnum > SHNUM_MAX || shnum * sizeof(*sh) > size - eh.e_shoff)
-		return 1;
-	sh = malloc(shnum * sizeof(*sh));
-	if (!sh)
-		return -ENOMEM;
-	err = pread_all(fd, sh, shnum * sizeof(*sh), eh.e_shoff);
 	if (err)
-		goto out;
-	if (shstrndx < shnum && sh[shstrndx].sh_type == SHT_STRTAB &&
-	    sh[shstrndx].sh_size <= SHSTRTAB_MAX && sh[shstrndx].sh_offset <= size &&
-	    sh[shstrndx].sh_size <= size - sh[shstrndx].sh_offset) {
-		names_len = sh[shstrndx].sh_size;
-		names = malloc(names_len + 1);
-		if (!names) {
-			err = -ENOMEM;
-			goto out;
-		}
-		if (pread_all(fd, names, names_len, sh[shstrndx].sh_offset))
-			names_len = 0; /* nameless: every loaded section goes */
-		names[names_len] = 0;
-	}
+		return err;
 	err = add(l, size, 0, sizeof(eh));
 	if (!err)
-		err = add(l, size, eh.e_shoff, shnum * sizeof(*sh));
+		err = add(l, size, eh.e_shoff, shnum * sizeof(Elf64_Shdr));
 	if (!err && eh.e_phnum)
 		err = add(l, size, eh.e_phoff, (uint64_t)eh.e_phnum * sizeof(Elf64_Phdr));
-	for (uint64_t i = 0; !err && i < shnum; i++) {
-		const char *name =
-			names && sh[i].sh_name < names_len ? names + sh[i].sh_name : NULL;
-
-		if (!dropped(&sh[i], name))
-			err = add(l, size, sh[i].sh_offset, sh[i].sh_size);
-	}
-out:
-	free(names);
-	free(sh);
 	return err;
 }
 

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -137,6 +138,18 @@ static size_t read_body(char *buf, size_t size, size_t n, void *ctx)
 		b->in_range = 0;
 	}
 	return (size_t)r;
+}
+
+/* s is the file whole (not an ELF we slim): sent as it is. */
+static bool slim_whole(const struct elf_slim *s)
+{
+	return s->n == 1 && s->r[0].off == 0 && s->r[0].len == s->size;
+}
+
+/* The bytes of the upload of s (what --max-symbol-mb bounds at the server). */
+static uint64_t body_len(const struct elf_slim *s)
+{
+	return slim_whole(s) ? s->size : SPARSE_ELF_HEAD + 16 * (uint64_t)s->n + s->kept;
 }
 
 /* The sparse head of s into b (wire-format.md "Sparse ELF upload");
@@ -375,7 +388,8 @@ static void upload_symbols(struct uploader *u, const char *hex)
 	slim = fd >= 0 ? malloc(sizeof(*slim)) : NULL;
 	if (!slim || st.st_dev != dev || st.st_ino != ino || st.st_size == 0 ||
 	    (uint64_t)st.st_size > SPARSE_ELF_MAX_SIZE ||
-	    elf_slim__ranges(fd, (uint64_t)st.st_size, slim) || slim->kept > u->o.max_symbol_file) {
+	    elf_slim__ranges(fd, (uint64_t)st.st_size, slim) ||
+	    body_len(slim) > u->o.max_symbol_file) {
 		if (fd >= 0)
 			close(fd);
 		free(slim);
@@ -391,8 +405,8 @@ static void upload_symbols(struct uploader *u, const char *hex)
 		f->tries++;
 	pthread_mutex_unlock(&u->lock);
 	resp = malloc(sizeof(*resp));
-	body = (struct file_body){ .fd = fd };
-	if (!resp || sparse_head(&body, slim)) {
+	body = (struct file_body){ .fd = fd, .size = st.st_size }; /* whole */
+	if (!resp || (!slim_whole(slim) && sparse_head(&body, slim))) {
 		close(fd);
 		free(slim);
 		free(resp);
@@ -400,7 +414,18 @@ static void upload_symbols(struct uploader *u, const char *hex)
 		return;
 	}
 	snprintf(api, sizeof(api), "/api/v1/symbols/%.128s", hex);
-	status = post(u, api, SPARSE_ELF_CTYPE, NULL, NULL, (size_t)body.size, &body, resp, &why);
+	status = post(u, api, body.slim ? SPARSE_ELF_CTYPE : "application/octet-stream", NULL, NULL,
+		      (size_t)body.size, &body, resp, &why);
+	/* a server from before sparse uploads stores the body as the file
+	 * and finds no ELF in it (422; 415 from a stricter one): the file
+	 * whole, once, when it fits */
+	if (body.slim && (status == 415 || status == 422) &&
+	    (uint64_t)st.st_size <= u->o.max_symbol_file) {
+		free(body.head);
+		body = (struct file_body){ .fd = fd, .size = st.st_size };
+		status = post(u, api, "application/octet-stream", NULL, NULL, (size_t)body.size,
+			      &body, resp, &why);
+	}
 	close(fd);
 	free(body.head);
 	free(slim);

@@ -7,7 +7,8 @@
  *      header declared, and a body it takes must have been whole;
  *   1: the agent's elf_slim__ranges (uploader/elf_slim.c) on the rest as a
  *      file (a memfd: a target's library is hostile too): the ranges must
- *      be sorted, disjoint, non-empty and inside the file.
+ *      be sorted, disjoint, non-empty and inside the file, and pass the
+ *      server's sparse_elf_check.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -69,6 +70,9 @@ static void slim(const uint8_t *data, size_t size)
 		kept += s.r[i].len;
 	}
 	if (kept != s.kept || kept > size)
+		__builtin_trap();
+	/* what the agent sends (never an empty file) passes the server's check */
+	if (size && sparse_elf_check(fd, size, s.r, s.n) == -EBADMSG)
 		__builtin_trap();
 }
 

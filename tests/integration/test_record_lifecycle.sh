@@ -34,6 +34,13 @@ echo "ok: -d 1: $samples samples written at 1 s, exit code 5 after ${secs}s"
 set +e
 "$STRATA" record -F 99 -o "$T/term.folded" -- "$FIX/chain" 30 2> "$T/err" &
 rec=$!
+# TERM once the command runs (strata holds its exec until its programs are
+# loaded: seconds on a loaded machine; a TERM before it ends the command
+# before there is anything to write), and has been sampled a while
+for _ in $(seq 300); do
+	pgrep -P "$rec" -x chain > /dev/null && break
+	sleep 0.1
+done
 sleep 1
 kill -TERM "$rec"
 wait "$rec"

@@ -264,52 +264,84 @@ static void test_uploads_in_progress_evict_nothing(void **state)
 
 /* A bound on files; the order of use survives a restart (in the mtime),
  * and a lower bound at open evicts down to it. */
-/* A sparse ELF upload (lib/sparse_elf.h) of a 4 MiB file of which 356
- * bytes are sent: stored with its holes at its size, counted by what it
- * takes (also after a restart); one cut short or malformed is refused. */
-static void test_sparse_upload(void **state)
+/* A 4 MiB file of 420 bytes sent: its headers (with a section table of
+ * one more section, type, at 2 MiB, 1 MiB long, in a hole) and 100 bytes
+ * at 512 KiB, as a sparse ELF body (lib/sparse_elf.h) into *blen bytes. */
+static uint8_t *sparse_body(const uint8_t *id, uint32_t type, size_t *blen)
 {
-	char *dir = tmpdir(), hex[41], path[512];
-	struct buildid_store *s = buildid_store__open(dir, 1 << 20, 0);
-	struct buildid_store_stats st;
-	struct buildid_upload *u;
-	uint8_t id[20], *f, *body;
-	size_t len, blen = 0;
-	struct stat sb;
+	size_t len;
+	uint8_t *f = make_elf(id, 20, 1 << 20, &len), *b = malloc(SPARSE_ELF_HEAD + 32 + 420);
+	Elf64_Ehdr *eh = (Elf64_Ehdr *)f;
+	Elf64_Shdr *sh = (Elf64_Shdr *)(f + 192);
 
-	(void)state;
-	id20(0x31, id, hex);
-	f = make_elf(id, 20, 1 << 20, &len);
+	assert_non_null(b);
+	eh->e_shoff = 192;
+	eh->e_shentsize = sizeof(*sh);
+	eh->e_shnum = 2;
+	sh[1].sh_type = type;
+	sh[1].sh_flags = type == SHT_PROGBITS ? SHF_ALLOC | SHF_EXECINSTR : 0;
+	sh[1].sh_offset = 2 << 20;
+	sh[1].sh_size = 1 << 20;
 	memset(f + (512 << 10), 0xab, 100);
-	body = malloc(SPARSE_ELF_HEAD + 32 + 356);
-	memcpy(body, SPARSE_ELF_MAGIC, 8);
-	put_le64(body + 8, 4 << 20);
-	put_le32(body + 16, 2);
-	put_le32(body + 20, 0);
-	put_le64(body + 24, 0);
-	put_le64(body + 32, 256);
-	put_le64(body + 40, 512 << 10);
-	put_le64(body + 48, 100);
-	blen = SPARSE_ELF_HEAD + 32;
-	memcpy(body + blen, f, 256);
-	memcpy(body + blen + 256, f + (512 << 10), 100);
-	blen += 356;
+	memcpy(b, SPARSE_ELF_MAGIC, 8);
+	put_le64(b + 8, 4 << 20);
+	put_le32(b + 16, 2);
+	put_le32(b + 20, 0);
+	put_le64(b + 24, 0);
+	put_le64(b + 32, 320);
+	put_le64(b + 40, 512 << 10);
+	put_le64(b + 48, 100);
+	memcpy(b + SPARSE_ELF_HEAD + 32, f, 320);
+	memcpy(b + SPARSE_ELF_HEAD + 32 + 320, f + (512 << 10), 100);
+	*blen = SPARSE_ELF_HEAD + 32 + 420;
+	free(f);
+	return b;
+}
+
+/* Begins a sparse upload of hex and writes body in pieces of 7 bytes. */
+static struct buildid_upload *sparse_upload(struct buildid_store *s, const char *hex,
+					    const uint8_t *body, size_t blen)
+{
+	struct buildid_upload *u;
 
 	assert_int_equal(buildid_store__begin(s, hex, blen, &u), 0);
 	assert_int_equal(buildid_upload__sparse(u), 0);
 	for (size_t at = 0; at < blen; at += 7)
 		assert_int_equal(buildid_upload__write(u, body + at, blen - at < 7 ? blen - at : 7),
 				 0);
-	assert_int_equal(buildid_store__commit(u), 0);
+	return u;
+}
+
+/* Stored with its holes at its size, counted by what it takes on disk
+ * (also after a restart); refused when cut short, malformed, or with a
+ * hole where a section the symbolizer reads (a symbol table) claims to be. */
+static void test_sparse_upload(void **state)
+{
+	char *dir = tmpdir(), hex[41], path[512];
+	struct buildid_store *s = buildid_store__open(dir, 1 << 20, 0);
+	struct buildid_store_stats st;
+	struct buildid_upload *u;
+	uint8_t id[20], *body;
+	size_t blen;
+	struct stat sb;
+
+	(void)state;
+	id20(0x31, id, hex);
+	body = sparse_body(id, SHT_PROGBITS, &blen); /* code: may be a hole */
+	assert_int_equal(buildid_store__commit(sparse_upload(s, hex, body, blen)), 0);
+	free(body);
 	assert_int_equal(buildid_store__path(s, hex, path, sizeof(path)), 0);
 	assert_int_equal(stat(path, &sb), 0);
 	assert_int_equal(sb.st_size, 4 << 20);
 	assert_true(sb.st_blocks * 512 < (64 << 10)); /* holes */
 	buildid_store__stats(s, &st);
-	assert_int_equal(st.bytes, 356);
+	assert_true(st.bytes >= 420 && st.bytes < (64 << 10));
 
-	/* cut short: refused at the end; malformed: refused as it comes */
+	/* a symbol table in a hole: gigabytes of zeros for the symbolizer */
 	id20(0x32, id, hex);
+	body = sparse_body(id, SHT_SYMTAB, &blen);
+	assert_int_equal(buildid_store__commit(sparse_upload(s, hex, body, blen)), -EBADMSG);
+	/* cut short: refused at the end; malformed: refused as it comes */
 	assert_int_equal(buildid_store__begin(s, hex, blen, &u), 0);
 	assert_int_equal(buildid_upload__sparse(u), 0);
 	assert_int_equal(buildid_upload__write(u, body, blen - 1), 0);
@@ -319,6 +351,7 @@ static void test_sparse_upload(void **state)
 	body[0] = 'X';
 	assert_int_equal(buildid_upload__write(u, body, blen), -EBADMSG);
 	buildid_upload__abort(u);
+	free(body);
 	buildid_store__free(s);
 
 	/* a restart counts what the file takes on disk, not its size */
@@ -327,8 +360,6 @@ static void test_sparse_upload(void **state)
 	assert_int_equal(st.files, 1);
 	assert_true(st.bytes < (64 << 10));
 	buildid_store__free(s);
-	free(body);
-	free(f);
 	rmdir_all(dir);
 }
 
