@@ -51,12 +51,6 @@ static int file_path(const struct buildid_store *s, const char *hex, char *buf, 
 	return 0;
 }
 
-/*
- * The file's own build-id must be hex, exactly: the same length and
- * digits (a file with a 1-byte note is no file for every id that starts
- * with that byte).  Notes longer than BUILD_ID_MAX are read truncated, as
- * the agents read and report them.
- */
 /* What a stored file counts against the bound: its size, or less for a
  * sparse upload's file with holes (st_blocks; a file system that reports
  * none: its size). */
@@ -67,6 +61,12 @@ static uint64_t disk_bytes(const struct stat *st)
 	return blocks && blocks < (uint64_t)st->st_size ? blocks : (uint64_t)st->st_size;
 }
 
+/*
+ * The file's own build-id must be hex, exactly: the same length and
+ * digits (a file with a 1-byte note is no file for every id that starts
+ * with that byte).  Notes longer than BUILD_ID_MAX are read truncated, as
+ * the agents read and report them.
+ */
 static int verify(int fd, const char *hex)
 {
 	uint8_t id[BUILD_ID_MAX];
