@@ -282,19 +282,20 @@ int buildid_store__path(struct buildid_store *s, const char *hex, char *buf, siz
 	return err;
 }
 
-static int write_all(int fd, const void *data, size_t n)
+/* n bytes at off of fd, whole: 0 or -errno. */
+static int pwrite_all(int fd, const void *data, size_t n, uint64_t off)
 {
 	const char *p = data;
 
 	while (n) {
-		ssize_t w = write(fd, p, n);
+		ssize_t w = pwrite(fd, p, n, (off_t)off);
 
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return w < 0 ? -errno : -EIO;
 		p += w;
+		off += (uint64_t)w;
 		n -= (size_t)w;
 	}
 	return 0;
@@ -407,21 +408,9 @@ static int take(struct buildid_upload *u, uint64_t n)
 static int write_at(void *ctx, uint64_t off, const void *data, size_t n)
 {
 	struct buildid_upload *u = ctx;
-	const char *p = data;
 	int err = take(u, n);
 
-	while (!err && n) {
-		ssize_t w = pwrite(u->fd, p, n, (off_t)off);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return w < 0 ? -errno : -EIO;
-		p += w;
-		off += (uint64_t)w;
-		n -= (size_t)w;
-	}
-	return err;
+	return err ? err : pwrite_all(u->fd, data, n, off);
 }
 
 int buildid_upload__sparse(struct buildid_upload *u)
@@ -435,14 +424,16 @@ int buildid_upload__sparse(struct buildid_upload *u)
 
 int buildid_upload__write(struct buildid_upload *u, const void *data, size_t n)
 {
+	uint64_t at;
 	int err;
 
 	if (u->sparse) {
 		err = sparse_elf_reader__feed(u->sparse, data, n, write_at, u);
 		return err == -EINVAL ? -EBADMSG : err;
 	}
+	at = u->written; /* the file whole: each piece after the last */
 	err = take(u, n);
-	return err ? err : write_all(u->fd, data, n);
+	return err ? err : pwrite_all(u->fd, data, n, at);
 }
 
 /* Ends u: gives back its reservation, counts a refusal, frees it. */
