@@ -587,6 +587,19 @@ void ch_rows__date(struct ch_rows *w, uint64_t ns)
 	fmt_field(w, t, (int)strftime(t, sizeof(t), "%Y-%m-%d", &tm));
 }
 
+void ch_rows__join(struct ch_rows *w, const struct ch_rows *src)
+{
+	if (src->oom || !src->at_row_start || !w->at_row_start) {
+		w->oom = 1;
+		return;
+	}
+	if (!src->len || reserve(w, src->len))
+		return;
+	memcpy(w->buf + w->len, src->buf, src->len);
+	w->len += src->len;
+	w->rows += src->rows;
+}
+
 void ch_rows__end(struct ch_rows *w)
 {
 	if (reserve(w, 1))

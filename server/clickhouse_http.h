@@ -99,6 +99,8 @@ void ch_rows__f64(struct ch_rows *w, double v);
 /* A Date column, from CLOCK_REALTIME nanoseconds (UTC day). */
 void ch_rows__date(struct ch_rows *w, uint64_t ns);
 void ch_rows__end(struct ch_rows *w);
+/* Appends src's whole rows to w (an incomplete or failed src fails w). */
+void ch_rows__join(struct ch_rows *w, const struct ch_rows *src);
 
 /*
  * INSERT INTO table_cols ("table (col, col, ...)") the rows of w, as one

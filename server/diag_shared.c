@@ -13,6 +13,7 @@
 
 #include "lib/clock.h"
 #include "lib/hash.h"
+#include "lib/log.h"
 #include "server/diag_inputs.h"
 #include "server/diag_shared.h"
 #include "server/diag_shared_hang.h"
@@ -158,6 +159,9 @@ static struct shared_job *job_get(struct diag_shared *d, const char *job)
 	}
 	d->jobs[d->njobs] = (struct shared_job){ 0 };
 	snprintf(d->jobs[d->njobs].job, DIAG_NAME_LEN, "%s", job);
+	/* a takeover or a new job (warn: the server logs no less; when a
+	 * takeover happened is what an operator asks) */
+	pr_warn("replicas: job %s is diagnosed here from now on", d->jobs[d->njobs].job);
 	return &d->jobs[d->njobs++];
 }
 
@@ -274,6 +278,9 @@ int diag_shared__poll(struct diag_shared *d, uint64_t now_ns)
 		if (!replicas__owns(d->o.replicas, j->job, now_ns)) {
 			diag_live__forget(d->o.live, j->job);
 			count(&d->handed_over, 1);
+			pr_warn("replicas: job %s is no longer diagnosed here (another replica "
+				"owns it, or this one lost the store)",
+				j->job);
 		} else if (j->mark || err) {
 			i++;
 			continue;

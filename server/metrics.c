@@ -205,6 +205,14 @@ int api_metrics(struct server *srv, FILE *o)
 		counter(o, "strata_store_columns_added_total",
 			"columns added at open to a database an older server made",
 			ss.columns_added);
+		counter(o, "strata_store_commit_groups_total",
+			"inserts of several batches' rows at once (ClickHouse group commit)",
+			ss.commit_groups);
+		counter(o, "strata_store_commit_grouped_batches_total",
+			"batches written in those groups", ss.commit_grouped);
+		counter(o, "strata_store_commit_group_splits_total",
+			"groups the store refused, their batches then written one by one",
+			ss.commit_splits);
 	}
 	counter(o, "strata_retention_runs_total", "retention passes", ld(&m->retention_runs));
 	counter(o, "strata_retention_deleted_batches_total", "batches deleted by retention",

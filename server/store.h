@@ -227,6 +227,10 @@ struct store_stats {
 	uint64_t bytes_on_disk; /* 0 unknown */
 	uint64_t retention_deleted;
 	uint64_t columns_added; /* at open: columns an older database lacked */
+	/* ClickHouse group commit: groups of several batches written with one
+	 * insert a table, the batches in them, and groups an insert refused
+	 * (their batches then written one by one) */
+	uint64_t commit_groups, commit_grouped, commit_splits;
 };
 
 typedef int (*store_job_fn)(void *ctx, const struct store_job *j);

@@ -279,6 +279,11 @@ int ch_stats(struct store *base, struct store_stats *out)
 	ch_sql__free(&q);
 	ch_store__put(s, c);
 	store_counts__read(&s->counts, out);
+	pthread_mutex_lock(&s->lock);
+	out->commit_groups = s->commit_groups;
+	out->commit_grouped = s->commit_grouped;
+	out->commit_splits = s->commit_splits;
+	pthread_mutex_unlock(&s->lock);
 	return err;
 }
 
@@ -294,6 +299,7 @@ void ch_close(struct store *base)
 		ch_client__free(s->idle[i]);
 	free(s->known.keys);
 	pthread_cond_destroy(&s->pool_cond);
+	pthread_cond_destroy(&s->commit_cond);
 	pthread_mutex_destroy(&s->lock);
 	store_counts__fini(&s->counts);
 	free(s);
@@ -482,6 +488,7 @@ struct store *store_clickhouse__open(const char *url, char *err, size_t errsz)
 	pthread_mutex_init(&s->lock, NULL);
 	store_counts__init(&s->counts);
 	pthread_cond_init(&s->pool_cond, NULL);
+	pthread_cond_init(&s->commit_cond, NULL);
 	rc = ch_store__parse_spec(s, url, err, errsz);
 	if (rc)
 		goto fail;

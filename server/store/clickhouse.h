@@ -18,6 +18,7 @@
 
 #define CH_POOL_MAX 8		       /* connections (one query each at a time) */
 #define CH_INFLIGHT_MAX 64	       /* concurrent ingests */
+#define CH_GROUP_BYTES (32u << 20)     /* rows one group commit sends at most */
 #define CH_KNOWN_STACKS_CAP (1u << 20) /* (stack, day) pairs remembered */
 #define CH_NODES_MAX 16		       /* servers of a cluster the spec names */
 
@@ -46,6 +47,8 @@ struct ch_known_stacks {
 	uint32_t n;
 };
 
+struct ch_ingest; /* clickhouse_ingest.c */
+
 struct ch_store {
 	struct store base;
 	struct ch_opts opts; /* the pool's: the first server's */
@@ -63,6 +66,13 @@ struct ch_store {
 	struct ch_known_stacks known;
 	uint64_t busy, stack_cache_resets;
 	struct store_counts counts;
+	/* Group commit (clickhouse_ingest.c): ingests whose rows wait for the
+	 * one writer, which sends all that wait as one insert a table. */
+	pthread_cond_t commit_cond;
+	struct ch_ingest *commit_q[CH_INFLIGHT_MAX];
+	unsigned ncommit;
+	int committing;
+	uint64_t commit_groups, commit_grouped, commit_splits;
 };
 
 /* Every per-process table starts with these (the process head), every

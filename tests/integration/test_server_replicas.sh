@@ -1,7 +1,8 @@
 # Two strata-server replicas on one ClickHouse store (issue 17; docs/server.md
 # "Replicas"): a 4-rank job (tests/fixtures/gen_scenario.c, rank 2 late to
-# every all-reduce from its 5th window on, sent live: each 1-s window's
-# batches when the window has ended) sends ranks 0 and 1 to replica a and
+# every all-reduce from its 5th second on, sent live as the DaemonSet's
+# agents send: a batch of 10 s (--period 10) each rank when its period
+# has ended) sends ranks 0 and 1 to replica a and
 # ranks 2 and 3 to replica b.  Exactly one replica (the job's owner)
 # reports the straggler, in /api/v1/stragglers, in /metrics
 # (strata_straggler_confirmed) and with one webhook; the other reports
@@ -67,9 +68,12 @@ metric_confirmed() { # ID: strata_straggler_confirmed series at 1
 	curl -sf "http://127.0.0.1:${PORT[$1]}/metrics" | grep -c '^strata_straggler_confirmed{job="scenario".*} 1$' || true
 }
 
-# The job, live: window w's batches are sent once it has ended, each rank
-# by a sender of its own (as its agent would); ranks 0, 1 to a, ranks 2, 3
-# to b; a replica that does not answer: the other one.
+# The job, live: batch p (seconds 10p .. 10p + 9) is sent once its period
+# has ended, each rank by a sender of its own (as its agent would); ranks
+# 0, 1 to a, ranks 2, 3 to b; a replica that does not answer: the other
+# one.  With 1-s batches (16 a second, ten times the shipped rate) this
+# machine's ClickHouse fell behind by more than the replicas' 30-s
+# lookback, and the takeover found nothing to take.
 echo "${PORT[a]}" > "$T/port-a"
 echo "${PORT[b]}" > "$T/port-b"
 now=$(date +%s)
@@ -77,18 +81,19 @@ start=$((now - 4))
 HANGJOB=hangjob-1
 mkdir -p "$T/b" "$T/h"
 # The job outlasts the test: the owner is killed once the checks before
-# are done, 37 s in on a quiet machine, 90 s in on a slow one (ClickHouse
+# are done, 37 s in on a quiet machine, later on a slow one (ClickHouse
 # 18.16 taking 0.3 s a batch on 2 loaded cores), and batches must still
 # come after it.  The senders are stopped at the end.
+PERIOD=10 # the DaemonSet's --period
 WINDOWS=240
-"$SCEN" "$T/b" --fault cpu --rank 2 --windows $WINDOWS --onset 5 --start "$start" > "$T/onset"
-"$SCEN" "$T/h" --fault hang --rank 1 --windows $WINDOWS --onset 5 --start "$start" --job "$HANGJOB" > /dev/null
+"$SCEN" "$T/b" --fault cpu --rank 2 --windows $WINDOWS --onset 5 --start "$start" --period $PERIOD > "$T/onset"
+"$SCEN" "$T/h" --fault hang --rank 1 --windows $WINDOWS --onset 5 --start "$start" --job "$HANGJOB" --period $PERIOD > /dev/null
 # A batch neither replica took goes again a second later, as an agent's
 # spool would send it (a lost one would fake a missing collective).
 send_rank() { # DIR RANK FIRST SECOND
 	local r=$2 f id try
-	for w in $(seq 0 $((WINDOWS - 1))); do
-		while [ "$(date +%s)" -lt $((start + w + 1)) ]; do sleep 0.2; done
+	for w in $(seq 0 $((WINDOWS / PERIOD - 1))); do
+		while [ "$(date +%s)" -lt $((start + (w + 1) * PERIOD)) ]; do sleep 0.2; done
 		f=$(printf '%s/%04d-%d.zst' "$1" "$w" "$r")
 		for try in 1 2 3 4 5; do
 			for id in "$3" "$4"; do
@@ -163,7 +168,7 @@ EOF
 firing=$(firing StrataStraggler)
 [ "$firing" = 1 ] || { cat "$T/hooks"; fail "$firing firing straggler webhooks, want 1"; }
 for id in a b; do
-	curl -sf "http://127.0.0.1:${PORT[$id]}/metrics" | grep -E '^strata_(replica_(members|jobs_owned|events_total|polls_total|poll_seconds_total)|store_ingest_seconds_(sum|count))' |
+	curl -sf "http://127.0.0.1:${PORT[$id]}/metrics" | grep -E '^strata_(replica_(members|jobs_owned|events_total|polls_total|poll_seconds_total)|store_ingest_seconds_(sum|count)|store_commit_)' |
 		sed "s/^/$id: /"
 done
 decided=$(curl -sf "http://127.0.0.1:${PORT[$owner]}/api/v1/stragglers?job=scenario" |
@@ -239,6 +244,9 @@ while [ "$(date +%s)" -lt $((start + 5 + 32)) ]; do sleep 0.5; done
 echo "the hang is $(($(date +%s) - start - 5)) s old at the kill"
 kill -KILL "${PID[$owner]}"
 killed=$(date +%s.%N)
+# how far the senders are behind (ingest slower than the job): past the
+# replicas' lookback (30 s) the survivor would find nothing to take over
+echo "at the kill: batch $((($(date +%s) - start) / PERIOD - 1)) is due, the last stored is $(tail -1 "$T/sent" | cut -d' ' -f1)"
 echo 0 > "$T/port-$owner" # its batches go to the survivor
 nsent=$(wc -l < "$T/sent")
 taken=
@@ -254,6 +262,8 @@ secs=$(python3 -c "print(f'{$taken - $killed:.1f}')")
 echo "takeover: replica $other confirmed the straggler ${secs} s after replica $owner was killed (ttl 10 s, beat 2 s, poll 2 s)"
 python3 -c "import sys; sys.exit(0 if $taken - $killed <= 20 else 1)" || fail "takeover took ${secs} s (> 20)"
 [ "$(metric_confirmed "$other")" = 1 ] || fail "/metrics of $other after takeover"
+grep -c 'replicas: job scenario is diagnosed here from now on' "$T/server-$other.log" > /dev/null ||
+	fail "replica $other logged no takeover of job scenario"
 curl -sf "http://127.0.0.1:${PORT[$other]}/metrics" | grep -c '^strata_replica_members 1$' > /dev/null ||
 	fail "replica $other still counts the killed replica"
 # the survivor's alert is the same alert
@@ -261,7 +271,12 @@ fps=$(alerts StrataStraggler)
 [ "$(echo "$fps" | wc -l)" = 1 ] && [ "${fps#* }" = "rank=2" ] || fail "straggler webhooks after takeover: $fps"
 echo "ok: webhooks name one alert (fingerprint ${fps%% *})"
 # any replica takes any batch: the killed owner's ranks went to the survivor
-late=$(tail -n +$((nsent + 5)) "$T/sent") # those stored after the kill (4 in flight)
+# (a period's 4 batches may have been in flight at the kill: the next 4)
+for _ in $(seq 50); do
+	[ "$(wc -l < "$T/sent")" -ge $((nsent + 5)) ] && break
+	sleep 0.5
+done
+late=$(tail -n +$((nsent + 5)) "$T/sent") # those stored after the kill
 [ -n "$late" ] || fail "no batch sent after the kill"
 echo "$late" | awk -v o="$owner" '$3 == o { bad = 1 } END { exit bad }' ||
 	fail "a batch was stored by the killed replica"

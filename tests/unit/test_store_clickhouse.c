@@ -2,8 +2,8 @@
 /*
  * The ClickHouse store against a real server with synthetic batches:
  * frames round-trip exactly, every filter, exactly-once ingest (retries,
- * failed and racing attempts), leaks, tally, events, retention, and
- * concurrent ingest.  Needs STRATA_TEST_CLICKHOUSE=http://HOST:PORT
+ * failed and racing attempts), leaks, tally, events, retention,
+ * concurrent ingest and group commit.  Needs STRATA_TEST_CLICKHOUSE=http://HOST:PORT
  * (tests/integration/test_store_clickhouse.sh); skipped without it.  On
  * a cluster (test_store_clickhouse_cluster.sh) the same, and exactly-once
  * ingest through either server, rows on every shard.
@@ -642,6 +642,63 @@ static void test_concurrent_ingest(void **state)
 	assert_int_equal(profile_total(f, &flt), 13 * 52);
 }
 
+struct grouper {
+	struct store *st;
+	int thread, rc[8];
+};
+
+static void *group_ingest(void *arg)
+{
+	struct grouper *g = arg;
+	struct tb *t = malloc(sizeof(*t));
+
+	assert_non_null(t);
+	for (int i = 0; i < 8; i++) {
+		tb_standard(t, 0xe0, "node-g", T_NOW + (uint64_t)(30000 + 10 * i) * NS);
+		t->id[1] = (uint8_t)g->thread; /* 64 ids no other test uses */
+		t->id[2] = (uint8_t)i;
+		g->rc[i] = g->st->ops->ingest(g->st, &t->sb);
+	}
+	free(t);
+	return NULL;
+}
+
+/* Group commit: 8 threads storing 8 batches each are written in groups
+ * (fewer inserts than batches), and every batch is stored exactly once
+ * with all its rows and stacks. */
+static void test_group_commit(void **state)
+{
+	struct fixture *f = F(state);
+	struct grouper g[8];
+	pthread_t th[8];
+	struct store_stats before, after;
+
+	assert_int_equal(f->st->ops->stats(f->st, &before), 0);
+	for (int i = 0; i < 8; i++) {
+		g[i] = (struct grouper){ .st = f->st, .thread = i };
+		assert_int_equal(pthread_create(&th[i], NULL, group_ingest, &g[i]), 0);
+	}
+	for (int i = 0; i < 8; i++) {
+		pthread_join(th[i], NULL);
+		for (int k = 0; k < 8; k++)
+			assert_int_equal(g[i].rc[k], 0);
+	}
+	assert_int_equal(f->st->ops->stats(f->st, &after), 0);
+	assert_int_equal(after.batches - before.batches, 64);
+	uint64_t groups = after.commit_groups - before.commit_groups;
+	uint64_t grouped = after.commit_grouped - before.commit_grouped;
+	print_message("group commit: 64 batches, %" PRIu64 " of them in %" PRIu64 " groups\n",
+		      grouped, groups);
+	assert_true(groups > 0);
+	assert_true(grouped >= 2 * groups);
+	assert_int_equal(after.commit_splits, before.commit_splits);
+	struct store_filter flt = { .node = "node-g" };
+	assert_int_equal(profile_total(f, &flt), 64 * 52);
+	struct prof p = { 0 };
+	assert_int_equal(f->st->ops->profile(f->st, &flt, STORE_PROFILE_CPU, on_sample, &p), 0);
+	assert_true(p.frames_ok); /* the stacks came with the groups */
+}
+
 /* Rows of db.table on the server at host (HOST:PORT). */
 static uint64_t rows_on(struct fixture *f, const char *host, const char *table)
 {
@@ -754,6 +811,7 @@ int main(void)
 		cmocka_unit_test(test_events),
 		cmocka_unit_test(test_retention),
 		cmocka_unit_test(test_concurrent_ingest),
+		cmocka_unit_test(test_group_commit),
 		cmocka_unit_test(test_either_server),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
