@@ -164,6 +164,17 @@ const char *ch_client__error(const struct ch_client *c)
 	return c->err;
 }
 
+int ch_client__error_code(const struct ch_client *c)
+{
+	static const char pfx[] = "clickhouse: Code: ";
+	long code;
+
+	if (strncmp(c->err, pfx, sizeof(pfx) - 1))
+		return 0;
+	code = strtol(c->err + sizeof(pfx) - 1, NULL, 10);
+	return code > 0 && code < 100000 ? (int)code : 0;
+}
+
 /* Grows *buf (capacity *cap) to hold need bytes; -1 when out of memory. */
 static int grow(char **buf, size_t *cap, size_t need)
 {

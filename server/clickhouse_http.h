@@ -54,6 +54,9 @@ struct ch_client *ch_client__new(const struct ch_opts *o);
 void ch_client__free(struct ch_client *c);
 /* The last error's message ("" after a success). */
 const char *ch_client__error(const struct ch_client *c);
+/* ClickHouse's error code in the last error ("Code: N, ..."): 0 when the
+ * error did not come from the server (or there was none). */
+int ch_client__error_code(const struct ch_client *c);
 
 /* Runs a statement that returns no rows (DDL, ALTER...). */
 int ch_client__exec(struct ch_client *c, const char *sql);

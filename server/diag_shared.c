@@ -270,8 +270,9 @@ int diag_shared__poll(struct diag_shared *d, uint64_t now_ns)
 		err = poll_job(d, j, now_ns);
 	}
 	/* Jobs no longer owned (another replica, or this one cut off from the
-	 * store) go silently: the owner carries them on.  Jobs gone quiet
-	 * keep their detector, which clears its stragglers as missing. */
+	 * store) go, logged: the owner carries them on.  Jobs gone quiet
+	 * keep their detector, which clears its stragglers as missing (and
+	 * are logged again as diagnosed here when they come back). */
 	for (uint32_t i = 0; i < d->njobs;) {
 		struct shared_job *j = &d->jobs[i];
 

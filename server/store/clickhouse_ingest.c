@@ -13,11 +13,13 @@
  * 12 requests, and 16 batches a second on 2 cores (ClickHouse 18.16) took
  * 0.4-0.7 s each and fell further behind every second (measured in
  * tests/integration/test_server_replicas.sh).  Groups grow with the load
- * and need no setting: alone, a batch is written at once.  A group the
- * store refuses is written again batch by batch, each under a new attempt
- * id, so one batch that ClickHouse will not take fails alone.
+ * and need no setting: alone, a batch is written at once.  A group whose
+ * values the store refuses is written again batch by batch, each under a
+ * new attempt id, so one batch that ClickHouse will not take fails alone
+ * (commit says which failures split).
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -360,10 +362,37 @@ static int insert_k(struct ch_store *s, struct ch_client *c, struct ch_ingest *c
 	return insert_table(s, c, &STORE_TABLES[k], rows);
 }
 
+/* Whether ClickHouse refused an insert for what its rows hold (a value it
+ * cannot parse or store), not for its own state (too many parts, memory,
+ * timeouts) or the network: only the first is one batch's fault. */
+static bool refused_data(int code)
+{
+	switch (code) {
+	case 6:	  /* CANNOT_PARSE_TEXT */
+	case 26:  /* CANNOT_PARSE_QUOTED_STRING */
+	case 27:  /* CANNOT_PARSE_INPUT_ASSERTION_FAILED */
+	case 32:  /* ATTEMPT_TO_READ_AFTER_EOF */
+	case 33:  /* CANNOT_READ_ALL_DATA */
+	case 38:  /* CANNOT_PARSE_DATE */
+	case 41:  /* CANNOT_PARSE_DATETIME */
+	case 53:  /* TYPE_MISMATCH */
+	case 69:  /* ARGUMENT_OUT_OF_BOUND */
+	case 70:  /* CANNOT_CONVERT_TYPE */
+	case 72:  /* CANNOT_PARSE_NUMBER */
+	case 117: /* INCORRECT_DATA */
+	case 131: /* TOO_LARGE_STRING_SIZE */
+	case 321: /* VALUE_IS_OUT_OF_RANGE_OF_DATA_TYPE */
+		return true;
+	default:
+		return false;
+	}
+}
+
 /* Writes the rows of the n ingests of g: the stacks first, the commit
  * records last (once a batch is visible, everything it refers to is
- * stored).  0 or the first error. */
-static int write_group(struct ch_store *s, struct ch_ingest *const *g, size_t n)
+ * stored).  0 or the first error; *data: ClickHouse refused the rows'
+ * values (refused_data). */
+static int write_group(struct ch_store *s, struct ch_ingest *const *g, size_t n, bool *data)
 {
 	struct ch_client *c = ch_store__client(s);
 	struct ch_rows w;
@@ -376,16 +405,32 @@ static int write_group(struct ch_store *s, struct ch_ingest *const *g, size_t n)
 		err = insert_k(s, c, g, n, t, &w);
 	if (!err)
 		err = insert_k(s, c, g, n, ROWS_BATCH, &w);
+	*data = err == -EIO && refused_data(ch_client__error_code(c));
 	ch_rows__free(&w);
 	ch_store__put(s, c);
 	return err;
 }
 
+/* Whether any of in's rows are incomplete (no memory, a date out of range):
+ * the insert would refuse them. */
+static bool rows_failed(struct ch_ingest *in)
+{
+	for (size_t k = 0; k < NROWS; k++)
+		if (rows_of(in, k)->oom)
+			return true;
+	return false;
+}
+
 /* Queues in's rows and returns once they are written (0) or refused:
  * whichever waiting ingest finds no insert running writes all that wait
- * (up to CH_GROUP_BYTES) as one group, the others sleep. */
+ * (up to CH_GROUP_BYTES) as one group, the others sleep.  A group whose
+ * values ClickHouse refused is written again batch by batch, so that the
+ * batch at fault fails alone; any other failure (the store's state, the
+ * network) goes back to every batch of the group, whose agents retry. */
 static int commit(struct ch_store *s, struct ch_ingest *in)
 {
+	struct ch_client *c;
+	bool data;
 	int err;
 
 	pthread_mutex_lock(&s->lock);
@@ -408,30 +453,36 @@ static int commit(struct ch_store *s, struct ch_ingest *in)
 		memmove(s->commit_q, s->commit_q + n, s->ncommit * sizeof(*g));
 		s->committing = 1;
 		pthread_mutex_unlock(&s->lock);
-		err = write_group(s, g, n);
+		err = write_group(s, g, n, &data);
 		pthread_mutex_lock(&s->lock);
 		s->committing = 0;
 		if (n > 1) {
 			s->commit_groups++;
 			s->commit_grouped += n;
-			s->commit_splits += err != 0;
+			s->commit_splits += err && data;
 		}
 		for (size_t i = 0; i < n; i++) {
 			g[i]->err = err;
-			g[i]->alone = err && n > 1;
+			g[i]->alone = err && data && n > 1;
 			g[i]->done = 1;
 		}
 		pthread_cond_broadcast(&s->commit_cond);
 	}
 	err = in->err;
 	pthread_mutex_unlock(&s->lock);
+	if (!err || !in->alone)
+		return err;
 	/* Its group's rows that went in before the refusal carry the old
-	 * attempt id and stay invisible (no commit record names it). */
-	if (err && in->alone) {
-		build_rows(in);
-		err = write_group(s, &in, 1);
-	}
-	return err;
+	 * attempt id and stay invisible, unless the refused insert was a
+	 * part of the commit records and this batch's went in before it:
+	 * then it is stored (whole: the commit records go last). */
+	c = ch_store__client(s);
+	err = c ? committed(s, c, in->batch_hex) : -ENOMEM;
+	ch_store__put(s, c);
+	if (err) /* 1: stored */
+		return err == 1 ? 0 : err;
+	build_rows(in);
+	return write_group(s, &in, 1, &data);
 }
 
 int ch_store__ingest(struct store *base, const struct store_batch *sb)
@@ -463,7 +514,8 @@ int ch_store__ingest(struct store *base, const struct store_batch *sb)
 		goto out;
 	in.cpu_samples = store_batch__cpu_samples(b, in.proc_samples);
 	build_rows(&in);
-	err = commit(s, &in);
+	/* rows the insert would refuse: this batch's fault, not its group's */
+	err = rows_failed(&in) ? -ENOMEM : commit(s, &in);
 	if (!err)
 		stacks_mark_known(&in);
 out:

@@ -699,6 +699,89 @@ static void test_group_commit(void **state)
 	assert_true(p.frames_ok); /* the stacks came with the groups */
 }
 
+/* Exec sql (a printf format taking the database name) on the fixture's database. */
+static void exec_db(struct fixture *f, const char *fmt)
+{
+	struct ch_sql q = { 0 };
+
+	ch_sql__add(&q, fmt, f->db);
+	assert_int_equal(ch_client__exec(f->c, q.p), 0);
+	ch_sql__free(&q);
+}
+
+static pthread_barrier_t split_round;
+
+/* Batch i of thread t is refused (a process without a rank, which the
+ * altered processes table cannot take: rank -1 in a UInt32): 2 of every
+ * round's 8. */
+static bool split_poison(int t, int i)
+{
+	return (t + i) % 4 == 0;
+}
+
+static void *split_ingest(void *arg)
+{
+	struct grouper *g = arg;
+	struct tb *t = malloc(sizeof(*t));
+
+	assert_non_null(t);
+	for (int i = 0; i < 6; i++) {
+		bool bad = split_poison(g->thread, i);
+
+		tb_init(t, 0xe1, "node-s", T_NOW + (uint64_t)(50000 + 10 * i) * NS);
+		t->id[1] = (uint8_t)g->thread;
+		t->id[2] = (uint8_t)i;
+		tb_cpu(t, tb_proc(t, bad ? 300 : 100, "j1", bad ? -1 : 0), 1, 30);
+		/* the 8 at once: one writes alone, the others wait as a group
+		 * that holds a refused batch */
+		pthread_barrier_wait(&split_round);
+		g->rc[i] = g->st->ops->ingest(g->st, &t->sb);
+	}
+	free(t);
+	return NULL;
+}
+
+/* A group with a batch whose values ClickHouse refuses is written again
+ * batch by batch: the others are stored, the refused one fails alone. */
+static void test_group_split(void **state)
+{
+	struct fixture *f = F(state);
+	struct grouper g[8];
+	pthread_t th[8];
+	struct store_stats before, after;
+	uint64_t good = 0;
+
+	if (ch_test_cluster()) { /* the ALTER below would have to reach every shard */
+		print_message("group split: not on a cluster\n");
+		return;
+	}
+	exec_db(f, "ALTER TABLE %s.processes MODIFY COLUMN rank UInt32");
+	assert_int_equal(f->st->ops->stats(f->st, &before), 0);
+	assert_int_equal(pthread_barrier_init(&split_round, NULL, 8), 0);
+	for (int i = 0; i < 8; i++) {
+		g[i] = (struct grouper){ .st = f->st, .thread = i };
+		assert_int_equal(pthread_create(&th[i], NULL, split_ingest, &g[i]), 0);
+	}
+	for (int i = 0; i < 8; i++)
+		pthread_join(th[i], NULL);
+	pthread_barrier_destroy(&split_round);
+	exec_db(f, "ALTER TABLE %s.processes MODIFY COLUMN rank Int32");
+	for (int i = 0; i < 8; i++) {
+		for (int k = 0; k < 6; k++) {
+			assert_int_equal(g[i].rc[k], split_poison(i, k) ? -EIO : 0);
+			good += !split_poison(i, k);
+		}
+	}
+	assert_int_equal(f->st->ops->stats(f->st, &after), 0);
+	print_message("group split: %" PRIu64 " groups, %" PRIu64 " split\n",
+		      after.commit_groups - before.commit_groups,
+		      after.commit_splits - before.commit_splits);
+	assert_true(after.commit_splits > before.commit_splits);
+	assert_int_equal(after.batches - before.batches, good);
+	struct store_filter flt = { .node = "node-s" };
+	assert_int_equal(profile_total(f, &flt), good * 30);
+}
+
 /* Rows of db.table on the server at host (HOST:PORT). */
 static uint64_t rows_on(struct fixture *f, const char *host, const char *table)
 {
@@ -812,6 +895,7 @@ int main(void)
 		cmocka_unit_test(test_retention),
 		cmocka_unit_test(test_concurrent_ingest),
 		cmocka_unit_test(test_group_commit),
+		cmocka_unit_test(test_group_split),
 		cmocka_unit_test(test_either_server),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
