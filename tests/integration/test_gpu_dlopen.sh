@@ -37,8 +37,11 @@ wait "$W2" || fail "gpu_dlopen burst failed: $(cat "$T/w2.out")"
 for i in $(seq 300); do /bin/true; done
 sleep 1.5 # a drain
 if command -v bpftool > /dev/null; then
-	# the agent's own filter map (fdinfo names its maps' ids)
-	ids=$(grep -h '^map_id:' /proc/"$AGENT_PID"/fdinfo/* 2> /dev/null | awk '{print $2}')
+	# the agent's own filter map (fdinfo names its maps' ids).  The agent
+	# opens and closes files all the time: an fd of the glob may be gone
+	# when grep reads it, which is status 2, and under pipefail that ended
+	# the test with no word (fresh-clone run at 0cfc451)
+	ids=$({ grep -h '^map_id:' /proc/"$AGENT_PID"/fdinfo/* 2> /dev/null || true; } | awk '{print $2}')
 	left=$(bpftool map show -j | python3 -c '
 import json, subprocess, sys
 ids, gone = set(sys.argv[1].split()), {int(sys.argv[2]), int(sys.argv[3])}
