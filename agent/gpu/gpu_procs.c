@@ -7,6 +7,7 @@
 #include "agent/gpu/gpu_impl.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,13 +140,24 @@ bool gpu_proc_checks_alive(const struct gpu_proc *p)
 	return p->state == PROC_TARGET || (p->state == PROC_WATCH && p->notified);
 }
 
-void gpu_proc_alive(struct gpu *g, struct gpu_proc *p, uint64_t now_ms)
+/* Whether p's process is gone: its pid is another process's now, or no
+ * process has it.  A /proc read that failed for another reason (no memory,
+ * no fd left) is not a death: vanishing deletes a live process's BPF state
+ * (its communicators' identities and sequence numbers among them). */
+static bool proc_gone(const struct gpu_proc *p)
 {
 	uint64_t start = proc_stat__start_ticks("/proc", p->tgid, NULL, 0);
 
+	if (start)
+		return p->start_ticks && start != p->start_ticks;
+	return kill((pid_t)p->tgid, 0) && errno == ESRCH;
+}
+
+void gpu_proc_alive(struct gpu *g, struct gpu_proc *p, uint64_t now_ms)
+{
 	g->alive_checks++;
 	p->next_alive_ms = now_ms + alive_every_ms(p);
-	if (!start || (p->start_ticks && start != p->start_ticks))
+	if (proc_gone(p))
 		proc_vanished(g, p);
 }
 
@@ -190,13 +202,18 @@ void gpu_proc_scan(struct gpu *g, struct gpu_proc *p, uint64_t now_ms)
 	struct proc_map *maps = NULL;
 	bool notified = false;
 	size_t n = 0, ndls = g->ndls;
+	int err;
 
 	g->scans++;
 	if (!p->start_ticks)
 		p->start_ticks = proc_stat__start_ticks("/proc", p->tgid, NULL, 0);
-	if (proc_maps__read((int)p->tgid, 1, &maps, &n)) {
+	err = proc_maps__read((int)p->tgid, 1, &maps, &n);
+	if (err) {
 		g->scan_failed++;
-		proc_vanished(g, p);
+		if (err == -ESRCH || proc_gone(p))
+			proc_vanished(g, p);
+		else /* alive, its maps unread this time: again later */
+			next_scan(g, p, now_ms);
 		return;
 	}
 	for (size_t i = 0; i < n; i++) {
