@@ -663,6 +663,19 @@ static void *group_ingest(void *arg)
 	return NULL;
 }
 
+/* Runs fn on 8 threads, g[i] for thread i, and waits for them. */
+static void run_groupers(struct fixture *f, struct grouper g[8], void *(*fn)(void *))
+{
+	pthread_t th[8];
+
+	for (int i = 0; i < 8; i++) {
+		g[i] = (struct grouper){ .st = f->st, .thread = i };
+		assert_int_equal(pthread_create(&th[i], NULL, fn, &g[i]), 0);
+	}
+	for (int i = 0; i < 8; i++)
+		pthread_join(th[i], NULL);
+}
+
 /* Group commit: 8 threads storing 8 batches each are written in groups
  * (fewer inserts than batches), and every batch is stored exactly once
  * with all its rows and stacks. */
@@ -670,16 +683,11 @@ static void test_group_commit(void **state)
 {
 	struct fixture *f = F(state);
 	struct grouper g[8];
-	pthread_t th[8];
 	struct store_stats before, after;
 
 	assert_int_equal(f->st->ops->stats(f->st, &before), 0);
+	run_groupers(f, g, group_ingest);
 	for (int i = 0; i < 8; i++) {
-		g[i] = (struct grouper){ .st = f->st, .thread = i };
-		assert_int_equal(pthread_create(&th[i], NULL, group_ingest, &g[i]), 0);
-	}
-	for (int i = 0; i < 8; i++) {
-		pthread_join(th[i], NULL);
 		for (int k = 0; k < 8; k++)
 			assert_int_equal(g[i].rc[k], 0);
 	}
@@ -747,7 +755,6 @@ static void test_group_split(void **state)
 {
 	struct fixture *f = F(state);
 	struct grouper g[8];
-	pthread_t th[8];
 	struct store_stats before, after;
 	uint64_t good = 0;
 
@@ -758,12 +765,7 @@ static void test_group_split(void **state)
 	exec_db(f, "ALTER TABLE %s.processes MODIFY COLUMN rank UInt32");
 	assert_int_equal(f->st->ops->stats(f->st, &before), 0);
 	assert_int_equal(pthread_barrier_init(&split_round, NULL, 8), 0);
-	for (int i = 0; i < 8; i++) {
-		g[i] = (struct grouper){ .st = f->st, .thread = i };
-		assert_int_equal(pthread_create(&th[i], NULL, split_ingest, &g[i]), 0);
-	}
-	for (int i = 0; i < 8; i++)
-		pthread_join(th[i], NULL);
+	run_groupers(f, g, split_ingest);
 	pthread_barrier_destroy(&split_round);
 	exec_db(f, "ALTER TABLE %s.processes MODIFY COLUMN rank Int32");
 	for (int i = 0; i < 8; i++) {
