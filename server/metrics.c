@@ -2,6 +2,7 @@
 /* GET /metrics: Prometheus text exposition of the server's counters. */
 #include <inttypes.h>
 
+#include "lib/clock.h"
 #include "server/capture.h"
 #include "server/diag_engine.h"
 #include "server/diag_live.h"
@@ -53,6 +54,8 @@ int api_metrics(struct server *srv, FILE *o)
 	struct buildid_store_stats bs;
 	struct sym_asks_stats as;
 	struct store_stats ss;
+	struct store_sizes sz;
+	uint64_t age_ns;
 
 	counter(o, "strata_batches_received_total", "POSTed batches", ld(&m->batches_received));
 	counter(o, "strata_batches_stored_total", "batches stored", ld(&m->batches_stored));
@@ -196,12 +199,19 @@ int api_metrics(struct server *srv, FILE *o)
 		"symbol uploads refused (not that ELF, store full)",
 		ld(&m->symbol_upload_rejected));
 
-	if (!srv->store->ops->stats(srv->store, &ss)) {
-		gauge(o, "strata_store_stacks", "distinct stacks stored", (double)ss.stacks);
-		gauge(o, "strata_store_cpu_rows", "CPU sample rows stored", (double)ss.cpu_rows);
+	if (!store_sizes__get(&srv->sizes, srv->store, mono_ns(), &sz, &age_ns)) {
+		gauge(o, "strata_store_stacks", "distinct stacks stored", (double)sz.stacks);
+		gauge(o, "strata_store_cpu_rows", "CPU sample rows stored", (double)sz.cpu_rows);
 		gauge(o, "strata_store_event_rows", "timed event rows stored",
-		      (double)ss.event_rows);
-		gauge(o, "strata_store_bytes", "store size on disk", (double)ss.bytes_on_disk);
+		      (double)sz.event_rows);
+		gauge(o, "strata_store_bytes", "store size on disk", (double)sz.bytes_on_disk);
+		gauge(o, "strata_store_sizes_age_seconds",
+		      "age of the four above: read from the store at most once a minute",
+		      (double)age_ns / 1e9);
+	}
+	counter(o, "strata_store_size_reads_total", "reads of the store's sizes (scans)",
+		ld(&srv->sizes.reads));
+	if (!srv->store->ops->stats(srv->store, &ss)) {
 		counter(o, "strata_store_columns_added_total",
 			"columns added at open to a database an older server made",
 			ss.columns_added);

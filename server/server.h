@@ -17,6 +17,7 @@
 #include "server/kernel_paths.h"
 #include "server/mem_budget.h"
 #include "server/store.h"
+#include "server/store_sizes.h"
 #include "server/sym_asks.h"
 
 /* Request latency buckets (seconds) of the /metrics histograms. */
@@ -72,6 +73,7 @@ struct server {
 	unsigned max_conns_per_ip; /* 0: no bound but the daemon's */
 	struct mem_budget budget;  /* request bodies in memory, all connections */
 	struct server_metrics m;
+	struct store_sizes_cache sizes;	   /* /metrics: the store's sizes, kept a minute */
 	struct diag_engine *diag;	   /* server/diag_engine.h; NULL: no diagnosis */
 	struct diag_live *live;		   /* server/diag_live.h: stragglers at ingest */
 	struct replicas *replicas;	   /* server/replicas.h: NULL when not replicated */

@@ -221,16 +221,23 @@ struct store_event {
 	const struct store_stack *stack;
 };
 
+/* What the store counted since it opened: no query (ops->stats). */
 struct store_stats {
 	uint64_t batches, duplicates; /* stored, refused as already stored */
-	uint64_t stacks, cpu_rows, event_rows;
-	uint64_t bytes_on_disk; /* 0 unknown */
 	uint64_t retention_deleted;
 	uint64_t columns_added; /* at open: columns an older database lacked */
 	/* ClickHouse group commit: groups of several batches written with one
 	 * insert a table, the batches in them, and groups an insert refused
 	 * (their batches then written one by one) */
 	uint64_t commit_groups, commit_grouped, commit_splits;
+};
+
+/* How much the store holds (ops->sizes): a count over its largest tables,
+ * a scan on most stores; /metrics reads it at most once a minute
+ * (server/store_sizes.h). */
+struct store_sizes {
+	uint64_t stacks, cpu_rows, event_rows;
+	uint64_t bytes_on_disk; /* 0 unknown */
 };
 
 typedef int (*store_job_fn)(void *ctx, const struct store_job *j);
@@ -396,6 +403,7 @@ struct store_ops {
 	/* Deletes everything whose batch window ended before before_ns. */
 	int (*retain)(struct store *s, uint64_t before_ns, uint64_t *deleted_batches);
 	int (*stats)(struct store *s, struct store_stats *st);
+	int (*sizes)(struct store *s, struct store_sizes *out); /* a scan: see there */
 	void (*close)(struct store *s);
 	/* Diagnosis inputs (see struct store_thread_time, store_node_clock). */
 	int (*thread_times)(struct store *s, const struct store_filter *f, store_thread_time_fn fn,

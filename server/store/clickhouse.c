@@ -242,7 +242,7 @@ int ch_retain(struct store *base, uint64_t before_ns, uint64_t *deleted)
 	return err;
 }
 
-int ch_stats(struct store *base, struct store_stats *out)
+int ch_sizes(struct store *base, struct store_sizes *out)
 {
 	struct ch_store *s = (struct ch_store *)base;
 	struct ch_client *c = ch_store__client(s);
@@ -268,7 +268,7 @@ int ch_stats(struct store *base, struct store_stats *out)
 	ch_sql__add(&q, " WHERE active AND database = ");
 	ch_sql__quote(&q, s->db);
 	ch_sql__add(&q, ")");
-	err = ch_store__query(c, &q, &r, "stats");
+	err = ch_store__query(c, &q, &r, "sizes");
 	if (!err) {
 		out->stacks = ch_result__u64(&r, 0, 0, NULL);
 		out->cpu_rows = ch_result__u64(&r, 0, 1, NULL);
@@ -278,13 +278,21 @@ int ch_stats(struct store *base, struct store_stats *out)
 	ch_result__free(&r);
 	ch_sql__free(&q);
 	ch_store__put(s, c);
+	return err;
+}
+
+int ch_stats(struct store *base, struct store_stats *out)
+{
+	struct ch_store *s = (struct ch_store *)base;
+
+	memset(out, 0, sizeof(*out));
 	store_counts__read(&s->counts, out);
 	pthread_mutex_lock(&s->lock);
 	out->commit_groups = s->commit_groups;
 	out->commit_grouped = s->commit_grouped;
 	out->commit_splits = s->commit_splits;
 	pthread_mutex_unlock(&s->lock);
-	return err;
+	return 0;
 }
 
 void ch_close(struct store *base)

@@ -136,6 +136,7 @@ int ch_query_rows(struct ch_store *s, struct ch_sql *q, const char *what, int st
 extern const struct store_ops clickhouse_store_ops;
 int ch_retain(struct store *base, uint64_t before_ns, uint64_t *deleted);
 int ch_stats(struct store *base, struct store_stats *st);
+int ch_sizes(struct store *base, struct store_sizes *out);
 void ch_close(struct store *base);
 /* Heartbeats of server replicas (clickhouse_replicas.c), in table
  * replicas; on a cluster made at open with the other tables, sharded by

@@ -617,6 +617,7 @@ const struct store_ops clickhouse_store_ops = {
 	.events = ch_events,
 	.retain = ch_retain,
 	.stats = ch_stats,
+	.sizes = ch_sizes,
 	.close = ch_close,
 	.thread_times = ch_thread_times,
 	.cpu_times = ch_cpu_times,

@@ -332,21 +332,21 @@ out:
 
 static int count_row(void *ctx, sqlite3_stmt *st)
 {
-	uint64_t *v = ctx;
+	struct store_sizes *z = ctx;
 
-	for (int i = 0; i < 3; i++)
-		v[i] = sq_col_u64(st, i);
+	z->stacks = sq_col_u64(st, 0);
+	z->cpu_rows = sq_col_u64(st, 1);
+	z->event_rows = sq_col_u64(st, 2);
 	return 0;
 }
 
-int sq_stats(struct store *base, struct store_stats *out)
+int sq_sizes(struct store *base, struct store_sizes *out)
 {
 	struct sqlite_store *s = (struct sqlite_store *)base;
 	struct sq_conn *c = sq_reader(s);
-	uint64_t v[3] = { 0 };
 	sqlite3_stmt *st;
 	struct stat sb;
-	int err = 0;
+	int err;
 
 	memset(out, 0, sizeof(*out));
 	if (sqlite3_prepare_v2(c->db,
@@ -354,17 +354,22 @@ int sq_stats(struct store *base, struct store_stats *out)
 			       "cpu_samples), (SELECT COUNT(*) FROM nccl_collectives) + (SELECT "
 			       "COUNT(*) FROM cuda_transfers)",
 			       -1, &st, NULL) == SQLITE_OK)
-		err = sq_run(st, count_row, v);
+		err = sq_run(st, count_row, out);
 	else
 		err = -EIO;
 	pthread_mutex_unlock(&c->lock);
-	out->stacks = v[0];
-	out->cpu_rows = v[1];
-	out->event_rows = v[2];
 	if (!stat(s->path, &sb))
 		out->bytes_on_disk = (uint64_t)sb.st_size;
-	store_counts__read(&s->counts, out);
 	return err;
+}
+
+int sq_stats(struct store *base, struct store_stats *out)
+{
+	struct sqlite_store *s = (struct sqlite_store *)base;
+
+	memset(out, 0, sizeof(*out));
+	store_counts__read(&s->counts, out);
+	return 0;
 }
 
 void sq_close(struct store *base)

@@ -65,6 +65,7 @@ int sqlite_store__ingest(struct store *base, const struct store_batch *sb);
 extern const struct store_ops sqlite_store_ops;
 int sq_retain(struct store *base, uint64_t before_ns, uint64_t *deleted);
 int sq_stats(struct store *base, struct store_stats *st);
+int sq_sizes(struct store *base, struct store_sizes *out);
 void sq_close(struct store *base);
 
 /* ---- query building (sqlite_query.c) ----------------------------------------- */

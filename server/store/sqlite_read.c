@@ -450,6 +450,7 @@ const struct store_ops sqlite_store_ops = {
 	.events = sq_events,
 	.retain = sq_retain,
 	.stats = sq_stats,
+	.sizes = sq_sizes,
 	.close = sq_close,
 	.thread_times = sq_thread_times,
 	.cpu_times = sq_cpu_times,

@@ -367,6 +367,9 @@ static void test_store_and_symbolize(void **state)
 	assert_int_equal(ss.batches, 2);
 	assert_int_equal(ss.duplicates, 2);
 	assert_int_equal(ss.retention_deleted, 1);
+	struct store_sizes sz;
+	assert_int_equal(st->ops->sizes(st, &sz), 0);
+	assert_true(sz.cpu_rows > 0 && sz.stacks > 0 && sz.bytes_on_disk > 0);
 
 	central_sym__free(cs);
 	buildid_store__free(bids);
