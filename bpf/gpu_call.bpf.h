@@ -14,13 +14,12 @@ static __always_inline bool gpu_wants_stack(__u32 kind)
  * space found the file in its mappings (a short-lived process, or calls
  * right after exec: the file is already attached for another process, kept
  * attached for a grace period, or pre-attached at start) becomes a target
- * now, and user space is told so it does its bookkeeping (file references,
- * environment, the exit sweep).  NULL: not a process of the session.
+ * now; user space hears of it at its first call (target_first_call).
+ * NULL: not a process of the session.
  */
 static __always_inline struct gpu_target *admit(__u32 tgid)
 {
 	struct gpu_target z = {};
-	struct strata_proc_event *e;
 	long err;
 
 	if (!admit_in_bpf)
@@ -33,19 +32,35 @@ static __always_inline struct gpu_target *admit(__u32 tgid)
 	err = bpf_map_update_elem(&gpu_targets, &tgid, &z, BPF_NOEXIST);
 	if (err && err != -EEXIST)
 		gpu_count(GPU_CNT_TARGETS_FULL);
-	if (!err) {
+	if (!err)
 		gpu_count(GPU_CNT_ADMITTED);
-		e = bpf_ringbuf_reserve(&gpu_proc_events, sizeof(*e), 0);
-		if (e) {
-			struct task_struct *task = bpf_get_current_task_btf();
-
-			proc_event_fill(e, PROC_EV_NEW, task, tgid, mm_id_of(task));
-			bpf_ringbuf_submit(e, 0);
-		} else {
-			gpu_count(GPU_CNT_EVENTS_LOST); /* found by the next /proc scan */
-		}
-	}
 	return bpf_map_lookup_elem(&gpu_targets, &tgid); /* NULL: map full */
+}
+
+/*
+ * A target's first call or framework event (its entry has no address space
+ * yet), whoever made it a target: BPF (admit) or user space from
+ * /proc/PID/maps, whose read may have caught ld.so halfway through mapping
+ * the libraries (the CUDA ones in, libc not yet).  By now they are all
+ * mapped: user space is told (PROC_EV_NEW) and reads the maps again, so the
+ * call-site walks have every table from the next calls on (the first call
+ * is usually the context creation, 100+ ms).  Also does the bookkeeping of
+ * a process BPF admitted (file references, environment, the exit sweep);
+ * a lost event is made up by the next /proc scan.
+ */
+static __always_inline void target_first_call(struct gpu_target *t, __u32 tgid)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct strata_proc_event *e;
+
+	t->mm_id = mm_id_of(task);
+	e = bpf_ringbuf_reserve(&gpu_proc_events, sizeof(*e), 0);
+	if (!e) {
+		gpu_count(GPU_CNT_EVENTS_LOST);
+		return;
+	}
+	proc_event_fill(e, PROC_EV_NEW, task, tgid, t->mm_id);
+	bpf_ringbuf_submit(e, 0);
 }
 
 /*
@@ -91,7 +106,7 @@ static __always_inline struct gpu_call *call_enter(struct pt_regs *ctx, __u32 ap
 	}
 	gpu_count(GPU_CNT_HITS);
 	if (!t->mm_id)
-		t->mm_id = mm_id_of(bpf_get_current_task_btf());
+		target_first_call(t, tgid);
 	c = bpf_map_lookup_elem(&gpu_inflight, &tid);
 	if (c && c->active && c->sp > sp && !call_stale(c, api)) {
 		gpu_count(GPU_CNT_NESTED);

@@ -109,6 +109,8 @@ static __always_inline int on_usdt(struct pt_regs *ctx)
 		gpu_count(GPU_CNT_FILTERED);
 		return 0;
 	}
+	if (!t->mm_id)
+		target_first_call(t, k.tgid);
 	gpu_count(GPU_CNT_FW_EVENTS);
 	if (!usdt_arg(ctx, &spec->args[0], &k.ptr) || !k.ptr)
 		return 0;
@@ -121,8 +123,6 @@ static __always_inline int on_usdt(struct pt_regs *ctx)
 	}
 	if (spec->event != GPU_USDT_FW_MALLOC || !usdt_arg(ctx, &spec->args[2], &size) || !size)
 		return 0;
-	if (!t->mm_id)
-		t->mm_id = mm_id_of(bpf_get_current_task_btf());
 	v.size = size;
 	v.api = GPU_API_MAX; /* not an API call: the framework's own event */
 	v.tid = (__u32)pid_tgid;

@@ -387,7 +387,7 @@ void gpu__on_proc_event(struct gpu *g, const struct strata_proc_event *e)
 		proc_exited(g, e->tgid, e->mm_id);
 }
 
-/* A process BPF made a target at its first call: scanned now; a target
+/* A target's first call, BPF's admission or not: scanned now; a target
  * even if it is gone already (its exit event follows and finishes it). */
 void gpu_proc_admitted(struct gpu *g, uint32_t tgid, uint64_t mm_id, const char *comm)
 {
@@ -438,10 +438,11 @@ int gpu_on_proc_event(void *ctx, void *data, size_t size)
 	if (size < sizeof(*e))
 		return 0;
 	switch (e->type) {
-	case PROC_EV_NEW: /* admitted by BPF at its first call */
+	case PROC_EV_NEW: /* a target's first call (bpf/gpu_call.bpf.h) */
 		/* its libraries are mapped now (the exec-time read had only the
-		 * program and ld.so): read the maps again, so the call-site
-		 * walks get every table from the next calls on */
+		 * program and ld.so; a /proc scan may have caught ld.so halfway):
+		 * read the maps again, so the call-site walks get every table
+		 * from the next calls on */
 		proc_tracker__on_event(g->procs_tracker, e);
 		gpu_proc_admitted(g, e->tgid, e->mm_id, e->comm);
 		break;

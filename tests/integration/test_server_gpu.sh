@@ -74,7 +74,12 @@ PY
 api "/api/v1/collectives" > "$T/coll.json"
 api "/api/v1/trace" > "$T/trace.json"
 api "/api/v1/processes" > "$T/procs.json"
-python3 - "$T/coll.json" "$T/trace.json" "$T/procs.json" $steps <<'PY' || fail "NCCL through the server"
+# on a failure, what the agent saw: exits, communicators unknown or recovered
+nccl_failed() {
+	grep -E 'gpu\.bpf|gpu: links|gpu nccl recovered|tracing pid|warn' "$T/agent.log"
+	fail "NCCL through the server"
+}
+python3 - "$T/coll.json" "$T/trace.json" "$T/procs.json" $steps <<'PY' || nccl_failed
 import json, sys, collections
 steps = int(sys.argv[4])
 comms = json.load(open(sys.argv[1]))["communicators"]
