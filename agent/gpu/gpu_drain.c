@@ -281,6 +281,57 @@ static void purge_bpf(struct gpu *g, uint32_t tgid)
 	g->alloc_mirror[0].valid = g->alloc_mirror[1].valid = false;
 }
 
+/* An allocation or in-flight call of the process before it exec'd (or
+ * exited, its pid reused since): ctx is the exited slot. */
+static bool alloc_before(int fd, const void *key, void *ctx)
+{
+	const struct gpu_proc *p = ctx;
+	struct gpu_alloc_val v;
+
+	return *(const uint32_t *)key == p->tgid && !bpf_map_lookup_elem(fd, key, &v) &&
+	       v.ts_ns < p->gone_ktime_ns;
+}
+
+static bool call_before(int fd, const void *key, void *ctx)
+{
+	const struct gpu_proc *p = ctx;
+	struct gpu_call c;
+
+	return !bpf_map_lookup_elem(fd, key, &c) && c.tgid == p->tgid &&
+	       c.start_ns < p->gone_ktime_ns;
+}
+
+/*
+ * The pid of exited slot p runs another image now, traced in a live slot:
+ * p exec'd (a launcher that made CUDA calls, then exec'd the training
+ * program) or its pid was reused.  Every BPF entry is keyed by pid, and
+ * the successor's (its target entry, communicators, call sites,
+ * allocations) must stay: purging by pid three drains after the exec
+ * deleted the new image's state (test_gpu_exec: its 25 leaked allocations
+ * gone).  What is surely p's goes: the allocations it made and the calls
+ * it was in before its exit or exec (the memory went with its address
+ * space).  The rest, keyed like the successor's, stays for the successor's
+ * own purge (the same pid and start time: the same process on the wire).
+ */
+static void purge_predecessor(struct gpu *g, struct gpu_proc *p)
+{
+	struct bpf_map *allocs[] = { g->skel->maps.gpu_allocs, g->skel->maps.gpu_fw_allocs };
+
+	g->purges_deferred++;
+	if (!p->gone_ktime_ns)
+		return; /* found gone: when is not known */
+	for (size_t m = 0; m < 2; m++)
+		map_drain__delete_matching(bpf_map__fd(allocs[m]), bpf_map__key_size(allocs[m]),
+					   4 * (uint64_t)bpf_map__max_entries(allocs[m]) + 64,
+					   alloc_before, p);
+	map_drain__delete_matching(bpf_map__fd(g->skel->maps.gpu_inflight),
+				   bpf_map__key_size(g->skel->maps.gpu_inflight),
+				   4 * (uint64_t)bpf_map__max_entries(g->skel->maps.gpu_inflight) +
+					   64,
+				   call_before, p);
+	g->alloc_mirror[0].valid = g->alloc_mirror[1].valid = false;
+}
+
 static void finish_exited(struct gpu *g)
 {
 	for (size_t i = 0; i < GPU_MAX_PROCS; i++) {
@@ -293,7 +344,10 @@ static void finish_exited(struct gpu *g)
 			p->exit_drains++;
 			continue;
 		}
-		purge_bpf(g, p->tgid);
+		if (gpu_proc_find(g, p->tgid))
+			purge_predecessor(g, p);
+		else
+			purge_bpf(g, p->tgid);
 		for (uint32_t j = 0; j < p->nfiles; j++) {
 			gpu_file_unref(g, &g->files[p->files[j]]);
 		}

@@ -114,10 +114,11 @@ struct gpu_proc {
 	uint32_t backoff_ms;
 	uint32_t nfiles;
 	int files[GPU_PROC_FILES];
-	uint64_t mm_id;	      /* address space, as BPF saw it at a call or exit */
-	uint64_t hint_mm_id;  /* from the sampler's exec/first-sample event */
-	bool bpf_exited;      /* the GPU object's exit record (with the mappings) came */
-	uint32_t exit_drains; /* drains since it exited without that record */
+	uint64_t mm_id;		/* address space, as BPF saw it at a call or exit */
+	uint64_t hint_mm_id;	/* from the sampler's exec/first-sample event */
+	bool bpf_exited;	/* the GPU object's exit record (with the mappings) came */
+	uint32_t exit_drains;	/* drains since it exited without that record */
+	uint64_t gone_ktime_ns; /* its exit or exec event's bpf_ktime; 0: found gone */
 	struct gpu_proc_info info;
 };
 
@@ -244,10 +245,11 @@ struct gpu {
 	uint64_t mapped_ignored;      /* PROC_EV_MAPPED_EXEC of others (BPF filters them) */
 	uint64_t alive_checks;
 	uint64_t exits;
-	uint64_t calls_taken_ns; /* CLOCK_REALTIME of the last gpu__calls_taken */
-	uint64_t procs_pruned;	 /* exited processes' rows dropped after a batch told them */
-	uint64_t drains;	 /* gpu__drain calls: the raw stacks' clock */
-	uint32_t *retired;	 /* sorted: the last gpu_retire's processes */
+	uint64_t calls_taken_ns;  /* CLOCK_REALTIME of the last gpu__calls_taken */
+	uint64_t procs_pruned;	  /* exited processes' rows dropped after a batch told them */
+	uint64_t purges_deferred; /* exited, their pid live again: its entries kept */
+	uint64_t drains;	  /* gpu__drain calls: the raw stacks' clock */
+	uint32_t *retired;	  /* sorted: the last gpu_retire's processes */
 	size_t nretired, retired_cap;
 	uint64_t rows_retired, stacks_retired, frames_compacted; /* gpu_retire.c */
 	struct gpu_recover recover;

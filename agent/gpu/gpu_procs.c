@@ -356,18 +356,19 @@ void gpu__watch(struct gpu *g, uint32_t tgid)
  * order): the address-space id, which the exit-time stacks are resolved
  * with, is taken from whichever carries it.
  */
-static void proc_exited(struct gpu *g, uint32_t tgid, uint64_t mm_id)
+static void proc_exited(struct gpu *g, const struct strata_proc_event *e, uint64_t mm_id)
 {
-	struct gpu_proc *p = gpu_proc_find(g, tgid);
+	struct gpu_proc *p = gpu_proc_find(g, e->tgid);
 
 	if (!p) {
-		p = gpu_proc_find_exited(g, tgid);
+		p = gpu_proc_find_exited(g, e->tgid);
 		if (p && !p->mm_id)
 			p->mm_id = mm_id;
 		return;
 	}
 	if (!p->mm_id)
 		p->mm_id = mm_id;
+	p->gone_ktime_ns = e->ts_ns;
 	proc_vanished(g, p); /* exit_ns: within a drain of the exit */
 }
 
@@ -384,7 +385,7 @@ void gpu__on_proc_event(struct gpu *g, const struct strata_proc_event *e)
 			p->hint_mm_id = e->mm_id;
 		return;
 	} else if (e->type == PROC_EV_EXIT)
-		proc_exited(g, e->tgid, e->mm_id);
+		proc_exited(g, e, e->mm_id);
 }
 
 /* A target's first call, BPF's admission or not: scanned now; a target
@@ -450,7 +451,7 @@ int gpu_on_proc_event(void *ctx, void *data, size_t size)
 		struct gpu_proc *p;
 
 		proc_tracker__on_event(g->procs_tracker, e);
-		proc_exited(g, e->tgid, e->mm_id);
+		proc_exited(g, e, e->mm_id);
 		p = gpu_proc_find_exited(g, e->tgid);
 		if (p)
 			p->bpf_exited = true;
@@ -472,7 +473,7 @@ int gpu_on_proc_event(void *ctx, void *data, size_t size)
 		break;
 	}
 	case PROC_EV_EXEC: /* the old image is finished; the new one is watched */
-		proc_exited(g, e->tgid, 0);
+		proc_exited(g, e, 0);
 		gpu__watch(g, e->tgid);
 		break;
 	default:

@@ -212,7 +212,7 @@ void gpu__report(struct gpu *g)
 		"files_dropped=%llu targets=%llu "
 		"watched=%llu exits=%llu scans=%llu mapped=%llu mapped_ignored=%llu "
 		"alive_checks=%llu "
-		"slots_reused=%llu notify_full=%llu "
+		"slots_reused=%llu purges_deferred=%llu notify_full=%llu "
 		"dls=%zu "
 		"alloc_walks_skipped=%llu "
 		"dls_dropped=%llu dls_failed=%llu "
@@ -227,7 +227,8 @@ void gpu__report(struct gpu *g)
 		(unsigned long long)st.watched, (unsigned long long)g->exits,
 		(unsigned long long)g->scans, (unsigned long long)g->mapped_seen,
 		(unsigned long long)g->mapped_ignored, (unsigned long long)g->alive_checks,
-		(unsigned long long)g->slots_reused, (unsigned long long)g->notify_full, g->ndls,
+		(unsigned long long)g->slots_reused, (unsigned long long)g->purges_deferred,
+		(unsigned long long)g->notify_full, g->ndls,
 		(unsigned long long)g->alloc_walks_skipped, (unsigned long long)g->dls_dropped,
 		(unsigned long long)g->dls_failed, (unsigned long long)st.bpf_targets,
 		(unsigned long long)st.bpf_allocs, (unsigned long long)st.bpf_inflight,
