@@ -27,6 +27,12 @@ void gpu_remember_procs(struct gpu *g)
 
 		if (p->state != PROC_TARGET && p->state != PROC_EXITED)
 			continue;
+		/* A pid with an exited slot and a live one (it exec'd, or was
+		 * reused) is the live image's: in slot order, the exited one
+		 * could describe it (exited, without its rank or job) to every
+		 * batch until it is finished. */
+		if (p->state == PROC_EXITED && gpu_proc_find(g, p->tgid))
+			continue;
 		for (size_t j = 0; j < g->data.nprocs; j++)
 			if (g->data.procs[j].tgid == p->tgid)
 				in = &g->data.procs[j];

@@ -321,6 +321,36 @@ static void let_go_a_drain_after_its_slot(void **state)
 	layer_free(g);
 }
 
+void gpu_remember_procs(struct gpu *g); /* gpu_view.c, for gpu__drain */
+
+/*
+ * A pid with a slot for its exited image and one for the image it exec'd
+ * (the new one first in slot order here): the process table describes the
+ * live image, with its rank, whichever slot comes last.
+ */
+static void exec_successor_describes_the_pid(void **state)
+{
+	struct gpu *g = layer_new();
+	const struct gpu_proc_info *pi;
+
+	(void)state;
+	g->procs[0] = (struct gpu_proc){ .tgid = 42, .state = PROC_TARGET };
+	g->procs[0].info = (struct gpu_proc_info){ .tgid = 42, .rank = 2, .nccl_rank = 2 };
+	g->procs[1] = (struct gpu_proc){ .tgid = 42, .state = PROC_EXITED };
+	g->procs[1].info = (struct gpu_proc_info){ .tgid = 42, .rank = -1, .exited = true };
+	gpu_remember_procs(g);
+	assert_int_equal(g->data.nprocs, 1);
+	pi = gpu_data__proc(&g->data, 42);
+	assert_non_null(pi);
+	assert_false(pi->exited);
+	assert_int_equal(pi->rank, 2);
+	/* the exited image finished: the live one stays as it is */
+	g->procs[1].state = PROC_FREE;
+	gpu_remember_procs(g);
+	assert_int_equal(gpu_data__proc(&g->data, 42)->rank, 2);
+	layer_free(g);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -328,6 +358,7 @@ int main(void)
 		cmocka_unit_test(reused_and_recent_processes_stay),
 		cmocka_unit_test(raw_stacks_stay_with_their_process),
 		cmocka_unit_test(let_go_a_drain_after_its_slot),
+		cmocka_unit_test(exec_successor_describes_the_pid),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
