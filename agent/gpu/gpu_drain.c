@@ -310,14 +310,17 @@ static bool call_before(int fd, const void *key, void *ctx)
  * deleted the new image's state (test_gpu_exec: its 25 leaked allocations
  * gone).  What is surely p's goes: the allocations it made and the calls
  * it was in before its exit or exec (the memory went with its address
- * space).  The rest, keyed like the successor's, stays for the successor's
- * own purge (the same pid and start time: the same process on the wire).
+ * space).  The rest, keyed like the successor's, is the successor's to
+ * purge when it ends, target or not (after an exec: the same pid and start
+ * time, the same process on the wire; a pid reused within the drains an
+ * exit waits is rare).
  */
-static void purge_predecessor(struct gpu *g, struct gpu_proc *p)
+static void purge_predecessor(struct gpu *g, struct gpu_proc *p, struct gpu_proc *successor)
 {
 	struct bpf_map *allocs[] = { g->skel->maps.gpu_allocs, g->skel->maps.gpu_fw_allocs };
 
 	g->purges_deferred++;
+	successor->owes_purge = true;
 	if (!p->gone_ktime_ns)
 		return; /* found gone: when is not known */
 	for (size_t m = 0; m < 2; m++)
@@ -335,7 +338,7 @@ static void purge_predecessor(struct gpu *g, struct gpu_proc *p)
 static void finish_exited(struct gpu *g)
 {
 	for (size_t i = 0; i < GPU_MAX_PROCS; i++) {
-		struct gpu_proc *p = &g->procs[i];
+		struct gpu_proc *p = &g->procs[i], *successor;
 		struct gpu_proc_info *pi;
 
 		if (p->state != PROC_EXITED)
@@ -344,8 +347,9 @@ static void finish_exited(struct gpu *g)
 			p->exit_drains++;
 			continue;
 		}
-		if (gpu_proc_find(g, p->tgid))
-			purge_predecessor(g, p);
+		successor = gpu_proc_find(g, p->tgid);
+		if (successor)
+			purge_predecessor(g, p, successor);
 		else
 			purge_bpf(g, p->tgid);
 		for (uint32_t j = 0; j < p->nfiles; j++) {

@@ -119,6 +119,7 @@ struct gpu_proc {
 	bool bpf_exited;	/* the GPU object's exit record (with the mappings) came */
 	uint32_t exit_drains;	/* drains since it exited without that record */
 	uint64_t gone_ktime_ns; /* its exit or exec event's bpf_ktime; 0: found gone */
+	bool owes_purge;	/* BPF rows of an earlier image of its pid are its to purge */
 	struct gpu_proc_info info;
 };
 

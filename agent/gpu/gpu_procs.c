@@ -113,7 +113,7 @@ static void proc_vanished(struct gpu *g, struct gpu_proc *p)
 		bpf_map_delete_elem(bpf_map__fd(g->skel->maps.gpu_mapped_last), &p->tgid);
 		p->in_notify_filter = false;
 	}
-	if (p->state == PROC_TARGET || p->nfiles) {
+	if (p->state == PROC_TARGET || p->nfiles || p->owes_purge) {
 		p->state = PROC_EXITED; /* finished at the next drain */
 		p->info.exited = true;
 		p->info.exit_ns = realtime_ns();
