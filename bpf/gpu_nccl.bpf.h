@@ -10,14 +10,24 @@
 #define STRATA_BPF_GPU_NCCL_BPF_H
 
 /* ncclCommInitRank(comm*, nranks, ncclUniqueId id (128 bytes, passed in
- * memory: on the stack above the return address), rank[, config]). */
-/* Not inlined: its 128-byte id buffer stays off gpu_enter's frame, which
- * the stack walk's frames sit on (the walk's comment in gpu_stack.bpf.h). */
+ * memory: on the stack above the return address), rank[, config]);
+ * ncclCommInitRankScalable(comm*, nranks, rank, nId, ncclUniqueId *ids,
+ * config): the same registers for comm, nranks and rank, and ids[0] as the
+ * identity (every rank passes the same nId ids, large jobs more than one
+ * to spread the bootstrap).  Not inlined: its 128-byte id buffer stays off
+ * gpu_enter's frame, which the stack walk's frames sit on (the walk's
+ * comment in gpu_stack.bpf.h). */
 static __noinline void nccl_init_enter(struct pt_regs *ctx, struct gpu_call *c)
 {
+	const void *id = (void *)(PT_REGS_SP(ctx) + 8);
 	__u64 w[16];
 
-	if (bpf_probe_read_user(w, sizeof(w), (void *)(PT_REGS_SP(ctx) + 8)))
+	if (c->api == GPU_API_ncclCommInitRankScalable) {
+		if ((__s32)c->a[3] < 1)
+			return;
+		id = (const void *)c->a[4];
+	}
+	if (bpf_probe_read_user(w, sizeof(w), id))
 		return;
 	c->id_hash = gpu_unique_id_hash(w);
 }

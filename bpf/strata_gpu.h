@@ -15,43 +15,44 @@
  * share its id (agent/gpu/gpu_names.c spells them).  The order is the tally's
  * order and gpu_api_kind() below depends on it.
  */
-#define STRATA_GPU_APIS(X)        \
-	X(cudaLaunchKernel)       \
-	X(cudaLaunchKernelExC)    \
-	X(cuLaunchKernel)         \
-	X(cuLaunchKernelEx)       \
-	X(cudaGraphLaunch)        \
-	X(cudaMalloc)             \
-	X(cudaMallocAsync)        \
-	X(cudaMallocManaged)      \
-	X(cudaMallocHost)         \
-	X(cuMemAlloc)             \
-	X(cuMemAllocAsync)        \
-	X(cuMemAllocManaged)      \
-	X(cuMemAllocHost)         \
-	X(cudaFree)               \
-	X(cudaFreeAsync)          \
-	X(cudaFreeHost)           \
-	X(cuMemFree)              \
-	X(cuMemFreeAsync)         \
-	X(cuMemFreeHost)          \
-	X(cudaMemcpy)             \
-	X(cudaMemcpyAsync)        \
-	X(cudaStreamSynchronize)  \
-	X(cudaDeviceSynchronize)  \
-	X(cudaEventSynchronize)   \
-	X(cuModuleGetFunction)    \
-	X(cuLibraryGetKernel)     \
-	X(ncclCommInitRank)       \
-	X(ncclCommInitRankConfig) \
-	X(ncclAllReduce)          \
-	X(ncclBroadcast)          \
-	X(ncclReduce)             \
-	X(ncclAllGather)          \
-	X(ncclReduceScatter)      \
-	X(ncclSend)               \
-	X(ncclRecv)               \
-	X(ncclGroupStart)         \
+#define STRATA_GPU_APIS(X)          \
+	X(cudaLaunchKernel)         \
+	X(cudaLaunchKernelExC)      \
+	X(cuLaunchKernel)           \
+	X(cuLaunchKernelEx)         \
+	X(cudaGraphLaunch)          \
+	X(cudaMalloc)               \
+	X(cudaMallocAsync)          \
+	X(cudaMallocManaged)        \
+	X(cudaMallocHost)           \
+	X(cuMemAlloc)               \
+	X(cuMemAllocAsync)          \
+	X(cuMemAllocManaged)        \
+	X(cuMemAllocHost)           \
+	X(cudaFree)                 \
+	X(cudaFreeAsync)            \
+	X(cudaFreeHost)             \
+	X(cuMemFree)                \
+	X(cuMemFreeAsync)           \
+	X(cuMemFreeHost)            \
+	X(cudaMemcpy)               \
+	X(cudaMemcpyAsync)          \
+	X(cudaStreamSynchronize)    \
+	X(cudaDeviceSynchronize)    \
+	X(cudaEventSynchronize)     \
+	X(cuModuleGetFunction)      \
+	X(cuLibraryGetKernel)       \
+	X(ncclCommInitRank)         \
+	X(ncclCommInitRankConfig)   \
+	X(ncclCommInitRankScalable) \
+	X(ncclAllReduce)            \
+	X(ncclBroadcast)            \
+	X(ncclReduce)               \
+	X(ncclAllGather)            \
+	X(ncclReduceScatter)        \
+	X(ncclSend)                 \
+	X(ncclRecv)                 \
+	X(ncclGroupStart)           \
 	X(ncclGroupEnd)
 
 #define STRATA_GPU_API_ENTRY(name) GPU_API_##name,
@@ -87,7 +88,7 @@ static inline __u32 gpu_api_kind(__u32 api)
 		return GPU_KIND_SYNC;
 	if (api <= GPU_API_cuLibraryGetKernel)
 		return GPU_KIND_LOOKUP;
-	if (api <= GPU_API_ncclCommInitRankConfig)
+	if (api <= GPU_API_ncclCommInitRankScalable)
 		return GPU_KIND_NCCL_INIT;
 	if (api <= GPU_API_ncclReduceScatter)
 		return GPU_KIND_COLL;

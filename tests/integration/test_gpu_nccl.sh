@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # 4-rank allreduce loop (ranks are processes over a shared-memory barrier):
 # every rank's collectives carry sequence numbers 0..N-1, one communicator
-# identity shared by all ranks, the rank/nranks from ncclCommInitRank, and
-# RANK/WORLD_SIZE from the environment; per-collective stats are tallied.
+# identity shared by all ranks, the rank/nranks from ncclCommInitRank (or
+# ncclCommInitRankScalable), and RANK/WORLD_SIZE from the environment;
+# per-collective stats are tallied.
 source "$(dirname "$0")/lib.sh"
 require_bpf
 # the stand-ins attached from the start, as installed CUDA/NCCL libraries are
@@ -10,12 +11,18 @@ require_bpf
 GPU_LIBS=(--gpu-lib "$FIX/libcudart.so" --gpu-lib "$FIX/libcuda.so" --gpu-lib "$FIX/libnccl.so")
 export SIM_KERNEL_US=20
 steps=15
-"$STRATA" record "${GPU_LIBS[@]}" --drain-interval 100 -o "$T/p.folded" --tally "$T/tally.txt" \
-	--trace "$T/trace.json" -- "$FIX/train_sim" 4 $steps > "$T/out" 2>&1 ||
-	{ cat "$T/out"; fail "strata record failed"; }
-grep -Eq "^ncclAllReduce +$((4 * steps)) " "$T/tally.txt" || { cat "$T/tally.txt"; fail "allreduce count"; }
-grep -Eq "^ncclCommInitRank +4 " "$T/tally.txt" || fail "comm init count"
-python3 - "$T/trace.json" $steps <<'PY' || fail "NCCL records"
+# INIT (the API the ranks make their communicator with; SIM_NCCL_INIT for
+# train_sim): the job's records, checked
+nccl_job() {
+	local init=$1
+	SIM_NCCL_INIT=$([ "$init" = ncclCommInitRankScalable ] && echo scalable) \
+		"$STRATA" record "${GPU_LIBS[@]}" --drain-interval 100 -o "$T/p.folded" \
+		--tally "$T/tally.txt" --trace "$T/trace.json" -- "$FIX/train_sim" 4 $steps \
+		> "$T/out" 2>&1 || { cat "$T/out"; fail "$init: strata record failed"; }
+	grep -Eq "^ncclAllReduce +$((4 * steps)) " "$T/tally.txt" ||
+		{ cat "$T/tally.txt"; fail "$init: allreduce count"; }
+	grep -Eq "^$init +4 " "$T/tally.txt" || { cat "$T/tally.txt"; fail "$init: comm init count"; }
+	python3 - "$T/trace.json" $steps <<'PY' || fail "$init: NCCL records"
 import json, sys, collections
 d = json.load(open(sys.argv[1])); steps = int(sys.argv[2])
 ev = [e for e in d["traceEvents"] if e.get("name") == "ncclAllReduce"]
@@ -36,7 +43,12 @@ names = [e["args"]["name"] for e in d["traceEvents"] if e.get("name") == "proces
 assert sum(n.startswith("rank ") for n in names) == 4, names
 print("comm", comms.pop(), "ranks", sorted(ranks), "seq 0..%d on each" % (steps - 1))
 PY
-echo "ok: 4 ranks, $steps allreduces each"
+	echo "ok: $init: 4 ranks, $steps allreduces each"
+}
+nccl_job ncclCommInitRank
+# Large jobs spread the bootstrap over several unique ids
+# (ncclCommInitRankScalable): the first one names the communicator.
+nccl_job ncclCommInitRankScalable
 
 # A call whose return never comes (SIM_ESCAPE_EVERY: the stream sync before
 # the all-reduce is left by siglongjmp, as an exception unwinding through the
