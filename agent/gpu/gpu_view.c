@@ -218,7 +218,7 @@ void gpu__report(struct gpu *g)
 		"files_dropped=%llu targets=%llu "
 		"watched=%llu exits=%llu scans=%llu mapped=%llu mapped_ignored=%llu "
 		"alive_checks=%llu "
-		"slots_reused=%llu purges_deferred=%llu notify_full=%llu "
+		"slots_reused=%llu notify_full=%llu "
 		"dls=%zu "
 		"alloc_walks_skipped=%llu "
 		"dls_dropped=%llu dls_failed=%llu "
@@ -226,15 +226,14 @@ void gpu__report(struct gpu *g)
 		"bpf_inflight=%llu bpf_proc_rows=%llu adopted=%llu dropped_rows=%llu "
 		"dropped_calls=%llu procs_dropped=%llu procs_kept=%zu procs_pruned=%llu "
 		"rows_retired=%llu stacks_retired=%llu frames_compacted=%llu stacks=%zu "
-		"raw_stacks=%zu frames=%u clock_err_ns=%llu\n",
+		"raw_stacks=%zu frames=%u clock_err_ns=%llu purges_deferred=%llu\n",
 		(unsigned long long)st.links, (unsigned long long)g->attach_failed,
 		(unsigned long long)st.files_attached, (unsigned long long)g->files_freed,
 		(unsigned long long)g->files_dropped, (unsigned long long)st.targets,
 		(unsigned long long)st.watched, (unsigned long long)g->exits,
 		(unsigned long long)g->scans, (unsigned long long)g->mapped_seen,
 		(unsigned long long)g->mapped_ignored, (unsigned long long)g->alive_checks,
-		(unsigned long long)g->slots_reused, (unsigned long long)g->purges_deferred,
-		(unsigned long long)g->notify_full, g->ndls,
+		(unsigned long long)g->slots_reused, (unsigned long long)g->notify_full, g->ndls,
 		(unsigned long long)g->alloc_walks_skipped, (unsigned long long)g->dls_dropped,
 		(unsigned long long)g->dls_failed, (unsigned long long)st.bpf_targets,
 		(unsigned long long)st.bpf_allocs, (unsigned long long)st.bpf_inflight,
@@ -244,7 +243,7 @@ void gpu__report(struct gpu *g)
 		(unsigned long long)g->procs_pruned, (unsigned long long)g->rows_retired,
 		(unsigned long long)g->stacks_retired, (unsigned long long)g->frames_compacted,
 		g->stacks.n, g->raw_stacks.n, d->frames->nframes,
-		(unsigned long long)d->clock_err_ns);
+		(unsigned long long)d->clock_err_ns, (unsigned long long)g->purges_deferred);
 	if (g->comm_state) {
 		struct gpu_comm_state_stats cs;
 

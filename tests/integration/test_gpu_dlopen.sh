@@ -56,7 +56,8 @@ kill -INT "$AGENT_PID"
 wait "$AGENT_PID" || fail "agent exited with an error: $(tail -5 "$T/agent.log")"
 AGENT_PID=
 gpu_line=$(grep 'gpu: links=' "$T/agent.log" | tail -1)
-echo "$gpu_line" | grep -o 'scans=[0-9]* mapped=[0-9]* mapped_ignored=[0-9]* alive_checks=[0-9]* slots_reused=[0-9]* notify_full=[0-9]* dls=[0-9]*'
+echo "$gpu_line" | grep -o 'scans=[0-9]* mapped=[0-9]* mapped_ignored=[0-9]* alive_checks=[0-9]* slots_reused=[0-9]* notify_full=[0-9]* dls=[0-9]*' ||
+	fail "the agent's gpu counters are not as this test reads them: $gpu_line"
 mapped=$(echo "$gpu_line" | sed -n 's/.* mapped=\([0-9]*\) .*/\1/p')
 ignored=$(echo "$gpu_line" | sed -n 's/.* mapped_ignored=\([0-9]*\) .*/\1/p')
 [ "${mapped:-0}" -ge 1 ] || fail "no dynamic-linker event for a watched process: $gpu_line"
