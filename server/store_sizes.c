@@ -21,7 +21,9 @@ static bool claim(struct store_sizes_cache *c, uint64_t now_ns)
 {
 	uint64_t last = ld(&c->claimed_ns);
 
-	if (last && now_ns - last < STORE_SIZES_EVERY_NS)
+	/* signed: a caller that read the clock before another claimed (its
+	 * now_ns below last) finds the sizes fresh */
+	if (last && (int64_t)(now_ns - last) < (int64_t)STORE_SIZES_EVERY_NS)
 		return false;
 	return __atomic_compare_exchange_n(&c->claimed_ns, &last, now_ns ? now_ns : 1, false,
 					   __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);

@@ -64,6 +64,11 @@ static void test_read_once_a_minute(void **state)
 	assert_int_equal(cs.reads, 2);
 	assert_int_equal(z.bytes_on_disk, 2000);
 	assert_int_equal(age, 0);
+	/* a scrape that read the clock just before that one claimed */
+	assert_int_equal(store_sizes__get(&c, &cs.base, t0 + STORE_SIZES_EVERY_NS - 1, &z, &age),
+			 0);
+	assert_int_equal(cs.reads, 2);
+	assert_int_equal(age, 0);
 }
 
 static void test_failed_read(void **state)
