@@ -91,9 +91,11 @@ J=hang-io-$$
 # (as a real one imports torch and creates its CUDA context: seconds)
 # until the agent follows every one of them, so it sees their
 # ncclCommInitRank (the communicator's identity and each rank's place).
-# Here that takes about a second; a CI run had only 18 of 20 ranks loaded
-# after 60 s, so the wait is 100 s, the progress is printed every 5 s and
-# a failure shows the ranks' output and state.
+# Here that takes about a second.  "18 of 20 ranks loaded" for good (CI at
+# stop 21, a fresh clone at 7ca6da6) was two ranks' lines printed at once
+# and run together (print() under PYTHONUNBUFFERED writes the newline
+# apart; py_nccl_job.py now writes each line at once).  The progress is
+# printed every 5 s and a failure shows the ranks' output and state.
 t_start=$(date +%s.%N)
 i=0
 for _ in $(seq 400); do
