@@ -34,6 +34,8 @@ int store_sizes__get(struct store_sizes_cache *c, struct store *s, uint64_t now_
 {
 	uint64_t read;
 
+	if (!s->ops->sizes)
+		return -EOPNOTSUPP; /* a store that cannot tell */
 	if (claim(c, now_ns)) {
 		struct store_sizes z;
 		int err = s->ops->sizes(s, &z);

@@ -29,7 +29,8 @@ struct store_sizes_cache {
  * The sizes to show at now_ns (monotonic): read from s when the kept ones
  * are STORE_SIZES_EVERY_NS old and no other caller is reading them; a
  * failed read is tried again a period later.  *age_ns: how old they are.
- * -EAGAIN when none was ever read.
+ * -EAGAIN when none was ever read, -EOPNOTSUPP when the store has no
+ * sizes op.
  */
 int store_sizes__get(struct store_sizes_cache *c, struct store *s, uint64_t now_ns,
 		     struct store_sizes *out, uint64_t *age_ns);

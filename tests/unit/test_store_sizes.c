@@ -96,6 +96,20 @@ static void test_failed_read(void **state)
 	assert_int_equal(c.reads, 3);
 }
 
+/* A store without the op (a test's fake) has no sizes, and no crash. */
+static void test_store_without_sizes(void **state)
+{
+	static const struct store_ops no_sizes = { .name = "none" };
+	struct store s = { .ops = &no_sizes };
+	struct store_sizes_cache c = { 0 };
+	struct store_sizes z;
+	uint64_t age;
+
+	(void)state;
+	assert_int_equal(store_sizes__get(&c, &s, 5000 * S, &z, &age), -EOPNOTSUPP);
+	assert_int_equal(c.reads, 0);
+}
+
 struct scraper {
 	pthread_t t;
 	struct store_sizes_cache *c;
@@ -145,6 +159,7 @@ int main(void)
 		cmocka_unit_test(test_read_once_a_minute),
 		cmocka_unit_test(test_failed_read),
 		cmocka_unit_test(test_concurrent_scrapes),
+		cmocka_unit_test(test_store_without_sizes),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
