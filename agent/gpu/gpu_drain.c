@@ -262,6 +262,16 @@ static bool call_of_tgid(int fd, const void *key, void *tgid)
 	return !bpf_map_lookup_elem(fd, key, &c) && c.tgid == *(const uint32_t *)tgid;
 }
 
+/* Deletes the entries of m that match says to, in one walk. */
+static void purge_matching(struct bpf_map *m, bool (*match)(int fd, const void *key, void *ctx),
+			   void *ctx)
+{
+	/* a walk that BPF's deletes restart at most a few times */
+	uint64_t steps = 4 * (uint64_t)bpf_map__max_entries(m) + 64;
+
+	map_drain__delete_matching(bpf_map__fd(m), bpf_map__key_size(m), steps, match, ctx);
+}
+
 /* Deletes every BPF entry of an exited process (its rows were read). */
 static void purge_bpf(struct gpu *g, uint32_t tgid)
 {
@@ -269,13 +279,8 @@ static void purge_bpf(struct gpu *g, uint32_t tgid)
 
 	gpu_proc_maps_of(g, maps);
 	maps[GPU_PROC_MAPS] = g->skel->maps.gpu_inflight;
-	for (size_t m = 0; m <= GPU_PROC_MAPS; m++) {
-		/* a walk that BPF's deletes restart at most a few times */
-		uint64_t steps = 4 * (uint64_t)bpf_map__max_entries(maps[m]) + 64;
-
-		map_drain__delete_matching(bpf_map__fd(maps[m]), bpf_map__key_size(maps[m]), steps,
-					   m < GPU_PROC_MAPS ? key_of_tgid : call_of_tgid, &tgid);
-	}
+	for (size_t m = 0; m <= GPU_PROC_MAPS; m++)
+		purge_matching(maps[m], m < GPU_PROC_MAPS ? key_of_tgid : call_of_tgid, &tgid);
 	bpf_map_delete_elem(bpf_map__fd(g->skel->maps.gpu_targets), &tgid);
 	/* deleted here, not by BPF: the change counts did not move */
 	g->alloc_mirror[0].valid = g->alloc_mirror[1].valid = false;
@@ -324,14 +329,8 @@ static void purge_predecessor(struct gpu *g, struct gpu_proc *p, struct gpu_proc
 	if (!p->gone_ktime_ns)
 		return; /* found gone: when is not known */
 	for (size_t m = 0; m < 2; m++)
-		map_drain__delete_matching(bpf_map__fd(allocs[m]), bpf_map__key_size(allocs[m]),
-					   4 * (uint64_t)bpf_map__max_entries(allocs[m]) + 64,
-					   alloc_before, p);
-	map_drain__delete_matching(bpf_map__fd(g->skel->maps.gpu_inflight),
-				   bpf_map__key_size(g->skel->maps.gpu_inflight),
-				   4 * (uint64_t)bpf_map__max_entries(g->skel->maps.gpu_inflight) +
-					   64,
-				   call_before, p);
+		purge_matching(allocs[m], alloc_before, p);
+	purge_matching(g->skel->maps.gpu_inflight, call_before, p);
 	g->alloc_mirror[0].valid = g->alloc_mirror[1].valid = false;
 }
 
